@@ -1,0 +1,29 @@
+//! Tickwork's pure domain logic: schedules and time zones, misfire decisions, routing, block
+//! policies and run states.
+//!
+//! This crate knows nothing about SQL, HTTP or async runtimes: every function here is a plain
+//! computation over its arguments, so that it can be tested with tables of cases.
+
+// First, so that `named_enum!` is in scope in every module below.
+#[macro_use]
+mod names;
+
+pub mod block;
+pub mod cron;
+mod error;
+pub mod misfire;
+pub mod routing;
+pub mod run;
+pub mod schedule;
+
+pub use error::Error;
+pub use names::{
+    BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType,
+};
+
+/// Handle code of a successful run, as on the XXL-JOB wire.
+pub const HANDLE_CODE_SUCCESS: i32 = 200;
+/// Handle code of a failed run.
+pub const HANDLE_CODE_FAIL: i32 = 500;
+/// Handle code of a run that exceeded its timeout.
+pub const HANDLE_CODE_TIMEOUT: i32 = 502;
