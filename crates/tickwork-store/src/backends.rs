@@ -1,0 +1,220 @@
+//! The three [`Backend`]s: connection setup, migrations, write transactions, and the binding
+//! of [`Query`] values to each sqlx driver. Everything else is shared.
+
+use std::str::FromStr;
+
+use sqlx::migrate::Migrator;
+use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, Postgres};
+use sqlx::sqlite::{
+    Sqlite, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{AssertSqlSafe, Executor, Pool, Transaction};
+
+use crate::sql::{AnyRow, Arg, Backend, Conn, Done, Kind, Query, numbered_placeholders};
+use crate::{Error, StoreOptions};
+
+// `sqlx::migrate!` lives behind sqlx's `macros` feature, which we leave off; the proc macro
+// it forwards to is reachable through the `derive` feature, and expands to the same thing.
+static SQLITE_MIGRATOR: Migrator = sqlx::sqlx_macros::migrate!("migrations/sqlite");
+static POSTGRES_MIGRATOR: Migrator = sqlx::sqlx_macros::migrate!("migrations/postgres");
+static MYSQL_MIGRATOR: Migrator = sqlx::sqlx_macros::migrate!("migrations/mysql");
+
+/// The three query methods of a backend, identical but for the driver type, the placeholder
+/// style and where the inserted id comes from.
+macro_rules! query_methods {
+    ($db:ty, $prepare:expr, |$done:ident| $last_id:expr) => {
+        async fn execute(conn: &mut Conn<Self>, query: Query) -> Result<Done, sqlx::Error> {
+            let Query {
+                sql,
+                args,
+                persistent,
+            } = query;
+            let mut q = sqlx::query::<$db>(AssertSqlSafe($prepare(sql))).persistent(persistent);
+            for arg in args {
+                q = match arg {
+                    Arg::Int(v) => q.bind(v),
+                    Arg::Int32(v) => q.bind(v),
+                    Arg::Text(v) => q.bind(v),
+                };
+            }
+            let $done = q.execute(&mut *conn).await?;
+            Ok(Done {
+                rows: $done.rows_affected(),
+                last_id: $last_id,
+            })
+        }
+
+        async fn fetch_all<T: AnyRow>(
+            conn: &mut Conn<Self>,
+            query: Query,
+        ) -> Result<Vec<T>, sqlx::Error> {
+            let Query {
+                sql,
+                args,
+                persistent,
+            } = query;
+            let mut q =
+                sqlx::query_as::<$db, T>(AssertSqlSafe($prepare(sql))).persistent(persistent);
+            for arg in args {
+                q = match arg {
+                    Arg::Int(v) => q.bind(v),
+                    Arg::Int32(v) => q.bind(v),
+                    Arg::Text(v) => q.bind(v),
+                };
+            }
+            q.fetch_all(&mut *conn).await
+        }
+
+        async fn fetch_optional<T: AnyRow>(
+            conn: &mut Conn<Self>,
+            query: Query,
+        ) -> Result<Option<T>, sqlx::Error> {
+            let Query {
+                sql,
+                args,
+                persistent,
+            } = query;
+            let mut q =
+                sqlx::query_as::<$db, T>(AssertSqlSafe($prepare(sql))).persistent(persistent);
+            for arg in args {
+                q = match arg {
+                    Arg::Int(v) => q.bind(v),
+                    Arg::Int32(v) => q.bind(v),
+                    Arg::Text(v) => q.bind(v),
+                };
+            }
+            q.fetch_optional(&mut *conn).await
+        }
+    };
+}
+
+fn as_written(sql: String) -> String {
+    sql
+}
+
+fn numbered(sql: String) -> String {
+    numbered_placeholders(&sql)
+}
+
+/// A URL the driver cannot parse. The URL itself is not repeated: it may hold a password.
+fn bad_url(_: sqlx::Error) -> Error {
+    Error::Invalid("the database url is not valid".to_owned())
+}
+
+/// Embedded SQLite: one file, WAL, one writer at a time.
+pub(crate) struct SqliteBackend;
+
+impl Backend for SqliteBackend {
+    type Db = Sqlite;
+    const KIND: Kind = Kind::Sqlite;
+
+    async fn open(url: &str, options: &StoreOptions) -> Result<Pool<Sqlite>, Error> {
+        let connect = SqliteConnectOptions::from_str(url)
+            .map_err(bad_url)?
+            .journal_mode(SqliteJournalMode::Wal)
+            // NORMAL is durable in WAL mode except for the last commits before a power loss.
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(options.sqlite_busy_timeout)
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new().acquire_timeout(options.acquire_timeout);
+        // Every connection to `:memory:` is a database of its own: keep exactly one, forever.
+        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        let pool = if in_memory {
+            pool.max_connections(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+        } else {
+            pool.max_connections(options.max_connections.unwrap_or(4))
+        };
+        Ok(pool.connect_with(connect).await?)
+    }
+
+    async fn migrate(pool: &Pool<Sqlite>) -> Result<(), Error> {
+        Ok(SQLITE_MIGRATOR.run(pool).await?)
+    }
+
+    async fn begin_write(pool: &Pool<Sqlite>) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
+        // A deferred BEGIN that later writes fails at once with "database is locked" when
+        // another writer got in first; IMMEDIATE takes the write lock up front and so waits
+        // out the busy timeout instead.
+        pool.begin_with("BEGIN IMMEDIATE").await
+    }
+
+    query_methods!(Sqlite, as_written, |done| done.last_insert_rowid());
+}
+
+/// PostgreSQL.
+pub(crate) struct PostgresBackend;
+
+impl Backend for PostgresBackend {
+    type Db = Postgres;
+    const KIND: Kind = Kind::Postgres;
+
+    async fn open(url: &str, options: &StoreOptions) -> Result<Pool<Postgres>, Error> {
+        let connect = PgConnectOptions::from_str(url).map_err(bad_url)?;
+        Ok(PgPoolOptions::new()
+            .max_connections(options.max_connections.unwrap_or(10))
+            .acquire_timeout(options.acquire_timeout)
+            .connect_with(connect)
+            .await?)
+    }
+
+    async fn migrate(pool: &Pool<Postgres>) -> Result<(), Error> {
+        Ok(POSTGRES_MIGRATOR.run(pool).await?)
+    }
+
+    async fn begin_write(
+        pool: &Pool<Postgres>,
+    ) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+        pool.begin().await
+    }
+
+    // PostgreSQL reports inserted ids only through RETURNING, which the store uses instead.
+    query_methods!(Postgres, numbered, |_done| 0);
+}
+
+/// MySQL 8 and MariaDB >= 10.6 (both have `SKIP LOCKED`).
+pub(crate) struct MySqlBackend;
+
+impl Backend for MySqlBackend {
+    type Db = MySql;
+    const KIND: Kind = Kind::MySql;
+
+    async fn open(url: &str, options: &StoreOptions) -> Result<Pool<MySql>, Error> {
+        // The driver speaks to both; only the scheme name differs.
+        let url = match url.strip_prefix("mariadb://") {
+            Some(rest) => format!("mysql://{rest}"),
+            None => url.to_owned(),
+        };
+        let connect = MySqlConnectOptions::from_str(&url).map_err(bad_url)?;
+        Ok(MySqlPoolOptions::new()
+            .max_connections(options.max_connections.unwrap_or(10))
+            .acquire_timeout(options.acquire_timeout)
+            // READ COMMITTED, as on PostgreSQL. Under InnoDB's default REPEATABLE READ a claim's
+            // `FOR UPDATE SKIP LOCKED` scan also locks the index entry after the last row it
+            // returns, so a second claimer waits on it and the two deadlock; edits of jobs
+            // being claimed deadlock the same way. (Needs row or mixed binlog format, the
+            // default of MySQL 8 and MariaDB.)
+            .after_connect(|conn, _meta| {
+                Box::pin(async move {
+                    conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                        .await?;
+                    Ok(())
+                })
+            })
+            .connect_with(connect)
+            .await?)
+    }
+
+    async fn migrate(pool: &Pool<MySql>) -> Result<(), Error> {
+        Ok(MYSQL_MIGRATOR.run(pool).await?)
+    }
+
+    async fn begin_write(pool: &Pool<MySql>) -> Result<Transaction<'static, MySql>, sqlx::Error> {
+        pool.begin().await
+    }
+
+    query_methods!(MySql, as_written, |done| done.last_insert_id() as i64);
+}

@@ -1,0 +1,74 @@
+//! Tickwork's persistence: the [`Store`] trait and its implementation on SQLite, PostgreSQL and
+//! MySQL/MariaDB, chosen by URL.
+//!
+//! This crate knows nothing about HTTP. It does no schedule math either: the claim takes a
+//! planner closure built by the admin on `tickwork-core`. What it guarantees is the ledger:
+//! a unique key on (job, fire key) makes a double scheduled fire impossible at the database,
+//! whatever the admin nodes do.
+//!
+//! Layout: `model` (rows and parameters), `store` (the trait), `sql` (one query, three
+//! dialects), `backends` (driver glue per database), `sql_store` (the shared implementation),
+//! `rows` (decoding), and `migrations/<backend>` embedded at build time.
+
+mod backends;
+mod error;
+mod model;
+mod rows;
+mod sql;
+mod sql_store;
+mod store;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use error::Error;
+pub use model::*;
+pub use store::Store;
+pub use tickwork_core::run::RunState;
+
+use backends::{MySqlBackend, PostgresBackend, SqliteBackend};
+use sql_store::SqlStore;
+
+// One type per backend; all three share the implementation in `sql_store`.
+type SqliteStore = SqlStore<SqliteBackend>;
+type PostgresStore = SqlStore<PostgresBackend>;
+type MySqlStore = SqlStore<MySqlBackend>;
+
+/// Connection settings shared by every backend.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Pool size; `None` picks 4 for SQLite (one writer at a time anyway) and 10 otherwise.
+    pub max_connections: Option<u32>,
+    /// How long an operation waits for a free connection.
+    pub acquire_timeout: Duration,
+    /// How long a SQLite writer waits for the write lock before giving up.
+    pub sqlite_busy_timeout: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            max_connections: None,
+            acquire_timeout: Duration::from_secs(10),
+            sqlite_busy_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Opens the database named by `url`, applies its migrations, and returns the store.
+///
+/// Schemes: `sqlite://path` (add `?mode=rwc` to create the file; `sqlite::memory:` for a
+/// throw-away database), `postgres://` or `postgresql://`, `mysql://` or `mariadb://`.
+pub async fn connect(url: &str, options: &StoreOptions) -> Result<Arc<dyn Store>, Error> {
+    let scheme = url.split_once(':').map(|(s, _)| s).unwrap_or_default();
+    Ok(match scheme {
+        "sqlite" => Arc::new(SqliteStore::open(url, options).await?),
+        "postgres" | "postgresql" => Arc::new(PostgresStore::open(url, options).await?),
+        "mysql" | "mariadb" => Arc::new(MySqlStore::open(url, options).await?),
+        _ => {
+            return Err(Error::Invalid(format!(
+                "database url scheme {scheme:?} is not one of sqlite, postgres, mysql, mariadb"
+            )));
+        }
+    })
+}

@@ -1,0 +1,573 @@
+//! The rows the store hands out and the parameters its operations take.
+//!
+//! Times are epoch milliseconds everywhere. Enumerations are the typed names of
+//! `tickwork-core`; the store writes them by name and refuses to invent values.
+
+use tickwork_core::run::RunState;
+use tickwork_core::{
+    BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType, misfire,
+};
+
+use crate::Error;
+
+/// Declares a two-or-more valued status stored by name, with `as_str` and `FromStr`.
+macro_rules! stored_enum {
+    ($(#[$meta:meta])* $name:ident, $kind:literal { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant),+
+        }
+
+        impl $name {
+            /// The stored name.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = Error;
+
+            fn from_str(s: &str) -> Result<Self, Error> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(Error::Invalid(format!(concat!($kind, " {:?} is unknown"), other))),
+                }
+            }
+        }
+    };
+}
+
+stored_enum! {
+    /// Whether the scheduler fires a job.
+    JobStatus, "job status" {
+        /// Claimed and fired by the scheduler.
+        Running = "running",
+        /// Fires only by hand.
+        Stopped = "stopped",
+    }
+}
+
+stored_enum! {
+    /// Where a group's executor addresses come from.
+    AddressMode, "address mode" {
+        /// From the registry (executors register themselves).
+        Auto = "auto",
+        /// From the group's own list.
+        Manual = "manual",
+    }
+}
+
+/// A page request: `limit` rows after skipping `offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageReq {
+    /// Rows to skip.
+    pub offset: u64,
+    /// Rows to return, 1 to [`PageReq::MAX_LIMIT`].
+    pub limit: u64,
+}
+
+impl PageReq {
+    /// The largest page the store serves.
+    pub const MAX_LIMIT: u64 = 1000;
+
+    /// The first `limit` rows.
+    pub const fn first(limit: u64) -> Self {
+        PageReq { offset: 0, limit }
+    }
+}
+
+impl Default for PageReq {
+    fn default() -> Self {
+        PageReq::first(20)
+    }
+}
+
+/// One page of a listing and the number of rows matching the filter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paged<T> {
+    /// The rows of this page.
+    pub items: Vec<T>,
+    /// All rows that match, on every page.
+    pub total: u64,
+}
+
+/// A half-open time range `[from, to)`; an open end is `None`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TimeRange {
+    /// Inclusive start.
+    pub from: Option<i64>,
+    /// Exclusive end.
+    pub to: Option<i64>,
+}
+
+// ---- executor groups ----
+
+/// An executor group (XXL: job group), keyed by its `app_name`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    pub id: i64,
+    /// The AppName executors register under. Unique.
+    pub app_name: String,
+    pub title: String,
+    pub address_mode: AddressMode,
+    /// The manual address list (used when `address_mode` is manual).
+    pub addresses: Vec<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A group to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupNew {
+    pub app_name: String,
+    pub title: String,
+    pub address_mode: AddressMode,
+    pub addresses: Vec<String>,
+    pub now: i64,
+}
+
+/// New values for every editable field of a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupUpdate {
+    pub id: i64,
+    pub app_name: String,
+    pub title: String,
+    pub address_mode: AddressMode,
+    pub addresses: Vec<String>,
+    pub now: i64,
+}
+
+// ---- registry ----
+
+/// One executor heartbeat (`/api/registry`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryBeat {
+    pub app_name: String,
+    pub address: String,
+    pub now: i64,
+}
+
+/// One registry row's identity (`/api/registryRemove`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryKey {
+    pub app_name: String,
+    pub address: String,
+}
+
+/// The live addresses of one app: those that beat at or after `alive_since`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveQuery {
+    pub app_name: String,
+    pub alive_since: i64,
+}
+
+/// One registry row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryEntry {
+    pub app_name: String,
+    pub address: String,
+    pub updated_at: i64,
+}
+
+// ---- jobs ----
+
+/// The editable definition of a job: what `job_create` and `job_update` write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobSpec {
+    pub group_id: i64,
+    pub description: String,
+    pub owner: String,
+    /// Where alarms go; the alarm component owns the format (XXL: comma-separated e-mails).
+    pub alarm_channels: String,
+    pub schedule_type: ScheduleType,
+    /// Cron text, interval, instant: whatever `schedule_type` reads.
+    pub schedule_conf: String,
+    /// IANA name of the zone the schedule is read in.
+    pub time_zone: String,
+    pub misfire_strategy: MisfireStrategy,
+    pub route_strategy: RouteStrategy,
+    pub handler: String,
+    pub params: String,
+    pub block_strategy: BlockStrategy,
+    /// Run timeout in seconds; 0 = none.
+    pub timeout_s: i32,
+    /// Retries after a failed run.
+    pub retry_count: i32,
+    /// Delay before a retry, in milliseconds.
+    pub retry_backoff_ms: i64,
+    /// Jobs fired when a run of this one succeeds.
+    pub child_job_ids: Vec<i64>,
+    /// Higher fires first when several runs are due at the same millisecond.
+    pub priority: i32,
+    pub glue_type: GlueType,
+    pub glue_source: String,
+}
+
+impl JobSpec {
+    /// A bean job of `group_id` running `handler`, never scheduled, with XXL-JOB's defaults
+    /// for everything else (UTC, first route, serial execution).
+    pub fn new(group_id: i64, handler: impl Into<String>) -> Self {
+        JobSpec {
+            group_id,
+            description: String::new(),
+            owner: String::new(),
+            alarm_channels: String::new(),
+            schedule_type: ScheduleType::None,
+            schedule_conf: String::new(),
+            time_zone: "UTC".to_owned(),
+            misfire_strategy: MisfireStrategy::DoNothing,
+            route_strategy: RouteStrategy::First,
+            handler: handler.into(),
+            params: String::new(),
+            block_strategy: BlockStrategy::SerialExecution,
+            timeout_s: 0,
+            retry_count: 0,
+            retry_backoff_ms: 0,
+            child_job_ids: Vec::new(),
+            priority: 0,
+            glue_type: GlueType::Bean,
+            glue_source: String::new(),
+        }
+    }
+}
+
+/// A stored job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    pub id: i64,
+    /// Stable unique key, for import/export and jobs-as-code.
+    pub key: String,
+    pub spec: JobSpec,
+    pub status: JobStatus,
+    /// The next instant the scheduler claims; `None` when nothing is scheduled.
+    pub next_fire_at: Option<i64>,
+    /// The latest fire the scheduler planned.
+    pub last_fire_at: Option<i64>,
+    /// When the script (glue type or source) last changed.
+    pub glue_updated_at: i64,
+    /// Bumped by every `job_update`, for optimistic edits.
+    pub version: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A job to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobNew {
+    pub key: String,
+    pub spec: JobSpec,
+    pub status: JobStatus,
+    /// The first fire, computed by the admin; `None` for a stopped job.
+    pub next_fire_at: Option<i64>,
+    pub now: i64,
+}
+
+/// New values for a job's definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobUpdate {
+    pub id: i64,
+    /// `Some(v)`: apply only if the job is still at version `v` (else `Conflict`).
+    /// `None`: last write wins.
+    pub expected_version: Option<i64>,
+    pub spec: JobSpec,
+    /// The next fire under the new schedule, written as given (`None` = nothing scheduled).
+    /// Re-planning a fire that was already claimed is harmless: the ledger skips it.
+    pub next_fire_at: Option<i64>,
+    pub now: i64,
+}
+
+/// Which jobs to list. Text matches description, handler, key and owner, ignoring ASCII case.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JobFilter {
+    pub group_id: Option<i64>,
+    pub status: Option<JobStatus>,
+    pub text: Option<String>,
+    pub page: PageReq,
+}
+
+/// Start or stop a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobStatusChange {
+    pub id: i64,
+    pub status: JobStatus,
+    /// The next fire when starting; `None` when stopping.
+    pub next_fire_at: Option<i64>,
+    pub now: i64,
+}
+
+/// Move a running job's next fire (fixed delay: counted from a completion).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobNextFire {
+    pub id: i64,
+    pub next_fire_at: Option<i64>,
+}
+
+// ---- the claim ----
+
+/// One claim round of one admin node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimParams {
+    /// Written as the planned runs' `owner_node`.
+    pub node_id: String,
+    pub now: i64,
+    /// Jobs whose `next_fire_at <= now + lookahead_ms` are claimed.
+    pub lookahead_ms: i64,
+    /// At most this many jobs per round.
+    pub limit: u32,
+}
+
+/// One fire the planner decided on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedFire {
+    /// The schedule's instant this fire stands for: the ledger key. Unique per job.
+    pub fire_key: i64,
+    /// When the run fires: `fire_key`, or the planning instant for a misfire catch-up.
+    pub scheduled_at: i64,
+    pub trigger_type: TriggerType,
+    /// `planned` (fires) or `misfired` (recorded, never fires).
+    pub state: RunState,
+}
+
+impl PlannedFire {
+    /// A fire on time, at its scheduled instant.
+    pub const fn on_time(at: i64, trigger_type: TriggerType) -> Self {
+        PlannedFire {
+            fire_key: at,
+            scheduled_at: at,
+            trigger_type,
+            state: RunState::Planned,
+        }
+    }
+
+    /// A fire recorded as misfired: it never runs, but the ledger shows it was decided.
+    pub const fn misfired(at: i64, trigger_type: TriggerType) -> Self {
+        PlannedFire {
+            fire_key: at,
+            scheduled_at: at,
+            trigger_type,
+            state: RunState::Misfired,
+        }
+    }
+
+    /// Translates one decision of [`tickwork_core::misfire::plan`]; `scheduled` is the
+    /// trigger type of the job's schedule (`CRON`, `FIX_RATE`, ...).
+    pub fn from_misfire(fire: &misfire::PlannedFire, scheduled: TriggerType) -> Self {
+        PlannedFire {
+            fire_key: fire.scheduled_at,
+            scheduled_at: fire.fire_at().unwrap_or(fire.scheduled_at),
+            trigger_type: fire.trigger_type(scheduled).unwrap_or(scheduled),
+            state: fire.state(),
+        }
+    }
+}
+
+/// What the planner decided for one claimed job.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JobPlan {
+    /// Every fire of the window, each with a distinct `fire_key`.
+    pub fires: Vec<PlannedFire>,
+    /// Where the job continues; `None` stops it.
+    pub next_fire_at: Option<i64>,
+}
+
+/// The schedule math the admin supplies to a claim: called once per claimed job with the
+/// claim's `now`, inside the claim transaction, so it must be quick and must not block.
+pub type Planner<'a> = dyn Fn(&Job, i64) -> JobPlan + Send + Sync + 'a;
+
+/// What one claim round did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClaimResult {
+    /// The runs written as `planned`, ordered by `scheduled_at`: the timer fires these.
+    pub runs: Vec<Run>,
+    /// Jobs claimed (planned, advanced or stopped).
+    pub jobs: usize,
+    /// Runs written as `misfired`.
+    pub misfired: usize,
+    /// Fires the ledger already held, so not written again.
+    pub duplicates: usize,
+}
+
+// ---- runs ----
+
+/// One run (XXL: log row); `id` is the XXL `logId`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    pub id: i64,
+    pub job_id: i64,
+    pub group_id: i64,
+    /// When the run fires (or fired).
+    pub scheduled_at: i64,
+    /// The ledger key of a scheduled fire; `None` for manual, API, retry and parent runs.
+    pub fire_key: Option<i64>,
+    pub trigger_type: TriggerType,
+    /// 0 for a first run, n for the n-th retry.
+    pub attempt: i32,
+    pub parent_run_id: Option<i64>,
+    pub executor_address: Option<String>,
+    pub handler: String,
+    pub params: String,
+    pub shard_index: Option<i32>,
+    pub shard_total: Option<i32>,
+    pub state: RunState,
+    /// 0 until the trigger outcome is recorded, then 200 or the failure code.
+    pub trigger_code: i32,
+    pub trigger_msg: Option<String>,
+    /// 0 until the result is recorded.
+    pub handle_code: i32,
+    pub handle_msg: Option<String>,
+    /// XXL's alarm status: 0 default, 1 none needed, 2 sent, 3 failed.
+    pub alarm_status: i32,
+    /// The admin node whose timer holds the run while it is planned.
+    pub owner_node: Option<String>,
+    pub priority: i32,
+    pub created_at: i64,
+    pub dispatched_at: Option<i64>,
+    pub finished_at: Option<i64>,
+}
+
+/// A run outside the schedule: manual, API, retry, parent or misfire. It has no ledger key,
+/// so any number of them coexist. Group, handler and priority come from the job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunNew {
+    pub job_id: i64,
+    pub trigger_type: TriggerType,
+    pub scheduled_at: i64,
+    pub attempt: i32,
+    pub parent_run_id: Option<i64>,
+    /// `None`: the job's own params.
+    pub params: Option<String>,
+    /// A chosen executor, when the caller picked one.
+    pub executor_address: Option<String>,
+    pub shard_index: Option<i32>,
+    pub shard_total: Option<i32>,
+    pub owner_node: Option<String>,
+    pub now: i64,
+}
+
+impl RunNew {
+    /// A first attempt of `job_id` with the job's params, firing at `now`.
+    pub fn new(job_id: i64, trigger_type: TriggerType, now: i64) -> Self {
+        RunNew {
+            job_id,
+            trigger_type,
+            scheduled_at: now,
+            attempt: 0,
+            parent_run_id: None,
+            params: None,
+            executor_address: None,
+            shard_index: None,
+            shard_total: None,
+            owner_node: None,
+            now,
+        }
+    }
+}
+
+/// The recorded outcome of one accepted `/run` call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dispatched {
+    pub run_id: i64,
+    pub address: String,
+    pub trigger_code: i32,
+    pub trigger_msg: Option<String>,
+    pub at: i64,
+}
+
+/// A trigger that failed (no executor, `/run` refused): the run ends as `failed`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TriggerFailed {
+    pub run_id: i64,
+    /// The executor that refused, if one was called.
+    pub address: Option<String>,
+    pub trigger_code: i32,
+    pub trigger_msg: String,
+    pub at: i64,
+}
+
+/// A planned run that will not run, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunSkip {
+    pub run_id: i64,
+    pub reason: String,
+    pub at: i64,
+}
+
+/// A run's result (callback, kill, lost-run monitor).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunComplete {
+    pub run_id: i64,
+    pub handle_code: i32,
+    pub handle_msg: Option<String>,
+    /// One of succeeded, failed, timed_out, killed, lost.
+    pub state: RunState,
+    pub at: i64,
+}
+
+/// Which runs to list, newest first. The time range applies to `scheduled_at`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RunFilter {
+    pub job_id: Option<i64>,
+    pub group_id: Option<i64>,
+    pub state: Option<RunState>,
+    pub range: TimeRange,
+    pub page: PageReq,
+}
+
+// ---- reports ----
+
+/// Run counts of one day.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunReport {
+    /// The day's first instant (midnight in the admin's zone).
+    pub day: i64,
+    pub running: i64,
+    pub succeeded: i64,
+    pub failed: i64,
+    pub updated_at: i64,
+}
+
+// ---- cluster ----
+
+/// One admin node's heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeBeat {
+    pub id: String,
+    pub address: String,
+    pub now: i64,
+}
+
+/// An admin node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub id: String,
+    pub address: String,
+    pub started_at: i64,
+    pub heartbeat_at: i64,
+}
+
+/// Take or renew lease `name` for `node` until `now + ttl_ms`: granted when it is free,
+/// expired, or already `node`'s.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRequest {
+    pub name: String,
+    pub node: String,
+    pub ttl_ms: i64,
+    pub now: i64,
+}
+
+/// A lease and the node that means to give it up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseKey {
+    pub name: String,
+    pub node: String,
+}

@@ -1,0 +1,277 @@
+//! Rows as the database holds them, and their conversion to the typed model.
+//!
+//! Each row struct lists its columns once, in `*_COLUMNS`, in the order of its fields; the
+//! `FromRow` derive reads them by name on every backend.
+
+use std::str::FromStr;
+
+use tickwork_core::run::RunState;
+use tickwork_core::{
+    BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType,
+};
+
+use crate::Error;
+use crate::model::*;
+
+/// Reads a stored name; a value the code does not know means the row is corrupt.
+fn parse<T: FromStr>(column: &str, value: &str) -> Result<T, Error> {
+    value
+        .parse()
+        .map_err(|_| Error::corrupt(format!("{column} holds the unknown value {value:?}")))
+}
+
+/// Splits a comma-separated list, dropping empty items.
+pub(crate) fn split_list(s: &str) -> impl Iterator<Item = &str> {
+    s.split(',').map(str::trim).filter(|x| !x.is_empty())
+}
+
+pub(crate) const GROUP_COLUMNS: &str =
+    "id, app_name, title, address_mode, addresses, created_at, updated_at";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct GroupRow {
+    id: i64,
+    app_name: String,
+    title: String,
+    address_mode: String,
+    addresses: String,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl TryFrom<GroupRow> for Group {
+    type Error = Error;
+
+    fn try_from(r: GroupRow) -> Result<Self, Error> {
+        Ok(Group {
+            id: r.id,
+            address_mode: parse("address_mode", &r.address_mode)?,
+            addresses: split_list(&r.addresses).map(str::to_owned).collect(),
+            app_name: r.app_name,
+            title: r.title,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        })
+    }
+}
+
+pub(crate) const REGISTRY_COLUMNS: &str = "app_name, address, updated_at";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct RegistryRow {
+    app_name: String,
+    address: String,
+    updated_at: i64,
+}
+
+impl From<RegistryRow> for RegistryEntry {
+    fn from(r: RegistryRow) -> Self {
+        RegistryEntry {
+            app_name: r.app_name,
+            address: r.address,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+pub(crate) const JOB_COLUMNS: &str = "id, job_key, group_id, description, owner, alarm_channels, \
+     schedule_type, schedule_conf, time_zone, misfire_strategy, route_strategy, handler, params, \
+     block_strategy, timeout_s, retry_count, retry_backoff_ms, child_job_ids, priority, \
+     glue_type, glue_source, glue_updated_at, status, next_fire_at, last_fire_at, version, \
+     created_at, updated_at";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct JobRow {
+    id: i64,
+    job_key: String,
+    group_id: i64,
+    description: String,
+    owner: String,
+    alarm_channels: String,
+    schedule_type: String,
+    schedule_conf: String,
+    time_zone: String,
+    misfire_strategy: String,
+    route_strategy: String,
+    handler: String,
+    params: String,
+    block_strategy: String,
+    timeout_s: i32,
+    retry_count: i32,
+    retry_backoff_ms: i64,
+    child_job_ids: String,
+    priority: i32,
+    glue_type: String,
+    glue_source: String,
+    glue_updated_at: i64,
+    status: String,
+    next_fire_at: Option<i64>,
+    last_fire_at: Option<i64>,
+    version: i64,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl TryFrom<JobRow> for Job {
+    type Error = Error;
+
+    fn try_from(r: JobRow) -> Result<Self, Error> {
+        let child_job_ids = split_list(&r.child_job_ids)
+            .map(|id| parse::<i64>("child_job_ids", id))
+            .collect::<Result<_, _>>()?;
+        Ok(Job {
+            id: r.id,
+            key: r.job_key,
+            spec: JobSpec {
+                group_id: r.group_id,
+                description: r.description,
+                owner: r.owner,
+                alarm_channels: r.alarm_channels,
+                schedule_type: parse::<ScheduleType>("schedule_type", &r.schedule_type)?,
+                schedule_conf: r.schedule_conf,
+                time_zone: r.time_zone,
+                misfire_strategy: parse::<MisfireStrategy>(
+                    "misfire_strategy",
+                    &r.misfire_strategy,
+                )?,
+                route_strategy: parse::<RouteStrategy>("route_strategy", &r.route_strategy)?,
+                handler: r.handler,
+                params: r.params,
+                block_strategy: parse::<BlockStrategy>("block_strategy", &r.block_strategy)?,
+                timeout_s: r.timeout_s,
+                retry_count: r.retry_count,
+                retry_backoff_ms: r.retry_backoff_ms,
+                child_job_ids,
+                priority: r.priority,
+                glue_type: parse::<GlueType>("glue_type", &r.glue_type)?,
+                glue_source: r.glue_source,
+            },
+            status: parse("status", &r.status)?,
+            next_fire_at: r.next_fire_at,
+            last_fire_at: r.last_fire_at,
+            glue_updated_at: r.glue_updated_at,
+            version: r.version,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        })
+    }
+}
+
+pub(crate) const RUN_COLUMNS: &str = "id, job_id, group_id, scheduled_at, fire_key, trigger_type, \
+     attempt, parent_run_id, executor_address, handler, params, shard_index, shard_total, state, \
+     trigger_code, trigger_msg, handle_code, handle_msg, alarm_status, owner_node, priority, \
+     created_at, dispatched_at, finished_at";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct RunRow {
+    id: i64,
+    job_id: i64,
+    group_id: i64,
+    scheduled_at: i64,
+    fire_key: Option<i64>,
+    trigger_type: String,
+    attempt: i32,
+    parent_run_id: Option<i64>,
+    executor_address: Option<String>,
+    handler: String,
+    params: String,
+    shard_index: Option<i32>,
+    shard_total: Option<i32>,
+    state: String,
+    trigger_code: i32,
+    trigger_msg: Option<String>,
+    handle_code: i32,
+    handle_msg: Option<String>,
+    alarm_status: i32,
+    owner_node: Option<String>,
+    priority: i32,
+    created_at: i64,
+    dispatched_at: Option<i64>,
+    finished_at: Option<i64>,
+}
+
+impl TryFrom<RunRow> for Run {
+    type Error = Error;
+
+    fn try_from(r: RunRow) -> Result<Self, Error> {
+        Ok(Run {
+            id: r.id,
+            job_id: r.job_id,
+            group_id: r.group_id,
+            scheduled_at: r.scheduled_at,
+            fire_key: r.fire_key,
+            trigger_type: parse::<TriggerType>("trigger_type", &r.trigger_type)?,
+            attempt: r.attempt,
+            parent_run_id: r.parent_run_id,
+            executor_address: r.executor_address,
+            handler: r.handler,
+            params: r.params,
+            shard_index: r.shard_index,
+            shard_total: r.shard_total,
+            state: parse::<RunState>("state", &r.state)?,
+            trigger_code: r.trigger_code,
+            trigger_msg: r.trigger_msg,
+            handle_code: r.handle_code,
+            handle_msg: r.handle_msg,
+            alarm_status: r.alarm_status,
+            owner_node: r.owner_node,
+            priority: r.priority,
+            created_at: r.created_at,
+            dispatched_at: r.dispatched_at,
+            finished_at: r.finished_at,
+        })
+    }
+}
+
+pub(crate) const REPORT_COLUMNS: &str =
+    "day, running_count, succeeded_count, failed_count, updated_at";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct ReportRow {
+    day: i64,
+    running_count: i64,
+    succeeded_count: i64,
+    failed_count: i64,
+    updated_at: i64,
+}
+
+impl From<ReportRow> for RunReport {
+    fn from(r: ReportRow) -> Self {
+        RunReport {
+            day: r.day,
+            running: r.running_count,
+            succeeded: r.succeeded_count,
+            failed: r.failed_count,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+pub(crate) const NODE_COLUMNS: &str = "id, address, started_at, heartbeat_at";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct NodeRow {
+    id: String,
+    address: String,
+    started_at: i64,
+    heartbeat_at: i64,
+}
+
+impl From<NodeRow> for Node {
+    fn from(r: NodeRow) -> Self {
+        Node {
+            id: r.id,
+            address: r.address,
+            started_at: r.started_at,
+            heartbeat_at: r.heartbeat_at,
+        }
+    }
+}
+
+/// Converts every row, failing on the first unreadable one.
+pub(crate) fn convert<R, T>(rows: Vec<R>) -> Result<Vec<T>, Error>
+where
+    T: TryFrom<R, Error = Error>,
+{
+    rows.into_iter().map(T::try_from).collect()
+}

@@ -1,0 +1,315 @@
+//! The thin layer that lets one body of SQL serve three databases.
+//!
+//! Statements are written once, with `?` placeholders, into a [`Query`] that carries its
+//! arguments as plain values ([`Arg`]). A [`Backend`] (one small impl per database, in
+//! `backends.rs`) binds those values to the concrete sqlx driver and rewrites placeholders
+//! where needed. The few real dialect differences (row locks, insert-or-skip, upsert,
+//! `RETURNING`) are answered by [`Kind`]. The store logic itself (`sql_store.rs`) is generic
+//! over `Backend` and never names a driver type.
+
+use std::future::Future;
+
+use sqlx::mysql::MySqlRow;
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Database, FromRow, Pool, Transaction};
+
+use crate::{Error, StoreOptions};
+
+/// One bound value. Every column of the schema is an integer or text, possibly NULL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Arg {
+    Int(Option<i64>),
+    Int32(Option<i32>),
+    Text(Option<String>),
+}
+
+macro_rules! arg_from {
+    ($($t:ty => |$v:ident| $e:expr),+ $(,)?) => {
+        $(impl From<$t> for Arg {
+            fn from($v: $t) -> Self {
+                $e
+            }
+        })+
+    };
+}
+
+arg_from! {
+    i64 => |v| Arg::Int(Some(v)),
+    Option<i64> => |v| Arg::Int(v),
+    i32 => |v| Arg::Int32(Some(v)),
+    Option<i32> => |v| Arg::Int32(v),
+    String => |v| Arg::Text(Some(v)),
+    &String => |v| Arg::Text(Some(v.clone())),
+    &str => |v| Arg::Text(Some(v.to_owned())),
+    Option<String> => |v| Arg::Text(v),
+    Option<&str> => |v| Arg::Text(v.map(str::to_owned)),
+}
+
+/// SQL text with `?` placeholders and the values that fill them, in order.
+#[derive(Debug, Clone)]
+pub(crate) struct Query {
+    pub(crate) sql: String,
+    pub(crate) args: Vec<Arg>,
+    /// Whether the driver may cache the prepared statement. Off for statements whose text
+    /// varies with the batch size, which would only churn the cache.
+    pub(crate) persistent: bool,
+}
+
+impl Query {
+    pub(crate) fn new(sql: impl Into<String>) -> Self {
+        Query {
+            sql: sql.into(),
+            args: Vec::new(),
+            persistent: true,
+        }
+    }
+
+    /// Marks the statement as one-off (see `persistent`).
+    pub(crate) fn one_off(mut self) -> Self {
+        self.persistent = false;
+        self
+    }
+
+    pub(crate) fn bind(mut self, value: impl Into<Arg>) -> Self {
+        self.args.push(value.into());
+        self
+    }
+
+    pub(crate) fn push(&mut self, sql: &str) -> &mut Self {
+        self.sql.push_str(sql);
+        self
+    }
+
+    /// Appends one placeholder and its value.
+    pub(crate) fn push_bind(&mut self, value: impl Into<Arg>) -> &mut Self {
+        self.sql.push('?');
+        self.args.push(value.into());
+        self
+    }
+
+    /// Appends another query's text and arguments.
+    pub(crate) fn append(&mut self, other: &Query) -> &mut Self {
+        self.sql.push_str(&other.sql);
+        self.args.extend(other.args.iter().cloned());
+        self
+    }
+
+    /// Appends `(?, ?, ...)` with one placeholder per value.
+    pub(crate) fn push_list<A: Into<Arg>>(&mut self, values: impl IntoIterator<Item = A>) {
+        self.sql.push('(');
+        for (i, v) in values.into_iter().enumerate() {
+            if i > 0 {
+                self.sql.push_str(", ");
+            }
+            self.push_bind(v);
+        }
+        self.sql.push(')');
+    }
+}
+
+/// Which database, for the statements that differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Sqlite,
+    Postgres,
+    MySql,
+}
+
+impl Kind {
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Kind::Sqlite => "sqlite",
+            Kind::Postgres => "postgres",
+            Kind::MySql => "mysql",
+        }
+    }
+
+    /// Suffix of a claim's select. SQLite has no row locks: its write transaction
+    /// (`BEGIN IMMEDIATE`) already excludes every other writer.
+    pub(crate) const fn skip_locked(self) -> &'static str {
+        match self {
+            Kind::Sqlite => "",
+            Kind::Postgres | Kind::MySql => " FOR UPDATE SKIP LOCKED",
+        }
+    }
+
+    /// Suffix of a select that is about to be updated in the same transaction.
+    pub(crate) const fn for_update(self) -> &'static str {
+        match self {
+            Kind::Sqlite => "",
+            Kind::Postgres | Kind::MySql => " FOR UPDATE",
+        }
+    }
+
+    /// Start of an insert whose rows are skipped when they collide with a unique key
+    /// (finished by [`Kind::on_conflict_skip`]).
+    pub(crate) const fn insert_or_skip(self) -> &'static str {
+        match self {
+            Kind::MySql => "INSERT IGNORE INTO ",
+            Kind::Sqlite | Kind::Postgres => "INSERT INTO ",
+        }
+    }
+
+    /// End of an insert-or-skip on the unique key `target` (a column list).
+    pub(crate) fn on_conflict_skip(self, target: &str) -> String {
+        match self {
+            Kind::MySql => String::new(),
+            Kind::Sqlite | Kind::Postgres => format!(" ON CONFLICT ({target}) DO NOTHING"),
+        }
+    }
+
+    /// End of an insert that, when the unique key `target` collides, overwrites `columns`
+    /// with the inserted values instead.
+    pub(crate) fn on_conflict_update(self, target: &str, columns: &[&str]) -> String {
+        match self {
+            // VALUES() is deprecated in MySQL 8.0.20 but still works, and MariaDB lacks the
+            // row alias syntax that replaces it.
+            Kind::MySql => {
+                let sets: Vec<String> = columns
+                    .iter()
+                    .map(|c| format!("{c} = VALUES({c})"))
+                    .collect();
+                format!(" ON DUPLICATE KEY UPDATE {}", sets.join(", "))
+            }
+            Kind::Sqlite | Kind::Postgres => {
+                let sets: Vec<String> = columns
+                    .iter()
+                    .map(|c| format!("{c} = excluded.{c}"))
+                    .collect();
+                format!(" ON CONFLICT ({target}) DO UPDATE SET {}", sets.join(", "))
+            }
+        }
+    }
+
+    /// Whether `INSERT ... RETURNING` is available. MariaDB has it, MySQL 8 does not, so the
+    /// MySQL family never uses it.
+    pub(crate) const fn has_returning(self) -> bool {
+        !matches!(self, Kind::MySql)
+    }
+}
+
+/// What a statement changed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Done {
+    /// Rows inserted, deleted, or matched by an update (MySQL connections are opened with
+    /// `CLIENT_FOUND_ROWS`, so an update that leaves a row unchanged still counts it).
+    pub(crate) rows: u64,
+    /// The id of the (first) row inserted, where the driver reports it.
+    pub(crate) last_id: i64,
+}
+
+/// A row type readable from all three backends (what `#[derive(sqlx::FromRow)]` gives).
+pub(crate) trait AnyRow:
+    for<'r> FromRow<'r, SqliteRow>
+    + for<'r> FromRow<'r, PgRow>
+    + for<'r> FromRow<'r, MySqlRow>
+    + Send
+    + Unpin
+    + 'static
+{
+}
+
+impl<T> AnyRow for T where
+    T: for<'r> FromRow<'r, SqliteRow>
+        + for<'r> FromRow<'r, PgRow>
+        + for<'r> FromRow<'r, MySqlRow>
+        + Send
+        + Unpin
+        + 'static
+{
+}
+
+/// The connection type of a backend.
+pub(crate) type Conn<B> = <<B as Backend>::Db as Database>::Connection;
+
+/// One database: how to connect, migrate, open a write transaction and run a [`Query`].
+pub(crate) trait Backend: Send + Sync + 'static {
+    type Db: Database;
+    const KIND: Kind;
+
+    /// Opens the pool.
+    fn open(
+        url: &str,
+        options: &StoreOptions,
+    ) -> impl Future<Output = Result<Pool<Self::Db>, Error>> + Send;
+
+    /// Applies the embedded migrations of this backend (a no-op when they are applied).
+    fn migrate(pool: &Pool<Self::Db>) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// Opens a transaction that will write.
+    fn begin_write(
+        pool: &Pool<Self::Db>,
+    ) -> impl Future<Output = Result<Transaction<'static, Self::Db>, sqlx::Error>> + Send;
+
+    fn execute(
+        conn: &mut Conn<Self>,
+        query: Query,
+    ) -> impl Future<Output = Result<Done, sqlx::Error>> + Send;
+
+    fn fetch_all<T: AnyRow>(
+        conn: &mut Conn<Self>,
+        query: Query,
+    ) -> impl Future<Output = Result<Vec<T>, sqlx::Error>> + Send;
+
+    fn fetch_optional<T: AnyRow>(
+        conn: &mut Conn<Self>,
+        query: Query,
+    ) -> impl Future<Output = Result<Option<T>, sqlx::Error>> + Send;
+}
+
+/// Rewrites `?` placeholders as PostgreSQL's `$1, $2, ...`, leaving quoted text alone.
+pub(crate) fn numbered_placeholders(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut n = 0;
+    let mut quoted = false;
+    for c in sql.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                out.push(c);
+            }
+            '?' if !quoted => {
+                n += 1;
+                out.push('$');
+                out.push_str(&n.to_string());
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_numbered_outside_quotes() {
+        assert_eq!(
+            numbered_placeholders("SELECT a FROM t WHERE b = ? AND c = '?' AND d IN (?, ?)"),
+            "SELECT a FROM t WHERE b = $1 AND c = '?' AND d IN ($2, $3)"
+        );
+    }
+
+    #[test]
+    fn query_lists_bind_in_order() {
+        let mut q = Query::new("SELECT 1 WHERE x IN ");
+        q.push_list([1_i64, 2, 3]);
+        assert_eq!(q.sql, "SELECT 1 WHERE x IN (?, ?, ?)");
+        assert_eq!(q.args.len(), 3);
+        assert_eq!(q.args[2], Arg::Int(Some(3)));
+    }
+
+    #[test]
+    fn upserts_per_dialect() {
+        assert_eq!(
+            Kind::Postgres.on_conflict_update("name", &["holder"]),
+            " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder"
+        );
+        assert_eq!(
+            Kind::MySql.on_conflict_update("name", &["holder"]),
+            " ON DUPLICATE KEY UPDATE holder = VALUES(holder)"
+        );
+    }
+}

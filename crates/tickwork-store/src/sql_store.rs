@@ -1,0 +1,1267 @@
+//! The one implementation of [`Store`], generic over the [`Backend`]: every statement is
+//! written here once.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::marker::PhantomData;
+use std::sync::LazyLock;
+
+use async_trait::async_trait;
+use sqlx::Pool;
+use tickwork_core::run::RunState;
+
+use crate::error::{is_foreign_key_violation, is_retryable, is_unique_violation};
+use crate::model::*;
+use crate::rows::*;
+use crate::sql::{Arg, Backend, Conn, Query};
+use crate::{Error, Store, StoreOptions};
+
+/// Column limits, the same on every backend (they are MySQL's VARCHAR sizes).
+const APP_NAME_MAX: usize = 64;
+const TITLE_MAX: usize = 128;
+const ADDRESS_MAX: usize = 255;
+const JOB_KEY_MAX: usize = 128;
+const DESCRIPTION_MAX: usize = 255;
+const OWNER_MAX: usize = 64;
+const SCHEDULE_CONF_MAX: usize = 255;
+const TIME_ZONE_MAX: usize = 64;
+const HANDLER_MAX: usize = 255;
+const NODE_ID_MAX: usize = 64;
+const LEASE_NAME_MAX: usize = 64;
+/// MySQL's TEXT holds 65,535 bytes.
+const TEXT_MAX_BYTES: usize = 65_535;
+/// MySQL's MEDIUMTEXT holds 16 MiB.
+const GLUE_MAX_BYTES: usize = 16 * 1024 * 1024 - 1;
+
+/// Rows per multi-row statement: well under every backend's bind limit (SQLite 32,766).
+const ROWS_PER_STATEMENT: usize = 500;
+/// How often a claim that lost a deadlock is tried again.
+const CLAIM_RETRIES: u32 = 3;
+
+/// The run states a result can move a run into.
+const RESULT_STATES: [RunState; 5] = [
+    RunState::Succeeded,
+    RunState::Failed,
+    RunState::TimedOut,
+    RunState::Killed,
+    RunState::Lost,
+];
+
+/// The job columns a definition writes, in the order [`bind_spec`] binds them.
+const SPEC_COLUMNS: &str = "group_id, description, owner, alarm_channels, schedule_type, \
+     schedule_conf, time_zone, misfire_strategy, route_strategy, handler, params, \
+     block_strategy, timeout_s, retry_count, retry_backoff_ms, child_job_ids, priority, \
+     glue_type, glue_source";
+
+/// `group_id = ?, description = ?, ...` for updates.
+static SPEC_ASSIGNMENTS: LazyLock<String> = LazyLock::new(|| {
+    SPEC_COLUMNS
+        .split(',')
+        .map(|c| format!("{} = ?", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
+});
+
+/// The columns a claim writes per fire (the rest take their defaults).
+const FIRE_COLUMNS: &str = "job_id, group_id, scheduled_at, fire_key, trigger_type, attempt, \
+     handler, params, state, owner_node, priority, created_at, finished_at";
+
+/// A [`Store`] on one backend.
+pub(crate) struct SqlStore<B: Backend> {
+    pool: Pool<B::Db>,
+    backend: PhantomData<B>,
+}
+
+// ---- validation ----
+
+fn check_len(field: &str, value: &str, max_chars: usize) -> Result<(), Error> {
+    if value.chars().count() > max_chars {
+        return Err(Error::Invalid(format!(
+            "{field} is longer than {max_chars} characters"
+        )));
+    }
+    Ok(())
+}
+
+fn check_required(field: &str, value: &str, max_chars: usize) -> Result<(), Error> {
+    if value.trim().is_empty() {
+        return Err(Error::Invalid(format!("{field} is empty")));
+    }
+    check_len(field, value, max_chars)
+}
+
+fn check_bytes(field: &str, value: &str, max_bytes: usize) -> Result<(), Error> {
+    if value.len() > max_bytes {
+        return Err(Error::Invalid(format!(
+            "{field} is longer than {max_bytes} bytes"
+        )));
+    }
+    Ok(())
+}
+
+/// Cuts a free-text message to what every backend stores, on a character boundary.
+/// Messages come from executors and must never make a callback fail.
+fn clip(message: Option<&str>) -> Option<String> {
+    message.map(|m| {
+        let mut end = m.len().min(TEXT_MAX_BYTES);
+        while !m.is_char_boundary(end) {
+            end -= 1;
+        }
+        m[..end].to_owned()
+    })
+}
+
+fn check_page(page: PageReq) -> Result<(i64, i64), Error> {
+    if page.limit == 0 || page.limit > PageReq::MAX_LIMIT {
+        return Err(Error::Invalid(format!(
+            "page limit must be between 1 and {}",
+            PageReq::MAX_LIMIT
+        )));
+    }
+    let offset = i64::try_from(page.offset)
+        .map_err(|_| Error::Invalid("page offset is too large".to_owned()))?;
+    Ok((offset, page.limit as i64))
+}
+
+/// Validates a group and joins its address list for storage.
+fn group_fields(app_name: &str, title: &str, addresses: &[String]) -> Result<String, Error> {
+    check_required("app_name", app_name, APP_NAME_MAX)?;
+    check_len("title", title, TITLE_MAX)?;
+    for a in addresses {
+        check_required("address", a, ADDRESS_MAX)?;
+        if a.contains(',') {
+            return Err(Error::Invalid(format!("address {a:?} contains a comma")));
+        }
+    }
+    let joined = addresses
+        .iter()
+        .map(|a| a.trim())
+        .collect::<Vec<_>>()
+        .join(",");
+    check_bytes("addresses", &joined, TEXT_MAX_BYTES)?;
+    Ok(joined)
+}
+
+fn check_spec(spec: &JobSpec) -> Result<(), Error> {
+    check_len("description", &spec.description, DESCRIPTION_MAX)?;
+    check_len("owner", &spec.owner, OWNER_MAX)?;
+    check_bytes("alarm_channels", &spec.alarm_channels, TEXT_MAX_BYTES)?;
+    check_len("schedule_conf", &spec.schedule_conf, SCHEDULE_CONF_MAX)?;
+    check_required("time_zone", &spec.time_zone, TIME_ZONE_MAX)?;
+    check_len("handler", &spec.handler, HANDLER_MAX)?;
+    check_bytes("params", &spec.params, TEXT_MAX_BYTES)?;
+    check_bytes("glue_source", &spec.glue_source, GLUE_MAX_BYTES)?;
+    if spec.timeout_s < 0 || spec.retry_count < 0 || spec.retry_backoff_ms < 0 {
+        return Err(Error::Invalid(
+            "timeout, retry count and retry backoff must not be negative".to_owned(),
+        ));
+    }
+    if let Some(id) = spec.child_job_ids.iter().find(|&&id| id <= 0) {
+        return Err(Error::Invalid(format!("child job id {id} is not a job id")));
+    }
+    Ok(())
+}
+
+fn child_ids_text(ids: &[i64]) -> String {
+    ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// Binds the definition columns in [`SPEC_COLUMNS`] order.
+fn bind_spec(q: Query, spec: &JobSpec) -> Query {
+    q.bind(spec.group_id)
+        .bind(&spec.description)
+        .bind(&spec.owner)
+        .bind(&spec.alarm_channels)
+        .bind(spec.schedule_type.as_str())
+        .bind(&spec.schedule_conf)
+        .bind(&spec.time_zone)
+        .bind(spec.misfire_strategy.as_str())
+        .bind(spec.route_strategy.as_str())
+        .bind(spec.handler.trim())
+        .bind(&spec.params)
+        .bind(spec.block_strategy.as_str())
+        .bind(spec.timeout_s)
+        .bind(spec.retry_count)
+        .bind(spec.retry_backoff_ms)
+        .bind(child_ids_text(&spec.child_job_ids))
+        .bind(spec.priority)
+        .bind(spec.glue_type.as_str())
+        .bind(&spec.glue_source)
+}
+
+/// A unique-key collision becomes `conflict`; anything else stays a database error.
+fn unique_or(e: sqlx::Error, conflict: impl FnOnce() -> Error) -> Error {
+    if is_unique_violation(&e) {
+        conflict()
+    } else {
+        Error::Database(e)
+    }
+}
+
+/// `LIKE` pattern matching `text` anywhere, with `!` escaping the wildcards.
+fn contains_pattern(text: &str) -> String {
+    let mut p = String::with_capacity(text.len() + 2);
+    p.push('%');
+    for c in text.to_lowercase().chars() {
+        if matches!(c, '!' | '%' | '_') {
+            p.push('!');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
+/// ` AND column >= ? AND column < ?` for the ends of `range` that are set.
+fn push_range(q: &mut Query, column: &str, range: TimeRange) {
+    if let Some(from) = range.from {
+        q.push(&format!(" AND {column} >= ")).push_bind(from);
+    }
+    if let Some(to) = range.to {
+        q.push(&format!(" AND {column} < ")).push_bind(to);
+    }
+}
+
+/// `, column = CASE id WHEN ? THEN ? ... END`: one value per row in a batched update.
+fn push_case<T>(
+    q: &mut Query,
+    column: &str,
+    rows: &[T],
+    id: impl Fn(&T) -> i64,
+    value: impl Fn(&T) -> Arg,
+) {
+    q.push(&format!(", {column} = CASE id"));
+    for r in rows {
+        q.push(" WHEN ").push_bind(id(r));
+        q.push(" THEN ").push_bind(value(r));
+    }
+    q.push(" END");
+}
+
+/// One fire of a claim, before it is written.
+struct NewFire {
+    /// Index into the claimed jobs.
+    job: usize,
+    fire: PlannedFire,
+}
+
+impl<B: Backend> SqlStore<B> {
+    /// Opens the pool and brings the schema up to date.
+    pub(crate) async fn open(url: &str, options: &StoreOptions) -> Result<Self, Error> {
+        let pool = B::open(url, options).await?;
+        B::migrate(&pool).await?;
+        Ok(SqlStore {
+            pool,
+            backend: PhantomData,
+        })
+    }
+
+    async fn fetch_all<T: crate::sql::AnyRow>(&self, q: Query) -> Result<Vec<T>, Error> {
+        let mut conn = self.pool.acquire().await?;
+        Ok(B::fetch_all(&mut *conn, q).await?)
+    }
+
+    async fn fetch_optional<T: crate::sql::AnyRow>(&self, q: Query) -> Result<Option<T>, Error> {
+        let mut conn = self.pool.acquire().await?;
+        Ok(B::fetch_optional(&mut *conn, q).await?)
+    }
+
+    /// Runs one statement on its own (autocommit); the number of rows it touched.
+    async fn execute(&self, q: Query) -> Result<u64, sqlx::Error> {
+        let mut conn = self.pool.acquire().await?;
+        Ok(B::execute(&mut *conn, q).await?.rows)
+    }
+
+    /// Runs an INSERT and returns the new row's id, or `None` when it inserted nothing.
+    async fn insert_id(conn: &mut Conn<B>, mut q: Query) -> Result<Option<i64>, sqlx::Error> {
+        if B::KIND.has_returning() {
+            q.push(" RETURNING id");
+            Ok(B::fetch_optional::<(i64,)>(conn, q).await?.map(|(id,)| id))
+        } else {
+            let done = B::execute(conn, q).await?;
+            Ok((done.rows > 0).then_some(done.last_id))
+        }
+    }
+
+    async fn count(&self, table: &str, filter: &Query) -> Result<u64, Error> {
+        let mut q = Query::new(format!("SELECT COUNT(*) FROM {table}"));
+        q.append(filter);
+        let (n,): (i64,) = self
+            .fetch_optional(q)
+            .await?
+            .ok_or_else(|| Error::corrupt("COUNT returned no row".to_owned()))?;
+        Ok(n.max(0) as u64)
+    }
+
+    async fn job_in(conn: &mut Conn<B>, id: i64) -> Result<Job, Error> {
+        let q = Query::new(format!("SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id = ?")).bind(id);
+        match B::fetch_optional::<JobRow>(conn, q).await? {
+            Some(row) => row.try_into(),
+            None => Err(Error::not_found("job", id)),
+        }
+    }
+
+    async fn run_find(&self, id: i64) -> Result<Option<Run>, Error> {
+        let q = Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs WHERE id = ?")).bind(id);
+        self.fetch_optional::<RunRow>(q)
+            .await?
+            .map(Run::try_from)
+            .transpose()
+    }
+
+    /// One claim transaction (see [`Store::jobs_claim_due`]).
+    async fn claim_once(
+        &self,
+        params: &ClaimParams,
+        planner: &Planner<'_>,
+    ) -> Result<ClaimResult, Error> {
+        let horizon = params.now.saturating_add(params.lookahead_ms.max(0));
+        let mut tx = B::begin_write(&self.pool).await?;
+        let select = Query::new(format!(
+            "SELECT {JOB_COLUMNS} FROM tw_jobs WHERE status = 'running' AND next_fire_at <= ? \
+             ORDER BY next_fire_at, id LIMIT ?{}",
+            B::KIND.skip_locked()
+        ))
+        .bind(horizon)
+        .bind(i64::from(params.limit));
+        let jobs: Vec<Job> = convert(B::fetch_all::<JobRow>(&mut *tx, select).await?)?;
+        if jobs.is_empty() {
+            tx.commit().await?;
+            return Ok(ClaimResult::default());
+        }
+
+        let mut fires = Vec::new();
+        let mut next = Vec::with_capacity(jobs.len());
+        let mut duplicates = 0;
+        for (index, job) in jobs.iter().enumerate() {
+            let plan = planner(job, params.now);
+            let mut keys = HashSet::with_capacity(plan.fires.len());
+            for fire in plan.fires {
+                if !matches!(fire.state, RunState::Planned | RunState::Misfired) {
+                    return Err(Error::Invalid(format!(
+                        "the planner gave job {} a fire in state {}",
+                        job.id, fire.state
+                    )));
+                }
+                // Two fires with one key in one plan: the ledger would keep the first anyway.
+                if keys.insert(fire.fire_key) {
+                    fires.push(NewFire { job: index, fire });
+                } else {
+                    duplicates += 1;
+                }
+            }
+            next.push((job.id, plan.next_fire_at));
+        }
+
+        let ids = Self::insert_fires(&mut tx, &jobs, &fires, params).await?;
+
+        let mut last_fire: HashMap<i64, i64> = HashMap::new();
+        for f in &fires {
+            let job_id = jobs[f.job].id;
+            if f.fire.state == RunState::Planned && ids.contains_key(&(job_id, f.fire.fire_key)) {
+                let last = last_fire.entry(job_id).or_insert(f.fire.scheduled_at);
+                *last = (*last).max(f.fire.scheduled_at);
+            }
+        }
+        Self::advance_jobs(&mut tx, &next, &last_fire).await?;
+        tx.commit().await?;
+
+        let mut result = ClaimResult {
+            jobs: jobs.len(),
+            duplicates,
+            ..ClaimResult::default()
+        };
+        for f in fires {
+            let job = &jobs[f.job];
+            let Some(&id) = ids.get(&(job.id, f.fire.fire_key)) else {
+                result.duplicates += 1;
+                continue;
+            };
+            if f.fire.state != RunState::Planned {
+                result.misfired += 1;
+                continue;
+            }
+            result.runs.push(Run {
+                id,
+                job_id: job.id,
+                group_id: job.spec.group_id,
+                scheduled_at: f.fire.scheduled_at,
+                fire_key: Some(f.fire.fire_key),
+                trigger_type: f.fire.trigger_type,
+                attempt: 0,
+                parent_run_id: None,
+                executor_address: None,
+                handler: job.spec.handler.clone(),
+                params: job.spec.params.clone(),
+                shard_index: None,
+                shard_total: None,
+                state: RunState::Planned,
+                trigger_code: 0,
+                trigger_msg: None,
+                handle_code: 0,
+                handle_msg: None,
+                alarm_status: 0,
+                owner_node: Some(params.node_id.clone()),
+                priority: job.spec.priority,
+                created_at: params.now,
+                dispatched_at: None,
+                finished_at: None,
+            });
+        }
+        result.runs.sort_by_key(|r| (r.scheduled_at, r.id));
+        Ok(result)
+    }
+
+    /// Writes the fires with multi-row inserts that skip ledger collisions, and returns the
+    /// ids of the rows this call wrote, keyed by (job id, fire key).
+    async fn insert_fires(
+        conn: &mut Conn<B>,
+        jobs: &[Job],
+        fires: &[NewFire],
+        params: &ClaimParams,
+    ) -> Result<HashMap<(i64, i64), i64>, Error> {
+        let mut ids = HashMap::with_capacity(fires.len());
+        for chunk in fires.chunks(ROWS_PER_STATEMENT) {
+            let wanted: HashSet<(i64, i64)> = chunk
+                .iter()
+                .map(|f| (jobs[f.job].id, f.fire.fire_key))
+                .collect();
+            // Without RETURNING (MySQL), tell our rows from older ones by what was there
+            // before. Sound because only a claim writes a job's keyed runs, and it holds the
+            // job's row lock, as this transaction does now: nobody else adds keys for these
+            // jobs between the two reads.
+            let existing: HashSet<(i64, i64)> = if B::KIND.has_returning() {
+                HashSet::new()
+            } else {
+                Self::ledger_rows(conn, &wanted)
+                    .await?
+                    .into_iter()
+                    .map(|(_, job, key)| (job, key))
+                    .collect()
+            };
+
+            let mut q = Query::new(B::KIND.insert_or_skip()).one_off();
+            q.push("tw_runs (").push(FIRE_COLUMNS).push(") VALUES ");
+            for (n, f) in chunk.iter().enumerate() {
+                if n > 0 {
+                    q.push(", ");
+                }
+                let job = &jobs[f.job];
+                let finished_at = (f.fire.state != RunState::Planned).then_some(params.now);
+                q.push_list([
+                    Arg::from(job.id),
+                    job.spec.group_id.into(),
+                    f.fire.scheduled_at.into(),
+                    f.fire.fire_key.into(),
+                    f.fire.trigger_type.as_str().into(),
+                    0_i32.into(),
+                    job.spec.handler.as_str().into(),
+                    job.spec.params.as_str().into(),
+                    f.fire.state.as_str().into(),
+                    params.node_id.as_str().into(),
+                    job.spec.priority.into(),
+                    params.now.into(),
+                    finished_at.into(),
+                ]);
+            }
+            q.push(&B::KIND.on_conflict_skip("job_id, fire_key"));
+
+            if B::KIND.has_returning() {
+                q.push(" RETURNING id, job_id, fire_key");
+                for (id, job, key) in B::fetch_all::<(i64, i64, i64)>(conn, q).await? {
+                    ids.insert((job, key), id);
+                }
+            } else {
+                B::execute(conn, q).await?;
+                for (id, job, key) in Self::ledger_rows(conn, &wanted).await? {
+                    if !existing.contains(&(job, key)) {
+                        ids.insert((job, key), id);
+                    }
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    /// The ledger rows (id, job, key) among `wanted`, found through the (job_id, fire_key)
+    /// index: the jobs' rows within the keys' span, then filtered exactly.
+    async fn ledger_rows(
+        conn: &mut Conn<B>,
+        wanted: &HashSet<(i64, i64)>,
+    ) -> Result<Vec<(i64, i64, i64)>, Error> {
+        let job_ids: BTreeSet<i64> = wanted.iter().map(|&(job, _)| job).collect();
+        let (Some(low), Some(high)) = (
+            wanted.iter().map(|&(_, k)| k).min(),
+            wanted.iter().map(|&(_, k)| k).max(),
+        ) else {
+            return Ok(Vec::new());
+        };
+        let mut q =
+            Query::new("SELECT id, job_id, fire_key FROM tw_runs WHERE job_id IN ").one_off();
+        q.push_list(job_ids);
+        q.push(" AND fire_key >= ").push_bind(low);
+        q.push(" AND fire_key <= ").push_bind(high);
+        let rows = B::fetch_all::<(i64, i64, i64)>(conn, q).await?;
+        Ok(rows
+            .into_iter()
+            .filter(|&(_, job, key)| wanted.contains(&(job, key)))
+            .collect())
+    }
+
+    /// Moves each claimed job to its next fire (stopping it at `None`) and records its last
+    /// planned fire, with one batched UPDATE per chunk. Leaves `version` and `updated_at`
+    /// alone: scheduling is not an edit.
+    async fn advance_jobs(
+        conn: &mut Conn<B>,
+        next: &[(i64, Option<i64>)],
+        last_fire: &HashMap<i64, i64>,
+    ) -> Result<(), Error> {
+        for chunk in next.chunks(ROWS_PER_STATEMENT) {
+            // A no-op first assignment, so every real one below can start with a comma.
+            let mut q = Query::new("UPDATE tw_jobs SET updated_at = updated_at").one_off();
+            push_case(&mut q, "next_fire_at", chunk, |r| r.0, |r| r.1.into());
+            let stopped: Vec<i64> = chunk
+                .iter()
+                .filter(|r| r.1.is_none())
+                .map(|r| r.0)
+                .collect();
+            if !stopped.is_empty() {
+                q.push(", status = CASE WHEN id IN ");
+                q.push_list(stopped);
+                q.push(" THEN 'stopped' ELSE status END");
+            }
+            let fired: Vec<(i64, i64)> = chunk
+                .iter()
+                .filter_map(|r| last_fire.get(&r.0).map(|&at| (r.0, at)))
+                .collect();
+            if !fired.is_empty() {
+                q.push(", last_fire_at = CASE id");
+                for (id, at) in fired {
+                    q.push(" WHEN ").push_bind(id);
+                    q.push(" THEN ").push_bind(at);
+                }
+                q.push(" ELSE last_fire_at END");
+            }
+            q.push(" WHERE id IN ");
+            q.push_list(chunk.iter().map(|r| r.0));
+            B::execute(conn, q).await?;
+        }
+        Ok(())
+    }
+
+    /// The WHERE clause of a job listing.
+    fn job_filter(filter: &JobFilter) -> Query {
+        let mut q = Query::new(" WHERE 1 = 1");
+        if let Some(group) = filter.group_id {
+            q.push(" AND group_id = ").push_bind(group);
+        }
+        if let Some(status) = filter.status {
+            q.push(" AND status = ").push_bind(status.as_str());
+        }
+        if let Some(text) = filter
+            .text
+            .as_deref()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+        {
+            let pattern = contains_pattern(text);
+            q.push(" AND (");
+            for (i, column) in ["description", "handler", "job_key", "owner"]
+                .iter()
+                .enumerate()
+            {
+                if i > 0 {
+                    q.push(" OR ");
+                }
+                q.push(&format!("LOWER({column}) LIKE "))
+                    .push_bind(pattern.as_str())
+                    .push(" ESCAPE '!'");
+            }
+            q.push(")");
+        }
+        q
+    }
+
+    /// The WHERE clause of a run listing.
+    fn run_filter(filter: &RunFilter) -> Query {
+        let mut q = Query::new(" WHERE 1 = 1");
+        if let Some(job) = filter.job_id {
+            q.push(" AND job_id = ").push_bind(job);
+        }
+        if let Some(group) = filter.group_id {
+            q.push(" AND group_id = ").push_bind(group);
+        }
+        if let Some(state) = filter.state {
+            q.push(" AND state = ").push_bind(state.as_str());
+        }
+        push_range(&mut q, "scheduled_at", filter.range);
+        q
+    }
+}
+
+#[async_trait]
+impl<B: Backend> Store for SqlStore<B> {
+    fn backend(&self) -> &'static str {
+        B::KIND.name()
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    // ---- executor groups ----
+
+    async fn group_create(&self, group: GroupNew) -> Result<Group, Error> {
+        let addresses = group_fields(&group.app_name, &group.title, &group.addresses)?;
+        let app_name = group.app_name.trim().to_owned();
+        let q = Query::new(
+            "INSERT INTO tw_groups (app_name, title, address_mode, addresses, created_at, \
+             updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&app_name)
+        .bind(&group.title)
+        .bind(group.address_mode.as_str())
+        .bind(&addresses)
+        .bind(group.now)
+        .bind(group.now);
+        let mut conn = self.pool.acquire().await?;
+        let id = Self::insert_id(&mut conn, q)
+            .await
+            .map_err(|e| {
+                unique_or(e, || {
+                    Error::Conflict(format!("app_name {app_name:?} is taken"))
+                })
+            })?
+            .ok_or_else(|| Error::corrupt("the group insert wrote no row".to_owned()))?;
+        Ok(Group {
+            id,
+            app_name,
+            title: group.title,
+            address_mode: group.address_mode,
+            addresses: split_list(&addresses).map(str::to_owned).collect(),
+            created_at: group.now,
+            updated_at: group.now,
+        })
+    }
+
+    async fn group_update(&self, group: GroupUpdate) -> Result<Group, Error> {
+        let addresses = group_fields(&group.app_name, &group.title, &group.addresses)?;
+        let app_name = group.app_name.trim().to_owned();
+        let q = Query::new(
+            "UPDATE tw_groups SET app_name = ?, title = ?, address_mode = ?, addresses = ?, \
+             updated_at = ? WHERE id = ?",
+        )
+        .bind(&app_name)
+        .bind(&group.title)
+        .bind(group.address_mode.as_str())
+        .bind(addresses)
+        .bind(group.now)
+        .bind(group.id);
+        let changed = self.execute(q).await.map_err(|e| {
+            unique_or(e, || {
+                Error::Conflict(format!("app_name {app_name:?} is taken"))
+            })
+        })?;
+        if changed == 0 {
+            return Err(Error::not_found("group", group.id));
+        }
+        self.group_get(group.id).await
+    }
+
+    async fn group_delete(&self, id: i64) -> Result<(), Error> {
+        let q = Query::new("DELETE FROM tw_groups WHERE id = ?").bind(id);
+        let deleted = self.execute(q).await.map_err(|e| {
+            if is_foreign_key_violation(&e) {
+                Error::Conflict(format!("group {id} still has jobs"))
+            } else {
+                Error::Database(e)
+            }
+        })?;
+        if deleted == 0 {
+            return Err(Error::not_found("group", id));
+        }
+        Ok(())
+    }
+
+    async fn group_get(&self, id: i64) -> Result<Group, Error> {
+        let q = Query::new(format!(
+            "SELECT {GROUP_COLUMNS} FROM tw_groups WHERE id = ?"
+        ))
+        .bind(id);
+        match self.fetch_optional::<GroupRow>(q).await? {
+            Some(row) => row.try_into(),
+            None => Err(Error::not_found("group", id)),
+        }
+    }
+
+    async fn group_get_by_app_name(&self, app_name: &str) -> Result<Group, Error> {
+        let q = Query::new(format!(
+            "SELECT {GROUP_COLUMNS} FROM tw_groups WHERE app_name = ?"
+        ))
+        .bind(app_name);
+        match self.fetch_optional::<GroupRow>(q).await? {
+            Some(row) => row.try_into(),
+            None => Err(Error::not_found("group", app_name)),
+        }
+    }
+
+    async fn groups_list(&self) -> Result<Vec<Group>, Error> {
+        let q = Query::new(format!("SELECT {GROUP_COLUMNS} FROM tw_groups ORDER BY id"));
+        convert(self.fetch_all::<GroupRow>(q).await?)
+    }
+
+    // ---- executor registry ----
+
+    async fn registry_heartbeat(&self, beat: RegistryBeat) -> Result<(), Error> {
+        check_required("app_name", &beat.app_name, APP_NAME_MAX)?;
+        check_required("address", &beat.address, ADDRESS_MAX)?;
+        let mut q =
+            Query::new("INSERT INTO tw_registry (app_name, address, updated_at) VALUES (?, ?, ?)")
+                .bind(beat.app_name.trim())
+                .bind(beat.address.trim())
+                .bind(beat.now);
+        q.push(&B::KIND.on_conflict_update("app_name, address", &["updated_at"]));
+        self.execute(q).await?;
+        Ok(())
+    }
+
+    async fn registry_remove(&self, key: RegistryKey) -> Result<bool, Error> {
+        let q = Query::new("DELETE FROM tw_registry WHERE app_name = ? AND address = ?")
+            .bind(key.app_name.trim())
+            .bind(key.address.trim());
+        Ok(self.execute(q).await? > 0)
+    }
+
+    async fn registry_sweep(&self, older_than: i64) -> Result<u64, Error> {
+        let q = Query::new("DELETE FROM tw_registry WHERE updated_at < ?").bind(older_than);
+        Ok(self.execute(q).await?)
+    }
+
+    async fn registry_live(&self, query: LiveQuery) -> Result<Vec<String>, Error> {
+        let q =
+            Query::new("SELECT address FROM tw_registry WHERE app_name = ? AND updated_at >= ?")
+                .bind(query.app_name.trim())
+                .bind(query.alive_since);
+        // Sorted here, not in SQL: PostgreSQL orders text by the database's locale, the others
+        // by bytes, and routing (first, last, round robin) must see one order everywhere.
+        let mut addresses: Vec<String> = self
+            .fetch_all::<(String,)>(q)
+            .await?
+            .into_iter()
+            .map(|(a,)| a)
+            .collect();
+        addresses.sort_unstable();
+        Ok(addresses)
+    }
+
+    async fn registry_list(&self) -> Result<Vec<RegistryEntry>, Error> {
+        let q = Query::new(format!("SELECT {REGISTRY_COLUMNS} FROM tw_registry"));
+        let mut entries: Vec<RegistryEntry> = self
+            .fetch_all::<RegistryRow>(q)
+            .await?
+            .into_iter()
+            .map(RegistryEntry::from)
+            .collect();
+        entries.sort_unstable_by(|a, b| (&a.app_name, &a.address).cmp(&(&b.app_name, &b.address)));
+        Ok(entries)
+    }
+
+    // ---- jobs ----
+
+    async fn job_create(&self, job: JobNew) -> Result<Job, Error> {
+        let key = job.key.trim().to_owned();
+        check_required("job key", &key, JOB_KEY_MAX)?;
+        check_spec(&job.spec)?;
+        let q = Query::new(format!(
+            "INSERT INTO tw_jobs (job_key, {SPEC_COLUMNS}, glue_updated_at, status, \
+             next_fire_at, last_fire_at, version, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)"
+        ))
+        .bind(&key);
+        let q = bind_spec(q, &job.spec)
+            .bind(job.now)
+            .bind(job.status.as_str())
+            .bind(job.next_fire_at)
+            .bind(None::<i64>)
+            .bind(job.now)
+            .bind(job.now);
+        let mut conn = self.pool.acquire().await?;
+        let group_id = job.spec.group_id;
+        let id = Self::insert_id(&mut conn, q)
+            .await
+            .map_err(|e| {
+                if is_foreign_key_violation(&e) {
+                    Error::Invalid(format!("group {group_id} does not exist"))
+                } else {
+                    unique_or(e, || Error::Conflict(format!("job key {key:?} is taken")))
+                }
+            })?
+            .ok_or_else(|| Error::corrupt("the job insert wrote no row".to_owned()))?;
+        let mut spec = job.spec;
+        spec.handler = spec.handler.trim().to_owned();
+        Ok(Job {
+            id,
+            key,
+            spec,
+            status: job.status,
+            next_fire_at: job.next_fire_at,
+            last_fire_at: None,
+            glue_updated_at: job.now,
+            version: 1,
+            created_at: job.now,
+            updated_at: job.now,
+        })
+    }
+
+    async fn job_update(&self, update: JobUpdate) -> Result<Job, Error> {
+        check_spec(&update.spec)?;
+        let id = update.id;
+        let mut tx = B::begin_write(&self.pool).await?;
+        let current = Query::new(format!(
+            "SELECT version, glue_type, glue_source, glue_updated_at FROM tw_jobs WHERE id = ?{}",
+            B::KIND.for_update()
+        ))
+        .bind(id);
+        let Some((version, glue_type, glue_source, glue_updated_at)) =
+            B::fetch_optional::<(i64, String, String, i64)>(&mut *tx, current).await?
+        else {
+            return Err(Error::not_found("job", id));
+        };
+        if let Some(expected) = update.expected_version
+            && expected != version
+        {
+            return Err(Error::Conflict(format!(
+                "job {id} was changed by someone else (version {version}, not {expected})"
+            )));
+        }
+        let glue_changed =
+            glue_type != update.spec.glue_type.as_str() || glue_source != update.spec.glue_source;
+        let q = Query::new(format!(
+            "UPDATE tw_jobs SET {}, glue_updated_at = ?, next_fire_at = ?, \
+             version = version + 1, updated_at = ? WHERE id = ?",
+            *SPEC_ASSIGNMENTS
+        ));
+        let group_id = update.spec.group_id;
+        let q = bind_spec(q, &update.spec)
+            .bind(if glue_changed {
+                update.now
+            } else {
+                glue_updated_at
+            })
+            .bind(update.next_fire_at)
+            .bind(update.now)
+            .bind(id);
+        B::execute(&mut *tx, q).await.map_err(|e| {
+            if is_foreign_key_violation(&e) {
+                Error::Invalid(format!("group {group_id} does not exist"))
+            } else {
+                Error::Database(e)
+            }
+        })?;
+        let job = Self::job_in(&mut tx, id).await?;
+        tx.commit().await?;
+        Ok(job)
+    }
+
+    async fn job_delete(&self, id: i64) -> Result<(), Error> {
+        let mut tx = B::begin_write(&self.pool).await?;
+        B::execute(
+            &mut *tx,
+            Query::new("DELETE FROM tw_runs WHERE job_id = ?").bind(id),
+        )
+        .await?;
+        let done = B::execute(
+            &mut *tx,
+            Query::new("DELETE FROM tw_jobs WHERE id = ?").bind(id),
+        )
+        .await?;
+        if done.rows == 0 {
+            return Err(Error::not_found("job", id));
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn job_get(&self, id: i64) -> Result<Job, Error> {
+        let mut conn = self.pool.acquire().await?;
+        Self::job_in(&mut conn, id).await
+    }
+
+    async fn job_get_by_key(&self, key: &str) -> Result<Job, Error> {
+        let q = Query::new(format!(
+            "SELECT {JOB_COLUMNS} FROM tw_jobs WHERE job_key = ?"
+        ))
+        .bind(key.trim());
+        match self.fetch_optional::<JobRow>(q).await? {
+            Some(row) => row.try_into(),
+            None => Err(Error::not_found("job", key)),
+        }
+    }
+
+    async fn jobs_list(&self, filter: JobFilter) -> Result<Paged<Job>, Error> {
+        let (offset, limit) = check_page(filter.page)?;
+        let clause = Self::job_filter(&filter);
+        let total = self.count("tw_jobs", &clause).await?;
+        let mut q = Query::new(format!("SELECT {JOB_COLUMNS} FROM tw_jobs"));
+        q.append(&clause);
+        q.push(" ORDER BY id LIMIT ").push_bind(limit);
+        q.push(" OFFSET ").push_bind(offset);
+        let items = convert(self.fetch_all::<JobRow>(q).await?)?;
+        Ok(Paged { items, total })
+    }
+
+    async fn job_set_status(&self, change: JobStatusChange) -> Result<Job, Error> {
+        let q = Query::new(
+            "UPDATE tw_jobs SET status = ?, next_fire_at = ?, updated_at = ? WHERE id = ?",
+        )
+        .bind(change.status.as_str())
+        .bind(change.next_fire_at)
+        .bind(change.now)
+        .bind(change.id);
+        if self.execute(q).await? == 0 {
+            return Err(Error::not_found("job", change.id));
+        }
+        self.job_get(change.id).await
+    }
+
+    async fn job_set_next_fire(&self, next: JobNextFire) -> Result<bool, Error> {
+        let q =
+            Query::new("UPDATE tw_jobs SET next_fire_at = ? WHERE id = ? AND status = 'running'")
+                .bind(next.next_fire_at)
+                .bind(next.id);
+        Ok(self.execute(q).await? > 0)
+    }
+
+    async fn jobs_claim_due(
+        &self,
+        params: ClaimParams,
+        planner: &Planner<'_>,
+    ) -> Result<ClaimResult, Error> {
+        check_required("node id", &params.node_id, NODE_ID_MAX)?;
+        if params.limit == 0 {
+            return Ok(ClaimResult::default());
+        }
+        let mut retries = 0;
+        loop {
+            match self.claim_once(&params, planner).await {
+                Err(Error::Database(e)) if retries < CLAIM_RETRIES && is_retryable(&e) => {
+                    retries += 1;
+                    tracing::debug!(error = %e, retries, "claim lost a deadlock, trying again");
+                }
+                other => return other,
+            }
+        }
+    }
+
+    // ---- runs ----
+
+    async fn run_insert(&self, run: RunNew) -> Result<Run, Error> {
+        if let Some(address) = &run.executor_address {
+            check_len("executor address", address, ADDRESS_MAX)?;
+        }
+        if let Some(node) = &run.owner_node {
+            check_len("owner node", node, NODE_ID_MAX)?;
+        }
+        if let Some(params) = &run.params {
+            check_bytes("params", params, TEXT_MAX_BYTES)?;
+        }
+        // INSERT ... SELECT copies the job's fields in the same statement, so a missing job
+        // writes nothing instead of an orphan run.
+        let q = Query::new(
+            "INSERT INTO tw_runs (job_id, group_id, scheduled_at, trigger_type, attempt, \
+             parent_run_id, executor_address, handler, params, shard_index, shard_total, state, \
+             owner_node, priority, created_at) \
+             SELECT id, group_id, ?, ?, ?, ?, ?, handler, COALESCE(?, params), ?, ?, 'planned', \
+             ?, priority, ? FROM tw_jobs WHERE id = ?",
+        )
+        .bind(run.scheduled_at)
+        .bind(run.trigger_type.as_str())
+        .bind(run.attempt)
+        .bind(run.parent_run_id)
+        .bind(run.executor_address)
+        .bind(run.params)
+        .bind(run.shard_index)
+        .bind(run.shard_total)
+        .bind(run.owner_node)
+        .bind(run.now)
+        .bind(run.job_id);
+        let id = {
+            let mut conn = self.pool.acquire().await?;
+            Self::insert_id(&mut conn, q).await?
+        };
+        let Some(id) = id else {
+            return Err(Error::not_found("job", run.job_id));
+        };
+        self.run_get(id).await
+    }
+
+    async fn runs_mark_dispatched(&self, batch: &[Dispatched]) -> Result<u64, Error> {
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        for d in batch {
+            check_required("executor address", &d.address, ADDRESS_MAX)?;
+        }
+        let mut changed = 0;
+        let mut tx = B::begin_write(&self.pool).await?;
+        for chunk in batch.chunks(ROWS_PER_STATEMENT) {
+            let mut q = Query::new(
+                "UPDATE tw_runs SET state = CASE WHEN state = 'planned' THEN 'dispatched' \
+                 ELSE state END",
+            )
+            .one_off();
+            let id = |d: &Dispatched| d.run_id;
+            push_case(&mut q, "executor_address", chunk, id, |d| {
+                d.address.as_str().into()
+            });
+            push_case(&mut q, "trigger_code", chunk, id, |d| d.trigger_code.into());
+            push_case(&mut q, "trigger_msg", chunk, id, |d| {
+                clip(d.trigger_msg.as_deref()).into()
+            });
+            push_case(&mut q, "dispatched_at", chunk, id, |d| d.at.into());
+            q.push(" WHERE id IN ");
+            q.push_list(chunk.iter().map(id));
+            // A callback can beat the batch here: such a run is already final, and only gains
+            // its trigger record. Trigger failures, misfires and skips are left alone.
+            q.push(
+                " AND dispatched_at IS NULL AND trigger_code = 0 AND state IN \
+                 ('planned', 'succeeded', 'failed', 'timed_out', 'killed', 'lost')",
+            );
+            changed += B::execute(&mut *tx, q).await?.rows;
+        }
+        tx.commit().await?;
+        Ok(changed)
+    }
+
+    async fn run_mark_trigger_failed(&self, failed: TriggerFailed) -> Result<Option<Run>, Error> {
+        if let Some(address) = &failed.address {
+            check_len("executor address", address, ADDRESS_MAX)?;
+        }
+        let q = Query::new(
+            "UPDATE tw_runs SET state = 'failed', executor_address = COALESCE(?, executor_address), \
+             trigger_code = ?, trigger_msg = ?, finished_at = ? \
+             WHERE id = ? AND state IN ('planned', 'dispatched') AND handle_code = 0",
+        )
+        .bind(failed.address)
+        .bind(failed.trigger_code)
+        .bind(clip(Some(&failed.trigger_msg)))
+        .bind(failed.at)
+        .bind(failed.run_id);
+        if self.execute(q).await? == 0 {
+            return Ok(None);
+        }
+        self.run_find(failed.run_id).await
+    }
+
+    async fn run_skip(&self, skip: RunSkip) -> Result<Option<Run>, Error> {
+        let q = Query::new(
+            "UPDATE tw_runs SET state = 'skipped', trigger_msg = ?, finished_at = ? \
+             WHERE id = ? AND state = 'planned'",
+        )
+        .bind(clip(Some(&skip.reason)))
+        .bind(skip.at)
+        .bind(skip.run_id);
+        if self.execute(q).await? == 0 {
+            return Ok(None);
+        }
+        self.run_find(skip.run_id).await
+    }
+
+    async fn run_complete(&self, complete: RunComplete) -> Result<Option<Run>, Error> {
+        if !RESULT_STATES.contains(&complete.state) {
+            return Err(Error::Invalid(format!(
+                "{} is not a result state",
+                complete.state
+            )));
+        }
+        // `planned` too: an executor may call back before the dispatch batch is written.
+        let q = Query::new(
+            "UPDATE tw_runs SET state = ?, handle_code = ?, handle_msg = ?, finished_at = ? \
+             WHERE id = ? AND state IN ('planned', 'dispatched')",
+        )
+        .bind(complete.state.as_str())
+        .bind(complete.handle_code)
+        .bind(clip(complete.handle_msg.as_deref()))
+        .bind(complete.at)
+        .bind(complete.run_id);
+        if self.execute(q).await? == 0 {
+            return Ok(None);
+        }
+        self.run_find(complete.run_id).await
+    }
+
+    async fn run_get(&self, id: i64) -> Result<Run, Error> {
+        self.run_find(id)
+            .await?
+            .ok_or_else(|| Error::not_found("run", id))
+    }
+
+    async fn runs_list(&self, filter: RunFilter) -> Result<Paged<Run>, Error> {
+        let (offset, limit) = check_page(filter.page)?;
+        let clause = Self::run_filter(&filter);
+        let total = self.count("tw_runs", &clause).await?;
+        let mut q = Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs"));
+        q.append(&clause);
+        q.push(" ORDER BY id DESC LIMIT ").push_bind(limit);
+        q.push(" OFFSET ").push_bind(offset);
+        let items = convert(self.fetch_all::<RunRow>(q).await?)?;
+        Ok(Paged { items, total })
+    }
+
+    async fn runs_planned_owned_by(&self, node: &str) -> Result<Vec<Run>, Error> {
+        let q = Query::new(format!(
+            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE state = 'planned' AND owner_node = ? \
+             ORDER BY scheduled_at, id"
+        ))
+        .bind(node);
+        convert(self.fetch_all::<RunRow>(q).await?)
+    }
+
+    async fn runs_state_counts(&self, range: TimeRange) -> Result<Vec<(RunState, u64)>, Error> {
+        let mut q = Query::new("SELECT state, COUNT(*) FROM tw_runs WHERE 1 = 1");
+        push_range(&mut q, "scheduled_at", range);
+        q.push(" GROUP BY state");
+        let mut counts = Vec::new();
+        for (state, n) in self.fetch_all::<(String, i64)>(q).await? {
+            let state: RunState = state
+                .parse()
+                .map_err(|_| Error::corrupt(format!("state holds the unknown value {state:?}")))?;
+            counts.push((state, n.max(0) as u64));
+        }
+        counts.sort_unstable();
+        Ok(counts)
+    }
+
+    // ---- reports ----
+
+    async fn report_upsert(&self, report: RunReport) -> Result<(), Error> {
+        let mut q = Query::new(format!(
+            "INSERT INTO tw_run_reports ({REPORT_COLUMNS}) VALUES (?, ?, ?, ?, ?)"
+        ))
+        .bind(report.day)
+        .bind(report.running)
+        .bind(report.succeeded)
+        .bind(report.failed)
+        .bind(report.updated_at);
+        q.push(&B::KIND.on_conflict_update(
+            "day",
+            &[
+                "running_count",
+                "succeeded_count",
+                "failed_count",
+                "updated_at",
+            ],
+        ));
+        self.execute(q).await?;
+        Ok(())
+    }
+
+    async fn reports_list(&self, range: TimeRange) -> Result<Vec<RunReport>, Error> {
+        let mut q = Query::new(format!(
+            "SELECT {REPORT_COLUMNS} FROM tw_run_reports WHERE 1 = 1"
+        ));
+        push_range(&mut q, "day", range);
+        q.push(" ORDER BY day");
+        Ok(self
+            .fetch_all::<ReportRow>(q)
+            .await?
+            .into_iter()
+            .map(RunReport::from)
+            .collect())
+    }
+
+    // ---- cluster ----
+
+    async fn node_heartbeat(&self, beat: NodeBeat) -> Result<(), Error> {
+        check_required("node id", &beat.id, NODE_ID_MAX)?;
+        check_len("node address", &beat.address, ADDRESS_MAX)?;
+        let mut q = Query::new(format!(
+            "INSERT INTO tw_nodes ({NODE_COLUMNS}) VALUES (?, ?, ?, ?)"
+        ))
+        .bind(&beat.id)
+        .bind(&beat.address)
+        .bind(beat.now)
+        .bind(beat.now);
+        q.push(&B::KIND.on_conflict_update("id", &["address", "heartbeat_at"]));
+        self.execute(q).await?;
+        Ok(())
+    }
+
+    async fn nodes_list(&self) -> Result<Vec<Node>, Error> {
+        let q = Query::new(format!("SELECT {NODE_COLUMNS} FROM tw_nodes"));
+        let mut nodes: Vec<Node> = self
+            .fetch_all::<NodeRow>(q)
+            .await?
+            .into_iter()
+            .map(Node::from)
+            .collect();
+        nodes.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+        Ok(nodes)
+    }
+
+    async fn lease_acquire(&self, request: LeaseRequest) -> Result<bool, Error> {
+        check_required("lease name", &request.name, LEASE_NAME_MAX)?;
+        check_required("node id", &request.node, NODE_ID_MAX)?;
+        if request.ttl_ms <= 0 {
+            return Err(Error::Invalid("lease ttl must be positive".to_owned()));
+        }
+        let expires_at = request.now.saturating_add(request.ttl_ms);
+        // Two atomic statements, no transaction: the insert wins a free lease; otherwise the
+        // conditional update renews our own or steals an expired one. Each database re-checks
+        // the update's condition on the row's newest version, so two nodes cannot both win.
+        let mut insert = Query::new(B::KIND.insert_or_skip());
+        insert
+            .push("tw_leases (name, holder, expires_at) VALUES (")
+            .push_bind(request.name.as_str())
+            .push(", ")
+            .push_bind(request.node.as_str())
+            .push(", ")
+            .push_bind(expires_at)
+            .push(")")
+            .push(&B::KIND.on_conflict_skip("name"));
+        if self.execute(insert).await? > 0 {
+            return Ok(true);
+        }
+        let renew = Query::new(
+            "UPDATE tw_leases SET holder = ?, expires_at = ? \
+             WHERE name = ? AND (holder = ? OR expires_at <= ?)",
+        )
+        .bind(request.node.as_str())
+        .bind(expires_at)
+        .bind(request.name.as_str())
+        .bind(request.node.as_str())
+        .bind(request.now);
+        Ok(self.execute(renew).await? > 0)
+    }
+
+    async fn lease_release(&self, key: LeaseKey) -> Result<bool, Error> {
+        let q = Query::new("DELETE FROM tw_leases WHERE name = ? AND holder = ?")
+            .bind(key.name)
+            .bind(key.node);
+        Ok(self.execute(q).await? > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_patterns_escape_wildcards_and_fold_case() {
+        assert_eq!(contains_pattern("100%_Done!"), "%100!%!_done!!%");
+    }
+
+    #[test]
+    fn messages_are_clipped_on_a_char_boundary() {
+        let long = "é".repeat(TEXT_MAX_BYTES);
+        let clipped = clip(Some(&long)).unwrap();
+        assert!(clipped.len() <= TEXT_MAX_BYTES && clipped.len() >= TEXT_MAX_BYTES - 1);
+        assert_eq!(clip(Some("short")).as_deref(), Some("short"));
+        assert_eq!(clip(None), None);
+    }
+
+    #[test]
+    fn spec_assignments_follow_the_column_list() {
+        assert!(SPEC_ASSIGNMENTS.starts_with("group_id = ?, description = ?"));
+        assert_eq!(SPEC_ASSIGNMENTS.matches('?').count(), 19);
+    }
+}

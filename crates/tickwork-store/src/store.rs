@@ -1,0 +1,161 @@
+//! The `Store` trait: every operation the admin performs on the database, named by what it
+//! does to state.
+
+use async_trait::async_trait;
+use tickwork_core::run::RunState;
+
+use crate::Error;
+use crate::model::*;
+
+/// Persistence of the scheduling center. Object-safe: the admin holds an `Arc<dyn Store>`.
+///
+/// Every method is one short transaction (or one statement); none holds a lock across calls.
+/// Getters of a single row return [`Error::NotFound`] when it does not exist.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The backend's name: `sqlite`, `postgres` or `mysql`.
+    fn backend(&self) -> &'static str;
+
+    /// Closes the connection pool, waiting for connections in use to come back.
+    async fn close(&self);
+
+    // ---- executor groups ----
+
+    /// Creates a group. A taken `app_name` is a `Conflict`.
+    async fn group_create(&self, group: GroupNew) -> Result<Group, Error>;
+
+    /// Rewrites a group's editable fields.
+    async fn group_update(&self, group: GroupUpdate) -> Result<Group, Error>;
+
+    /// Deletes a group; a group that still has jobs is a `Conflict`.
+    async fn group_delete(&self, id: i64) -> Result<(), Error>;
+
+    /// One group by id.
+    async fn group_get(&self, id: i64) -> Result<Group, Error>;
+
+    /// One group by its `app_name`.
+    async fn group_get_by_app_name(&self, app_name: &str) -> Result<Group, Error>;
+
+    /// Every group, by id.
+    async fn groups_list(&self) -> Result<Vec<Group>, Error>;
+
+    // ---- executor registry ----
+
+    /// Records a heartbeat: inserts the (app, address) row or moves its `updated_at`.
+    async fn registry_heartbeat(&self, beat: RegistryBeat) -> Result<(), Error>;
+
+    /// Removes one executor at once (its `registryRemove`); whether it was there.
+    async fn registry_remove(&self, key: RegistryKey) -> Result<bool, Error>;
+
+    /// Removes every row whose last beat is older than `older_than`; how many went.
+    async fn registry_sweep(&self, older_than: i64) -> Result<u64, Error>;
+
+    /// The addresses of `app_name` that beat at or after `alive_since`, sorted ascending.
+    async fn registry_live(&self, query: LiveQuery) -> Result<Vec<String>, Error>;
+
+    /// Every registry row, by app and address (for the address cache and the console).
+    async fn registry_list(&self) -> Result<Vec<RegistryEntry>, Error>;
+
+    // ---- jobs ----
+
+    /// Creates a job at version 1. A taken key is a `Conflict`; a missing group is `Invalid`.
+    async fn job_create(&self, job: JobNew) -> Result<Job, Error>;
+
+    /// Rewrites a job's definition and `next_fire_at`, bumping its version. With
+    /// `expected_version`, a job changed in between is a `Conflict`. `glue_updated_at` moves
+    /// only when the glue type or source changed.
+    async fn job_update(&self, update: JobUpdate) -> Result<Job, Error>;
+
+    /// Deletes a job and all its runs.
+    async fn job_delete(&self, id: i64) -> Result<(), Error>;
+
+    /// One job by id.
+    async fn job_get(&self, id: i64) -> Result<Job, Error>;
+
+    /// One job by its stable key.
+    async fn job_get_by_key(&self, key: &str) -> Result<Job, Error>;
+
+    /// One page of jobs matching the filter, by id.
+    async fn jobs_list(&self, filter: JobFilter) -> Result<Paged<Job>, Error>;
+
+    /// Starts or stops a job, writing its next fire. Leaves its version alone: this is not
+    /// an edit of the definition.
+    async fn job_set_status(&self, change: JobStatusChange) -> Result<Job, Error>;
+
+    /// Moves the next fire of a job that is running; `false` (and no change) when it is
+    /// stopped or gone, so a late completion never restarts a stopped job.
+    async fn job_set_next_fire(&self, next: JobNextFire) -> Result<bool, Error>;
+
+    /// The claim (design 3.1). In one transaction: takes up to `limit` running jobs due by
+    /// `now + lookahead_ms`, oldest `next_fire_at` first, skipping jobs another node holds;
+    /// asks `planner` for each job's fires and next fire; writes one run row per fire
+    /// (`owner_node = node_id`, `fire_key` = the fire's key); advances each job (`None`
+    /// stops it); commits. Fires the ledger already holds are skipped, not returned.
+    /// Returns the `planned` runs written. A deadlock is retried a few times.
+    async fn jobs_claim_due(
+        &self,
+        params: ClaimParams,
+        planner: &Planner<'_>,
+    ) -> Result<ClaimResult, Error>;
+
+    // ---- runs ----
+
+    /// Writes a `planned` run outside the schedule (manual, API, retry, parent, misfire),
+    /// with no ledger key, copying group, handler, priority (and params unless given) from
+    /// the job. A missing job is `NotFound`.
+    async fn run_insert(&self, run: RunNew) -> Result<Run, Error>;
+
+    /// Records accepted triggers in one transaction: address, trigger code and message,
+    /// `dispatched_at`, and `planned -> dispatched`. A run already completed by an early
+    /// callback keeps its final state but gains the trigger record. Runs whose trigger was
+    /// already recorded, or that never ran, are left alone. Returns how many changed.
+    async fn runs_mark_dispatched(&self, batch: &[Dispatched]) -> Result<u64, Error>;
+
+    /// Ends a pending run as `failed` at trigger time; `None` when the run is unknown or
+    /// already past that point.
+    async fn run_mark_trigger_failed(&self, failed: TriggerFailed) -> Result<Option<Run>, Error>;
+
+    /// Ends a `planned` run as `skipped` without running it (its job was stopped or deleted
+    /// before the run was due); `None` when the run is unknown or no longer planned.
+    async fn run_skip(&self, skip: RunSkip) -> Result<Option<Run>, Error>;
+
+    /// Moves a pending run to its final state with its result. `None` when the run is
+    /// unknown or already final: a repeated callback changes nothing. `state` must be a
+    /// result state (succeeded, failed, timed_out, killed, lost), else `Invalid`.
+    async fn run_complete(&self, complete: RunComplete) -> Result<Option<Run>, Error>;
+
+    /// One run by id.
+    async fn run_get(&self, id: i64) -> Result<Run, Error>;
+
+    /// One page of runs matching the filter, newest first.
+    async fn runs_list(&self, filter: RunFilter) -> Result<Paged<Run>, Error>;
+
+    /// The `planned` runs owned by `node`, by `scheduled_at` (a restarting node reloads its
+    /// timer from these).
+    async fn runs_planned_owned_by(&self, node: &str) -> Result<Vec<Run>, Error>;
+
+    /// How many runs scheduled in `range` are in each state (states with none are absent).
+    async fn runs_state_counts(&self, range: TimeRange) -> Result<Vec<(RunState, u64)>, Error>;
+
+    // ---- reports ----
+
+    /// Writes (or overwrites) the counts of one day.
+    async fn report_upsert(&self, report: RunReport) -> Result<(), Error>;
+
+    /// The reports whose `day` lies in `range`, by day.
+    async fn reports_list(&self, range: TimeRange) -> Result<Vec<RunReport>, Error>;
+
+    // ---- cluster ----
+
+    /// Records an admin node's heartbeat (inserting the node on its first beat).
+    async fn node_heartbeat(&self, beat: NodeBeat) -> Result<(), Error>;
+
+    /// Every admin node, by id.
+    async fn nodes_list(&self) -> Result<Vec<Node>, Error>;
+
+    /// Takes or renews a lease; `true` when `node` holds it until `now + ttl_ms`.
+    async fn lease_acquire(&self, request: LeaseRequest) -> Result<bool, Error>;
+
+    /// Gives up a lease `node` holds; `false` when it was not `node`'s.
+    async fn lease_release(&self, key: LeaseKey) -> Result<bool, Error>;
+}

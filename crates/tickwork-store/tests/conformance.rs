@@ -1,0 +1,1884 @@
+//! The store's conformance suite: every test is written once, as an `async fn(Ctx)`, and run
+//! on SQLite, PostgreSQL and MySQL/MariaDB by the `conformance!` list at the end.
+
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use support::Ctx;
+use tickwork_core::run::RunState;
+use tickwork_core::{
+    BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType, misfire,
+};
+use tickwork_store::*;
+
+/// A fixed "now": the store never reads the clock, every instant is an input.
+const NOW: i64 = 1_700_000_000_000;
+
+// ---- helpers ----
+
+async fn group(store: &dyn Store, app_name: &str) -> Group {
+    store
+        .group_create(GroupNew {
+            app_name: app_name.to_owned(),
+            title: format!("{app_name} executors"),
+            address_mode: AddressMode::Auto,
+            addresses: Vec::new(),
+            now: NOW,
+        })
+        .await
+        .expect("create group")
+}
+
+fn job_new(group_id: i64, key: &str) -> JobNew {
+    let mut spec = JobSpec::new(group_id, format!("{key}Handler"));
+    spec.description = format!("job {key}");
+    spec.owner = "ops".to_owned();
+    spec.params = format!("params of {key}");
+    JobNew {
+        key: key.to_owned(),
+        spec,
+        status: JobStatus::Stopped,
+        next_fire_at: None,
+        now: NOW,
+    }
+}
+
+/// A running fixed-rate job whose next fire is `next`.
+async fn running_job(store: &dyn Store, group_id: i64, key: &str, next: i64) -> Job {
+    let mut new = job_new(group_id, key);
+    new.spec.schedule_type = ScheduleType::FixRate;
+    new.spec.schedule_conf = "1".to_owned();
+    new.status = JobStatus::Running;
+    new.next_fire_at = Some(next);
+    store.job_create(new).await.expect("create job")
+}
+
+/// A planner for a fixed-rate schedule: every instant from the job's next fire up to
+/// `horizon`, then continues after the last.
+fn fixed_rate(interval: i64, horizon: i64) -> impl Fn(&Job, i64) -> JobPlan + Send + Sync {
+    move |job, _now| {
+        let mut at = job.next_fire_at.expect("a claimed job has a next fire");
+        let mut fires = Vec::new();
+        while at <= horizon {
+            fires.push(PlannedFire::on_time(at, TriggerType::FixRate));
+            at += interval;
+        }
+        JobPlan {
+            fires,
+            next_fire_at: Some(at),
+        }
+    }
+}
+
+fn claim(node: &str, now: i64, lookahead_ms: i64, limit: u32) -> ClaimParams {
+    ClaimParams {
+        node_id: node.to_owned(),
+        now,
+        lookahead_ms,
+        limit,
+    }
+}
+
+/// Every run of the database, oldest first.
+async fn all_runs(store: &dyn Store, job_id: Option<i64>) -> Vec<Run> {
+    let mut runs = Vec::new();
+    let mut offset = 0;
+    loop {
+        let page = store
+            .runs_list(RunFilter {
+                job_id,
+                page: PageReq {
+                    offset,
+                    limit: PageReq::MAX_LIMIT,
+                },
+                ..RunFilter::default()
+            })
+            .await
+            .expect("list runs");
+        let n = page.items.len() as u64;
+        runs.extend(page.items);
+        offset += n;
+        if n < PageReq::MAX_LIMIT {
+            break;
+        }
+    }
+    runs.reverse();
+    runs
+}
+
+fn assert_invalid<T: std::fmt::Debug>(result: Result<T, Error>) {
+    assert!(
+        matches!(result, Err(Error::Invalid(_))),
+        "expected Invalid, got {result:?}"
+    );
+}
+
+fn assert_conflict<T: std::fmt::Debug>(result: Result<T, Error>) {
+    assert!(
+        matches!(result, Err(Error::Conflict(_))),
+        "expected Conflict, got {result:?}"
+    );
+}
+
+fn assert_not_found<T: std::fmt::Debug>(result: Result<T, Error>) {
+    assert!(
+        matches!(result, Err(Error::NotFound { .. })),
+        "expected NotFound, got {result:?}"
+    );
+}
+
+// ---- schema ----
+
+async fn migrations_apply_twice(ctx: Ctx) {
+    let g = group(&*ctx.store, "survivor").await;
+    // Each connect runs the migrator: the second and third find everything applied.
+    let again = ctx.connect_again().await;
+    let third = ctx.connect_again().await;
+    assert_eq!(again.group_get(g.id).await.unwrap(), g);
+    assert_eq!(third.groups_list().await.unwrap(), vec![g]);
+    assert_eq!(again.backend(), ctx.store.backend());
+    again.close().await;
+    third.close().await;
+}
+
+// ---- groups ----
+
+async fn group_crud(ctx: Ctx) {
+    let store = &*ctx.store;
+    let created = store
+        .group_create(GroupNew {
+            app_name: "orders".to_owned(),
+            title: "Order executors".to_owned(),
+            address_mode: AddressMode::Manual,
+            addresses: vec![
+                "http://10.0.0.2:9999".to_owned(),
+                "http://10.0.0.1:9999".to_owned(),
+            ],
+            now: NOW,
+        })
+        .await
+        .unwrap();
+    assert!(created.id > 0);
+    assert_eq!(
+        created.addresses,
+        ["http://10.0.0.2:9999", "http://10.0.0.1:9999"]
+    );
+    assert_eq!(store.group_get(created.id).await.unwrap(), created);
+    assert_eq!(
+        store.group_get_by_app_name("orders").await.unwrap(),
+        created
+    );
+    let other = group(store, "billing").await;
+    assert_eq!(
+        store.groups_list().await.unwrap(),
+        vec![created.clone(), other.clone()]
+    );
+
+    let updated = store
+        .group_update(GroupUpdate {
+            id: created.id,
+            app_name: "orders-v2".to_owned(),
+            title: "Orders, again".to_owned(),
+            address_mode: AddressMode::Auto,
+            addresses: Vec::new(),
+            now: NOW + 5,
+        })
+        .await
+        .unwrap();
+    assert_eq!(updated.app_name, "orders-v2");
+    assert_eq!(updated.title, "Orders, again");
+    assert_eq!(updated.address_mode, AddressMode::Auto);
+    assert!(updated.addresses.is_empty());
+    assert_eq!((updated.created_at, updated.updated_at), (NOW, NOW + 5));
+    assert_not_found(store.group_get_by_app_name("orders").await);
+
+    store.group_delete(created.id).await.unwrap();
+    assert_not_found(store.group_get(created.id).await);
+    assert_not_found(store.group_delete(created.id).await);
+    assert_eq!(store.groups_list().await.unwrap(), vec![other]);
+    assert_not_found(
+        store
+            .group_update(GroupUpdate {
+                id: created.id,
+                app_name: "ghost".to_owned(),
+                title: String::new(),
+                address_mode: AddressMode::Auto,
+                addresses: Vec::new(),
+                now: NOW,
+            })
+            .await,
+    );
+}
+
+async fn group_conflicts_and_validation(ctx: Ctx) {
+    let store = &*ctx.store;
+    let demo = group(store, "demo").await;
+    let dup = GroupNew {
+        app_name: "demo".to_owned(),
+        title: "again".to_owned(),
+        address_mode: AddressMode::Auto,
+        addresses: Vec::new(),
+        now: NOW,
+    };
+    assert_conflict(store.group_create(dup.clone()).await);
+    // Names compare byte for byte on every backend (MySQL's default collation would not).
+    let upper = group(store, "Demo").await;
+    assert_conflict(
+        store
+            .group_update(GroupUpdate {
+                id: upper.id,
+                app_name: "demo".to_owned(),
+                title: String::new(),
+                address_mode: AddressMode::Auto,
+                addresses: Vec::new(),
+                now: NOW,
+            })
+            .await,
+    );
+    assert_invalid(
+        store
+            .group_create(GroupNew {
+                app_name: " ".to_owned(),
+                ..dup.clone()
+            })
+            .await,
+    );
+    assert_invalid(
+        store
+            .group_create(GroupNew {
+                app_name: "x".repeat(65),
+                ..dup.clone()
+            })
+            .await,
+    );
+    assert_invalid(
+        store
+            .group_create(GroupNew {
+                app_name: "commas".to_owned(),
+                addresses: vec!["http://a,http://b".to_owned()],
+                ..dup.clone()
+            })
+            .await,
+    );
+    // A group with jobs stays.
+    store.job_create(job_new(demo.id, "pinned")).await.unwrap();
+    assert_conflict(store.group_delete(demo.id).await);
+    assert_eq!(store.group_get(demo.id).await.unwrap(), demo);
+}
+
+// ---- registry ----
+
+async fn registry_heartbeat_upserts_and_lists_sorted(ctx: Ctx) {
+    let store = &*ctx.store;
+    for (address, at) in [
+        ("http://b:1", NOW),
+        ("http://a:1", NOW + 1),
+        ("http://c:1", NOW + 2),
+    ] {
+        store
+            .registry_heartbeat(RegistryBeat {
+                app_name: "app".to_owned(),
+                address: address.to_owned(),
+                now: at,
+            })
+            .await
+            .unwrap();
+    }
+    store
+        .registry_heartbeat(RegistryBeat {
+            app_name: "other".to_owned(),
+            address: "http://z:1".to_owned(),
+            now: NOW,
+        })
+        .await
+        .unwrap();
+    // A repeated beat moves the row; it does not add one.
+    store
+        .registry_heartbeat(RegistryBeat {
+            app_name: "app".to_owned(),
+            address: "http://b:1".to_owned(),
+            now: NOW + 30_000,
+        })
+        .await
+        .unwrap();
+
+    let live = |since| {
+        store.registry_live(LiveQuery {
+            app_name: "app".to_owned(),
+            alive_since: since,
+        })
+    };
+    assert_eq!(
+        live(NOW).await.unwrap(),
+        ["http://a:1", "http://b:1", "http://c:1"]
+    );
+    assert_eq!(live(NOW + 2).await.unwrap(), ["http://b:1", "http://c:1"]);
+    assert_eq!(live(NOW + 30_000).await.unwrap(), ["http://b:1"]);
+    assert!(live(NOW + 30_001).await.unwrap().is_empty());
+
+    let all = store.registry_list().await.unwrap();
+    let keys: Vec<(&str, &str, i64)> = all
+        .iter()
+        .map(|e| (e.app_name.as_str(), e.address.as_str(), e.updated_at))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            ("app", "http://a:1", NOW + 1),
+            ("app", "http://b:1", NOW + 30_000),
+            ("app", "http://c:1", NOW + 2),
+            ("other", "http://z:1", NOW),
+        ]
+    );
+    assert_invalid(
+        store
+            .registry_heartbeat(RegistryBeat {
+                app_name: "app".to_owned(),
+                address: String::new(),
+                now: NOW,
+            })
+            .await,
+    );
+}
+
+async fn registry_remove_and_sweep(ctx: Ctx) {
+    let store = &*ctx.store;
+    for (address, at) in [
+        ("http://old:1", NOW),
+        ("http://new:1", NOW + 60_000),
+        ("http://gone:1", NOW),
+    ] {
+        store
+            .registry_heartbeat(RegistryBeat {
+                app_name: "app".to_owned(),
+                address: address.to_owned(),
+                now: at,
+            })
+            .await
+            .unwrap();
+    }
+    let key = RegistryKey {
+        app_name: "app".to_owned(),
+        address: "http://gone:1".to_owned(),
+    };
+    assert!(store.registry_remove(key.clone()).await.unwrap());
+    assert!(!store.registry_remove(key).await.unwrap());
+    assert_eq!(store.registry_sweep(NOW + 1).await.unwrap(), 1);
+    assert_eq!(store.registry_sweep(NOW + 1).await.unwrap(), 0);
+    let live = store
+        .registry_live(LiveQuery {
+            app_name: "app".to_owned(),
+            alive_since: 0,
+        })
+        .await
+        .unwrap();
+    assert_eq!(live, ["http://new:1"]);
+}
+
+// ---- jobs ----
+
+fn full_spec(group_id: i64) -> JobSpec {
+    JobSpec {
+        group_id,
+        description: "Nightly réconciliation ✓".to_owned(),
+        owner: "ops-team".to_owned(),
+        alarm_channels: "ops@example.com,pager".to_owned(),
+        schedule_type: ScheduleType::Cron,
+        schedule_conf: "0 0 2 * * ?".to_owned(),
+        time_zone: "Asia/Shanghai".to_owned(),
+        misfire_strategy: MisfireStrategy::FireOnceNow,
+        route_strategy: RouteStrategy::ConsistentHash,
+        handler: "reconcile".to_owned(),
+        params: "{\"day\": \"yesterday\"}".to_owned(),
+        block_strategy: BlockStrategy::DiscardLater,
+        timeout_s: 300,
+        retry_count: 3,
+        retry_backoff_ms: 15_000,
+        child_job_ids: vec![7, 11],
+        priority: 5,
+        glue_type: GlueType::Shell,
+        glue_source: "#!/bin/bash\necho 'it''s ok'\n".to_owned(),
+    }
+}
+
+async fn job_crud_round_trips_every_field(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "jobs").await;
+    let created = store
+        .job_create(JobNew {
+            key: "nightly-reconcile".to_owned(),
+            spec: full_spec(g.id),
+            status: JobStatus::Running,
+            next_fire_at: Some(NOW + 1000),
+            now: NOW,
+        })
+        .await
+        .unwrap();
+    assert_eq!(created.version, 1);
+    assert_eq!(created.spec, full_spec(g.id));
+    assert_eq!(created.glue_updated_at, NOW);
+    assert_eq!(created.last_fire_at, None);
+    assert_eq!(store.job_get(created.id).await.unwrap(), created);
+    assert_eq!(
+        store.job_get_by_key("nightly-reconcile").await.unwrap(),
+        created
+    );
+
+    // An edit that keeps the script keeps glue_updated_at.
+    let mut spec = full_spec(g.id);
+    spec.description = "Nightly".to_owned();
+    spec.child_job_ids = Vec::new();
+    spec.route_strategy = RouteStrategy::ShardingBroadcast;
+    let updated = store
+        .job_update(JobUpdate {
+            id: created.id,
+            expected_version: None,
+            spec: spec.clone(),
+            next_fire_at: Some(NOW + 2000),
+            now: NOW + 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(updated.spec, spec);
+    assert_eq!(updated.version, 2);
+    assert_eq!(updated.next_fire_at, Some(NOW + 2000));
+    assert_eq!(updated.glue_updated_at, NOW);
+    assert_eq!((updated.created_at, updated.updated_at), (NOW, NOW + 10));
+    assert_eq!(updated.status, JobStatus::Running);
+
+    // An edit of the script moves it.
+    spec.glue_source.push_str("echo more\n");
+    let updated = store
+        .job_update(JobUpdate {
+            id: created.id,
+            expected_version: None,
+            spec,
+            next_fire_at: None,
+            now: NOW + 20,
+        })
+        .await
+        .unwrap();
+    assert_eq!(updated.glue_updated_at, NOW + 20);
+    assert_eq!(updated.next_fire_at, None);
+    assert_eq!(store.job_get(created.id).await.unwrap(), updated);
+
+    store.job_delete(created.id).await.unwrap();
+    assert_not_found(store.job_get(created.id).await);
+    assert_not_found(store.job_get_by_key("nightly-reconcile").await);
+    assert_not_found(store.job_delete(created.id).await);
+}
+
+async fn job_key_conflict_and_validation(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "jobs").await;
+    let first = store.job_create(job_new(g.id, "unique")).await.unwrap();
+    assert_conflict(store.job_create(job_new(g.id, "unique")).await);
+    assert_invalid(store.job_create(job_new(g.id + 1000, "orphan")).await);
+    assert_invalid(store.job_create(job_new(g.id, "")).await);
+    assert_invalid(store.job_create(job_new(g.id, &"k".repeat(129))).await);
+    let mut negative = job_new(g.id, "negative");
+    negative.spec.retry_count = -1;
+    assert_invalid(store.job_create(negative).await);
+    let mut long_handler = job_new(g.id, "long-handler");
+    long_handler.spec.handler = "h".repeat(256);
+    assert_invalid(store.job_create(long_handler).await);
+
+    let mut spec = first.spec.clone();
+    spec.group_id = g.id + 1000;
+    assert_invalid(
+        store
+            .job_update(JobUpdate {
+                id: first.id,
+                expected_version: None,
+                spec: spec.clone(),
+                next_fire_at: None,
+                now: NOW,
+            })
+            .await,
+    );
+    assert_eq!(store.job_get(first.id).await.unwrap(), first);
+    spec.group_id = g.id;
+    assert_not_found(
+        store
+            .job_update(JobUpdate {
+                id: first.id + 1000,
+                expected_version: None,
+                spec,
+                next_fire_at: None,
+                now: NOW,
+            })
+            .await,
+    );
+}
+
+async fn job_update_is_optimistic_when_asked(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "jobs").await;
+    let job = store.job_create(job_new(g.id, "edited")).await.unwrap();
+    let edit = |version: Option<i64>, description: &str| JobUpdate {
+        id: job.id,
+        expected_version: version,
+        spec: JobSpec {
+            description: description.to_owned(),
+            ..job.spec.clone()
+        },
+        next_fire_at: None,
+        now: NOW + 1,
+    };
+    let first = store.job_update(edit(Some(1), "first")).await.unwrap();
+    assert_eq!(first.version, 2);
+    // A second editor who also read version 1 loses, and changes nothing.
+    assert_conflict(store.job_update(edit(Some(1), "stale")).await);
+    assert_eq!(store.job_get(job.id).await.unwrap(), first);
+    let last = store
+        .job_update(edit(None, "last write wins"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (last.version, last.spec.description.as_str()),
+        (3, "last write wins")
+    );
+}
+
+async fn jobs_list_filters_and_paginates(ctx: Ctx) {
+    let store = &*ctx.store;
+    let a = group(store, "group-a").await;
+    let b = group(store, "group-b").await;
+    let mut ids = Vec::new();
+    for i in 0..25 {
+        let mut new = job_new(if i % 5 == 0 { b.id } else { a.id }, &format!("job-{i:02}"));
+        if i % 2 == 0 {
+            new.status = JobStatus::Running;
+            new.next_fire_at = Some(NOW + i);
+        }
+        if i == 7 {
+            new.spec.description = "Sends the WEEKLY 100%_report".to_owned();
+        }
+        ids.push(store.job_create(new).await.unwrap().id);
+    }
+    let list = |filter: JobFilter| store.jobs_list(filter);
+
+    let page = list(JobFilter {
+        page: PageReq {
+            offset: 20,
+            limit: 10,
+        },
+        ..JobFilter::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(page.total, 25);
+    assert_eq!(
+        page.items.iter().map(|j| j.id).collect::<Vec<_>>(),
+        ids[20..]
+    );
+    let first = list(JobFilter {
+        page: PageReq::first(10),
+        ..JobFilter::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        first.items.iter().map(|j| j.id).collect::<Vec<_>>(),
+        ids[..10]
+    );
+
+    let in_b = list(JobFilter {
+        group_id: Some(b.id),
+        ..JobFilter::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(in_b.total, 5);
+    assert!(in_b.items.iter().all(|j| j.spec.group_id == b.id));
+
+    let running = list(JobFilter {
+        status: Some(JobStatus::Running),
+        group_id: Some(a.id),
+        page: PageReq::first(100),
+        ..JobFilter::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(running.total, 10);
+    assert!(
+        running
+            .items
+            .iter()
+            .all(|j| j.status == JobStatus::Running && j.spec.group_id == a.id)
+    );
+
+    // Text matches regardless of ASCII case, and wildcards in it are literal.
+    for text in ["weekly", "WEEKLY 100%_", "100%_report"] {
+        let found = list(JobFilter {
+            text: Some(text.to_owned()),
+            ..JobFilter::default()
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            found.items.iter().map(|j| j.id).collect::<Vec<_>>(),
+            [ids[7]],
+            "{text}"
+        );
+    }
+    let none = list(JobFilter {
+        text: Some("100%x".to_owned()),
+        ..JobFilter::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(none.total, 0);
+    let by_key = list(JobFilter {
+        text: Some("JOB-1".to_owned()),
+        ..JobFilter::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(by_key.total, 10);
+
+    assert_invalid(
+        list(JobFilter {
+            page: PageReq::first(0),
+            ..JobFilter::default()
+        })
+        .await,
+    );
+    assert_invalid(
+        list(JobFilter {
+            page: PageReq::first(1001),
+            ..JobFilter::default()
+        })
+        .await,
+    );
+}
+
+async fn job_status_and_next_fire(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "jobs").await;
+    let job = store.job_create(job_new(g.id, "toggled")).await.unwrap();
+    let started = store
+        .job_set_status(JobStatusChange {
+            id: job.id,
+            status: JobStatus::Running,
+            next_fire_at: Some(NOW + 500),
+            now: NOW + 1,
+        })
+        .await
+        .unwrap();
+    assert_eq!(started.status, JobStatus::Running);
+    assert_eq!(started.next_fire_at, Some(NOW + 500));
+    assert_eq!(started.version, job.version, "a start is not an edit");
+    assert_eq!(started.updated_at, NOW + 1);
+
+    assert!(
+        store
+            .job_set_next_fire(JobNextFire {
+                id: job.id,
+                next_fire_at: Some(NOW + 900)
+            })
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.job_get(job.id).await.unwrap().next_fire_at,
+        Some(NOW + 900)
+    );
+
+    let stopped = store
+        .job_set_status(JobStatusChange {
+            id: job.id,
+            status: JobStatus::Stopped,
+            next_fire_at: None,
+            now: NOW + 2,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (stopped.status, stopped.next_fire_at),
+        (JobStatus::Stopped, None)
+    );
+    // A late fixed-delay completion must not restart a stopped job.
+    assert!(
+        !store
+            .job_set_next_fire(JobNextFire {
+                id: job.id,
+                next_fire_at: Some(NOW + 999)
+            })
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.job_get(job.id).await.unwrap().next_fire_at, None);
+    assert!(
+        !store
+            .job_set_next_fire(JobNextFire {
+                id: job.id + 99,
+                next_fire_at: None
+            })
+            .await
+            .unwrap()
+    );
+    assert_not_found(
+        store
+            .job_set_status(JobStatusChange {
+                id: job.id + 99,
+                status: JobStatus::Running,
+                next_fire_at: None,
+                now: NOW,
+            })
+            .await,
+    );
+}
+
+async fn job_delete_removes_its_runs(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "jobs").await;
+    let doomed = running_job(store, g.id, "doomed", NOW).await;
+    let kept = running_job(store, g.id, "kept", NOW).await;
+    let claimed = store
+        .jobs_claim_due(claim("node-a", NOW, 0, 10), &fixed_rate(1000, NOW))
+        .await
+        .unwrap();
+    assert_eq!(claimed.runs.len(), 2);
+    let manual = store
+        .run_insert(RunNew::new(doomed.id, TriggerType::Manual, NOW))
+        .await
+        .unwrap();
+
+    store.job_delete(doomed.id).await.unwrap();
+    assert_not_found(store.run_get(manual.id).await);
+    assert!(all_runs(store, Some(doomed.id)).await.is_empty());
+    assert_eq!(all_runs(store, Some(kept.id)).await.len(), 1);
+}
+
+// ---- the claim ----
+
+async fn claim_writes_every_fire_in_window(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "fast").await;
+    let job = running_job(store, g.id, "every-100ms", NOW).await;
+    let result = store
+        .jobs_claim_due(claim("node-a", NOW, 1000, 10), &fixed_rate(100, NOW + 1000))
+        .await
+        .unwrap();
+    assert_eq!((result.jobs, result.misfired, result.duplicates), (1, 0, 0));
+    let expected: Vec<i64> = (0..=10).map(|i| NOW + i * 100).collect();
+    assert_eq!(
+        result
+            .runs
+            .iter()
+            .map(|r| r.scheduled_at)
+            .collect::<Vec<_>>(),
+        expected
+    );
+    for run in &result.runs {
+        assert_eq!(run.fire_key, Some(run.scheduled_at));
+        assert_eq!(run.state, RunState::Planned);
+        assert_eq!(run.trigger_type, TriggerType::FixRate);
+        assert_eq!(run.owner_node.as_deref(), Some("node-a"));
+        assert_eq!((run.job_id, run.group_id), (job.id, g.id));
+        assert_eq!(run.handler, job.spec.handler);
+        assert_eq!(run.params, job.spec.params);
+    }
+    // What the claim returned is exactly what it wrote.
+    let stored = all_runs(store, Some(job.id)).await;
+    assert_eq!(stored, result.runs);
+
+    let after = store.job_get(job.id).await.unwrap();
+    assert_eq!(after.next_fire_at, Some(NOW + 1100));
+    assert_eq!(after.last_fire_at, Some(NOW + 1000));
+    assert_eq!(after.status, JobStatus::Running);
+    assert_eq!(
+        (after.version, after.updated_at),
+        (job.version, job.updated_at)
+    );
+
+    // The next round starts where this one stopped.
+    let next = store
+        .jobs_claim_due(
+            claim("node-a", NOW + 1000, 1000, 10),
+            &fixed_rate(100, NOW + 2000),
+        )
+        .await
+        .unwrap();
+    assert_eq!(next.runs.first().map(|r| r.scheduled_at), Some(NOW + 1100));
+    assert_eq!(next.runs.len(), 10);
+}
+
+async fn claim_stops_job_when_plan_has_no_next(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "once").await;
+    let job = running_job(store, g.id, "once", NOW).await;
+    let once = |job: &Job, _now: i64| JobPlan {
+        fires: vec![PlannedFire::on_time(
+            job.next_fire_at.unwrap(),
+            TriggerType::Once,
+        )],
+        next_fire_at: None,
+    };
+    let result = store
+        .jobs_claim_due(claim("node-a", NOW, 0, 10), &once)
+        .await
+        .unwrap();
+    assert_eq!(result.runs.len(), 1);
+    let after = store.job_get(job.id).await.unwrap();
+    assert_eq!(
+        (after.status, after.next_fire_at),
+        (JobStatus::Stopped, None)
+    );
+    assert_eq!(after.last_fire_at, Some(NOW));
+    let again = store
+        .jobs_claim_due(claim("node-a", NOW + 10_000, 0, 10), &once)
+        .await
+        .unwrap();
+    assert_eq!(again, ClaimResult::default());
+}
+
+async fn claim_respects_limit_and_order(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "many").await;
+    let mut by_next = HashMap::new();
+    for (key, offset) in [("d", -10), ("b", -40), ("c", -30), ("e", 0), ("a", -50)] {
+        let job = running_job(store, g.id, key, NOW + offset).await;
+        by_next.insert(job.id, key);
+    }
+    // Neither a future job nor a stopped one is claimed.
+    running_job(store, g.id, "future", NOW + 60_000).await;
+    let mut stopped = job_new(g.id, "stopped");
+    stopped.next_fire_at = Some(NOW - 100);
+    store.job_create(stopped).await.unwrap();
+
+    let one_fire = |job: &Job, _now: i64| JobPlan {
+        fires: vec![PlannedFire::on_time(
+            job.next_fire_at.unwrap(),
+            TriggerType::Cron,
+        )],
+        next_fire_at: Some(NOW + 3_600_000),
+    };
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        let result = store
+            .jobs_claim_due(claim("node-a", NOW, 1000, 2), &one_fire)
+            .await
+            .unwrap();
+        assert!(result.jobs <= 2);
+        order.extend(result.runs.iter().map(|r| by_next[&r.job_id]));
+    }
+    assert_eq!(order, ["a", "b", "c", "d", "e"]);
+    let none = store
+        .jobs_claim_due(claim("node-a", NOW, 1000, 2), &one_fire)
+        .await
+        .unwrap();
+    assert_eq!(none.jobs, 0);
+}
+
+async fn claim_returns_only_planned_runs(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "late").await;
+    let job = running_job(store, g.id, "late", NOW - 30_000).await;
+    // Two late fires and one on time, decided by the core's misfire policy.
+    let planner = |job: &Job, now: i64| {
+        let start = job.next_fire_at.unwrap();
+        let instants = [start, start + 10_000, now];
+        let plan = misfire::plan(MisfireStrategy::DoNothing, &instants, now, 5_000);
+        JobPlan {
+            fires: plan
+                .fires
+                .iter()
+                .map(|f| PlannedFire::from_misfire(f, TriggerType::Cron))
+                .collect(),
+            next_fire_at: Some(now + 10_000),
+        }
+    };
+    let result = store
+        .jobs_claim_due(claim("node-a", NOW, 0, 10), &planner)
+        .await
+        .unwrap();
+    assert_eq!((result.runs.len(), result.misfired), (1, 2));
+    assert_eq!(result.runs[0].scheduled_at, NOW);
+
+    let stored = all_runs(store, Some(job.id)).await;
+    let states: Vec<(i64, RunState)> = stored.iter().map(|r| (r.scheduled_at, r.state)).collect();
+    assert_eq!(
+        states,
+        [
+            (NOW - 30_000, RunState::Misfired),
+            (NOW - 20_000, RunState::Misfired),
+            (NOW, RunState::Planned)
+        ]
+    );
+    assert!(
+        stored
+            .iter()
+            .filter(|r| r.state == RunState::Misfired)
+            .all(|r| r.finished_at == Some(NOW))
+    );
+    assert_eq!(store.job_get(job.id).await.unwrap().last_fire_at, Some(NOW));
+
+    // FIRE_ONCE_NOW: the latest late fire becomes a catch-up at `now`, keyed by its instant.
+    let catch_up = store.job_create(JobNew {
+        next_fire_at: Some(NOW - 30_000),
+        status: JobStatus::Running,
+        ..job_new(g.id, "catch-up")
+    });
+    let catch_up = catch_up.await.unwrap();
+    let planner = |job: &Job, now: i64| {
+        let start = job.next_fire_at.unwrap();
+        let plan = misfire::plan(
+            MisfireStrategy::FireOnceNow,
+            &[start, start + 10_000],
+            now,
+            5_000,
+        );
+        JobPlan {
+            fires: plan
+                .fires
+                .iter()
+                .map(|f| PlannedFire::from_misfire(f, TriggerType::Cron))
+                .collect(),
+            next_fire_at: Some(now + 10_000),
+        }
+    };
+    let result = store
+        .jobs_claim_due(claim("node-a", NOW, 0, 10), &planner)
+        .await
+        .unwrap();
+    assert_eq!((result.runs.len(), result.misfired), (1, 1));
+    let run = &result.runs[0];
+    assert_eq!(
+        (run.job_id, run.scheduled_at, run.fire_key),
+        (catch_up.id, NOW, Some(NOW - 20_000))
+    );
+    assert_eq!(run.trigger_type, TriggerType::Misfire);
+}
+
+async fn claim_rejects_a_planner_state_that_is_not_a_fire(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "bad").await;
+    let job = running_job(store, g.id, "bad-plan", NOW).await;
+    let bad = |job: &Job, _now: i64| JobPlan {
+        fires: vec![PlannedFire {
+            state: RunState::Succeeded,
+            ..PlannedFire::on_time(job.next_fire_at.unwrap(), TriggerType::Cron)
+        }],
+        next_fire_at: Some(NOW + 1000),
+    };
+    assert_invalid(
+        store
+            .jobs_claim_due(claim("node-a", NOW, 0, 10), &bad)
+            .await,
+    );
+    // Nothing of the failed round was kept.
+    assert!(all_runs(store, None).await.is_empty());
+    assert_eq!(store.job_get(job.id).await.unwrap().next_fire_at, Some(NOW));
+}
+
+// ---- the ledger ----
+
+async fn ledger_skips_a_forced_duplicate_fire(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "ledger").await;
+    let job = running_job(store, g.id, "twice", NOW).await;
+    let first = store
+        .jobs_claim_due(claim("node-a", NOW, 0, 10), &fixed_rate(1000, NOW))
+        .await
+        .unwrap();
+    assert_eq!(first.runs.len(), 1);
+
+    // Rewind the job, as a stale admin or an edit racing a claim would: the same fire is
+    // planned again, and the ledger refuses it.
+    store
+        .job_set_status(JobStatusChange {
+            id: job.id,
+            status: JobStatus::Running,
+            next_fire_at: Some(NOW),
+            now: NOW,
+        })
+        .await
+        .unwrap();
+    let second = store
+        .jobs_claim_due(claim("node-b", NOW, 0, 10), &fixed_rate(1000, NOW))
+        .await
+        .unwrap();
+    assert!(second.runs.is_empty(), "{second:?}");
+    assert_eq!((second.jobs, second.duplicates), (1, 1));
+
+    // A plan naming one fire twice, beside an old one and a new one.
+    store
+        .job_set_status(JobStatusChange {
+            id: job.id,
+            status: JobStatus::Running,
+            next_fire_at: Some(NOW),
+            now: NOW,
+        })
+        .await
+        .unwrap();
+    let repeated = |_: &Job, _: i64| JobPlan {
+        fires: vec![
+            PlannedFire::on_time(NOW, TriggerType::Cron),
+            PlannedFire::on_time(NOW + 1000, TriggerType::Cron),
+            PlannedFire::on_time(NOW + 1000, TriggerType::Cron),
+        ],
+        next_fire_at: Some(NOW + 2000),
+    };
+    let third = store
+        .jobs_claim_due(claim("node-c", NOW, 1000, 10), &repeated)
+        .await
+        .unwrap();
+    assert_eq!(
+        third
+            .runs
+            .iter()
+            .map(|r| r.scheduled_at)
+            .collect::<Vec<_>>(),
+        [NOW + 1000]
+    );
+    assert_eq!(third.duplicates, 2);
+
+    let stored = all_runs(store, Some(job.id)).await;
+    assert_eq!(
+        stored.iter().map(|r| r.fire_key).collect::<Vec<_>>(),
+        [Some(NOW), Some(NOW + 1000)]
+    );
+    assert_eq!(stored[0].owner_node.as_deref(), Some("node-a"));
+}
+
+async fn ledger_racing_claimers_write_each_fire_once(ctx: Ctx) {
+    let g = group(&*ctx.store, "race").await;
+    let mut jobs = Vec::new();
+    for i in 0..12 {
+        jobs.push(
+            running_job(&*ctx.store, g.id, &format!("race-{i}"), NOW)
+                .await
+                .id,
+        );
+    }
+    // Two stores stand for two admin nodes; each runs two claimers. A rewinder keeps setting
+    // the jobs back to the start, so the claimers plan the same fires again and again.
+    let nodes = [ctx.store.clone(), ctx.connect_again().await];
+    let mut tasks = Vec::new();
+    for claimer in 0..4 {
+        let store = nodes[claimer % 2].clone();
+        tasks.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            for round in 0..15 {
+                let now = NOW + round * 50;
+                let result = store
+                    .jobs_claim_due(
+                        claim(&format!("node-{claimer}"), now, 500, 5),
+                        &fixed_rate(100, now + 500),
+                    )
+                    .await
+                    .expect("claim");
+                mine.extend(result.runs);
+            }
+            mine
+        }));
+    }
+    let rewinder = {
+        let store = ctx.store.clone();
+        let jobs = jobs.clone();
+        tokio::spawn(async move {
+            for _ in 0..5 {
+                for &id in &jobs {
+                    store
+                        .job_set_status(JobStatusChange {
+                            id,
+                            status: JobStatus::Running,
+                            next_fire_at: Some(NOW),
+                            now: NOW,
+                        })
+                        .await
+                        .expect("rewind");
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let mut claimed = Vec::new();
+    for task in tasks {
+        claimed.extend(task.await.unwrap());
+    }
+    rewinder.await.unwrap();
+
+    let mut keys = HashSet::new();
+    for run in &claimed {
+        assert!(
+            keys.insert((run.job_id, run.fire_key)),
+            "fire claimed twice: {run:?}"
+        );
+    }
+    // Every row of the ledger went to exactly one claimer, and every claimed run is a row.
+    let stored = all_runs(&*ctx.store, None).await;
+    let stored_ids: HashSet<i64> = stored.iter().map(|r| r.id).collect();
+    let claimed_ids: HashSet<i64> = claimed.iter().map(|r| r.id).collect();
+    assert_eq!(stored.len(), claimed.len());
+    assert_eq!(stored_ids, claimed_ids);
+    assert!(
+        stored.len() >= jobs.len(),
+        "the race claimed too little: {}",
+        stored.len()
+    );
+    nodes[1].close().await;
+}
+
+async fn concurrent_claimers_never_share_a_job(ctx: Ctx) {
+    let g = group(&*ctx.store, "shared").await;
+    for i in 0..10 {
+        running_job(&*ctx.store, g.id, &format!("shared-{i}"), NOW - i).await;
+    }
+    let other = ctx.connect_again().await;
+    let planning = Arc::new(AtomicBool::new(false));
+    let b_done = Arc::new(AtomicBool::new(false));
+    let b_done_while_a_held = Arc::new(AtomicBool::new(false));
+
+    // A claims 5 jobs and holds them (inside its transaction) until B has finished, at most
+    // 3 s. With SKIP LOCKED, B takes the other 5 meanwhile; SQLite's single writer makes B
+    // wait instead, so A does not wait there.
+    let a = {
+        let store = ctx.store.clone();
+        let (planning, b_done, held) = (
+            planning.clone(),
+            b_done.clone(),
+            b_done_while_a_held.clone(),
+        );
+        let wait = ctx.backend.skips_locked_rows();
+        tokio::spawn(async move {
+            let planner = move |job: &Job, _now: i64| {
+                if !planning.swap(true, Ordering::SeqCst) && wait {
+                    // block_in_place: a worker stuck in a sleep would also stall the runtime's
+                    // timers and sockets, and with them B.
+                    tokio::task::block_in_place(|| {
+                        let deadline = Instant::now() + Duration::from_secs(3);
+                        while !b_done.load(Ordering::SeqCst) && Instant::now() < deadline {
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                    });
+                    held.store(b_done.load(Ordering::SeqCst), Ordering::SeqCst);
+                }
+                JobPlan {
+                    fires: vec![PlannedFire::on_time(
+                        job.next_fire_at.unwrap(),
+                        TriggerType::Cron,
+                    )],
+                    next_fire_at: Some(NOW + 3_600_000),
+                }
+            };
+            store
+                .jobs_claim_due(claim("node-a", NOW, 0, 5), &planner)
+                .await
+                .unwrap()
+        })
+    };
+    while !planning.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let b = other
+        .jobs_claim_due(claim("node-b", NOW, 0, 10), &fixed_rate(3_600_000, NOW))
+        .await
+        .unwrap();
+    b_done.store(true, Ordering::SeqCst);
+    let a = a.await.unwrap();
+
+    let a_jobs: HashSet<i64> = a.runs.iter().map(|r| r.job_id).collect();
+    let b_jobs: HashSet<i64> = b.runs.iter().map(|r| r.job_id).collect();
+    assert_eq!((a_jobs.len(), b_jobs.len()), (5, 5), "a: {a:?}, b: {b:?}");
+    assert!(a_jobs.is_disjoint(&b_jobs));
+    if ctx.backend.skips_locked_rows() {
+        assert!(
+            b_done_while_a_held.load(Ordering::SeqCst),
+            "the second claimer waited for the first instead of skipping its jobs"
+        );
+    }
+    other.close().await;
+}
+
+// ---- runs ----
+
+async fn runs_mark_dispatched_in_one_batch(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "dispatch").await;
+    let job = running_job(store, g.id, "dispatch", NOW).await;
+    let claimed = store
+        .jobs_claim_due(claim("node-a", NOW, 200, 10), &fixed_rate(100, NOW + 200))
+        .await
+        .unwrap();
+    assert_eq!(claimed.runs.len(), 3);
+    // A fast executor calls back before the dispatch batch is written.
+    let early = store
+        .run_insert(RunNew::new(job.id, TriggerType::Manual, NOW))
+        .await
+        .unwrap();
+    store
+        .run_complete(RunComplete {
+            run_id: early.id,
+            handle_code: 200,
+            handle_msg: None,
+            state: RunState::Succeeded,
+            at: NOW + 5,
+        })
+        .await
+        .unwrap()
+        .expect("early completion");
+
+    let mut batch: Vec<Dispatched> = claimed
+        .runs
+        .iter()
+        .chain([&early])
+        .enumerate()
+        .map(|(i, r)| Dispatched {
+            run_id: r.id,
+            address: format!("http://exec-{i}:9999"),
+            trigger_code: 200,
+            trigger_msg: Some(format!("routed to exec-{i}")),
+            at: NOW + 10 + i as i64,
+        })
+        .collect();
+    batch.push(Dispatched {
+        run_id: early.id + 1000,
+        address: "http://nowhere:1".to_owned(),
+        trigger_code: 200,
+        trigger_msg: None,
+        at: NOW,
+    });
+    assert_eq!(store.runs_mark_dispatched(&batch).await.unwrap(), 4);
+    for (i, r) in claimed.runs.iter().enumerate() {
+        let run = store.run_get(r.id).await.unwrap();
+        assert_eq!(run.state, RunState::Dispatched);
+        assert_eq!(run.executor_address, Some(format!("http://exec-{i}:9999")));
+        assert_eq!(
+            (run.trigger_code, run.dispatched_at),
+            (200, Some(NOW + 10 + i as i64))
+        );
+        assert_eq!(run.trigger_msg, Some(format!("routed to exec-{i}")));
+    }
+    let early = store.run_get(early.id).await.unwrap();
+    assert_eq!(early.state, RunState::Succeeded);
+    assert_eq!(
+        early.executor_address.as_deref(),
+        Some("http://exec-3:9999")
+    );
+    // Recorded once: a repeat changes nothing.
+    assert_eq!(store.runs_mark_dispatched(&batch).await.unwrap(), 0);
+    assert_eq!(store.runs_mark_dispatched(&[]).await.unwrap(), 0);
+}
+
+async fn run_skip_ends_only_planned_runs(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "skip").await;
+    let job = running_job(store, g.id, "skip", NOW).await;
+    let planned = store
+        .run_insert(RunNew::new(job.id, TriggerType::Api, NOW))
+        .await
+        .unwrap();
+    let skipped = store
+        .run_skip(RunSkip {
+            run_id: planned.id,
+            reason: "job stopped".to_owned(),
+            at: NOW + 5,
+        })
+        .await
+        .unwrap()
+        .expect("a planned run is skipped");
+    assert_eq!(skipped.state, RunState::Skipped);
+    assert_eq!(skipped.trigger_msg.as_deref(), Some("job stopped"));
+    assert_eq!(skipped.finished_at, Some(NOW + 5));
+    // Skipping again, or a run that is not planned, changes nothing.
+    let again = RunSkip {
+        run_id: planned.id,
+        reason: "again".to_owned(),
+        at: NOW + 6,
+    };
+    assert_eq!(store.run_skip(again).await.unwrap(), None);
+    let dispatched = store
+        .run_insert(RunNew::new(job.id, TriggerType::Api, NOW))
+        .await
+        .unwrap();
+    store
+        .runs_mark_dispatched(&[Dispatched {
+            run_id: dispatched.id,
+            address: "http://exec:1".to_owned(),
+            trigger_code: 200,
+            trigger_msg: None,
+            at: NOW + 1,
+        }])
+        .await
+        .unwrap();
+    let skip = RunSkip {
+        run_id: dispatched.id,
+        reason: "late".to_owned(),
+        at: NOW + 7,
+    };
+    assert_eq!(store.run_skip(skip).await.unwrap(), None);
+    assert_eq!(
+        store.run_get(dispatched.id).await.unwrap().state,
+        RunState::Dispatched
+    );
+    let unknown = RunSkip {
+        run_id: 987_654,
+        reason: "x".to_owned(),
+        at: NOW,
+    };
+    assert_eq!(store.run_skip(unknown).await.unwrap(), None);
+}
+
+async fn run_complete_moves_to_final_state_once(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "complete").await;
+    let job = running_job(store, g.id, "complete", NOW).await;
+    let run = store
+        .run_insert(RunNew::new(job.id, TriggerType::Api, NOW))
+        .await
+        .unwrap();
+    store
+        .runs_mark_dispatched(&[Dispatched {
+            run_id: run.id,
+            address: "http://exec:1".to_owned(),
+            trigger_code: 200,
+            trigger_msg: None,
+            at: NOW + 1,
+        }])
+        .await
+        .unwrap();
+    let done = store
+        .run_complete(RunComplete {
+            run_id: run.id,
+            handle_code: 200,
+            handle_msg: Some("all good".to_owned()),
+            state: RunState::Succeeded,
+            at: NOW + 100,
+        })
+        .await
+        .unwrap()
+        .expect("first completion");
+    assert_eq!(done.state, RunState::Succeeded);
+    assert_eq!(
+        (done.handle_code, done.handle_msg.as_deref()),
+        (200, Some("all good"))
+    );
+    assert_eq!(
+        (done.finished_at, done.dispatched_at),
+        (Some(NOW + 100), Some(NOW + 1))
+    );
+
+    let repeat = store
+        .run_complete(RunComplete {
+            run_id: run.id,
+            handle_code: 500,
+            handle_msg: Some("late failure".to_owned()),
+            state: RunState::Failed,
+            at: NOW + 200,
+        })
+        .await
+        .unwrap();
+    assert_eq!(repeat, None);
+    assert_eq!(store.run_get(run.id).await.unwrap(), done);
+
+    let unknown = RunComplete {
+        run_id: run.id + 1000,
+        handle_code: 200,
+        handle_msg: None,
+        state: RunState::Succeeded,
+        at: NOW,
+    };
+    assert_eq!(store.run_complete(unknown.clone()).await.unwrap(), None);
+    for state in [
+        RunState::Planned,
+        RunState::Dispatched,
+        RunState::Misfired,
+        RunState::Skipped,
+    ] {
+        assert_invalid(
+            store
+                .run_complete(RunComplete {
+                    state,
+                    ..unknown.clone()
+                })
+                .await,
+        );
+    }
+
+    // An oversized message is cut to what every backend stores, never refused.
+    let other = store
+        .run_insert(RunNew::new(job.id, TriggerType::Api, NOW))
+        .await
+        .unwrap();
+    let long = "é".repeat(40_000);
+    let timed_out = store
+        .run_complete(RunComplete {
+            run_id: other.id,
+            handle_code: 502,
+            handle_msg: Some(long.clone()),
+            state: RunState::TimedOut,
+            at: NOW,
+        })
+        .await
+        .unwrap()
+        .expect("completion");
+    let msg = timed_out.handle_msg.unwrap();
+    assert!(msg.len() <= 65_535 && long.starts_with(&msg) && msg.len() > 60_000);
+}
+
+async fn run_mark_trigger_failed_ends_the_run(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "refused").await;
+    let job = running_job(store, g.id, "refused", NOW).await;
+    let run = store
+        .run_insert(RunNew::new(job.id, TriggerType::Manual, NOW))
+        .await
+        .unwrap();
+    let failed = store
+        .run_mark_trigger_failed(TriggerFailed {
+            run_id: run.id,
+            address: Some("http://exec:1".to_owned()),
+            trigger_code: 500,
+            trigger_msg: "connection refused".to_owned(),
+            at: NOW + 3,
+        })
+        .await
+        .unwrap()
+        .expect("trigger failure");
+    assert_eq!(failed.state, RunState::Failed);
+    assert_eq!(
+        (failed.trigger_code, failed.trigger_msg.as_deref()),
+        (500, Some("connection refused"))
+    );
+    assert_eq!(
+        (failed.executor_address.as_deref(), failed.finished_at),
+        (Some("http://exec:1"), Some(NOW + 3))
+    );
+    let again = TriggerFailed {
+        run_id: run.id,
+        address: None,
+        trigger_code: 500,
+        trigger_msg: "again".to_owned(),
+        at: NOW + 4,
+    };
+    assert_eq!(store.run_mark_trigger_failed(again).await.unwrap(), None);
+    let late = RunComplete {
+        run_id: run.id,
+        handle_code: 200,
+        handle_msg: None,
+        state: RunState::Succeeded,
+        at: NOW + 5,
+    };
+    assert_eq!(store.run_complete(late).await.unwrap(), None);
+    // A dispatch record cannot overwrite the trigger failure either.
+    let dispatched = Dispatched {
+        run_id: run.id,
+        address: "http://other:1".to_owned(),
+        trigger_code: 200,
+        trigger_msg: None,
+        at: NOW + 6,
+    };
+    assert_eq!(store.runs_mark_dispatched(&[dispatched]).await.unwrap(), 0);
+    assert_eq!(store.run_get(run.id).await.unwrap(), failed);
+}
+
+async fn run_insert_manual_runs_have_no_fire_key_and_coexist(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "manual").await;
+    let mut new = job_new(g.id, "manual");
+    new.spec.priority = 9;
+    let job = store.job_create(new).await.unwrap();
+
+    let first = store
+        .run_insert(RunNew::new(job.id, TriggerType::Manual, NOW))
+        .await
+        .unwrap();
+    let second = store
+        .run_insert(RunNew {
+            params: Some("override".to_owned()),
+            executor_address: Some("http://chosen:9999".to_owned()),
+            owner_node: Some("node-a".to_owned()),
+            ..RunNew::new(job.id, TriggerType::Manual, NOW)
+        })
+        .await
+        .unwrap();
+    let retry = store
+        .run_insert(RunNew {
+            attempt: 1,
+            parent_run_id: Some(first.id),
+            scheduled_at: NOW + 15_000,
+            shard_index: Some(1),
+            shard_total: Some(3),
+            ..RunNew::new(job.id, TriggerType::Retry, NOW)
+        })
+        .await
+        .unwrap();
+    assert_ne!(first.id, second.id);
+    for run in [&first, &second, &retry] {
+        assert_eq!(run.fire_key, None);
+        assert_eq!(run.state, RunState::Planned);
+        assert_eq!((run.job_id, run.group_id, run.priority), (job.id, g.id, 9));
+        assert_eq!(run.handler, job.spec.handler);
+        assert_eq!(
+            (run.trigger_code, run.handle_code, run.alarm_status),
+            (0, 0, 0)
+        );
+        assert_eq!(run.created_at, NOW);
+    }
+    assert_eq!(first.params, job.spec.params);
+    assert_eq!(
+        (first.scheduled_at, first.trigger_type),
+        (NOW, TriggerType::Manual)
+    );
+    assert_eq!(second.params, "override");
+    assert_eq!(
+        second.executor_address.as_deref(),
+        Some("http://chosen:9999")
+    );
+    assert_eq!(second.owner_node.as_deref(), Some("node-a"));
+    assert_eq!((retry.attempt, retry.parent_run_id), (1, Some(first.id)));
+    assert_eq!(
+        (retry.shard_index, retry.shard_total, retry.scheduled_at),
+        (Some(1), Some(3), NOW + 15_000)
+    );
+    assert_eq!(
+        all_runs(store, Some(job.id)).await,
+        vec![first, second, retry]
+    );
+
+    assert_not_found(
+        store
+            .run_insert(RunNew::new(job.id + 1000, TriggerType::Manual, NOW))
+            .await,
+    );
+    assert_not_found(store.run_get(-1).await);
+}
+
+async fn runs_list_filters(ctx: Ctx) {
+    let store = &*ctx.store;
+    let a = group(store, "list-a").await;
+    let b = group(store, "list-b").await;
+    let job_a = running_job(store, a.id, "list-a", NOW).await;
+    let job_b = running_job(store, b.id, "list-b", NOW).await;
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        let job = if i < 4 { job_a.id } else { job_b.id };
+        let run = store
+            .run_insert(RunNew {
+                scheduled_at: NOW + i * 1000,
+                ..RunNew::new(job, TriggerType::Manual, NOW)
+            })
+            .await
+            .unwrap();
+        ids.push(run.id);
+    }
+    store
+        .run_complete(RunComplete {
+            run_id: ids[1],
+            handle_code: 500,
+            handle_msg: None,
+            state: RunState::Failed,
+            at: NOW,
+        })
+        .await
+        .unwrap();
+    let list = |filter: RunFilter| store.runs_list(filter);
+    let ids_of = |page: &Paged<Run>| page.items.iter().map(|r| r.id).collect::<Vec<_>>();
+
+    let all = list(RunFilter::default()).await.unwrap();
+    assert_eq!(all.total, 6);
+    assert_eq!(
+        ids_of(&all),
+        ids.iter().rev().copied().collect::<Vec<_>>(),
+        "newest first"
+    );
+    let of_a = list(RunFilter {
+        job_id: Some(job_a.id),
+        ..RunFilter::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(of_a.total, 4);
+    let of_b = list(RunFilter {
+        group_id: Some(b.id),
+        ..RunFilter::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(ids_of(&of_b), [ids[5], ids[4]]);
+    let failed = list(RunFilter {
+        state: Some(RunState::Failed),
+        ..RunFilter::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(ids_of(&failed), [ids[1]]);
+    let window = list(RunFilter {
+        range: TimeRange {
+            from: Some(NOW + 1000),
+            to: Some(NOW + 3000),
+        },
+        ..RunFilter::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(ids_of(&window), [ids[2], ids[1]]);
+    let page = list(RunFilter {
+        job_id: Some(job_a.id),
+        state: Some(RunState::Planned),
+        page: PageReq {
+            offset: 1,
+            limit: 1,
+        },
+        ..RunFilter::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!((page.total, ids_of(&page)), (3, vec![ids[2]]));
+}
+
+async fn runs_planned_owned_by_node(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "owners").await;
+    running_job(store, g.id, "first", NOW).await;
+    let a = store
+        .jobs_claim_due(claim("node-a", NOW, 100, 1), &fixed_rate(50, NOW + 100))
+        .await
+        .unwrap();
+    running_job(store, g.id, "second", NOW).await;
+    let b = store
+        .jobs_claim_due(claim("node-b", NOW, 100, 1), &fixed_rate(50, NOW + 100))
+        .await
+        .unwrap();
+    assert_eq!((a.runs.len(), b.runs.len()), (3, 3));
+    assert_eq!(store.runs_planned_owned_by("node-a").await.unwrap(), a.runs);
+    assert_eq!(store.runs_planned_owned_by("node-b").await.unwrap(), b.runs);
+    store
+        .runs_mark_dispatched(&[Dispatched {
+            run_id: a.runs[0].id,
+            address: "http://exec:1".to_owned(),
+            trigger_code: 200,
+            trigger_msg: None,
+            at: NOW,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.runs_planned_owned_by("node-a").await.unwrap(),
+        a.runs[1..]
+    );
+    assert!(
+        store
+            .runs_planned_owned_by("node-c")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn reports_and_state_counts(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "reports").await;
+    let job = running_job(store, g.id, "reports", NOW).await;
+    for i in 0..3 {
+        let run = store
+            .run_insert(RunNew {
+                scheduled_at: NOW + i,
+                ..RunNew::new(job.id, TriggerType::Manual, NOW)
+            })
+            .await
+            .unwrap();
+        if i > 0 {
+            store
+                .run_complete(RunComplete {
+                    run_id: run.id,
+                    handle_code: 200,
+                    handle_msg: None,
+                    state: RunState::Succeeded,
+                    at: NOW,
+                })
+                .await
+                .unwrap();
+        }
+    }
+    let counts = store.runs_state_counts(TimeRange::default()).await.unwrap();
+    assert_eq!(counts, [(RunState::Planned, 1), (RunState::Succeeded, 2)]);
+    let later = store
+        .runs_state_counts(TimeRange {
+            from: Some(NOW + 2),
+            to: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(later, [(RunState::Succeeded, 1)]);
+
+    const DAY: i64 = 86_400_000;
+    let day = NOW - NOW % DAY;
+    let report = RunReport {
+        day,
+        running: 1,
+        succeeded: 2,
+        failed: 0,
+        updated_at: NOW,
+    };
+    store.report_upsert(report).await.unwrap();
+    let report = RunReport {
+        failed: 4,
+        updated_at: NOW + 1,
+        ..report
+    };
+    store.report_upsert(report).await.unwrap();
+    let yesterday = RunReport {
+        day: day - DAY,
+        running: 0,
+        succeeded: 9,
+        failed: 1,
+        updated_at: NOW,
+    };
+    store.report_upsert(yesterday).await.unwrap();
+    assert_eq!(
+        store.reports_list(TimeRange::default()).await.unwrap(),
+        [yesterday, report]
+    );
+    assert_eq!(
+        store
+            .reports_list(TimeRange {
+                from: Some(day),
+                to: Some(day + DAY)
+            })
+            .await
+            .unwrap(),
+        [report]
+    );
+}
+
+// ---- cluster ----
+
+async fn node_heartbeat_and_list(ctx: Ctx) {
+    let store = &*ctx.store;
+    for (id, at) in [("node-b", NOW), ("node-a", NOW + 1), ("node-b", NOW + 5000)] {
+        store
+            .node_heartbeat(NodeBeat {
+                id: id.to_owned(),
+                address: format!("http://{id}:8080"),
+                now: at,
+            })
+            .await
+            .unwrap();
+    }
+    let nodes = store.nodes_list().await.unwrap();
+    let view: Vec<(&str, i64, i64)> = nodes
+        .iter()
+        .map(|n| (n.id.as_str(), n.started_at, n.heartbeat_at))
+        .collect();
+    assert_eq!(
+        view,
+        [("node-a", NOW + 1, NOW + 1), ("node-b", NOW, NOW + 5000)]
+    );
+}
+
+async fn lease_acquire_renew_and_steal_after_expiry(ctx: Ctx) {
+    let store = &*ctx.store;
+    let request = |node: &str, now: i64| LeaseRequest {
+        name: "maintenance".to_owned(),
+        node: node.to_owned(),
+        ttl_ms: 10_000,
+        now,
+    };
+    assert!(store.lease_acquire(request("a", NOW)).await.unwrap());
+    assert!(!store.lease_acquire(request("b", NOW + 1)).await.unwrap());
+    // Renewing, even twice at the same instant, keeps it.
+    assert!(store.lease_acquire(request("a", NOW + 5000)).await.unwrap());
+    assert!(store.lease_acquire(request("a", NOW + 5000)).await.unwrap());
+    // Still held at the old expiry, since the renewal moved it.
+    assert!(
+        !store
+            .lease_acquire(request("b", NOW + 10_000))
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .lease_acquire(request("b", NOW + 15_000))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .lease_acquire(request("a", NOW + 15_001))
+            .await
+            .unwrap()
+    );
+
+    let key = |node: &str| LeaseKey {
+        name: "maintenance".to_owned(),
+        node: node.to_owned(),
+    };
+    assert!(!store.lease_release(key("a")).await.unwrap());
+    assert!(store.lease_release(key("b")).await.unwrap());
+    assert!(
+        store
+            .lease_acquire(request("a", NOW + 15_002))
+            .await
+            .unwrap()
+    );
+    assert_invalid(
+        store
+            .lease_acquire(LeaseRequest {
+                ttl_ms: 0,
+                ..request("a", NOW)
+            })
+            .await,
+    );
+
+    // Many nodes at once, on a free lease: exactly one wins.
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let store = ctx.store.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .lease_acquire(LeaseRequest {
+                    name: "contended".to_owned(),
+                    node: format!("n{i}"),
+                    ttl_ms: 10_000,
+                    now: NOW,
+                })
+                .await
+                .unwrap()
+        }));
+    }
+    let mut winners = 0;
+    for task in tasks {
+        winners += usize::from(task.await.unwrap());
+    }
+    assert_eq!(winners, 1);
+}
+
+conformance!(
+    migrations_apply_twice,
+    group_crud,
+    group_conflicts_and_validation,
+    registry_heartbeat_upserts_and_lists_sorted,
+    registry_remove_and_sweep,
+    job_crud_round_trips_every_field,
+    job_key_conflict_and_validation,
+    job_update_is_optimistic_when_asked,
+    jobs_list_filters_and_paginates,
+    job_status_and_next_fire,
+    job_delete_removes_its_runs,
+    claim_writes_every_fire_in_window,
+    claim_stops_job_when_plan_has_no_next,
+    claim_respects_limit_and_order,
+    claim_returns_only_planned_runs,
+    claim_rejects_a_planner_state_that_is_not_a_fire,
+    ledger_skips_a_forced_duplicate_fire,
+    ledger_racing_claimers_write_each_fire_once,
+    concurrent_claimers_never_share_a_job,
+    runs_mark_dispatched_in_one_batch,
+    run_complete_moves_to_final_state_once,
+    run_skip_ends_only_planned_runs,
+    run_mark_trigger_failed_ends_the_run,
+    run_insert_manual_runs_have_no_fire_key_and_coexist,
+    runs_list_filters,
+    runs_planned_owned_by_node,
+    reports_and_state_counts,
+    node_heartbeat_and_list,
+    lease_acquire_renew_and_steal_after_expiry,
+);
