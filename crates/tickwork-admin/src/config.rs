@@ -1,0 +1,280 @@
+//! The admin's validated configuration. The binary reads a TOML file, `TICKWORK_*` variables
+//! and flags into [`ConfigFile`] (unknown keys are errors), then [`ConfigFile::into_config`]
+//! checks every value once, so the running admin never meets a bad one.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::Error;
+
+/// The admin's configuration, every value checked.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the HTTP server listens (executor API, JSON API, health).
+    pub listen: SocketAddr,
+    /// The database URL: `sqlite://…`, `postgres://…` or `mysql://…`.
+    pub database_url: String,
+    /// Executors must send this in `XXL-JOB-ACCESS-TOKEN`; the admin sends it to them.
+    pub access_token: String,
+    /// Bearer token of the JSON API (`/openapi/v1`).
+    pub api_token: String,
+    /// This admin node's id in the run ledger (`owner_node`) and the cluster.
+    pub node_id: String,
+    /// The zone of jobs created without one.
+    pub default_time_zone: String,
+    pub scheduler: SchedulerConfig,
+    pub dispatch: DispatchConfig,
+    pub registry: RegistryConfig,
+}
+
+/// Claim and timer settings.
+#[derive(Debug, Clone)]
+pub struct SchedulerConfig {
+    /// How far ahead fires are claimed into the timer.
+    pub lookahead: Duration,
+    /// The longest pause between claim rounds (a job change wakes the loop earlier).
+    pub claim_interval: Duration,
+    /// Jobs per claim transaction.
+    pub claim_limit: u32,
+    /// Fires of one job per claim round (a 10 ms fixed-rate job has many).
+    pub max_fires_per_job: usize,
+    /// A fire older than this when claimed is late and follows the job's misfire policy.
+    pub misfire_threshold: Duration,
+}
+
+/// Dispatch settings.
+#[derive(Debug, Clone)]
+pub struct DispatchConfig {
+    /// `/run` calls in flight at once for ordinary jobs.
+    pub concurrency: usize,
+    /// `/run` calls in flight at once for jobs whose dispatches are slow.
+    pub slow_concurrency: usize,
+    /// Timeout of every call to an executor (XXL-JOB's default is 3 s).
+    pub executor_timeout: Duration,
+    /// A dispatch slower than this counts towards moving its job to the slow lane.
+    pub slow_call: Duration,
+    /// Slow dispatches of one job within a minute that move it to the slow lane.
+    pub slow_calls_per_minute: u32,
+}
+
+/// Executor registry settings.
+#[derive(Debug, Clone)]
+pub struct RegistryConfig {
+    /// An executor whose last heartbeat is older than this is dead (XXL-JOB: 90 s).
+    pub dead_after: Duration,
+    /// How often dead registry rows are deleted.
+    pub sweep_interval: Duration,
+    /// How long a group's live address list is reused before it is read again; a
+    /// registration or removal on this node refreshes it at once.
+    pub address_cache: Duration,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            lookahead: Duration::from_millis(3000),
+            claim_interval: Duration::from_millis(500),
+            claim_limit: 1000,
+            max_fires_per_job: 10_000,
+            misfire_threshold: Duration::from_millis(5000),
+        }
+    }
+}
+
+impl Default for DispatchConfig {
+    fn default() -> Self {
+        DispatchConfig {
+            concurrency: 256,
+            slow_concurrency: 32,
+            executor_timeout: Duration::from_secs(3),
+            slow_call: Duration::from_millis(500),
+            slow_calls_per_minute: 10,
+        }
+    }
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        RegistryConfig {
+            dead_after: Duration::from_secs(90),
+            sweep_interval: Duration::from_secs(30),
+            address_cache: Duration::from_secs(1),
+        }
+    }
+}
+
+impl Config {
+    /// A configuration with defaults for everything but the essentials.
+    pub fn new(database_url: &str, access_token: &str, api_token: &str) -> Self {
+        Config {
+            listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            database_url: database_url.to_owned(),
+            access_token: access_token.to_owned(),
+            api_token: api_token.to_owned(),
+            node_id: default_node_id(),
+            default_time_zone: "UTC".to_owned(),
+            scheduler: SchedulerConfig::default(),
+            dispatch: DispatchConfig::default(),
+            registry: RegistryConfig::default(),
+        }
+    }
+
+    /// Checks the relations between values.
+    pub fn validate(&self) -> Result<(), Error> {
+        let s = &self.scheduler;
+        if s.lookahead <= s.claim_interval {
+            return Err(Error::Invalid(format!(
+                "scheduler.lookahead_ms ({}) must be greater than scheduler.claim_interval_ms ({})",
+                s.lookahead.as_millis(),
+                s.claim_interval.as_millis()
+            )));
+        }
+        if s.claim_limit == 0 || s.max_fires_per_job == 0 {
+            return Err(Error::Invalid(
+                "scheduler.claim_limit and scheduler.max_fires_per_job must be at least 1".into(),
+            ));
+        }
+        if self.dispatch.concurrency == 0 || self.dispatch.slow_concurrency == 0 {
+            return Err(Error::Invalid(
+                "dispatch.concurrency and dispatch.slow_concurrency must be at least 1".into(),
+            ));
+        }
+        if self.access_token.is_empty() || self.api_token.is_empty() {
+            return Err(Error::Invalid(
+                "access and api tokens must not be empty".into(),
+            ));
+        }
+        tickwork_core::schedule::parse_time_zone(&self.default_time_zone)?;
+        if self.node_id.trim().is_empty() || self.node_id.len() > 64 {
+            return Err(Error::Invalid("node_id must be 1 to 64 characters".into()));
+        }
+        Ok(())
+    }
+}
+
+/// `<hostname>-<random>`: unique per process start, readable in the ledger.
+pub fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default();
+    let host = if host.is_empty() {
+        "admin".to_owned()
+    } else {
+        host
+    };
+    let host: String = host.chars().take(40).collect();
+    format!("{host}-{:08x}", fastrand::u32(..))
+}
+
+/// The configuration as written in a TOML file (and overlaid by env and flags): every field
+/// optional, unknown keys refused.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    pub listen: Option<String>,
+    pub database_url: Option<String>,
+    pub data_dir: Option<PathBuf>,
+    pub access_token: Option<String>,
+    pub api_token: Option<String>,
+    pub node_id: Option<String>,
+    pub default_time_zone: Option<String>,
+    #[serde(default)]
+    pub scheduler: SchedulerFile,
+    #[serde(default)]
+    pub dispatch: DispatchFile,
+    #[serde(default)]
+    pub registry: RegistryFile,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerFile {
+    pub lookahead_ms: Option<u64>,
+    pub claim_interval_ms: Option<u64>,
+    pub claim_limit: Option<u32>,
+    pub max_fires_per_job: Option<usize>,
+    pub misfire_threshold_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DispatchFile {
+    pub concurrency: Option<usize>,
+    pub slow_concurrency: Option<usize>,
+    pub executor_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryFile {
+    pub dead_after_ms: Option<u64>,
+    pub sweep_interval_ms: Option<u64>,
+}
+
+impl ConfigFile {
+    /// Validates into a [`Config`]. Tokens and the database URL must have been resolved by
+    /// the caller (it owns the data folder where generated tokens are kept).
+    pub fn into_config(self) -> Result<Config, Error> {
+        let database_url = self
+            .database_url
+            .ok_or_else(|| Error::Invalid("database_url is required".into()))?;
+        let access_token = self.access_token.unwrap_or_default();
+        let api_token = self.api_token.unwrap_or_default();
+        let mut c = Config::new(&database_url, &access_token, &api_token);
+        if let Some(l) = self.listen {
+            c.listen = l
+                .parse()
+                .map_err(|_| Error::Invalid(format!("listen: {l:?} is not an ip:port address")))?;
+        }
+        if let Some(n) = self.node_id {
+            c.node_id = n;
+        }
+        if let Some(z) = self.default_time_zone {
+            c.default_time_zone = z;
+        }
+        let ms = Duration::from_millis;
+        let s = self.scheduler;
+        if let Some(v) = s.lookahead_ms {
+            c.scheduler.lookahead = ms(v);
+        }
+        if let Some(v) = s.claim_interval_ms {
+            c.scheduler.claim_interval = ms(v);
+        }
+        if let Some(v) = s.claim_limit {
+            c.scheduler.claim_limit = v;
+        }
+        if let Some(v) = s.max_fires_per_job {
+            c.scheduler.max_fires_per_job = v;
+        }
+        if let Some(v) = s.misfire_threshold_ms {
+            c.scheduler.misfire_threshold = ms(v);
+        }
+        let d = self.dispatch;
+        if let Some(v) = d.concurrency {
+            c.dispatch.concurrency = v;
+        }
+        if let Some(v) = d.slow_concurrency {
+            c.dispatch.slow_concurrency = v;
+        }
+        if let Some(v) = d.executor_timeout_ms {
+            if !(100..=60_000).contains(&v) {
+                return Err(Error::Invalid(format!(
+                    "dispatch.executor_timeout_ms: {v} is out of range 100-60000"
+                )));
+            }
+            c.dispatch.executor_timeout = ms(v);
+        }
+        let r = self.registry;
+        if let Some(v) = r.dead_after_ms {
+            c.registry.dead_after = ms(v);
+        }
+        if let Some(v) = r.sweep_interval_ms {
+            c.registry.sweep_interval = ms(v);
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}

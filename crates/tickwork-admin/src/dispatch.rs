@@ -1,0 +1,151 @@
+//! Dispatch of one run: choose the executor (route strategy, probes), `POST /run`, and describe
+//! the outcome for the ledger.
+//!
+//! Broadcast expansion (one run per executor) happens before this step, because it creates
+//! runs; here every run goes to exactly one address.
+
+use std::sync::Mutex;
+
+use tickwork_core::routing::{Probe, ProbeOutcome, Route, Router, pick_probed};
+use tickwork_core::{GlueType, RouteStrategy};
+use tickwork_protocol::TriggerParam;
+
+use crate::executor_client::ExecutorClient;
+
+/// Everything the executor needs to run one run, plus how to pick its executor.
+#[derive(Debug, Clone)]
+pub struct DispatchRequest {
+    pub run_id: i64,
+    pub job_id: i64,
+    /// The instant the run was due (epoch ms); the executor files its log under this date.
+    pub scheduled_at: i64,
+    pub route: RouteStrategy,
+    /// A chosen address (manual trigger, broadcast shard): no routing.
+    pub address: Option<String>,
+    pub handler: String,
+    pub params: String,
+    pub block_strategy: String,
+    pub timeout_s: i32,
+    pub glue_type: GlueType,
+    pub glue_source: String,
+    pub glue_updated_at: i64,
+    pub shard_index: i32,
+    pub shard_total: i32,
+}
+
+/// The result of a dispatch, as the ledger records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DispatchOutcome {
+    pub run_id: i64,
+    /// The executor that was called (None when routing found none).
+    pub address: Option<String>,
+    /// 200 when the executor queued the run; anything else is a trigger failure.
+    pub trigger_code: i32,
+    /// What happened, for operators: probes, the address and the executor's answer.
+    pub trigger_msg: String,
+}
+
+impl DispatchOutcome {
+    pub fn accepted(&self) -> bool {
+        self.trigger_code == tickwork_protocol::CODE_SUCCESS
+    }
+
+    fn refused(run_id: i64, address: Option<String>, msg: String) -> Self {
+        DispatchOutcome {
+            run_id,
+            address,
+            trigger_code: tickwork_protocol::CODE_FAIL,
+            trigger_msg: msg,
+        }
+    }
+}
+
+impl DispatchRequest {
+    /// The `/run` body of this run.
+    pub fn trigger_param(&self) -> TriggerParam {
+        TriggerParam {
+            // Job ids are 32-bit on Java executors; the admin never allocates larger ones.
+            job_id: self.job_id as i32,
+            executor_handler: self.handler.clone(),
+            executor_params: self.params.clone(),
+            executor_block_strategy: self.block_strategy.clone(),
+            executor_timeout: self.timeout_s,
+            log_id: self.run_id,
+            log_date_time: self.scheduled_at,
+            glue_type: self.glue_type.as_str().to_owned(),
+            glue_source: self.glue_source.clone(),
+            glue_updatetime: self.glue_updated_at,
+            broadcast_index: self.shard_index,
+            broadcast_total: self.shard_total.max(1),
+        }
+    }
+}
+
+/// Chooses the executor of `req` among `candidates`, then calls `/run` there.
+pub async fn dispatch(
+    client: &ExecutorClient,
+    router: &Mutex<Router>,
+    req: &DispatchRequest,
+    candidates: &[String],
+    now_ms: i64,
+) -> DispatchOutcome {
+    let mut report = String::new();
+    let address = match &req.address {
+        Some(a) => a.clone(),
+        None => {
+            let route = router
+                .lock()
+                .expect("router lock")
+                .route(req.route, req.job_id, candidates, now_ms);
+            match route {
+                Err(e) => return DispatchOutcome::refused(req.run_id, None, e.to_string()),
+                Ok(Route::One(i)) => candidates[i].clone(),
+                Ok(Route::Probe { probe, order }) => {
+                    match probe_in_order(client, probe, req.job_id, candidates, &order).await {
+                        Ok((index, probes)) => {
+                            report = format!("{probes}; ");
+                            candidates[index].clone()
+                        }
+                        Err(msg) => return DispatchOutcome::refused(req.run_id, None, msg),
+                    }
+                }
+                // Broadcast runs arrive here already expanded, each with its address; one
+                // that does not is sent to the first executor as shard (0, 1).
+                Ok(Route::Broadcast { .. }) => candidates[0].clone(),
+            }
+        }
+    };
+    let out = client.run(&address, &req.trigger_param()).await;
+    let answer = out.msg.as_deref().unwrap_or("");
+    DispatchOutcome {
+        run_id: req.run_id,
+        trigger_msg: format!("{report}run at {address}: code {}, {answer}", out.code),
+        address: Some(address),
+        trigger_code: out.code,
+    }
+}
+
+/// Probes candidates in order until one passes; returns its index and the probe report.
+async fn probe_in_order(
+    client: &ExecutorClient,
+    probe: Probe,
+    job_id: i64,
+    candidates: &[String],
+    order: &[usize],
+) -> Result<(usize, String), String> {
+    let mut outcomes = Vec::new();
+    for &i in order {
+        let out = match probe {
+            Probe::Beat => client.beat(&candidates[i]).await,
+            Probe::IdleBeat => client.idle_beat(&candidates[i], job_id as i32).await,
+        };
+        let ok = out.is_success();
+        outcomes.push(ProbeOutcome::new(i, out.code, out.msg.unwrap_or_default()));
+        if ok {
+            break;
+        }
+    }
+    pick_probed(probe, candidates, &outcomes)
+        .map(|p| (p.index, p.report))
+        .map_err(|e| e.to_string())
+}

@@ -1,0 +1,44 @@
+//! The one error type of `tickwork-admin`. The HTTP layer maps it to status codes in one place
+//! (`http::error`); internal causes are logged there, never shown to clients.
+
+/// What went wrong in an admin operation.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request is malformed or refers to something that cannot be used.
+    #[error("{0}")]
+    Invalid(String),
+    /// The addressed thing does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The change collides with the current state (duplicate key, job in use, stale version).
+    #[error("{0}")]
+    Conflict(String),
+    /// No or a wrong credential.
+    #[error("the access token is wrong")]
+    Unauthorized,
+    /// The database failed; the cause is logged, clients see a generic message.
+    #[error("database error")]
+    Store(#[source] tickwork_store::Error),
+    /// An executor could not be reached or refused (kill, log).
+    #[error("{0}")]
+    Executor(String),
+}
+
+impl From<tickwork_store::Error> for Error {
+    fn from(e: tickwork_store::Error) -> Self {
+        match e {
+            tickwork_store::Error::NotFound { what, id } => {
+                Error::NotFound(format!("{what} {id} not found"))
+            }
+            tickwork_store::Error::Conflict(m) => Error::Conflict(m),
+            tickwork_store::Error::Invalid(m) => Error::Invalid(m),
+            other => Error::Store(other),
+        }
+    }
+}
+
+impl From<tickwork_core::Error> for Error {
+    fn from(e: tickwork_core::Error) -> Self {
+        Error::Invalid(e.to_string())
+    }
+}

@@ -1,0 +1,22 @@
+//! The Tickwork admin: stores jobs, fires them on time and records every run.
+//!
+//! The pipeline is claim -> ledger -> timer -> dispatch -> complete (see ARCHITECTURE.md):
+//! [`Admin::start`] runs it on a [`tickwork_store::Store`]; the operations in `service` are what
+//! the HTTP layer, the console and the CLI call.
+
+mod admin;
+pub mod config;
+pub mod dispatch;
+mod error;
+pub mod executor_client;
+pub mod planner;
+mod service;
+pub mod timer;
+
+pub use admin::{Admin, Running, Stats, retry_delay_ms};
+pub use config::Config;
+pub use error::Error;
+pub use service::{
+    GroupInput, GroupView, JobInput, JobQuery, JobView, RunQuery, RunView, TriggerInput,
+};
+pub mod http;

@@ -1,0 +1,228 @@
+//! The claim planner: for one claimed job, every fire of the look-ahead window, the misfire
+//! decision for late ones, and where the job continues. Pure: the store calls it inside the
+//! claim transaction.
+
+use tickwork_core::schedule::Schedule;
+use tickwork_core::{ScheduleType, TriggerType, misfire};
+use tickwork_store::{Job, JobPlan, PlannedFire};
+
+/// `next_fire_at` of a fixed-delay job whose run is under way: the completion sets the real
+/// one. The claim query never reaches it.
+pub const WAITING_FOR_COMPLETION: i64 = i64::MAX;
+
+/// Planning settings, from the scheduler configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanLimits {
+    pub lookahead_ms: i64,
+    pub misfire_threshold_ms: i64,
+    pub max_fires_per_job: usize,
+}
+
+/// The trigger type a job's own schedule gives its runs.
+pub fn scheduled_trigger_type(kind: ScheduleType) -> TriggerType {
+    match kind {
+        ScheduleType::Cron => TriggerType::Cron,
+        ScheduleType::FixRate => TriggerType::FixRate,
+        ScheduleType::FixDelay => TriggerType::FixDelay,
+        ScheduleType::Once => TriggerType::Once,
+        // A job with no schedule is never claimed; if it is, it fires nothing.
+        ScheduleType::None => TriggerType::Manual,
+    }
+}
+
+/// Plans one claimed job at `now`. `schedule` is the job's parsed schedule (`None` when it no
+/// longer parses: the job is stopped rather than fired wrongly).
+pub fn plan_job(job: &Job, schedule: Option<&Schedule>, now: i64, limits: PlanLimits) -> JobPlan {
+    let (Some(schedule), Some(first)) = (schedule, job.next_fire_at) else {
+        return JobPlan::default();
+    };
+    let kind = schedule.kind();
+    let trigger = scheduled_trigger_type(kind);
+    let until = now.saturating_add(limits.lookahead_ms);
+
+    // Every fire in [first, until], capped: the cap keeps a 10 ms job from writing a huge
+    // batch; the rest comes next round.
+    let mut fires = Vec::new();
+    if first <= until {
+        fires.push(first);
+        if kind != ScheduleType::FixDelay && kind != ScheduleType::Once {
+            fires.extend(schedule.fires_between(first, until, limits.max_fires_per_job - 1));
+        }
+    }
+    let Some(&last) = fires.last() else {
+        return JobPlan {
+            fires: Vec::new(),
+            next_fire_at: Some(first),
+        };
+    };
+
+    let plan = misfire::plan(
+        job.spec.misfire_strategy,
+        &fires,
+        now,
+        limits.misfire_threshold_ms,
+    );
+    let planned: Vec<PlannedFire> = plan
+        .fires
+        .iter()
+        .map(|f| PlannedFire::from_misfire(f, trigger))
+        .collect();
+
+    let next_fire_at = match kind {
+        // The next fire counts from the completion of this one, unless it did not run.
+        ScheduleType::FixDelay => {
+            if plan.run_count() > 0 {
+                Some(WAITING_FOR_COMPLETION)
+            } else {
+                schedule.next_after(now)
+            }
+        }
+        _ => schedule.next_after(last),
+    };
+    JobPlan {
+        fires: planned,
+        next_fire_at,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickwork_core::MisfireStrategy;
+    use tickwork_core::run::RunState;
+    use tickwork_store::{JobSpec, JobStatus};
+
+    fn job(kind: ScheduleType, conf: &str, next: i64, misfire: MisfireStrategy) -> (Job, Schedule) {
+        let mut spec = JobSpec::new(1, "h");
+        spec.schedule_type = kind;
+        spec.schedule_conf = conf.to_owned();
+        spec.misfire_strategy = misfire;
+        let schedule = Schedule::parse(kind, conf, "UTC").unwrap();
+        let job = Job {
+            id: 7,
+            key: "k".into(),
+            spec,
+            status: JobStatus::Running,
+            next_fire_at: Some(next),
+            last_fire_at: None,
+            glue_updated_at: 0,
+            version: 1,
+            created_at: 0,
+            updated_at: 0,
+        };
+        (job, schedule)
+    }
+
+    const LIMITS: PlanLimits = PlanLimits {
+        lookahead_ms: 3000,
+        misfire_threshold_ms: 5000,
+        max_fires_per_job: 1000,
+    };
+
+    #[test]
+    fn fixed_rate_plans_every_fire_of_the_window() {
+        let (j, s) = job(
+            ScheduleType::FixRate,
+            "500ms",
+            10_000,
+            MisfireStrategy::DoNothing,
+        );
+        let plan = plan_job(&j, Some(&s), 10_000, LIMITS);
+        let keys: Vec<i64> = plan.fires.iter().map(|f| f.fire_key).collect();
+        assert_eq!(
+            keys,
+            [10_000, 10_500, 11_000, 11_500, 12_000, 12_500, 13_000]
+        );
+        assert!(plan.fires.iter().all(|f| f.state == RunState::Planned));
+        assert_eq!(plan.next_fire_at, Some(13_500));
+    }
+
+    #[test]
+    fn cap_limits_fires_and_continues_after_the_last() {
+        let limits = PlanLimits {
+            max_fires_per_job: 3,
+            ..LIMITS
+        };
+        let (j, s) = job(
+            ScheduleType::FixRate,
+            "100ms",
+            0,
+            MisfireStrategy::DoNothing,
+        );
+        let plan = plan_job(&j, Some(&s), 0, limits);
+        assert_eq!(plan.fires.len(), 3);
+        assert_eq!(plan.next_fire_at, Some(300));
+    }
+
+    #[test]
+    fn late_fires_follow_the_misfire_policy() {
+        let (j, s) = job(ScheduleType::FixRate, "1s", 0, MisfireStrategy::DoNothing);
+        let plan = plan_job(&j, Some(&s), 20_000, LIMITS);
+        let misfired = plan
+            .fires
+            .iter()
+            .filter(|f| f.state == RunState::Misfired)
+            .count();
+        // 0..=14_000 are older than now - 5 s; 15_000..=23_000 are on time.
+        assert_eq!(misfired, 15);
+        assert_eq!(plan.fires.len(), 24);
+
+        let (j, s) = job(ScheduleType::FixRate, "1s", 0, MisfireStrategy::FireOnceNow);
+        let plan = plan_job(&j, Some(&s), 20_000, LIMITS);
+        let catch_up: Vec<_> = plan
+            .fires
+            .iter()
+            .filter(|f| f.trigger_type == TriggerType::Misfire)
+            .collect();
+        assert_eq!(catch_up.len(), 1);
+        assert_eq!(catch_up[0].scheduled_at, 20_000);
+        assert_eq!(catch_up[0].state, RunState::Planned);
+    }
+
+    #[test]
+    fn fixed_delay_waits_for_completion() {
+        let (j, s) = job(
+            ScheduleType::FixDelay,
+            "2s",
+            1_000,
+            MisfireStrategy::DoNothing,
+        );
+        let plan = plan_job(&j, Some(&s), 1_000, LIMITS);
+        assert_eq!(plan.fires.len(), 1);
+        assert_eq!(plan.next_fire_at, Some(WAITING_FOR_COMPLETION));
+    }
+
+    #[test]
+    fn once_fires_once_then_stops() {
+        let (j, s) = job(
+            ScheduleType::Once,
+            "2026-01-01T00:00:00Z",
+            1_767_225_600_000,
+            MisfireStrategy::DoNothing,
+        );
+        let plan = plan_job(&j, Some(&s), 1_767_225_599_000, LIMITS);
+        assert_eq!(plan.fires.len(), 1);
+        assert_eq!(plan.next_fire_at, None);
+    }
+
+    #[test]
+    fn unparsable_schedule_stops_the_job() {
+        let (j, _) = job(ScheduleType::FixRate, "1s", 0, MisfireStrategy::DoNothing);
+        let plan = plan_job(&j, None, 0, LIMITS);
+        assert!(plan.fires.is_empty());
+        assert_eq!(plan.next_fire_at, None);
+    }
+
+    #[test]
+    fn a_job_not_yet_due_is_left_as_is() {
+        let (j, s) = job(
+            ScheduleType::FixRate,
+            "1s",
+            100_000,
+            MisfireStrategy::DoNothing,
+        );
+        let plan = plan_job(&j, Some(&s), 0, LIMITS);
+        assert!(plan.fires.is_empty());
+        assert_eq!(plan.next_fire_at, Some(100_000));
+    }
+}

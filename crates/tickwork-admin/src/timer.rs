@@ -1,0 +1,220 @@
+//! The millisecond timer: claimed runs wait here and are released at their exact millisecond.
+//!
+//! A binary heap keyed by (fire instant, insertion order) behind a mutex; one task sleeps until
+//! the earliest entry and hands every due entry to the dispatcher in one batch. XXL-JOB's ring
+//! of 60 one-second slots is too coarse for millisecond schedules; a heap costs O(log n) per run
+//! and stays exact.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+
+/// Milliseconds since the Unix epoch, from the wall clock.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+struct Entry<T> {
+    at: i64,
+    seq: u64,
+    item: T,
+}
+
+impl<T> PartialEq for Entry<T> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl<T> Eq for Entry<T> {}
+impl<T> PartialOrd for Entry<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<T> Ord for Entry<T> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+struct Shared<T> {
+    heap: Mutex<(BinaryHeap<Reverse<Entry<T>>>, u64)>,
+    /// Woken when an entry earlier than every other one arrives.
+    wake: Notify,
+}
+
+/// Handle to a running timer; cheap to clone.
+pub struct Timer<T> {
+    shared: Arc<Shared<T>>,
+}
+
+impl<T> Clone for Timer<T> {
+    fn clone(&self) -> Self {
+        Timer {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<T: Send + 'static> Timer<T> {
+    /// Starts the timer task. Due entries are sent, in fire order, as batches on `out`; the task
+    /// ends when `stop` is cancelled or `out` is closed.
+    pub fn start(out: mpsc::UnboundedSender<Vec<(i64, T)>>, stop: CancellationToken) -> Self {
+        let shared = Arc::new(Shared {
+            heap: Mutex::new((BinaryHeap::new(), 0)),
+            wake: Notify::new(),
+        });
+        let task = shared.clone();
+        tokio::spawn(async move { run(task, out, stop).await });
+        Timer { shared }
+    }
+
+    /// Schedules `item` for the instant `at` (epoch ms). An instant in the past fires at once.
+    pub fn schedule(&self, at: i64, item: T) {
+        self.schedule_all(std::iter::once((at, item)));
+    }
+
+    /// Schedules many items under one lock.
+    pub fn schedule_all(&self, items: impl IntoIterator<Item = (i64, T)>) {
+        let mut earliest_changed = false;
+        {
+            let mut guard = self.shared.heap.lock().expect("timer lock");
+            let (heap, seq) = &mut *guard;
+            for (at, item) in items {
+                let before = heap.peek().map(|e| e.0.at);
+                *seq += 1;
+                heap.push(Reverse(Entry {
+                    at,
+                    seq: *seq,
+                    item,
+                }));
+                if before.is_none_or(|b| at < b) {
+                    earliest_changed = true;
+                }
+            }
+        }
+        if earliest_changed {
+            self.shared.wake.notify_one();
+        }
+    }
+
+    /// How many entries wait.
+    pub fn len(&self) -> usize {
+        self.shared.heap.lock().expect("timer lock").0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Removes every entry for which `f` is true and returns them (used when a job is stopped
+    /// or an admin hands its work over at shutdown).
+    pub fn remove_where(&self, mut f: impl FnMut(&T) -> bool) -> Vec<(i64, T)> {
+        let mut guard = self.shared.heap.lock().expect("timer lock");
+        let heap = std::mem::take(&mut guard.0);
+        let mut removed = Vec::new();
+        let mut kept = Vec::with_capacity(heap.len());
+        for Reverse(e) in heap.into_vec() {
+            if f(&e.item) {
+                removed.push((e.at, e.item));
+            } else {
+                kept.push(Reverse(e));
+            }
+        }
+        guard.0 = BinaryHeap::from(kept);
+        removed.sort_by_key(|(at, _)| *at);
+        removed
+    }
+}
+
+async fn run<T>(
+    shared: Arc<Shared<T>>,
+    out: mpsc::UnboundedSender<Vec<(i64, T)>>,
+    stop: CancellationToken,
+) {
+    loop {
+        // Register interest before looking, so that an insert between the look and the sleep
+        // still wakes us.
+        let notified = shared.wake.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+
+        let (due, next) = {
+            let now = now_ms();
+            let mut guard = shared.heap.lock().expect("timer lock");
+            let heap = &mut guard.0;
+            let mut due = Vec::new();
+            while heap.peek().is_some_and(|e| e.0.at <= now) {
+                let Reverse(e) = heap.pop().expect("peeked");
+                due.push((e.at, e.item));
+            }
+            (due, heap.peek().map(|e| e.0.at))
+        };
+        if !due.is_empty() && out.send(due).is_err() {
+            return;
+        }
+        let sleep = match next {
+            // Sleep to the millisecond: tokio rounds up, so we never wake early and fire early.
+            Some(at) => Duration::from_millis((at - now_ms()).max(0) as u64),
+            None => Duration::from_secs(3600),
+        };
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = &mut notified => {}
+            _ = tokio::time::sleep(sleep) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn fires_in_order_and_never_early() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let stop = CancellationToken::new();
+        let timer = Timer::start(tx, stop.clone());
+        let base = now_ms() + 50;
+        // Inserted out of order; an earlier entry arriving later must wake the task.
+        timer.schedule(base + 30, "c");
+        timer.schedule(base + 10, "b");
+        timer.schedule(base, "a");
+        timer.schedule(base - 10_000, "late");
+        let mut seen = Vec::new();
+        while seen.len() < 4 {
+            for (at, item) in rx.recv().await.expect("timer alive") {
+                assert!(now_ms() >= at, "{item} fired before its instant");
+                seen.push(item);
+            }
+        }
+        assert_eq!(seen, ["late", "a", "b", "c"]);
+        assert!(timer.is_empty());
+        stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn removed_entries_never_fire() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let stop = CancellationToken::new();
+        let timer = Timer::start(tx, stop.clone());
+        let at = now_ms() + 100;
+        timer.schedule_all([(at, 1), (at, 2), (at, 3)]);
+        let removed = timer.remove_where(|i| *i == 2);
+        assert_eq!(removed, vec![(at, 2)]);
+        let mut seen = Vec::new();
+        while seen.len() < 2 {
+            seen.extend(rx.recv().await.unwrap().into_iter().map(|(_, i)| i));
+        }
+        assert_eq!(seen, [1, 3]);
+        stop.cancel();
+    }
+}
