@@ -590,6 +590,20 @@ impl Admin {
         Ok(done)
     }
 
+    /// Records many results in one transaction; returns how many runs reached their final
+    /// state now.
+    pub async fn complete_many(&self, batch: &[RunComplete]) -> Result<usize, Error> {
+        let done = self.inner.store.runs_complete(batch).await?;
+        self.inner
+            .stats
+            .completed
+            .fetch_add(done.len() as u64, Ordering::Relaxed);
+        for run in &done {
+            self.after_complete(run).await;
+        }
+        Ok(done.len())
+    }
+
     /// What follows a final state: child jobs on success, a retry on failure, the next fire
     /// of a fixed-delay job.
     async fn after_complete(&self, run: &Run) {

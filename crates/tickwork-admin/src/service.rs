@@ -340,6 +340,8 @@ impl Admin {
     /// `api/callback`: run results. Each is recorded before this returns, so an executor
     /// whose callback was answered with success never needs to resend it.
     pub async fn callbacks(&self, items: Vec<HandleCallbackParam>) -> Result<(), Error> {
+        let at = now_ms();
+        let mut batch = Vec::with_capacity(items.len());
         for item in items {
             let Some(state) = RunState::from_handle_code(item.handle_code) else {
                 warn!(
@@ -349,18 +351,20 @@ impl Admin {
                 );
                 continue;
             };
-            let done = self
-                .complete(RunComplete {
-                    run_id: item.log_id,
-                    handle_code: item.handle_code,
-                    handle_msg: item.handle_msg,
-                    state,
-                    at: now_ms(),
-                })
-                .await?;
-            if done.is_none() {
-                info!(log_id = item.log_id, "repeated or unknown callback ignored");
-            }
+            batch.push(RunComplete {
+                run_id: item.log_id,
+                handle_code: item.handle_code,
+                handle_msg: item.handle_msg,
+                state,
+                at,
+            });
+        }
+        let done = self.complete_many(&batch).await?;
+        if done < batch.len() {
+            info!(
+                ignored = batch.len() - done,
+                "repeated or unknown callbacks ignored"
+            );
         }
         Ok(())
     }

@@ -1089,6 +1089,60 @@ impl<B: Backend> Store for SqlStore<B> {
         self.run_find(complete.run_id).await
     }
 
+    async fn runs_complete(&self, batch: &[RunComplete]) -> Result<Vec<Run>, Error> {
+        if let Some(c) = batch.iter().find(|c| !RESULT_STATES.contains(&c.state)) {
+            return Err(Error::Invalid(format!("{} is not a result state", c.state)));
+        }
+        let mut seen = HashSet::new();
+        let batch: Vec<&RunComplete> = batch.iter().filter(|c| seen.insert(c.run_id)).collect();
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut done = Vec::with_capacity(batch.len());
+        let mut tx = B::begin_write(&self.pool).await?;
+        for chunk in batch.chunks(ROWS_PER_STATEMENT) {
+            // Lock the runs still open, so that what is updated is exactly what is returned.
+            let mut open = Query::new("SELECT id FROM tw_runs WHERE id IN ").one_off();
+            open.push_list(chunk.iter().map(|c| c.run_id));
+            open.push(" AND state IN ('planned', 'dispatched')");
+            open.push(B::KIND.for_update());
+            let open: HashSet<i64> = B::fetch_all::<(i64,)>(&mut *tx, open)
+                .await?
+                .into_iter()
+                .map(|(id,)| id)
+                .collect();
+            let rows: Vec<&RunComplete> = chunk
+                .iter()
+                .copied()
+                .filter(|c| open.contains(&c.run_id))
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let id = |c: &&RunComplete| c.run_id;
+            // `push_case` appends ", col = CASE ...": start the SET list with a no-op.
+            let mut q = Query::new("UPDATE tw_runs SET alarm_status = alarm_status").one_off();
+            push_case(&mut q, "state", &rows, id, |c| c.state.as_str().into());
+            push_case(&mut q, "handle_code", &rows, id, |c| c.handle_code.into());
+            push_case(&mut q, "handle_msg", &rows, id, |c| {
+                clip(c.handle_msg.as_deref()).into()
+            });
+            push_case(&mut q, "finished_at", &rows, id, |c| c.at.into());
+            q.push(" WHERE id IN ");
+            q.push_list(rows.iter().map(id));
+            q.push(" AND state IN ('planned', 'dispatched')");
+            B::execute(&mut *tx, q).await?;
+            let mut read =
+                Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs WHERE id IN ")).one_off();
+            read.push_list(rows.iter().map(id));
+            for row in B::fetch_all::<RunRow>(&mut *tx, read).await? {
+                done.push(Run::try_from(row)?);
+            }
+        }
+        tx.commit().await?;
+        Ok(done)
+    }
+
     async fn run_get(&self, id: i64) -> Result<Run, Error> {
         self.run_find(id)
             .await?

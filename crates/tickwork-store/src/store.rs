@@ -124,6 +124,11 @@ pub trait Store: Send + Sync + 'static {
     /// result state (succeeded, failed, timed_out, killed, lost), else `Invalid`.
     async fn run_complete(&self, complete: RunComplete) -> Result<Option<Run>, Error>;
 
+    /// Completes many runs in one transaction, as [`Store::run_complete`] does one: returns
+    /// the runs that reached their final state now. Unknown and already final runs are left
+    /// alone and not returned; a run repeated in the batch counts once (its first result).
+    async fn runs_complete(&self, batch: &[RunComplete]) -> Result<Vec<Run>, Error>;
+
     /// One run by id.
     async fn run_get(&self, id: i64) -> Result<Run, Error>;
 

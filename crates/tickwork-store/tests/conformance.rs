@@ -1267,6 +1267,93 @@ async fn runs_mark_dispatched_in_one_batch(ctx: Ctx) {
     assert_eq!(store.runs_mark_dispatched(&[]).await.unwrap(), 0);
 }
 
+async fn runs_complete_finishes_a_batch_once(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "batch").await;
+    let job = running_job(store, g.id, "batch", NOW).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let run = store
+            .run_insert(RunNew::new(job.id, TriggerType::Api, NOW))
+            .await
+            .unwrap();
+        ids.push(run.id);
+    }
+    // The third is already final before the batch arrives.
+    store
+        .run_complete(RunComplete {
+            run_id: ids[2],
+            handle_code: 200,
+            handle_msg: None,
+            state: RunState::Succeeded,
+            at: NOW + 1,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let result = |run_id, handle_code, state, msg: &str| RunComplete {
+        run_id,
+        handle_code,
+        handle_msg: Some(msg.to_owned()),
+        state,
+        at: NOW + 10,
+    };
+    let batch = [
+        result(ids[0], 200, RunState::Succeeded, "ok"),
+        result(ids[1], 502, RunState::TimedOut, "slow"),
+        result(ids[2], 500, RunState::Failed, "too late"),
+        // A resent callback for a run already in this batch counts once.
+        result(ids[0], 500, RunState::Failed, "resent"),
+        result(987_654, 200, RunState::Succeeded, "unknown"),
+    ];
+    let mut done = store.runs_complete(&batch).await.unwrap();
+    done.sort_by_key(|r| r.id);
+    let summary: Vec<_> = done
+        .iter()
+        .map(|r| {
+            (
+                r.id,
+                r.state,
+                r.handle_code,
+                r.handle_msg.clone(),
+                r.finished_at,
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (
+                ids[0],
+                RunState::Succeeded,
+                200,
+                Some("ok".to_owned()),
+                Some(NOW + 10)
+            ),
+            (
+                ids[1],
+                RunState::TimedOut,
+                502,
+                Some("slow".to_owned()),
+                Some(NOW + 10)
+            ),
+        ]
+    );
+    let third = store.run_get(ids[2]).await.unwrap();
+    assert_eq!(
+        (third.state, third.finished_at),
+        (RunState::Succeeded, Some(NOW + 1))
+    );
+    // The whole batch again changes nothing.
+    assert!(store.runs_complete(&batch).await.unwrap().is_empty());
+    assert!(store.runs_complete(&[]).await.unwrap().is_empty());
+    let bad = [result(ids[0], 200, RunState::Planned, "x")];
+    assert!(matches!(
+        store.runs_complete(&bad).await,
+        Err(Error::Invalid(_))
+    ));
+}
+
 async fn run_skip_ends_only_planned_runs(ctx: Ctx) {
     let store = &*ctx.store;
     let g = group(store, "skip").await;
@@ -1874,6 +1961,7 @@ conformance!(
     runs_mark_dispatched_in_one_batch,
     run_complete_moves_to_final_state_once,
     run_skip_ends_only_planned_runs,
+    runs_complete_finishes_a_batch_once,
     run_mark_trigger_failed_ends_the_run,
     run_insert_manual_runs_have_no_fire_key_and_coexist,
     runs_list_filters,
