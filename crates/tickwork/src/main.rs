@@ -2,7 +2,9 @@
 //! of subcommands lives in its own module; this file only parses the command line, dispatches
 //! and turns errors into exit codes.
 
+mod admin_cmd;
 mod cron_cmd;
+mod executor_cmd;
 
 use std::fmt;
 use std::process::ExitCode;
@@ -22,6 +24,10 @@ enum Command {
     /// Cron expressions and other schedules: preview their fire times.
     #[command(subcommand)]
     Cron(cron_cmd::CronCommand),
+    /// Run the admin (scheduling center): scheduler, executor API, JSON API.
+    Admin(admin_cmd::AdminArgs),
+    /// Run an executor: script jobs (when enabled) and built-in handlers.
+    Executor(executor_cmd::ExecutorArgs),
 }
 
 /// Something wrong in what the user typed (an invalid expression, an unknown time zone). It
@@ -37,10 +43,31 @@ impl fmt::Display for InputError {
 
 impl std::error::Error for InputError {}
 
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
+pub fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Fails only when a subscriber is already installed, which is then used.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Runs an async command on a multi-threaded tokio runtime.
+fn async_main(command: impl Future<Output = anyhow::Result<ExitCode>>) -> anyhow::Result<ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(command)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Cron(command) => cron_cmd::run(command).map(|()| ExitCode::SUCCESS),
+        Command::Admin(args) => async_main(admin_cmd::run(args)),
+        Command::Executor(args) => async_main(executor_cmd::run(args)),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,170 @@
+//! The executor's HTTP endpoints, answering as the Java executor does: always HTTP 200, the
+//! outcome in a JSON envelope, `text/html;charset=UTF-8`, checks in the order method, exact
+//! URI (query string included), token, then dispatch.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::Response;
+use serde::Serialize;
+use tickwork_protocol::{
+    ACCESS_TOKEN_HEADER, Envelope, IdleBeatParam, KillParam, LogParam, TriggerParam, msg,
+};
+
+use crate::error::error_chain;
+use crate::worker::Runtime;
+
+/// What the server needs.
+pub(crate) struct ServerState {
+    pub(crate) runtime: Arc<Runtime>,
+    pub(crate) token: String,
+}
+
+pub(crate) fn router(state: Arc<ServerState>) -> Router {
+    // Every request goes to one function: the Java executor matches the raw URI exactly, which
+    // a path router would not (it ignores query strings).
+    Router::new().fallback(dispatch).with_state(state)
+}
+
+enum Endpoint {
+    Beat,
+    IdleBeat,
+    Run,
+    Kill,
+    Log,
+}
+
+async fn dispatch(State(state): State<Arc<ServerState>>, request: Request) -> Response {
+    let keep_alive = request
+        .headers()
+        .get(header::CONNECTION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().contains("keep-alive"));
+    let body = handle(&state, request).await;
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = StatusCode::OK;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html;charset=UTF-8"),
+    );
+    if keep_alive {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
+    }
+    response
+}
+
+fn reply<T: Serialize>(envelope: &Envelope<T>) -> Vec<u8> {
+    tickwork_protocol::encode(envelope)
+}
+
+fn fail(message: impl Into<String>) -> Vec<u8> {
+    reply(&Envelope::<()>::fail(message))
+}
+
+fn success() -> Vec<u8> {
+    reply(&Envelope::<()>::success())
+}
+
+async fn handle(state: &ServerState, request: Request) -> Vec<u8> {
+    if request.method() != Method::POST {
+        return fail(msg::METHOD_NOT_SUPPORTED);
+    }
+    let uri = request
+        .uri()
+        .path_and_query()
+        .map(|pq| pq.as_str())
+        .unwrap_or("");
+    if uri.is_empty() {
+        return fail(msg::URI_EMPTY);
+    }
+    let endpoint = match uri {
+        "/beat" => Endpoint::Beat,
+        "/idleBeat" => Endpoint::IdleBeat,
+        "/run" => Endpoint::Run,
+        "/kill" => Endpoint::Kill,
+        "/log" => Endpoint::Log,
+        other => return fail(msg::uri_not_found(other)),
+    };
+    if !state.token.is_empty() {
+        // An empty header counts as absent (3.3+ clients send it empty).
+        let given = request
+            .headers()
+            .get(ACCESS_TOKEN_HEADER)
+            .map(|v| v.as_bytes())
+            .filter(|v| !v.is_empty());
+        if given != Some(state.token.as_bytes()) {
+            return fail(msg::WRONG_TOKEN);
+        }
+    }
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > crate::MAX_BODY_BYTES as u64) {
+        return fail(too_large());
+    }
+    let body = match axum::body::to_bytes(request.into_body(), crate::MAX_BODY_BYTES).await {
+        Ok(body) => body,
+        Err(e) => {
+            // A chunked body over the limit: axum reports it as a length limit error.
+            let text = error_chain(&e);
+            return if text.contains("length limit") {
+                fail(too_large())
+            } else {
+                fail(format!(
+                    "request error: cannot read the request body: {text}"
+                ))
+            };
+        }
+    };
+    let rt = &state.runtime;
+    match endpoint {
+        // The body is ignored: empty from 3.3+ admins, `""` from older ones.
+        Endpoint::Beat => success(),
+        Endpoint::IdleBeat => match tickwork_protocol::decode::<IdleBeatParam>(&body) {
+            Ok(p) if rt.is_busy(p.job_id) => fail(msg::JOB_BUSY),
+            Ok(_) => success(),
+            Err(e) => fail(format!("request error: {e}")),
+        },
+        Endpoint::Run => match tickwork_protocol::decode::<TriggerParam>(&body) {
+            Ok(trigger) => {
+                let (job_id, log_id) = (trigger.job_id, trigger.log_id);
+                match rt.trigger(trigger) {
+                    Ok(()) => success(),
+                    Err(refusal) => {
+                        tracing::debug!(job_id, log_id, %refusal, "run refused");
+                        fail(refusal)
+                    }
+                }
+            }
+            Err(e) => fail(format!("request error: {e}")),
+        },
+        Endpoint::Kill => match tickwork_protocol::decode::<KillParam>(&body) {
+            Ok(p) => {
+                if rt.kill(p.job_id, msg::KILLED_BY_ADMIN) {
+                    tracing::info!(job_id = p.job_id, "job killed by the admin");
+                    success()
+                } else {
+                    reply(&Envelope::success_with(msg::JOB_ALREADY_KILLED))
+                }
+            }
+            Err(e) => fail(format!("request error: {e}")),
+        },
+        Endpoint::Log => match tickwork_protocol::decode::<LogParam>(&body) {
+            Ok(p) => reply(&Envelope::success_with(rt.logs.read(&p).await)),
+            Err(e) => fail(format!("request error: {e}")),
+        },
+    }
+}
+
+fn too_large() -> String {
+    format!(
+        "request error: request body is larger than {} MiB",
+        crate::MAX_BODY_BYTES / (1024 * 1024)
+    )
+}

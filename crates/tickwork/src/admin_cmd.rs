@@ -1,0 +1,182 @@
+//! `tickwork admin`: the scheduling center. Flags beat `TICKWORK_*` variables, which beat the
+//! `--config` TOML file, which beats the defaults; zero configuration runs on a SQLite file in
+//! the data folder. Tokens that are not given are generated on first start and kept in the
+//! data folder, so there is never a well-known default.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use tickwork_admin::config::ConfigFile;
+use tickwork_admin::{Admin, Config};
+use tokio_util::sync::CancellationToken;
+
+use crate::InputError;
+
+/// Settings of `tickwork admin`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct AdminArgs {
+    /// A TOML file with the admin's settings (see README).
+    #[arg(long, env = "TICKWORK_ADMIN_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on [default: 0.0.0.0:8080].
+    #[arg(long, env = "TICKWORK_LISTEN", value_name = "IP:PORT")]
+    pub listen: Option<String>,
+    /// Database URL: sqlite://FILE, postgres://…, mysql://… [default: SQLite in the data folder].
+    #[arg(long, env = "TICKWORK_DB", value_name = "URL")]
+    pub db: Option<String>,
+    /// Access token executors must send; generated on first start when not given.
+    #[arg(
+        long,
+        env = "TICKWORK_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// Bearer token of the JSON API; generated on first start when not given.
+    #[arg(
+        long,
+        env = "TICKWORK_API_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub api_token: Option<String>,
+    /// Folder of the SQLite database and the generated tokens [default: tickwork-data].
+    #[arg(long, env = "TICKWORK_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// This node's id in the run ledger [default: <hostname>-<random>].
+    #[arg(long, env = "TICKWORK_NODE_ID", value_name = "ID")]
+    pub node_id: Option<String>,
+    /// Time zone of jobs created without one [default: UTC].
+    #[arg(long, env = "TICKWORK_TIME_ZONE", value_name = "ZONE")]
+    pub time_zone: Option<String>,
+}
+
+fn input(msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(InputError(msg.into()))
+}
+
+/// Reads the file, lays env and flags over it, resolves the data folder and the tokens.
+pub fn resolve(args: AdminArgs) -> anyhow::Result<Config> {
+    let mut file: ConfigFile = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the config file {}", path.display()))?;
+            toml::from_str(&text)
+                .map_err(|e| input(format!("config file {}: {e}", path.display())))?
+        }
+        None => ConfigFile::default(),
+    };
+    let overlay = |flag: Option<String>, slot: &mut Option<String>| {
+        if flag.is_some() {
+            *slot = flag;
+        }
+    };
+    overlay(args.listen, &mut file.listen);
+    overlay(args.db, &mut file.database_url);
+    overlay(args.token, &mut file.access_token);
+    overlay(args.api_token, &mut file.api_token);
+    overlay(args.node_id, &mut file.node_id);
+    overlay(args.time_zone, &mut file.default_time_zone);
+    if args.data_dir.is_some() {
+        file.data_dir = args.data_dir;
+    }
+    let data_dir = file
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("tickwork-data"));
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("cannot create the data folder {}", data_dir.display()))?;
+    if file.database_url.is_none() {
+        let db = data_dir.join("tickwork.db");
+        file.database_url = Some(format!("sqlite://{}?mode=rwc", db.display()));
+    }
+    match file.access_token.as_deref() {
+        None => file.access_token = Some(stored_token(&data_dir, "access_token")?),
+        Some("") => tracing::warn!(
+            "the executor access token is empty: any client can register executors and post results"
+        ),
+        Some("default_token") => tracing::warn!(
+            "the executor access token is XXL-JOB's well-known default_token: set a secret one"
+        ),
+        Some(_) => {}
+    }
+    if file.api_token.as_deref().is_none_or(str::is_empty) {
+        file.api_token = Some(stored_token(&data_dir, "api_token")?);
+    }
+    file.into_config().map_err(|e| input(e.to_string()))
+}
+
+/// The token kept in `<data_dir>/<name>`, generated (and kept, readable by the owner only)
+/// when the file does not exist yet.
+fn stored_token(data_dir: &Path, name: &str) -> anyhow::Result<String> {
+    let path = data_dir.join(name);
+    if let Ok(t) = std::fs::read_to_string(&path) {
+        let t = t.trim().to_owned();
+        if !t.is_empty() {
+            return Ok(t);
+        }
+    }
+    let token = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
+    write_private(&path, &token)
+        .with_context(|| format!("cannot write the generated token to {}", path.display()))?;
+    tracing::info!(file = %path.display(), "generated a new {name}");
+    Ok(token)
+}
+
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()
+}
+
+/// Runs the admin until SIGTERM or SIGINT.
+pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
+    crate::init_logging();
+    let config = resolve(args)?;
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot listen for SIGTERM")?;
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("cannot listen for SIGINT")?;
+
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let local = listener.local_addr()?;
+    let store = tickwork_store::connect(&config.database_url, &Default::default())
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot open the database: {e:#}"))?;
+    tracing::info!(backend = store.backend(), node = %config.node_id, "database ready");
+    let running = Admin::start(config, store.clone()).await?;
+    let stop = CancellationToken::new();
+    let server = tokio::spawn(tickwork_admin::http::serve(
+        running.admin.clone(),
+        listener,
+        stop.clone(),
+    ));
+    // A plain line on stdout that scripts and tests can wait for (port 0 picks the port).
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "admin listening on {local}")?;
+    stdout.flush()?;
+    drop(stdout);
+
+    tokio::select! {
+        _ = terminate.recv() => tracing::info!("SIGTERM received"),
+        _ = interrupt.recv() => tracing::info!("SIGINT received"),
+        r = server => {
+            r.context("the HTTP server task failed")?.context("the HTTP server failed")?;
+        }
+    }
+    stop.cancel();
+    running.shutdown().await;
+    store.close().await;
+    Ok(ExitCode::SUCCESS)
+}
