@@ -138,19 +138,34 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     f.sync_all()
 }
 
-/// Runs the admin until SIGTERM or SIGINT.
-pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
-    crate::init_logging();
-    let config = resolve(args)?;
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("cannot listen for SIGTERM")?;
-    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .context("cannot listen for SIGINT")?;
+/// A started admin: the pipeline, its HTTP server and its database.
+pub struct StartedAdmin {
+    pub running: tickwork_admin::Running,
+    pub local_addr: std::net::SocketAddr,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    stop: CancellationToken,
+    store: std::sync::Arc<dyn tickwork_store::Store>,
+}
 
+impl StartedAdmin {
+    /// Stops the HTTP server, then the pipeline, then closes the database.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.stop.cancel();
+        let served = self.server.await;
+        self.running.shutdown().await;
+        self.store.close().await;
+        served
+            .context("the HTTP server task failed")?
+            .context("the HTTP server failed")
+    }
+}
+
+/// Opens the database, starts the pipeline and serves HTTP on `config.listen`.
+pub async fn start(config: Config) -> anyhow::Result<StartedAdmin> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
-    let local = listener.local_addr()?;
+    let local_addr = listener.local_addr()?;
     let store = tickwork_store::connect(&config.database_url, &Default::default())
         .await
         .map_err(|e| anyhow::anyhow!("cannot open the database: {e:#}"))?;
@@ -162,21 +177,23 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
         listener,
         stop.clone(),
     ));
-    // A plain line on stdout that scripts and tests can wait for (port 0 picks the port).
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "admin listening on {local}")?;
-    stdout.flush()?;
-    drop(stdout);
+    Ok(StartedAdmin {
+        running,
+        local_addr,
+        server,
+        stop,
+        store,
+    })
+}
 
-    tokio::select! {
-        _ = terminate.recv() => tracing::info!("SIGTERM received"),
-        _ = interrupt.recv() => tracing::info!("SIGINT received"),
-        r = server => {
-            r.context("the HTTP server task failed")?.context("the HTTP server failed")?;
-        }
-    }
-    stop.cancel();
-    running.shutdown().await;
-    store.close().await;
+/// Runs the admin until SIGTERM or SIGINT.
+pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
+    crate::init_logging();
+    let config = resolve(args)?;
+    let mut signals = crate::StopSignals::new()?;
+    let admin = start(config).await?;
+    crate::announce(&format!("admin listening on {}", admin.local_addr))?;
+    signals.wait().await;
+    admin.stop().await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -3,7 +3,6 @@
 //! flags, `TICKWORK_*` environment variables or a TOML file (in that order of precedence), and
 //! drained gracefully on SIGTERM or SIGINT.
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,7 +14,7 @@ use tickwork_executor::builtin::{
     ECHO_HANDLER, EchoHandler, HTTP_HANDLER, HttpJobHandler, SLEEP_HANDLER, SleepHandler,
 };
 use tickwork_executor::config::parse_duration;
-use tickwork_executor::{ExecutorBuilder, ExecutorConfig, ShutdownMode};
+use tickwork_executor::{ExecutorBuilder, ExecutorConfig, RunningExecutor, ShutdownMode};
 
 use crate::InputError;
 
@@ -119,9 +118,9 @@ impl AdminList {
 
 /// The executor's configuration and the built-in handlers' settings.
 #[derive(Debug)]
-struct Settings {
-    config: ExecutorConfig,
-    http_allow: Vec<String>,
+pub(crate) struct Settings {
+    pub(crate) config: ExecutorConfig,
+    pub(crate) http_allow: Vec<String>,
 }
 
 fn input(msg: impl Into<String>) -> anyhow::Error {
@@ -185,53 +184,35 @@ fn resolve(args: ExecutorArgs, file: FileConfig) -> anyhow::Result<Settings> {
     Ok(Settings { config, http_allow })
 }
 
-fn init_logging() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    // Fails only when the binary already installed a subscriber, which is then used.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
-/// Runs the executor until SIGTERM or SIGINT, then drains it. Exits 0 on a clean drain, 1 when
-/// runs had to be killed at the shutdown deadline.
-pub async fn run(args: ExecutorArgs) -> anyhow::Result<ExitCode> {
-    init_logging();
-    let file = match &args.config {
-        Some(path) => read_file(path)?,
-        None => FileConfig::default(),
-    };
-    let settings = resolve(args, file)?;
-    // Before starting, so that a signal during start-up drains instead of killing.
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("cannot listen for SIGTERM")?;
-    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .context("cannot listen for SIGINT")?;
-
+/// Starts an executor with the built-in handlers.
+pub(crate) async fn start(settings: Settings) -> anyhow::Result<RunningExecutor> {
     if settings.http_allow.is_empty() {
         tracing::info!(
             "{HTTP_HANDLER} has an empty allow-list: every call is refused (--http-allow)"
         );
     }
     let http = HttpJobHandler::new(&settings.http_allow)?;
-    let executor = ExecutorBuilder::from_config(settings.config)
+    Ok(ExecutorBuilder::from_config(settings.config)
         .handler(HTTP_HANDLER, http)
         .handler(ECHO_HANDLER, EchoHandler)
         .handler(SLEEP_HANDLER, SleepHandler)
         .start()
-        .await?;
-    // A plain line on stdout that scripts and tests can wait for (port 0 picks the port).
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "executor listening on {}", executor.local_addr())?;
-    stdout.flush()?;
-    drop(stdout);
+        .await?)
+}
 
-    tokio::select! {
-        _ = terminate.recv() => tracing::info!("SIGTERM received"),
-        _ = interrupt.recv() => tracing::info!("SIGINT received"),
-    }
+/// Runs the executor until SIGTERM or SIGINT, then drains it. Exits 0 on a clean drain, 1 when
+/// runs had to be killed at the shutdown deadline.
+pub async fn run(args: ExecutorArgs) -> anyhow::Result<ExitCode> {
+    crate::init_logging();
+    let file = match &args.config {
+        Some(path) => read_file(path)?,
+        None => FileConfig::default(),
+    };
+    let settings = resolve(args, file)?;
+    let mut signals = crate::StopSignals::new()?;
+    let executor = start(settings).await?;
+    crate::announce(&format!("executor listening on {}", executor.local_addr()))?;
+    signals.wait().await;
     executor.shutdown();
     let report = executor.wait().await?;
     Ok(if report.is_clean() {

@@ -4,6 +4,7 @@
 
 mod admin_cmd;
 mod cron_cmd;
+mod demo_cmd;
 mod executor_cmd;
 
 use std::fmt;
@@ -26,6 +27,8 @@ enum Command {
     Cron(cron_cmd::CronCommand),
     /// Run the admin (scheduling center): scheduler, executor API, JSON API.
     Admin(admin_cmd::AdminArgs),
+    /// Run a demo: an admin on SQLite, an executor with scripts enabled and sample jobs.
+    Demo(demo_cmd::DemoArgs),
     /// Run an executor: script jobs (when enabled) and built-in handlers.
     Executor(executor_cmd::ExecutorArgs),
 }
@@ -54,6 +57,41 @@ pub fn init_logging() {
         .try_init();
 }
 
+/// SIGTERM and SIGINT, listened for from creation on, so that a signal during start-up drains
+/// instead of killing.
+pub struct StopSignals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    pub fn new() -> anyhow::Result<Self> {
+        use anyhow::Context;
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(StopSignals {
+            terminate: signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?,
+            interrupt: signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?,
+        })
+    }
+
+    /// Waits for the next signal and logs it.
+    pub async fn wait(&mut self) {
+        tokio::select! {
+            _ = self.terminate.recv() => tracing::info!("SIGTERM received"),
+            _ = self.interrupt.recv() => tracing::info!("SIGINT received"),
+        }
+    }
+}
+
+/// Prints `line` on stdout at once: scripts and tests wait for such lines (port 0 picks the
+/// port).
+pub fn announce(line: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}")?;
+    stdout.flush()
+}
+
 /// Runs an async command on a multi-threaded tokio runtime.
 fn async_main(command: impl Future<Output = anyhow::Result<ExitCode>>) -> anyhow::Result<ExitCode> {
     tokio::runtime::Builder::new_multi_thread()
@@ -67,6 +105,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Cron(command) => cron_cmd::run(command).map(|()| ExitCode::SUCCESS),
         Command::Admin(args) => async_main(admin_cmd::run(args)),
+        Command::Demo(args) => async_main(demo_cmd::run(args)),
         Command::Executor(args) => async_main(executor_cmd::run(args)),
     };
     match result {

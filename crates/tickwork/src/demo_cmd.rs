@@ -1,0 +1,170 @@
+//! `tickwork demo`: one command that shows Tickwork working on a fresh machine: an admin on a
+//! SQLite file, an executor with scripts enabled, and a few sample jobs, in one process.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use tickwork_admin::{Admin, GroupInput, JobInput};
+use tickwork_core::{GlueType, RouteStrategy, ScheduleType};
+use tickwork_executor::ExecutorConfig;
+
+use crate::admin_cmd::{self, AdminArgs};
+use crate::executor_cmd;
+
+/// The executor group of the demo's jobs.
+const DEMO_APP: &str = "tickwork-demo";
+
+/// Settings of `tickwork demo`.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// Address of the admin.
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "IP:PORT")]
+    pub listen: SocketAddr,
+    /// Address of the demo executor.
+    #[arg(long, default_value = "127.0.0.1:9999", value_name = "IP:PORT")]
+    pub executor_listen: SocketAddr,
+    /// Folder of the demo's database, tokens and run logs.
+    #[arg(long, default_value = "tickwork-demo", value_name = "DIR")]
+    pub data_dir: PathBuf,
+}
+
+/// A sample job: its key, what it shows, and its definition.
+fn sample_jobs(group_id: i64) -> Vec<(&'static str, JobInput)> {
+    let job = |description: &str, kind: ScheduleType, conf: &str| JobInput {
+        key: None,
+        group_id,
+        description: description.to_owned(),
+        owner: "demo".to_owned(),
+        alarm_channels: String::new(),
+        schedule_type: kind,
+        schedule_conf: conf.to_owned(),
+        time_zone: None,
+        misfire_strategy: tickwork_core::MisfireStrategy::DoNothing,
+        route_strategy: RouteStrategy::First,
+        handler: String::new(),
+        params: String::new(),
+        block_strategy: tickwork_core::BlockStrategy::SerialExecution,
+        timeout_s: 0,
+        retry_count: 0,
+        retry_backoff_ms: 0,
+        child_job_ids: Vec::new(),
+        priority: 0,
+        glue_type: GlueType::Bean,
+        glue_source: String::new(),
+        start: true,
+    };
+    let mut echo = job("echo every 5 seconds", ScheduleType::FixRate, "5s");
+    echo.handler = "echo".to_owned();
+    echo.params = "hello from Tickwork".to_owned();
+    let mut shell = job(
+        "shell script every 10 seconds",
+        ScheduleType::Cron,
+        "0/10 * * * * ?",
+    );
+    shell.glue_type = GlueType::Shell;
+    shell.glue_source = "echo \"shell job, param=$1 shard=$2/$3\"\ndate -u\n".to_owned();
+    shell.params = "demo".to_owned();
+    let mut python = job(
+        "python script every minute",
+        ScheduleType::Cron,
+        "0 * * * * ?",
+    );
+    python.glue_type = GlueType::Python;
+    python.glue_source =
+        "import sys, platform\nprint('python', platform.python_version(), 'args', sys.argv[1:])\n"
+            .to_owned();
+    let mut sleepy = job(
+        "sleeps 2 s, at most one at a time",
+        ScheduleType::FixDelay,
+        "3s",
+    );
+    sleepy.handler = "sleep".to_owned();
+    sleepy.params = "2s".to_owned();
+    vec![
+        ("demo-echo", echo),
+        ("demo-shell", shell),
+        ("demo-python", python),
+        ("demo-sleep", sleepy),
+    ]
+}
+
+/// Creates the demo's group and jobs unless a previous run of the demo already did.
+async fn seed(admin: &Admin) -> anyhow::Result<()> {
+    let group = match admin
+        .groups_list()
+        .await?
+        .into_iter()
+        .find(|g| g.app_name == DEMO_APP)
+    {
+        Some(g) => g,
+        None => {
+            admin
+                .group_create(GroupInput {
+                    app_name: DEMO_APP.to_owned(),
+                    title: "Tickwork demo".to_owned(),
+                    address_mode: None,
+                    addresses: Vec::new(),
+                })
+                .await?
+        }
+    };
+    for (key, mut input) in sample_jobs(group.id) {
+        match admin.store().job_get_by_key(key).await {
+            Ok(_) => continue,
+            Err(tickwork_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        input.key = Some(key.to_owned());
+        admin.job_create(input).await?;
+    }
+    Ok(())
+}
+
+/// Runs the demo until SIGTERM or SIGINT.
+pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    crate::init_logging();
+    let mut signals = crate::StopSignals::new()?;
+    let config = admin_cmd::resolve(AdminArgs {
+        listen: Some(args.listen.to_string()),
+        data_dir: Some(args.data_dir.clone()),
+        ..AdminArgs::default()
+    })?;
+    let token = config.access_token.clone();
+    let api_token = config.api_token.clone();
+    let admin = admin_cmd::start(config).await?;
+    let admin_url = format!("http://{}", admin.local_addr);
+
+    let mut exec = ExecutorConfig::new(DEMO_APP);
+    exec.admin_addresses = vec![admin_url.clone()];
+    exec.access_token = token;
+    exec.listen = args.executor_listen;
+    exec.log_folder = args.data_dir.join("executor-logs");
+    exec.scripts_enabled = true;
+    exec.validate()?;
+    let executor = executor_cmd::start(executor_cmd::Settings {
+        config: exec,
+        http_allow: Vec::new(),
+    })
+    .await?;
+
+    seed(&admin.running.admin).await?;
+    crate::announce(&format!(
+        "Tickwork demo is running.\n\
+         \x20 admin:     {admin_url}\n\
+         \x20 JSON API:  {admin_url}/openapi/v1  (Authorization: Bearer {api_token})\n\
+         \x20 executor:  http://{}/  (app {DEMO_APP}, scripts enabled)\n\
+         \x20 data:      {}\n\
+         Try: curl -H 'Authorization: Bearer {api_token}' '{admin_url}/openapi/v1/runs?limit=5'\n\
+         Press Ctrl-C to stop.",
+        executor.local_addr(),
+        args.data_dir.display(),
+    ))?;
+
+    signals.wait().await;
+    executor.shutdown();
+    executor.wait().await?;
+    admin.stop().await?;
+    Ok(ExitCode::SUCCESS)
+}
