@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::error;
 
-use crate::service::{GroupInput, JobInput, JobQuery, RunQuery, TriggerInput};
+use tickwork_protocol::api::{GroupInput, JobInput, JobQuery, RunQuery, TriggerInput};
 use crate::{Admin, Error};
 
 /// Largest body of an executor call (XXL-JOB's executor limit as well).

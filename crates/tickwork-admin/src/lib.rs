@@ -16,7 +16,7 @@ pub mod timer;
 pub use admin::{Admin, Running, Stats, retry_delay_ms};
 pub use config::Config;
 pub use error::Error;
-pub use service::{
+pub use tickwork_protocol::api::{
     GroupInput, GroupView, JobInput, JobQuery, JobView, RunQuery, RunView, TriggerInput,
 };
 pub mod http;

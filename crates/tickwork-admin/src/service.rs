@@ -1,17 +1,17 @@
 //! The admin's operations, as the executor API, the JSON API, the console and the CLI call them:
 //! every input is validated here, once, before anything changes.
 
-use serde::{Deserialize, Serialize};
 use tickwork_core::run::RunState;
 use tickwork_core::schedule::Schedule;
-use tickwork_core::{
-    BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType,
+use tickwork_core::{GlueType, ScheduleType, TriggerType};
+use tickwork_protocol::api::{
+    GroupInput, GroupView, JobInput, JobQuery, JobView, Page, RunQuery, RunView, TriggerInput,
 };
 use tickwork_protocol::{HandleCallbackParam, LogParam, LogResult, RegistryParam};
 use tickwork_store::{
     AddressMode, Group, GroupNew, GroupUpdate, Job, JobFilter, JobNew, JobSpec, JobStatus,
-    JobStatusChange, JobUpdate, PageReq, Paged, RegistryBeat, RegistryKey, Run, RunComplete,
-    RunFilter, RunNew,
+    JobStatusChange, JobUpdate, PageReq, RegistryBeat, RegistryKey, Run, RunComplete, RunFilter,
+    RunNew,
 };
 use tracing::{info, warn};
 
@@ -23,262 +23,69 @@ const MAX_TEXT: usize = 64 * 1024;
 /// Longest accepted script source.
 const MAX_SOURCE: usize = 1024 * 1024;
 
-/// An executor group as clients write it.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GroupInput {
-    pub app_name: String,
-    #[serde(default)]
-    pub title: String,
-    /// `auto` (addresses from the registry, the default) or `manual`.
-    #[serde(default)]
-    pub address_mode: Option<String>,
-    /// The manual address list.
-    #[serde(default)]
-    pub addresses: Vec<String>,
-}
-
-/// A group with its current live addresses.
-#[derive(Debug, Clone, Serialize)]
-pub struct GroupView {
-    pub id: i64,
-    pub app_name: String,
-    pub title: String,
-    pub address_mode: String,
-    pub addresses: Vec<String>,
-    pub live_addresses: Vec<String>,
-    pub updated_at: i64,
-}
-
-/// A job as clients write it. Every field but `group_id` has a default; names are the JSON
-/// names of the REST API.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct JobInput {
-    /// Stable key for import/export; generated when absent.
-    #[serde(default)]
-    pub key: Option<String>,
-    pub group_id: i64,
-    #[serde(default)]
-    pub description: String,
-    #[serde(default)]
-    pub owner: String,
-    #[serde(default)]
-    pub alarm_channels: String,
-    #[serde(default = "default_schedule_type")]
-    pub schedule_type: ScheduleType,
-    #[serde(default)]
-    pub schedule_conf: String,
-    /// IANA zone; the admin's default when absent.
-    #[serde(default)]
-    pub time_zone: Option<String>,
-    #[serde(default = "default_misfire")]
-    pub misfire_strategy: MisfireStrategy,
-    #[serde(default = "default_route")]
-    pub route_strategy: RouteStrategy,
-    #[serde(default)]
-    pub handler: String,
-    #[serde(default)]
-    pub params: String,
-    #[serde(default = "default_block")]
-    pub block_strategy: BlockStrategy,
-    #[serde(default)]
-    pub timeout_s: i32,
-    #[serde(default)]
-    pub retry_count: i32,
-    #[serde(default)]
-    pub retry_backoff_ms: i64,
-    #[serde(default)]
-    pub child_job_ids: Vec<i64>,
-    #[serde(default)]
-    pub priority: i32,
-    #[serde(default = "default_glue")]
-    pub glue_type: GlueType,
-    #[serde(default)]
-    pub glue_source: String,
-    /// Start the job at once (create only).
-    #[serde(default)]
-    pub start: bool,
-}
-
-fn default_schedule_type() -> ScheduleType {
-    ScheduleType::None
-}
-fn default_misfire() -> MisfireStrategy {
-    MisfireStrategy::DoNothing
-}
-fn default_route() -> RouteStrategy {
-    RouteStrategy::First
-}
-fn default_block() -> BlockStrategy {
-    BlockStrategy::SerialExecution
-}
-fn default_glue() -> GlueType {
-    GlueType::Bean
-}
-
-/// A job as clients read it.
-#[derive(Debug, Clone, Serialize)]
-pub struct JobView {
-    pub id: i64,
-    pub key: String,
-    pub group_id: i64,
-    pub description: String,
-    pub owner: String,
-    pub alarm_channels: String,
-    pub schedule_type: ScheduleType,
-    pub schedule_conf: String,
-    pub time_zone: String,
-    pub misfire_strategy: MisfireStrategy,
-    pub route_strategy: RouteStrategy,
-    pub handler: String,
-    pub params: String,
-    pub block_strategy: BlockStrategy,
-    pub timeout_s: i32,
-    pub retry_count: i32,
-    pub retry_backoff_ms: i64,
-    pub child_job_ids: Vec<i64>,
-    pub priority: i32,
-    pub glue_type: GlueType,
-    pub glue_source: String,
-    pub glue_updated_at: i64,
-    pub status: String,
-    /// `null` when stopped or waiting for a fixed-delay run to end.
-    pub next_fire_at: Option<i64>,
-    pub last_fire_at: Option<i64>,
-    pub version: i64,
-    pub created_at: i64,
-    pub updated_at: i64,
-}
-
-impl From<Job> for JobView {
-    fn from(j: Job) -> Self {
-        let s = j.spec;
-        JobView {
-            id: j.id,
-            key: j.key,
-            group_id: s.group_id,
-            description: s.description,
-            owner: s.owner,
-            alarm_channels: s.alarm_channels,
-            schedule_type: s.schedule_type,
-            schedule_conf: s.schedule_conf,
-            time_zone: s.time_zone,
-            misfire_strategy: s.misfire_strategy,
-            route_strategy: s.route_strategy,
-            handler: s.handler,
-            params: s.params,
-            block_strategy: s.block_strategy,
-            timeout_s: s.timeout_s,
-            retry_count: s.retry_count,
-            retry_backoff_ms: s.retry_backoff_ms,
-            child_job_ids: s.child_job_ids,
-            priority: s.priority,
-            glue_type: s.glue_type,
-            glue_source: s.glue_source,
-            glue_updated_at: j.glue_updated_at,
-            status: j.status.as_str().to_owned(),
-            next_fire_at: j
-                .next_fire_at
-                .filter(|&n| n != crate::planner::WAITING_FOR_COMPLETION),
-            last_fire_at: j.last_fire_at,
-            version: j.version,
-            created_at: j.created_at,
-            updated_at: j.updated_at,
-        }
+/// The API view of a stored job.
+pub(crate) fn job_view(j: Job) -> JobView {
+    let s = j.spec;
+    JobView {
+        id: j.id,
+        key: j.key,
+        group_id: s.group_id,
+        description: s.description,
+        owner: s.owner,
+        alarm_channels: s.alarm_channels,
+        schedule_type: s.schedule_type,
+        schedule_conf: s.schedule_conf,
+        time_zone: s.time_zone,
+        misfire_strategy: s.misfire_strategy,
+        route_strategy: s.route_strategy,
+        handler: s.handler,
+        params: s.params,
+        block_strategy: s.block_strategy,
+        timeout_s: s.timeout_s,
+        retry_count: s.retry_count,
+        retry_backoff_ms: s.retry_backoff_ms,
+        child_job_ids: s.child_job_ids,
+        priority: s.priority,
+        glue_type: s.glue_type,
+        glue_source: s.glue_source,
+        glue_updated_at: j.glue_updated_at,
+        status: j.status.as_str().to_owned(),
+        next_fire_at: j
+            .next_fire_at
+            .filter(|&n| n != crate::planner::WAITING_FOR_COMPLETION),
+        last_fire_at: j.last_fire_at,
+        version: j.version,
+        created_at: j.created_at,
+        updated_at: j.updated_at,
     }
 }
 
-/// A run as clients read it.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunView {
-    pub id: i64,
-    pub job_id: i64,
-    pub group_id: i64,
-    pub scheduled_at: i64,
-    pub fire_key: Option<i64>,
-    pub trigger_type: TriggerType,
-    pub attempt: i32,
-    pub parent_run_id: Option<i64>,
-    pub executor_address: Option<String>,
-    pub handler: String,
-    pub params: String,
-    pub shard_index: Option<i32>,
-    pub shard_total: Option<i32>,
-    pub state: RunState,
-    pub trigger_code: i32,
-    pub trigger_msg: Option<String>,
-    pub handle_code: i32,
-    pub handle_msg: Option<String>,
-    pub owner_node: Option<String>,
-    pub created_at: i64,
-    pub dispatched_at: Option<i64>,
-    pub finished_at: Option<i64>,
-}
-
-impl From<Run> for RunView {
-    fn from(r: Run) -> Self {
-        RunView {
-            id: r.id,
-            job_id: r.job_id,
-            group_id: r.group_id,
-            scheduled_at: r.scheduled_at,
-            fire_key: r.fire_key,
-            trigger_type: r.trigger_type,
-            attempt: r.attempt,
-            parent_run_id: r.parent_run_id,
-            executor_address: r.executor_address,
-            handler: r.handler,
-            params: r.params,
-            shard_index: r.shard_index,
-            shard_total: r.shard_total,
-            state: r.state,
-            trigger_code: r.trigger_code,
-            trigger_msg: r.trigger_msg,
-            handle_code: r.handle_code,
-            handle_msg: r.handle_msg,
-            owner_node: r.owner_node,
-            created_at: r.created_at,
-            dispatched_at: r.dispatched_at,
-            finished_at: r.finished_at,
-        }
+/// The API view of a stored run.
+pub(crate) fn run_view(r: Run) -> RunView {
+    RunView {
+        id: r.id,
+        job_id: r.job_id,
+        group_id: r.group_id,
+        scheduled_at: r.scheduled_at,
+        fire_key: r.fire_key,
+        trigger_type: r.trigger_type,
+        attempt: r.attempt,
+        parent_run_id: r.parent_run_id,
+        executor_address: r.executor_address,
+        handler: r.handler,
+        params: r.params,
+        shard_index: r.shard_index,
+        shard_total: r.shard_total,
+        state: r.state,
+        trigger_code: r.trigger_code,
+        trigger_msg: r.trigger_msg,
+        handle_code: r.handle_code,
+        handle_msg: r.handle_msg,
+        owner_node: r.owner_node,
+        created_at: r.created_at,
+        dispatched_at: r.dispatched_at,
+        finished_at: r.finished_at,
     }
-}
-
-/// A manual or API trigger.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TriggerInput {
-    /// Params of this run; the job's own when absent.
-    #[serde(default)]
-    pub params: Option<String>,
-    /// Run on this executor instead of routing.
-    #[serde(default)]
-    pub address: Option<String>,
-}
-
-/// Which runs to list.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RunQuery {
-    pub job_id: Option<i64>,
-    pub group_id: Option<i64>,
-    pub state: Option<String>,
-    pub from: Option<i64>,
-    pub to: Option<i64>,
-    pub offset: Option<u64>,
-    pub limit: Option<u64>,
-}
-
-/// Which jobs to list.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct JobQuery {
-    pub group_id: Option<i64>,
-    pub status: Option<String>,
-    pub text: Option<String>,
-    pub offset: Option<u64>,
-    pub limit: Option<u64>,
 }
 
 fn page(offset: Option<u64>, limit: Option<u64>) -> Result<PageReq, Error> {
@@ -628,7 +435,7 @@ impl Admin {
             })
             .await?;
         self.wake_scheduler();
-        Ok(job.into())
+        Ok(job_view(job))
     }
 
     pub async fn job_update(&self, id: i64, input: JobInput) -> Result<JobView, Error> {
@@ -662,7 +469,7 @@ impl Admin {
             .await?;
         self.forget_job(id);
         self.wake_scheduler();
-        Ok(job.into())
+        Ok(job_view(job))
     }
 
     pub async fn job_delete(&self, id: i64) -> Result<(), Error> {
@@ -672,10 +479,10 @@ impl Admin {
     }
 
     pub async fn job_get(&self, id: i64) -> Result<JobView, Error> {
-        Ok(self.inner.store.job_get(id).await?.into())
+        Ok(job_view(self.inner.store.job_get(id).await?))
     }
 
-    pub async fn jobs_list(&self, q: JobQuery) -> Result<Paged<JobView>, Error> {
+    pub async fn jobs_list(&self, q: JobQuery) -> Result<Page<JobView>, Error> {
         let status = match q.status.as_deref() {
             None | Some("") => None,
             Some(s) => Some(s.parse::<JobStatus>().map_err(|e| invalid("status", e))?),
@@ -690,8 +497,8 @@ impl Admin {
                 page: page(q.offset, q.limit)?,
             })
             .await?;
-        Ok(Paged {
-            items: p.items.into_iter().map(Into::into).collect(),
+        Ok(Page {
+            items: p.items.into_iter().map(job_view).collect(),
             total: p.total,
         })
     }
@@ -719,7 +526,7 @@ impl Admin {
             .await?;
         self.forget_job(id);
         self.wake_scheduler();
-        Ok(job.into())
+        Ok(job_view(job))
     }
 
     /// Stops a job. Fires already claimed into the timer end as `skipped` when they come due.
@@ -735,7 +542,7 @@ impl Admin {
             })
             .await?;
         self.forget_job(id);
-        Ok(job.into())
+        Ok(job_view(job))
     }
 
     /// Fires a job once now (manual or API trigger), with its own params or `input.params`,
@@ -768,7 +575,7 @@ impl Admin {
         new.owner_node = Some(self.inner.config.node_id.clone());
         let run = self.inner.store.run_insert(new).await?;
         self.arm(run.clone());
-        Ok(run.into())
+        Ok(run_view(run))
     }
 
     /// The next `n` fires of a schedule, before it is saved.
@@ -789,10 +596,10 @@ impl Admin {
     // ---- runs ----
 
     pub async fn run_get(&self, id: i64) -> Result<RunView, Error> {
-        Ok(self.inner.store.run_get(id).await?.into())
+        Ok(run_view(self.inner.store.run_get(id).await?))
     }
 
-    pub async fn runs_list(&self, q: RunQuery) -> Result<Paged<RunView>, Error> {
+    pub async fn runs_list(&self, q: RunQuery) -> Result<Page<RunView>, Error> {
         let state = match q.state.as_deref() {
             None | Some("") => None,
             Some(s) => Some(s.parse::<RunState>().map_err(|e| invalid("state", e))?),
@@ -811,8 +618,8 @@ impl Admin {
                 page: page(q.offset, q.limit)?,
             })
             .await?;
-        Ok(Paged {
-            items: p.items.into_iter().map(Into::into).collect(),
+        Ok(Page {
+            items: p.items.into_iter().map(run_view).collect(),
             total: p.total,
         })
     }
@@ -848,9 +655,9 @@ impl Admin {
             })
             .await?;
         match done {
-            Some(r) => Ok(r.into()),
+            Some(r) => Ok(run_view(r)),
             // The run ended while the kill was on its way.
-            None => Ok(self.inner.store.run_get(id).await?.into()),
+            None => Ok(run_view(self.inner.store.run_get(id).await?)),
         }
     }
 

@@ -6,6 +6,7 @@
 //! omits absent optional fields, as Gson does, and the [`Envelope`] writes its payload under both
 //! `content` (<= 3.2) and `data` (3.3+) so that either generation of peer reads it.
 
+pub mod api;
 mod envelope;
 mod lenient;
 mod messages;

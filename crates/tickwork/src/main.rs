@@ -6,6 +6,9 @@ mod admin_cmd;
 mod cron_cmd;
 mod demo_cmd;
 mod executor_cmd;
+mod job_cmd;
+mod remote;
+mod run_cmd;
 
 use std::fmt;
 use std::process::ExitCode;
@@ -29,6 +32,21 @@ enum Command {
     Admin(admin_cmd::AdminArgs),
     /// Run a demo: an admin on SQLite, an executor with scripts enabled and sample jobs.
     Demo(demo_cmd::DemoArgs),
+    /// Manage jobs on an admin: list, show, add, edit, start, stop, trigger, delete, export,
+    /// import.
+    Job {
+        #[command(flatten)]
+        remote: remote::Remote,
+        #[command(subcommand)]
+        command: job_cmd::JobCommand,
+    },
+    /// Inspect runs on an admin: list, show, log, kill.
+    Run {
+        #[command(flatten)]
+        remote: remote::Remote,
+        #[command(subcommand)]
+        command: run_cmd::RunCommand,
+    },
     /// Run an executor: script jobs (when enabled) and built-in handlers.
     Executor(executor_cmd::ExecutorArgs),
 }
@@ -106,6 +124,16 @@ fn main() -> ExitCode {
         Command::Cron(command) => cron_cmd::run(command).map(|()| ExitCode::SUCCESS),
         Command::Admin(args) => async_main(admin_cmd::run(args)),
         Command::Demo(args) => async_main(demo_cmd::run(args)),
+        Command::Job { remote, command } => async_main(async move {
+            job_cmd::run(&remote, command)
+                .await
+                .map(|()| ExitCode::SUCCESS)
+        }),
+        Command::Run { remote, command } => async_main(async move {
+            run_cmd::run(&remote, command)
+                .await
+                .map(|()| ExitCode::SUCCESS)
+        }),
         Command::Executor(args) => async_main(executor_cmd::run(args)),
     };
     match result {

@@ -1,0 +1,307 @@
+//! A typed client of the Tickwork admin's JSON API (`/openapi/v1`), as the CLI uses it.
+//!
+//! It knows nothing about the admin's internals or SQL: only the wire types of
+//! `tickwork_protocol::api` and HTTP.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tickwork_core::ScheduleType;
+use tickwork_protocol::api::{
+    ErrorBody, GroupInput, GroupView, JobInput, JobQuery, JobView, Page, RunLog, RunQuery, RunView,
+    TriggerInput,
+};
+
+/// What went wrong in a call.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The admin answered with an error: its stable code and message.
+    #[error("{message} ({code}, http {status})")]
+    Api {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    /// The admin could not be reached or the connection broke.
+    #[error("cannot reach the admin at {url}: {reason}")]
+    Transport { url: String, reason: String },
+    /// The admin's answer is not what this client understands.
+    #[error("unexpected answer from {url}: {reason}")]
+    Decode { url: String, reason: String },
+    /// The client was given an unusable setting.
+    #[error("{0}")]
+    Config(String),
+}
+
+impl Error {
+    /// Whether the admin answered "not found".
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Api { status: 404, .. })
+    }
+}
+
+/// A client of one admin. Cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Client {
+    /// A client of the admin at `base_url` (e.g. `http://127.0.0.1:8080`) with its API token.
+    pub fn new(base_url: &str, token: &str) -> Result<Self, Error> {
+        let base = base_url.trim().trim_end_matches('/');
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(Error::Config(format!(
+                "admin url {base_url:?} must start with http:// or https://"
+            )));
+        }
+        if token.trim().is_empty() {
+            return Err(Error::Config("the API token is empty".into()));
+        }
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| Error::Config(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Client {
+            http,
+            base: base.to_owned(),
+            token: token.trim().to_owned(),
+        })
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&(impl Serialize + ?Sized)>,
+    ) -> Result<T, Error> {
+        let url = format!("{}/openapi/v1{path}", self.base);
+        let mut req = self.http.request(method, &url).bearer_auth(&self.token);
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        let resp = req.send().await.map_err(|e| Error::Transport {
+            url: url.clone(),
+            reason: e.to_string(),
+        })?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(|e| Error::Transport {
+            url: url.clone(),
+            reason: e.to_string(),
+        })?;
+        if !status.is_success() {
+            return Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
+                Ok(b) => Error::Api {
+                    status: status.as_u16(),
+                    code: b.error.code,
+                    message: b.error.message,
+                },
+                Err(_) => Error::Decode {
+                    url,
+                    reason: format!("http {status} without an error body"),
+                },
+            });
+        }
+        serde_json::from_slice(&bytes).map_err(|e| Error::Decode {
+            url,
+            reason: e.to_string(),
+        })
+    }
+
+    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, Error> {
+        self.call(reqwest::Method::GET, path, None::<&()>).await
+    }
+
+    async fn post<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &(impl Serialize + ?Sized),
+    ) -> Result<T, Error> {
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    // ---- groups ----
+
+    pub async fn groups_list(&self) -> Result<Vec<GroupView>, Error> {
+        self.get("/groups").await
+    }
+
+    pub async fn group_create(&self, input: &GroupInput) -> Result<GroupView, Error> {
+        self.post("/groups", input).await
+    }
+
+    // ---- jobs ----
+
+    pub async fn jobs_list(&self, q: &JobQuery) -> Result<Page<JobView>, Error> {
+        let mut qs = Query::default();
+        qs.num("group_id", q.group_id);
+        qs.text("status", q.status.as_deref());
+        qs.text("text", q.text.as_deref());
+        qs.num("offset", q.offset);
+        qs.num("limit", q.limit);
+        self.get(&format!("/jobs{}", qs.0)).await
+    }
+
+    /// Every job, page by page.
+    pub async fn jobs_all(&self, group_id: Option<i64>) -> Result<Vec<JobView>, Error> {
+        let mut all = Vec::new();
+        loop {
+            let page = self
+                .jobs_list(&JobQuery {
+                    group_id,
+                    offset: Some(all.len() as u64),
+                    limit: Some(1000),
+                    ..JobQuery::default()
+                })
+                .await?;
+            let n = page.items.len();
+            all.extend(page.items);
+            if n == 0 || all.len() as u64 >= page.total {
+                return Ok(all);
+            }
+        }
+    }
+
+    pub async fn job_get(&self, id: i64) -> Result<JobView, Error> {
+        self.get(&format!("/jobs/{id}")).await
+    }
+
+    pub async fn job_create(&self, input: &JobInput) -> Result<JobView, Error> {
+        self.post("/jobs", input).await
+    }
+
+    pub async fn job_update(&self, id: i64, input: &JobInput) -> Result<JobView, Error> {
+        self.call(reqwest::Method::PUT, &format!("/jobs/{id}"), Some(input))
+            .await
+    }
+
+    pub async fn job_delete(&self, id: i64) -> Result<(), Error> {
+        self.call::<serde_json::Value>(reqwest::Method::DELETE, &format!("/jobs/{id}"), None::<&()>)
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn job_start(&self, id: i64) -> Result<JobView, Error> {
+        self.post(&format!("/jobs/{id}/start"), &serde_json::json!({}))
+            .await
+    }
+
+    pub async fn job_stop(&self, id: i64) -> Result<JobView, Error> {
+        self.post(&format!("/jobs/{id}/stop"), &serde_json::json!({}))
+            .await
+    }
+
+    pub async fn job_trigger(&self, id: i64, input: &TriggerInput) -> Result<RunView, Error> {
+        self.post(&format!("/jobs/{id}/trigger"), input).await
+    }
+
+    /// The next `n` fire instants (epoch ms) of a schedule.
+    pub async fn schedule_preview(
+        &self,
+        kind: ScheduleType,
+        conf: &str,
+        time_zone: Option<&str>,
+        n: usize,
+    ) -> Result<Vec<i64>, Error> {
+        #[derive(serde::Deserialize)]
+        struct Fires {
+            fires: Vec<i64>,
+        }
+        let body = serde_json::json!({
+            "schedule_type": kind, "schedule_conf": conf, "time_zone": time_zone, "n": n,
+        });
+        Ok(self.post::<Fires>("/schedule/preview", &body).await?.fires)
+    }
+
+    // ---- runs ----
+
+    pub async fn runs_list(&self, q: &RunQuery) -> Result<Page<RunView>, Error> {
+        let mut qs = Query::default();
+        qs.num("job_id", q.job_id);
+        qs.num("group_id", q.group_id);
+        qs.text("state", q.state.as_deref());
+        qs.num("from", q.from);
+        qs.num("to", q.to);
+        qs.num("offset", q.offset);
+        qs.num("limit", q.limit);
+        self.get(&format!("/runs{}", qs.0)).await
+    }
+
+    pub async fn run_get(&self, id: i64) -> Result<RunView, Error> {
+        self.get(&format!("/runs/{id}")).await
+    }
+
+    pub async fn run_kill(&self, id: i64) -> Result<RunView, Error> {
+        self.post(&format!("/runs/{id}/kill"), &serde_json::json!({}))
+            .await
+    }
+
+    pub async fn run_log(&self, id: i64, from_line: i32) -> Result<RunLog, Error> {
+        self.get(&format!("/runs/{id}/log?from_line={from_line}"))
+            .await
+    }
+}
+
+/// A query string under construction.
+#[derive(Default)]
+struct Query(String);
+
+impl Query {
+    fn sep(&mut self) {
+        self.0.push(if self.0.is_empty() { '?' } else { '&' });
+    }
+
+    fn num(&mut self, key: &str, v: Option<impl std::fmt::Display>) {
+        if let Some(v) = v {
+            self.sep();
+            let _ = write!(self.0, "{key}={v}");
+        }
+    }
+
+    fn text(&mut self, key: &str, v: Option<&str>) {
+        if let Some(v) = v {
+            self.sep();
+            let _ = write!(self.0, "{key}=");
+            for b in v.bytes() {
+                // Unreserved characters as they are; everything else percent-encoded.
+                if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+                    self.0.push(b as char);
+                } else {
+                    let _ = write!(self.0, "%{b:02X}");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_strings_encode_text() {
+        let mut q = Query::default();
+        q.num("job_id", Some(3));
+        q.text("text", Some("a b&c/é"));
+        q.num("limit", None::<i64>);
+        assert_eq!(q.0, "?job_id=3&text=a%20b%26c%2F%C3%A9");
+    }
+
+    #[test]
+    fn bad_settings_are_refused() {
+        assert!(matches!(
+            Client::new("localhost:8080", "t"),
+            Err(Error::Config(_))
+        ));
+        assert!(matches!(
+            Client::new("http://h", " "),
+            Err(Error::Config(_))
+        ));
+        assert!(Client::new("http://h:1/", "t").is_ok());
+    }
+}

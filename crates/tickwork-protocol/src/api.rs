@@ -1,0 +1,231 @@
+//! The types of the JSON API under `/openapi/v1`, shared by the admin, `tickwork-client` and
+//! the CLI. Inputs refuse unknown fields, so a typo in a request is an error, not a silent
+//! default.
+
+use serde::{Deserialize, Serialize};
+use tickwork_core::run::RunState;
+use tickwork_core::{
+    BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType,
+};
+
+/// An executor group as clients write it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupInput {
+    pub app_name: String,
+    #[serde(default)]
+    pub title: String,
+    /// `auto` (addresses from the registry, the default) or `manual`.
+    #[serde(default)]
+    pub address_mode: Option<String>,
+    /// The manual address list.
+    #[serde(default)]
+    pub addresses: Vec<String>,
+}
+
+/// A group with its current live addresses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupView {
+    pub id: i64,
+    pub app_name: String,
+    pub title: String,
+    pub address_mode: String,
+    pub addresses: Vec<String>,
+    pub live_addresses: Vec<String>,
+    pub updated_at: i64,
+}
+
+/// A job as clients write it. Every field but `group_id` has a default; names are the JSON
+/// names of the REST API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobInput {
+    /// Stable key for import/export; generated when absent.
+    #[serde(default)]
+    pub key: Option<String>,
+    pub group_id: i64,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub owner: String,
+    #[serde(default)]
+    pub alarm_channels: String,
+    #[serde(default = "default_schedule_type")]
+    pub schedule_type: ScheduleType,
+    #[serde(default)]
+    pub schedule_conf: String,
+    /// IANA zone; the admin's default when absent.
+    #[serde(default)]
+    pub time_zone: Option<String>,
+    #[serde(default = "default_misfire")]
+    pub misfire_strategy: MisfireStrategy,
+    #[serde(default = "default_route")]
+    pub route_strategy: RouteStrategy,
+    #[serde(default)]
+    pub handler: String,
+    #[serde(default)]
+    pub params: String,
+    #[serde(default = "default_block")]
+    pub block_strategy: BlockStrategy,
+    #[serde(default)]
+    pub timeout_s: i32,
+    #[serde(default)]
+    pub retry_count: i32,
+    #[serde(default)]
+    pub retry_backoff_ms: i64,
+    #[serde(default)]
+    pub child_job_ids: Vec<i64>,
+    #[serde(default)]
+    pub priority: i32,
+    #[serde(default = "default_glue")]
+    pub glue_type: GlueType,
+    #[serde(default)]
+    pub glue_source: String,
+    /// Start the job at once (create only).
+    #[serde(default)]
+    pub start: bool,
+}
+
+fn default_schedule_type() -> ScheduleType {
+    ScheduleType::None
+}
+fn default_misfire() -> MisfireStrategy {
+    MisfireStrategy::DoNothing
+}
+fn default_route() -> RouteStrategy {
+    RouteStrategy::First
+}
+fn default_block() -> BlockStrategy {
+    BlockStrategy::SerialExecution
+}
+fn default_glue() -> GlueType {
+    GlueType::Bean
+}
+
+/// A job as clients read it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobView {
+    pub id: i64,
+    pub key: String,
+    pub group_id: i64,
+    pub description: String,
+    pub owner: String,
+    pub alarm_channels: String,
+    pub schedule_type: ScheduleType,
+    pub schedule_conf: String,
+    pub time_zone: String,
+    pub misfire_strategy: MisfireStrategy,
+    pub route_strategy: RouteStrategy,
+    pub handler: String,
+    pub params: String,
+    pub block_strategy: BlockStrategy,
+    pub timeout_s: i32,
+    pub retry_count: i32,
+    pub retry_backoff_ms: i64,
+    pub child_job_ids: Vec<i64>,
+    pub priority: i32,
+    pub glue_type: GlueType,
+    pub glue_source: String,
+    pub glue_updated_at: i64,
+    pub status: String,
+    /// `null` when stopped or waiting for a fixed-delay run to end.
+    pub next_fire_at: Option<i64>,
+    pub last_fire_at: Option<i64>,
+    pub version: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A run as clients read it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunView {
+    pub id: i64,
+    pub job_id: i64,
+    pub group_id: i64,
+    pub scheduled_at: i64,
+    pub fire_key: Option<i64>,
+    pub trigger_type: TriggerType,
+    pub attempt: i32,
+    pub parent_run_id: Option<i64>,
+    pub executor_address: Option<String>,
+    pub handler: String,
+    pub params: String,
+    pub shard_index: Option<i32>,
+    pub shard_total: Option<i32>,
+    pub state: RunState,
+    pub trigger_code: i32,
+    pub trigger_msg: Option<String>,
+    pub handle_code: i32,
+    pub handle_msg: Option<String>,
+    pub owner_node: Option<String>,
+    pub created_at: i64,
+    pub dispatched_at: Option<i64>,
+    pub finished_at: Option<i64>,
+}
+
+/// A manual or API trigger.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TriggerInput {
+    /// Params of this run; the job's own when absent.
+    #[serde(default)]
+    pub params: Option<String>,
+    /// Run on this executor instead of routing.
+    #[serde(default)]
+    pub address: Option<String>,
+}
+
+/// Which runs to list.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunQuery {
+    pub job_id: Option<i64>,
+    pub group_id: Option<i64>,
+    pub state: Option<String>,
+    pub from: Option<i64>,
+    pub to: Option<i64>,
+    pub offset: Option<u64>,
+    pub limit: Option<u64>,
+}
+
+/// Which jobs to list.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobQuery {
+    pub group_id: Option<i64>,
+    pub status: Option<String>,
+    pub text: Option<String>,
+    pub offset: Option<u64>,
+    pub limit: Option<u64>,
+}
+
+/// One page of a list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub total: u64,
+}
+
+/// A run's log, from `from_line` to `to_line`; `end` once the run is final and nothing new
+/// is left.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunLog {
+    pub from_line: i32,
+    pub to_line: i32,
+    pub content: String,
+    pub end: bool,
+}
+
+/// The error body of every failed JSON API call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// A stable machine-readable `code` (`invalid_input`, `not_found`, `conflict`,
+/// `unauthorized`, `executor_error`, `internal`) and a message for people.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    pub code: String,
+    pub message: String,
+}

@@ -1,0 +1,292 @@
+//! `tickwork job` and `tickwork run` against a real `tickwork admin` process on SQLite: export,
+//! delete and import give back the same jobs; bad files are refused and change nothing.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+const TOKEN: &str = "cli-test-api-token";
+
+struct Admin {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Admin {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_admin(dir: &Path) -> Admin {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tickwork"))
+        .args(["admin", "--listen", "127.0.0.1:0", "--token", "exec-token"])
+        .args(["--api-token", TOKEN])
+        .arg("--data-dir")
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the tickwork binary starts");
+    let stdout = child.stdout.take().unwrap();
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("admin listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    Admin {
+        child,
+        url: format!("http://{addr}"),
+    }
+}
+
+/// Runs `tickwork <args>` against the admin.
+fn cli(admin: &Admin, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tickwork"))
+        .args(args)
+        .args(["--admin", &admin.url, "--token", TOKEN])
+        .output()
+        .expect("the tickwork binary runs")
+}
+
+fn ok(out: Output) -> String {
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "command failed: {}\nstdout: {text}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+fn create_group(admin: &Admin, app: &str) {
+    let client = tickwork_client::Client::new(&admin.url, TOKEN).unwrap();
+    let input = tickwork_protocol::api::GroupInput {
+        app_name: app.to_owned(),
+        title: app.to_owned(),
+        address_mode: None,
+        addresses: Vec::new(),
+    };
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(client.group_create(&input))
+        .unwrap_or_else(|e| panic!("group {app} not created: {e}"));
+}
+
+const JOBS: &str = r#"
+[[job]]
+key = "nightly-report"
+group = "alpha"
+description = "the nightly report"
+owner = "ops"
+schedule_type = "CRON"
+schedule_conf = "0 30 2 * * ?"
+time_zone = "Europe/Berlin"
+misfire_strategy = "FIRE_ONCE_NOW"
+route_strategy = "ROUND"
+handler = "echo"
+params = "full"
+block_strategy = "DISCARD_LATER"
+timeout_s = 600
+retry_count = 2
+retry_backoff_ms = 1000
+children = ["cleanup"]
+priority = 5
+glue_type = "BEAN"
+status = "running"
+
+[[job]]
+key = "cleanup"
+group = "beta"
+description = "clean temp files"
+schedule_type = "FIX_RATE"
+schedule_conf = "15m"
+time_zone = "UTC"
+misfire_strategy = "DO_NOTHING"
+route_strategy = "FIRST"
+block_strategy = "SERIAL_EXECUTION"
+glue_type = "GLUE_SHELL"
+glue_source = "find /tmp -name '*.tmp' -mmin +60 -print\n"
+status = "stopped"
+"#;
+
+fn job_ids(admin: &Admin) -> Vec<i64> {
+    let list = ok(cli(admin, &["job", "list"]));
+    list.lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+#[test]
+fn export_delete_import_gives_back_the_same_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let admin = start_admin(&dir.path().join("data"));
+    create_group(&admin, "alpha");
+    create_group(&admin, "beta");
+    let input = dir.path().join("jobs.toml");
+    std::fs::write(&input, JOBS).unwrap();
+
+    let out = ok(cli(&admin, &["job", "import", input.to_str().unwrap()]));
+    assert!(out.contains("2 created, 0 updated"), "{out}");
+    let first = ok(cli(&admin, &["job", "export"]));
+    assert!(first.contains("children = [\"cleanup\"]"), "{first}");
+    assert!(first.contains("status = \"running\""), "{first}");
+
+    // Delete every job, import the export, export again: the same text.
+    let ids = job_ids(&admin);
+    assert_eq!(ids.len(), 2);
+    for id in ids {
+        ok(cli(&admin, &["job", "delete", &id.to_string()]));
+    }
+    assert!(job_ids(&admin).is_empty());
+    let exported = dir.path().join("export.toml");
+    std::fs::write(&exported, &first).unwrap();
+    let out = ok(cli(&admin, &["job", "import", exported.to_str().unwrap()]));
+    assert!(out.contains("2 created"), "{out}");
+    let second = ok(cli(&admin, &["job", "export"]));
+    assert_eq!(first, second);
+
+    // Importing again updates in place.
+    let out = ok(cli(&admin, &["job", "import", exported.to_str().unwrap()]));
+    assert!(out.contains("0 created, 2 updated"), "{out}");
+    assert_eq!(ok(cli(&admin, &["job", "export"])), first);
+}
+
+#[test]
+fn bad_import_files_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let admin = start_admin(&dir.path().join("data"));
+    create_group(&admin, "alpha");
+    create_group(&admin, "beta");
+    let good = dir.path().join("jobs.toml");
+    std::fs::write(&good, JOBS).unwrap();
+    ok(cli(&admin, &["job", "import", good.to_str().unwrap()]));
+    let before = ok(cli(&admin, &["job", "export"]));
+
+    let cases = [
+        (
+            JOBS.replace("group = \"beta\"", "group = \"gamma\""),
+            "\"gamma\" does not exist",
+        ),
+        (
+            JOBS.replace("priority = 5", "priority = 5\ncolour = \"red\""),
+            "unknown field",
+        ),
+        (
+            JOBS.replace("children = [\"cleanup\"]", "children = [\"nope\"]"),
+            "\"nope\"",
+        ),
+        (
+            JOBS.replace("key = \"cleanup\"", "key = \"nightly-report\""),
+            "appears twice",
+        ),
+        (
+            JOBS.replace("status = \"stopped\"", "status = \"paused\""),
+            "\"paused\"",
+        ),
+    ];
+    for (text, message) in cases {
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, text).unwrap();
+        let out = cli(&admin, &["job", "import", bad.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{message}: {stderr}");
+        assert!(stderr.contains(message), "expected {message:?} in {stderr}");
+        assert_eq!(ok(cli(&admin, &["job", "export"])), before, "{message}");
+    }
+    // A schedule the admin refuses: the error names the field, and nothing changes.
+    let bad = dir.path().join("bad-cron.toml");
+    std::fs::write(&bad, JOBS.replace("0 30 2 * * ?", "0 30 25 * * ?")).unwrap();
+    let out = cli(&admin, &["job", "import", bad.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("hours: \"25\" is out of range 0-23"),
+        "{stderr}"
+    );
+    assert_eq!(ok(cli(&admin, &["job", "export"])), before);
+}
+
+#[test]
+fn add_edit_trigger_and_inspect_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let admin = start_admin(&dir.path().join("data"));
+    create_group(&admin, "alpha");
+    let out = ok(cli(
+        &admin,
+        &[
+            "job",
+            "add",
+            "--group",
+            "alpha",
+            "--key",
+            "hello",
+            "--type",
+            "CRON",
+            "--schedule",
+            "0 0 12 * * ?",
+            "--handler",
+            "echo",
+            "--params",
+            "hi",
+        ],
+    ));
+    assert!(out.starts_with("created job "), "{out}");
+    let id = job_ids(&admin)[0].to_string();
+    ok(cli(
+        &admin,
+        &[
+            "job",
+            "edit",
+            &id,
+            "--params",
+            "changed",
+            "--tz",
+            "Asia/Tokyo",
+        ],
+    ));
+    let shown = ok(cli(&admin, &["job", "show", &id]));
+    assert!(shown.contains("params = \"changed\""), "{shown}");
+    assert!(shown.contains("time_zone = \"Asia/Tokyo\""), "{shown}");
+    assert!(
+        shown.contains("schedule_conf = \"0 0 12 * * ?\""),
+        "{shown}"
+    );
+
+    let started = ok(cli(&admin, &["job", "start", &id]));
+    assert!(started.contains("next fire"), "{started}");
+    let bad = cli(&admin, &["job", "edit", &id, "--timeout", "-3"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("timeout_s: -3 is negative"));
+
+    // No executor is registered: the run is recorded and ends as a trigger failure.
+    let out = ok(cli(&admin, &["job", "trigger", &id, "--params", "once"]));
+    let run_id = out.trim().rsplit(' ').next().unwrap().to_owned();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let shown = ok(cli(&admin, &["run", "show", &run_id]));
+        if shown.contains("state:      failed") {
+            assert!(shown.contains("no executor"), "{shown}");
+            assert!(shown.contains("params:     once"), "{shown}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{shown}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let runs = ok(cli(&admin, &["run", "list", "--job", &id]));
+    assert!(runs.contains(&run_id) && runs.contains("failed"), "{runs}");
+
+    let missing = cli(&admin, &["job", "show", "999999"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("job 999999 not found"));
+    let wrong = Command::new(env!("CARGO_BIN_EXE_tickwork"))
+        .args(["job", "list", "--admin", &admin.url, "--token", "wrong"])
+        .output()
+        .unwrap();
+    assert!(!wrong.status.success());
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("access token is wrong"));
+}
