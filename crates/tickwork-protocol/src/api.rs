@@ -102,6 +102,65 @@ fn default_glue() -> GlueType {
     GlueType::Bean
 }
 
+impl JobInput {
+    /// A job of `group_id` with every other field at its default: never scheduled, a BEAN
+    /// job without a handler, XXL-JOB's strategies, stopped.
+    pub fn new(group_id: i64) -> Self {
+        JobInput {
+            key: None,
+            group_id,
+            description: String::new(),
+            owner: String::new(),
+            alarm_channels: String::new(),
+            schedule_type: default_schedule_type(),
+            schedule_conf: String::new(),
+            time_zone: None,
+            misfire_strategy: default_misfire(),
+            route_strategy: default_route(),
+            handler: String::new(),
+            params: String::new(),
+            block_strategy: default_block(),
+            timeout_s: 0,
+            retry_count: 0,
+            retry_backoff_ms: 0,
+            child_job_ids: Vec::new(),
+            priority: 0,
+            glue_type: default_glue(),
+            glue_source: String::new(),
+            start: false,
+        }
+    }
+}
+
+impl From<&JobView> for JobInput {
+    /// The input that writes `job` back as it is (a basis for edits).
+    fn from(job: &JobView) -> Self {
+        JobInput {
+            key: Some(job.key.clone()),
+            group_id: job.group_id,
+            description: job.description.clone(),
+            owner: job.owner.clone(),
+            alarm_channels: job.alarm_channels.clone(),
+            schedule_type: job.schedule_type,
+            schedule_conf: job.schedule_conf.clone(),
+            time_zone: Some(job.time_zone.clone()),
+            misfire_strategy: job.misfire_strategy,
+            route_strategy: job.route_strategy,
+            handler: job.handler.clone(),
+            params: job.params.clone(),
+            block_strategy: job.block_strategy,
+            timeout_s: job.timeout_s,
+            retry_count: job.retry_count,
+            retry_backoff_ms: job.retry_backoff_ms,
+            child_job_ids: job.child_job_ids.clone(),
+            priority: job.priority,
+            glue_type: job.glue_type,
+            glue_source: job.glue_source.clone(),
+            start: false,
+        }
+    }
+}
+
 /// A job as clients read it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobView {

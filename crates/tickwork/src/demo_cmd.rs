@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use tickwork_admin::{Admin, GroupInput, JobInput};
-use tickwork_core::{GlueType, RouteStrategy, ScheduleType};
+use tickwork_core::{GlueType, ScheduleType};
 use tickwork_executor::ExecutorConfig;
 
 use crate::admin_cmd::{self, AdminArgs};
@@ -33,27 +33,12 @@ pub struct DemoArgs {
 /// A sample job: its key, what it shows, and its definition.
 fn sample_jobs(group_id: i64) -> Vec<(&'static str, JobInput)> {
     let job = |description: &str, kind: ScheduleType, conf: &str| JobInput {
-        key: None,
-        group_id,
         description: description.to_owned(),
         owner: "demo".to_owned(),
-        alarm_channels: String::new(),
         schedule_type: kind,
         schedule_conf: conf.to_owned(),
-        time_zone: None,
-        misfire_strategy: tickwork_core::MisfireStrategy::DoNothing,
-        route_strategy: RouteStrategy::First,
-        handler: String::new(),
-        params: String::new(),
-        block_strategy: tickwork_core::BlockStrategy::SerialExecution,
-        timeout_s: 0,
-        retry_count: 0,
-        retry_backoff_ms: 0,
-        child_job_ids: Vec::new(),
-        priority: 0,
-        glue_type: GlueType::Bean,
-        glue_source: String::new(),
         start: true,
+        ..JobInput::new(group_id)
     };
     let mut echo = job("echo every 5 seconds", ScheduleType::FixRate, "5s");
     echo.handler = "echo".to_owned();

@@ -232,7 +232,6 @@ fn entry(job: &JobView, apps: &HashMap<i64, String>, keys: &HashMap<i64, String>
 fn entry_input(e: &JobEntry, group_id: i64) -> JobInput {
     JobInput {
         key: Some(e.key.clone()),
-        group_id,
         description: e.description.clone(),
         owner: e.owner.clone(),
         alarm_channels: e.alarm_channels.clone(),
@@ -247,38 +246,10 @@ fn entry_input(e: &JobEntry, group_id: i64) -> JobInput {
         timeout_s: e.timeout_s,
         retry_count: e.retry_count,
         retry_backoff_ms: e.retry_backoff_ms,
-        child_job_ids: Vec::new(),
         priority: e.priority,
         glue_type: e.glue_type,
         glue_source: e.glue_source.clone(),
-        start: false,
-    }
-}
-
-/// The input that recreates `job` as it is (for edits).
-fn view_input(job: &JobView) -> JobInput {
-    JobInput {
-        key: Some(job.key.clone()),
-        group_id: job.group_id,
-        description: job.description.clone(),
-        owner: job.owner.clone(),
-        alarm_channels: job.alarm_channels.clone(),
-        schedule_type: job.schedule_type,
-        schedule_conf: job.schedule_conf.clone(),
-        time_zone: Some(job.time_zone.clone()),
-        misfire_strategy: job.misfire_strategy,
-        route_strategy: job.route_strategy,
-        handler: job.handler.clone(),
-        params: job.params.clone(),
-        block_strategy: job.block_strategy,
-        timeout_s: job.timeout_s,
-        retry_count: job.retry_count,
-        retry_backoff_ms: job.retry_backoff_ms,
-        child_job_ids: job.child_job_ids.clone(),
-        priority: job.priority,
-        glue_type: job.glue_type,
-        glue_source: job.glue_source.clone(),
-        start: false,
+        ..JobInput::new(group_id)
     }
 }
 
@@ -396,26 +367,8 @@ pub async fn run(remote: &Remote, command: JobCommand) -> anyhow::Result<()> {
                 .ok_or_else(|| input("--group is required"))?;
             let mut job = JobInput {
                 key: fields.key.clone(),
-                group_id: group_id(&groups, &app)?,
-                description: String::new(),
-                owner: String::new(),
-                alarm_channels: String::new(),
-                schedule_type: ScheduleType::None,
-                schedule_conf: String::new(),
-                time_zone: None,
-                misfire_strategy: MisfireStrategy::DoNothing,
-                route_strategy: RouteStrategy::First,
-                handler: String::new(),
-                params: String::new(),
-                block_strategy: BlockStrategy::SerialExecution,
-                timeout_s: 0,
-                retry_count: 0,
-                retry_backoff_ms: 0,
-                child_job_ids: Vec::new(),
-                priority: 0,
-                glue_type: GlueType::Bean,
-                glue_source: String::new(),
                 start: fields.start,
+                ..JobInput::new(group_id(&groups, &app)?)
             };
             apply(&fields, &mut job, &groups)?;
             let job = client.job_create(&job).await?;
@@ -427,7 +380,7 @@ pub async fn run(remote: &Remote, command: JobCommand) -> anyhow::Result<()> {
             }
             let groups = groups(&client).await?;
             let current = client.job_get(id).await?;
-            let mut job = view_input(&current);
+            let mut job = JobInput::from(&current);
             apply(&fields, &mut job, &groups)?;
             let job = client.job_update(id, &job).await?;
             println!(
