@@ -484,6 +484,12 @@ async fn execute(
         _ = cancel.cancelled() => End::Killed,
         _ = expiry => End::TimedOut,
     };
+    // A killed handler sees its cancellation and may return before the select notices the
+    // kill: a run that ends after its token was cancelled was killed, whatever it returned.
+    let end = match end {
+        End::Finished(_) if cancel.is_cancelled() => End::Killed,
+        other => other,
+    };
     if !matches!(end, End::Finished(_)) {
         cancel.cancel();
         if tokio::time::timeout(rt.kill_grace + CANCEL_SLACK, &mut task)
