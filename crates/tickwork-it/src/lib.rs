@@ -1,0 +1,349 @@
+//! End-to-end harness: each test gets a fresh database on one backend and starts real
+//! `tickwork admin` and `tickwork executor` processes on it, then checks what they do through
+//! the admin's HTTP APIs only.
+//!
+//! Everything is polled with generous deadlines ([`wait_until`]): the suite runs on loaded
+//! 2-core CI machines, where a fixed sleep would be either flaky or slow.
+//!
+//! Running: `cargo build -p tickwork && cargo nextest run -p tickwork-it`. The tests use the
+//! `tickwork` binary of the same build profile. PostgreSQL and MySQL/MariaDB servers are taken
+//! from `TICKWORK_TEST_POSTGRES` and `TICKWORK_TEST_MYSQL` (see [`TestDb`]).
+
+mod api;
+mod db;
+mod process;
+
+use std::ffi::OsString;
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+pub use api::{Api, Reply, Run};
+pub use db::{Backend, TestDb};
+pub use process::{Proc, tickwork_bin};
+
+/// The usual deadline of a wait: far beyond what an idle machine needs.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// Polls `check` every 100 ms until it returns `Some`, which is returned; panics naming `what`
+/// after `deadline`.
+pub async fn wait_until<T, F, Fut>(deadline: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let end = tokio::time::Instant::now() + deadline;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < end,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Wall-clock epoch milliseconds, as the admin stamps runs (same machine, same clock).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as i64
+}
+
+/// An instant as RFC 3339 text (a `ONCE` schedule).
+pub fn rfc3339(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .expect("instant in range")
+        .to_string()
+}
+
+/// Scheduler settings written into the admin's TOML file. Short intervals keep tests fast.
+#[derive(Debug, Clone, Copy)]
+pub struct AdminSettings {
+    pub lookahead_ms: u64,
+    pub claim_interval_ms: u64,
+    pub misfire_threshold_ms: u64,
+}
+
+impl Default for AdminSettings {
+    fn default() -> Self {
+        AdminSettings {
+            lookahead_ms: 1000,
+            claim_interval_ms: 200,
+            misfire_threshold_ms: 5000,
+        }
+    }
+}
+
+/// An executor started by [`Cluster::start_executor`].
+#[derive(Debug, Clone)]
+pub struct Executor {
+    /// Index in the cluster's list.
+    index: usize,
+    /// The address it registers (`http://127.0.0.1:PORT/`).
+    pub address: String,
+    /// Its run logs and callback spool.
+    pub logs: PathBuf,
+}
+
+/// One test's admin, executors, database and folder. Dropping it kills every process,
+/// prints their logs when the test failed, and drops the database.
+pub struct Cluster {
+    pub backend: Backend,
+    pub settings: AdminSettings,
+    access_token: String,
+    api_token: String,
+    admin: Option<Proc>,
+    /// The admin's port, kept across restarts so executors find the new process.
+    admin_port: u16,
+    admin_starts: usize,
+    executors: Vec<Proc>,
+    /// Processes that ended, kept for their logs.
+    ended: Vec<Proc>,
+    db: Option<TestDb>,
+    dir: Option<tempfile::TempDir>,
+}
+
+/// Runs `test` on a fresh database of `backend`; skips (returns) when the server is
+/// unreachable outside CI.
+pub async fn run<F, Fut>(backend: Backend, test: F)
+where
+    F: FnOnce(Cluster) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let dir = tempfile::Builder::new()
+        .prefix("tickwork-it-")
+        .tempdir()
+        .expect("temporary folder");
+    let Some(db) = TestDb::create(backend, dir.path()).await else {
+        return;
+    };
+    let cluster = Cluster {
+        backend,
+        settings: AdminSettings::default(),
+        access_token: format!("it-access-{:016x}", fastrand::u64(..)),
+        api_token: format!("it-api-{:016x}", fastrand::u64(..)),
+        admin: None,
+        admin_port: 0,
+        admin_starts: 0,
+        executors: Vec::new(),
+        ended: Vec::new(),
+        db: Some(db),
+        dir: Some(dir),
+    };
+    test(cluster).await;
+}
+
+impl Cluster {
+    fn dir(&self) -> PathBuf {
+        self.dir.as_ref().expect("test folder").path().to_owned()
+    }
+
+    /// The admin's base URL (`http://127.0.0.1:PORT`).
+    pub fn admin_url(&self) -> String {
+        assert!(self.admin_port != 0, "the admin has not been started");
+        format!("http://127.0.0.1:{}", self.admin_port)
+    }
+
+    /// A client of the admin with the right tokens.
+    pub fn api(&self) -> Api {
+        Api::new(&self.admin_url(), &self.api_token, &self.access_token)
+    }
+
+    /// The JSON API's bearer token.
+    pub fn api_token(&self) -> &str {
+        &self.api_token
+    }
+
+    /// Starts the admin with [`Cluster::settings`]; a restart keeps its port, node id, data
+    /// folder and tokens, so it is the same node coming back.
+    pub async fn start_admin(&mut self) -> Api {
+        assert!(self.admin.is_none(), "the admin is already running");
+        let dir = self.dir();
+        let s = self.settings;
+        let config = dir.join("admin.toml");
+        let toml = format!(
+            "[scheduler]\nlookahead_ms = {}\nclaim_interval_ms = {}\nmisfire_threshold_ms = {}\n",
+            s.lookahead_ms, s.claim_interval_ms, s.misfire_threshold_ms
+        );
+        std::fs::write(&config, toml).expect("write admin.toml");
+        self.admin_starts += 1;
+        let n = self.admin_starts;
+        let db = self.db.as_ref().expect("database").url.clone();
+        let args: Vec<OsString> = vec![
+            "admin".into(),
+            "--listen".into(),
+            format!("127.0.0.1:{}", self.admin_port).into(),
+            "--db".into(),
+            db.into(),
+            "--token".into(),
+            self.access_token.clone().into(),
+            "--api-token".into(),
+            self.api_token.clone().into(),
+            "--data-dir".into(),
+            dir.join("admin-data").into(),
+            "--node-id".into(),
+            "it-node-1".into(),
+            "--config".into(),
+            config.into(),
+        ];
+        let log = dir.join(format!("admin-{n}.log"));
+        let proc = Proc::start(&format!("admin #{n}"), &args, log).await;
+        self.admin_port = proc.addr.port();
+        self.admin = Some(proc);
+        self.api()
+    }
+
+    /// Stops the admin with SIGTERM and waits for it to exit, which it must do promptly.
+    pub async fn stop_admin(&mut self) {
+        let mut admin = self.admin.take().expect("the admin is running");
+        admin.signal(Signal::SIGTERM);
+        let status = admin.wait_exit(WAIT).await;
+        let name = admin.name.clone();
+        self.ended.push(admin);
+        let status = status.unwrap_or_else(|| panic!("{name} did not exit on SIGTERM"));
+        assert!(status.success(), "{name} exited with {status} on SIGTERM");
+    }
+
+    /// Starts an executor of `app` registering with the admin (scripts enabled).
+    pub async fn start_executor(&mut self, app: &str) -> Executor {
+        let index = self.executors.len();
+        let dir = self.dir();
+        let logs = dir.join(format!("executor-{index}"));
+        let args: Vec<OsString> = vec![
+            "executor".into(),
+            "--app".into(),
+            app.into(),
+            "--admin".into(),
+            self.admin_url().into(),
+            "--token".into(),
+            self.access_token.clone().into(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+            "--logs".into(),
+            logs.clone().into(),
+            "--enable-scripts".into(),
+            "--shutdown-timeout".into(),
+            "30s".into(),
+        ];
+        let log = dir.join(format!("executor-{index}.log"));
+        let proc = Proc::start(&format!("executor #{index} ({app})"), &args, log).await;
+        let address = format!("http://{}/", proc.addr);
+        self.executors.push(proc);
+        Executor {
+            index,
+            address,
+            logs,
+        }
+    }
+
+    /// Starts `n` executors of `app` and an auto group for them; waits until all are live.
+    /// Returns the group id and the executors sorted by address (the admin's routing order).
+    pub async fn executor_group(&mut self, app: &str, n: usize) -> (i64, Vec<Executor>) {
+        let api = self.api();
+        let group = api.create_group(app).await;
+        let mut executors = Vec::new();
+        for _ in 0..n {
+            executors.push(self.start_executor(app).await);
+        }
+        executors.sort_by(|a, b| a.address.cmp(&b.address));
+        let addresses: Vec<String> = executors.iter().map(|e| e.address.clone()).collect();
+        api.wait_live(group, &addresses).await;
+        (group, executors)
+    }
+
+    /// Sends `signal` to an executor.
+    pub fn signal_executor(&mut self, e: &Executor, signal: Signal) {
+        self.executors[e.index].signal(signal);
+    }
+
+    /// Waits for an executor to exit; its exit status.
+    pub async fn wait_executor_exit(&mut self, e: &Executor) -> std::process::ExitStatus {
+        let p = &mut self.executors[e.index];
+        let name = p.name.clone();
+        p.wait_exit(Duration::from_secs(60))
+            .await
+            .unwrap_or_else(|| panic!("{name} did not exit"))
+    }
+
+    /// An executor's log (stderr) so far.
+    pub fn executor_log(&self, e: &Executor) -> String {
+        self.executors[e.index].log()
+    }
+
+    /// Every process's log, for a failure report.
+    fn dump_logs(&self) {
+        let dir = self.dir();
+        eprintln!(
+            "\n===== {} test failed; logs of its processes (all kept in {}) =====",
+            self.backend.name(),
+            dir.display()
+        );
+        let all = self
+            .ended
+            .iter()
+            .chain(self.admin.iter())
+            .chain(self.executors.iter());
+        for p in all {
+            let log = p.log();
+            // The end of a long log is what explains a failure.
+            let lines: Vec<&str> = log.lines().collect();
+            let from = lines.len().saturating_sub(300);
+            eprintln!("----- {} (last {} lines) -----", p.name, lines.len() - from);
+            for line in &lines[from..] {
+                eprintln!("{line}");
+            }
+        }
+        eprintln!("===== end of logs =====");
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let failed = std::thread::panicking();
+        if failed {
+            self.dump_logs();
+        }
+        // Processes first: the database is dropped once nobody holds a connection to it.
+        if let Some(mut a) = self.admin.take() {
+            a.kill();
+        }
+        for mut p in self.executors.drain(..) {
+            p.kill();
+        }
+        self.ended.clear();
+        self.db.take();
+        // A failed test's folder (process logs, run logs, spool) stays for inspection.
+        if let Some(dir) = self.dir.take()
+            && failed
+        {
+            let _ = dir.keep();
+        }
+    }
+}
+
+/// Instantiates each listed test (an `async fn(Cluster)` of the test crate's root) once per
+/// backend: `sqlite::name`, `postgres::name`, `mysql::name`.
+#[macro_export]
+macro_rules! e2e {
+    ($($test:ident),+ $(,)?) => {
+        $crate::e2e!(@backend sqlite, Sqlite, $($test),+);
+        $crate::e2e!(@backend postgres, Postgres, $($test),+);
+        $crate::e2e!(@backend mysql, MySql, $($test),+);
+    };
+    (@backend $module:ident, $variant:ident, $($test:ident),+) => {
+        mod $module {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    $crate::run($crate::Backend::$variant, super::$test).await;
+                }
+            )+
+        }
+    };
+}
