@@ -12,7 +12,7 @@ use tickwork_core::schedule::Schedule;
 use tickwork_core::{RouteStrategy, ScheduleType, TriggerType};
 use tickwork_store::{
     ClaimParams, Dispatched, Group, Job, JobNextFire, JobStatus, LiveQuery, Run, RunComplete,
-    RunNew, RunSkip, Store, TriggerFailed,
+    RunNew, RunShard, RunSkip, Store, TriggerFailed,
 };
 use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio::task::JoinSet;
@@ -379,7 +379,14 @@ impl Admin {
                 );
                 return;
             }
-            Ok(c) if c.job.status == JobStatus::Stopped && run.fire_key.is_some() => {
+            // Only a stop that came after the claim skips the run: the claim itself stops a
+            // job whose last fire it planned (ONCE, a cron with an end), and that fire must
+            // run. A claim leaves `updated_at` alone; a stop sets it.
+            Ok(c)
+                if c.job.status == JobStatus::Stopped
+                    && run.fire_key.is_some()
+                    && c.job.updated_at > run.created_at =>
+            {
                 let skip = RunSkip {
                     run_id: run.id,
                     reason: "job stopped before the run was due".to_owned(),
@@ -434,6 +441,16 @@ impl Admin {
             }
             // One run per executor: this run is shard 0; the others become runs of their own.
             let total = candidates.len() as i32;
+            // Recorded first, so that a retry of this run stays shard 0 instead of broadcasting
+            // again.
+            let shard = RunShard {
+                run_id: run.id,
+                index: 0,
+                total,
+            };
+            if let Err(e) = self.inner.store.run_set_shard(shard).await {
+                return refused(format!("broadcast shard not recorded: {e}"));
+            }
             for (i, address) in candidates.iter().enumerate().skip(1) {
                 let mut new = RunNew::new(run.job_id, run.trigger_type, run.scheduled_at);
                 new.params = Some(run.params.clone());
@@ -513,7 +530,21 @@ impl Admin {
         const BATCH: usize = 1000;
         let mut buf = Vec::with_capacity(BATCH);
         loop {
-            let n = outcomes.recv_many(&mut buf, BATCH).await;
+            let n = if self.inner.stop.is_cancelled() {
+                // The lanes finish their last `/run` calls within the executor timeout: write
+                // what they hand over, so that no dispatched run stays `planned` (a restart
+                // would fire it again), then end.
+                let grace = self.inner.config.dispatch.executor_timeout + Duration::from_secs(1);
+                match tokio::time::timeout(grace, outcomes.recv_many(&mut buf, BATCH)).await {
+                    Ok(n) => n,
+                    Err(_) => return,
+                }
+            } else {
+                tokio::select! {
+                    n = outcomes.recv_many(&mut buf, BATCH) => n,
+                    _ = self.inner.stop.cancelled() => continue,
+                }
+            };
             if n == 0 {
                 return;
             }

@@ -18,8 +18,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::error;
 
-use tickwork_protocol::api::{GroupInput, JobInput, JobQuery, RunQuery, TriggerInput};
 use crate::{Admin, Error};
+use tickwork_protocol::api::{GroupInput, JobInput, JobQuery, RunQuery, TriggerInput};
 
 /// Largest body of an executor call (XXL-JOB's executor limit as well).
 const EXECUTOR_BODY_LIMIT: usize = 5 * 1024 * 1024;

@@ -502,6 +502,14 @@ pub struct RunSkip {
     pub at: i64,
 }
 
+/// A run's shard in a broadcast.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunShard {
+    pub run_id: i64,
+    pub index: i32,
+    pub total: i32,
+}
+
 /// A run's result (callback, kill, lost-run monitor).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunComplete {

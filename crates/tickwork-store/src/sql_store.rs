@@ -1052,6 +1052,23 @@ impl<B: Backend> Store for SqlStore<B> {
         self.run_find(failed.run_id).await
     }
 
+    async fn run_set_shard(&self, shard: RunShard) -> Result<(), Error> {
+        if !(0..shard.total.max(0)).contains(&shard.index) {
+            return Err(Error::Invalid(format!(
+                "shard {}/{} is out of range",
+                shard.index, shard.total
+            )));
+        }
+        let q = Query::new("UPDATE tw_runs SET shard_index = ?, shard_total = ? WHERE id = ?")
+            .bind(shard.index)
+            .bind(shard.total)
+            .bind(shard.run_id);
+        if self.execute(q).await? == 0 {
+            return Err(Error::not_found("run", shard.run_id));
+        }
+        Ok(())
+    }
+
     async fn run_skip(&self, skip: RunSkip) -> Result<Option<Run>, Error> {
         let q = Query::new(
             "UPDATE tw_runs SET state = 'skipped', trigger_msg = ?, finished_at = ? \

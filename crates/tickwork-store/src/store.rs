@@ -119,6 +119,10 @@ pub trait Store: Send + Sync + 'static {
     /// before the run was due); `None` when the run is unknown or no longer planned.
     async fn run_skip(&self, skip: RunSkip) -> Result<Option<Run>, Error>;
 
+    /// Records the shard of a run that became shard `index` of a broadcast of `total`
+    /// (its siblings are written with their shard by `run_insert`).
+    async fn run_set_shard(&self, shard: RunShard) -> Result<(), Error>;
+
     /// Moves a pending run to its final state with its result. `None` when the run is
     /// unknown or already final: a repeated callback changes nothing. `state` must be a
     /// result state (succeeded, failed, timed_out, killed, lost), else `Invalid`.

@@ -1354,6 +1354,42 @@ async fn runs_complete_finishes_a_batch_once(ctx: Ctx) {
     ));
 }
 
+async fn run_set_shard_records_a_broadcast_shard(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "shard").await;
+    let job = running_job(store, g.id, "shard", NOW).await;
+    let run = store
+        .run_insert(RunNew::new(job.id, TriggerType::Api, NOW))
+        .await
+        .unwrap();
+    assert_eq!((run.shard_index, run.shard_total), (None, None));
+    let shard = RunShard {
+        run_id: run.id,
+        index: 0,
+        total: 3,
+    };
+    store.run_set_shard(shard).await.unwrap();
+    let run = store.run_get(run.id).await.unwrap();
+    assert_eq!((run.shard_index, run.shard_total), (Some(0), Some(3)));
+    let out_of_range = RunShard { index: 3, ..shard };
+    assert!(matches!(
+        store.run_set_shard(out_of_range).await,
+        Err(Error::Invalid(_))
+    ));
+    let unknown = RunShard {
+        run_id: 987_654,
+        ..shard
+    };
+    assert!(
+        store
+            .run_set_shard(unknown)
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("not found")
+    );
+}
+
 async fn run_skip_ends_only_planned_runs(ctx: Ctx) {
     let store = &*ctx.store;
     let g = group(store, "skip").await;
@@ -1961,6 +1997,7 @@ conformance!(
     runs_mark_dispatched_in_one_batch,
     run_complete_moves_to_final_state_once,
     run_skip_ends_only_planned_runs,
+    run_set_shard_records_a_broadcast_shard,
     runs_complete_finishes_a_batch_once,
     run_mark_trigger_failed_ends_the_run,
     run_insert_manual_runs_have_no_fire_key_and_coexist,
