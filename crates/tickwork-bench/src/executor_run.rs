@@ -19,21 +19,26 @@ use tokio::net::{TcpListener, TcpStream};
 const TOKEN: &str = "bench-token";
 const SUCCESS: &[u8] = br#"{"code":200,"msg":"Success"}"#;
 
-/// Knobs of the scenario.
+/// Knobs of the scenario; the flags carry a `run-` prefix so that they can sit next to other
+/// scenarios' flags in one command line.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ExecutorRunArgs {
-    /// How long the clients post `/run`, in seconds.
-    #[arg(long, default_value_t = 5)]
+    /// executor-run: how long the clients post `/run`, in seconds.
+    #[arg(long = "run-seconds", default_value_t = 5)]
     pub seconds: u64,
-    /// Concurrent keep-alive clients.
-    #[arg(long, default_value_t = 8)]
+    /// executor-run: concurrent keep-alive clients.
+    #[arg(long = "run-clients", default_value_t = 8)]
     pub clients: usize,
-    /// Distinct job ids the runs are spread over (one worker each).
-    #[arg(long, default_value_t = 100)]
+    /// executor-run: distinct job ids the runs are spread over (one worker each).
+    #[arg(long = "run-jobs", default_value_t = 100)]
     pub jobs: i32,
-    /// Idle workers for the memory figure.
-    #[arg(long, default_value_t = 1000)]
+    /// executor-run: idle workers for the memory figure.
+    #[arg(long = "run-idle-workers", default_value_t = 1000)]
     pub idle_workers: i32,
+    /// executor-run: parent folder of the run logs (every run writes one file, so the file
+    /// system counts) [default: the system's temporary folder].
+    #[arg(long = "run-logs")]
+    pub logs: Option<std::path::PathBuf>,
 }
 
 impl Default for ExecutorRunArgs {
@@ -43,6 +48,7 @@ impl Default for ExecutorRunArgs {
             clients: 8,
             jobs: 100,
             idle_workers: 1000,
+            logs: None,
         }
     }
 }
@@ -51,13 +57,20 @@ impl Default for ExecutorRunArgs {
 pub async fn run(args: ExecutorRunArgs) -> anyhow::Result<()> {
     let completed = Arc::new(AtomicU64::new(0));
     let admin = start_admin(Arc::clone(&completed)).await?;
-    let logs = std::env::temp_dir().join(format!("tickwork-bench-executor-{}", std::process::id()));
+    let logs = args
+        .logs
+        .clone()
+        .unwrap_or_else(std::env::temp_dir)
+        .join(format!("tickwork-bench-executor-{}", std::process::id()));
+    println!("run logs in {}", logs.display());
     let executor = Executor::builder("bench")
         .admin_addresses(&format!("http://{admin}"))
         .access_token(TOKEN)
         .listen("127.0.0.1:0".parse()?)
         .log_folder(&logs)
-        .handler("noop", |_ctx: JobContext| async { Ok(JobOutcome::success()) })
+        .handler("noop", |_ctx: JobContext| async {
+            Ok(JobOutcome::success())
+        })
         .start()
         .await?;
     let addr = executor.local_addr();
