@@ -237,6 +237,30 @@ fn push_case<T>(
     q.push(" END");
 }
 
+/// Runs a write transaction again when it lost a deadlock or a serialization conflict: a
+/// callback batch and a dispatch batch may lock the same runs in different orders (MySQL and
+/// MariaDB report it as error 1213), and the loser must not turn into an error the executor
+/// has to resend.
+async fn retry_deadlocks<T, F, Fut>(mut attempt: F) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Error>>,
+{
+    let mut retries = 0;
+    loop {
+        match attempt().await {
+            Err(Error::Database(e)) if retries < DEADLOCK_RETRIES && is_retryable(&e) => {
+                retries += 1;
+                tracing::debug!(error = %e, retries, "write lost a deadlock, trying again");
+            }
+            other => return other,
+        }
+    }
+}
+
+/// How often a batch write that lost a deadlock is tried again.
+const DEADLOCK_RETRIES: u32 = 5;
+
 /// One fire of a claim, before it is written.
 struct NewFire {
     /// Index into the claimed jobs.
@@ -245,6 +269,100 @@ struct NewFire {
 }
 
 impl<B: Backend> SqlStore<B> {
+    /// One attempt of [`Store::runs_mark_dispatched`].
+    async fn runs_mark_dispatched_once(&self, batch: &[Dispatched]) -> Result<u64, Error> {
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        for d in batch {
+            check_required("executor address", &d.address, ADDRESS_MAX)?;
+        }
+        let mut changed = 0;
+        let mut tx = B::begin_write(&self.pool).await?;
+        for chunk in batch.chunks(ROWS_PER_STATEMENT) {
+            let mut q = Query::new(
+                "UPDATE tw_runs SET state = CASE WHEN state = 'planned' THEN 'dispatched' \
+                 ELSE state END",
+            )
+            .one_off();
+            let id = |d: &Dispatched| d.run_id;
+            push_case(&mut q, "executor_address", chunk, id, |d| {
+                d.address.as_str().into()
+            });
+            push_case(&mut q, "trigger_code", chunk, id, |d| d.trigger_code.into());
+            push_case(&mut q, "trigger_msg", chunk, id, |d| {
+                clip(d.trigger_msg.as_deref()).into()
+            });
+            push_case(&mut q, "dispatched_at", chunk, id, |d| d.at.into());
+            q.push(" WHERE id IN ");
+            q.push_list(chunk.iter().map(id));
+            // A callback can beat the batch here: such a run is already final, and only gains
+            // its trigger record. Trigger failures, misfires and skips are left alone.
+            q.push(
+                " AND dispatched_at IS NULL AND trigger_code = 0 AND state IN \
+                 ('planned', 'succeeded', 'failed', 'timed_out', 'killed', 'lost')",
+            );
+            changed += B::execute(&mut *tx, q).await?.rows;
+        }
+        tx.commit().await?;
+        Ok(changed)
+    }
+
+    /// One attempt of [`Store::runs_complete`].
+    async fn runs_complete_once(&self, batch: &[RunComplete]) -> Result<Vec<Run>, Error> {
+        if let Some(c) = batch.iter().find(|c| !RESULT_STATES.contains(&c.state)) {
+            return Err(Error::Invalid(format!("{} is not a result state", c.state)));
+        }
+        let mut seen = HashSet::new();
+        let batch: Vec<&RunComplete> = batch.iter().filter(|c| seen.insert(c.run_id)).collect();
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut done = Vec::with_capacity(batch.len());
+        let mut tx = B::begin_write(&self.pool).await?;
+        for chunk in batch.chunks(ROWS_PER_STATEMENT) {
+            // Lock the runs still open, so that what is updated is exactly what is returned.
+            let mut open = Query::new("SELECT id FROM tw_runs WHERE id IN ").one_off();
+            open.push_list(chunk.iter().map(|c| c.run_id));
+            open.push(" AND state IN ('planned', 'dispatched')");
+            open.push(B::KIND.for_update());
+            let open: HashSet<i64> = B::fetch_all::<(i64,)>(&mut *tx, open)
+                .await?
+                .into_iter()
+                .map(|(id,)| id)
+                .collect();
+            let rows: Vec<&RunComplete> = chunk
+                .iter()
+                .copied()
+                .filter(|c| open.contains(&c.run_id))
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let id = |c: &&RunComplete| c.run_id;
+            // `push_case` appends ", col = CASE ...": start the SET list with a no-op.
+            let mut q = Query::new("UPDATE tw_runs SET alarm_status = alarm_status").one_off();
+            push_case(&mut q, "state", &rows, id, |c| c.state.as_str().into());
+            push_case(&mut q, "handle_code", &rows, id, |c| c.handle_code.into());
+            push_case(&mut q, "handle_msg", &rows, id, |c| {
+                clip(c.handle_msg.as_deref()).into()
+            });
+            push_case(&mut q, "finished_at", &rows, id, |c| c.at.into());
+            q.push(" WHERE id IN ");
+            q.push_list(rows.iter().map(id));
+            q.push(" AND state IN ('planned', 'dispatched')");
+            B::execute(&mut *tx, q).await?;
+            let mut read =
+                Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs WHERE id IN ")).one_off();
+            read.push_list(rows.iter().map(id));
+            for row in B::fetch_all::<RunRow>(&mut *tx, read).await? {
+                done.push(Run::try_from(row)?);
+            }
+        }
+        tx.commit().await?;
+        Ok(done)
+    }
+
     /// Opens the pool and brings the schema up to date.
     pub(crate) async fn open(url: &str, options: &StoreOptions) -> Result<Self, Error> {
         let pool = B::open(url, options).await?;
@@ -995,41 +1113,7 @@ impl<B: Backend> Store for SqlStore<B> {
     }
 
     async fn runs_mark_dispatched(&self, batch: &[Dispatched]) -> Result<u64, Error> {
-        if batch.is_empty() {
-            return Ok(0);
-        }
-        for d in batch {
-            check_required("executor address", &d.address, ADDRESS_MAX)?;
-        }
-        let mut changed = 0;
-        let mut tx = B::begin_write(&self.pool).await?;
-        for chunk in batch.chunks(ROWS_PER_STATEMENT) {
-            let mut q = Query::new(
-                "UPDATE tw_runs SET state = CASE WHEN state = 'planned' THEN 'dispatched' \
-                 ELSE state END",
-            )
-            .one_off();
-            let id = |d: &Dispatched| d.run_id;
-            push_case(&mut q, "executor_address", chunk, id, |d| {
-                d.address.as_str().into()
-            });
-            push_case(&mut q, "trigger_code", chunk, id, |d| d.trigger_code.into());
-            push_case(&mut q, "trigger_msg", chunk, id, |d| {
-                clip(d.trigger_msg.as_deref()).into()
-            });
-            push_case(&mut q, "dispatched_at", chunk, id, |d| d.at.into());
-            q.push(" WHERE id IN ");
-            q.push_list(chunk.iter().map(id));
-            // A callback can beat the batch here: such a run is already final, and only gains
-            // its trigger record. Trigger failures, misfires and skips are left alone.
-            q.push(
-                " AND dispatched_at IS NULL AND trigger_code = 0 AND state IN \
-                 ('planned', 'succeeded', 'failed', 'timed_out', 'killed', 'lost')",
-            );
-            changed += B::execute(&mut *tx, q).await?.rows;
-        }
-        tx.commit().await?;
-        Ok(changed)
+        retry_deadlocks(|| self.runs_mark_dispatched_once(batch)).await
     }
 
     async fn run_mark_trigger_failed(&self, failed: TriggerFailed) -> Result<Option<Run>, Error> {
@@ -1107,57 +1191,7 @@ impl<B: Backend> Store for SqlStore<B> {
     }
 
     async fn runs_complete(&self, batch: &[RunComplete]) -> Result<Vec<Run>, Error> {
-        if let Some(c) = batch.iter().find(|c| !RESULT_STATES.contains(&c.state)) {
-            return Err(Error::Invalid(format!("{} is not a result state", c.state)));
-        }
-        let mut seen = HashSet::new();
-        let batch: Vec<&RunComplete> = batch.iter().filter(|c| seen.insert(c.run_id)).collect();
-        if batch.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut done = Vec::with_capacity(batch.len());
-        let mut tx = B::begin_write(&self.pool).await?;
-        for chunk in batch.chunks(ROWS_PER_STATEMENT) {
-            // Lock the runs still open, so that what is updated is exactly what is returned.
-            let mut open = Query::new("SELECT id FROM tw_runs WHERE id IN ").one_off();
-            open.push_list(chunk.iter().map(|c| c.run_id));
-            open.push(" AND state IN ('planned', 'dispatched')");
-            open.push(B::KIND.for_update());
-            let open: HashSet<i64> = B::fetch_all::<(i64,)>(&mut *tx, open)
-                .await?
-                .into_iter()
-                .map(|(id,)| id)
-                .collect();
-            let rows: Vec<&RunComplete> = chunk
-                .iter()
-                .copied()
-                .filter(|c| open.contains(&c.run_id))
-                .collect();
-            if rows.is_empty() {
-                continue;
-            }
-            let id = |c: &&RunComplete| c.run_id;
-            // `push_case` appends ", col = CASE ...": start the SET list with a no-op.
-            let mut q = Query::new("UPDATE tw_runs SET alarm_status = alarm_status").one_off();
-            push_case(&mut q, "state", &rows, id, |c| c.state.as_str().into());
-            push_case(&mut q, "handle_code", &rows, id, |c| c.handle_code.into());
-            push_case(&mut q, "handle_msg", &rows, id, |c| {
-                clip(c.handle_msg.as_deref()).into()
-            });
-            push_case(&mut q, "finished_at", &rows, id, |c| c.at.into());
-            q.push(" WHERE id IN ");
-            q.push_list(rows.iter().map(id));
-            q.push(" AND state IN ('planned', 'dispatched')");
-            B::execute(&mut *tx, q).await?;
-            let mut read =
-                Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs WHERE id IN ")).one_off();
-            read.push_list(rows.iter().map(id));
-            for row in B::fetch_all::<RunRow>(&mut *tx, read).await? {
-                done.push(Run::try_from(row)?);
-            }
-        }
-        tx.commit().await?;
-        Ok(done)
+        retry_deadlocks(|| self.runs_complete_once(batch)).await
     }
 
     async fn run_get(&self, id: i64) -> Result<Run, Error> {
