@@ -486,11 +486,13 @@ async fn execute(
     };
     // A killed handler sees its cancellation and may return before the select notices the
     // kill: a run that ends after its token was cancelled was killed, whatever it returned.
+    let finished = matches!(end, End::Finished(_));
     let end = match end {
         End::Finished(_) if cancel.is_cancelled() => End::Killed,
         other => other,
     };
-    if !matches!(end, End::Finished(_)) {
+    // A finished task must not be polled again.
+    if !finished {
         cancel.cancel();
         if tokio::time::timeout(rt.kill_grace + CANCEL_SLACK, &mut task)
             .await
