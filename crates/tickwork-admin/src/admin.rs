@@ -1,7 +1,11 @@
 //! The running admin: its shared state and the pipeline loops (claim -> timer -> dispatch ->
-//! ledger), each stoppable through one cancellation token and observable through [`Stats`].
+//! ledger), each stoppable through a cancellation token and observable through [`Stats`].
+//!
+//! Cluster membership (heartbeat, fence, adoption, lease) lives in `cluster`, the lease
+//! holder's maintenance in `monitor`, the Prometheus rendering in `metrics`.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,45 +15,88 @@ use tickwork_core::run::RunState;
 use tickwork_core::schedule::Schedule;
 use tickwork_core::{RouteStrategy, ScheduleType, TriggerType};
 use tickwork_store::{
-    ClaimParams, Dispatched, Group, Job, JobNextFire, JobStatus, LiveQuery, Run, RunComplete,
-    RunNew, RunShard, RunSkip, Store, TriggerFailed,
+    ClaimParams, Dispatched, Group, Job, JobNextFire, JobStatus, LiveQuery, OwnedRuns, Run,
+    RunComplete, RunNew, RunShard, RunSkip, Store, TriggerFailed,
 };
 use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::Error;
+use crate::cluster::{Membership, Origin};
 use crate::config::Config;
 use crate::dispatch::{DispatchOutcome, DispatchRequest, dispatch};
 use crate::executor_client::ExecutorClient;
+use crate::metrics::{DispatchCause, Metrics};
+use crate::monitor::Monitor;
 use crate::planner::{PlanLimits, WAITING_FOR_COMPLETION, plan_job};
 use crate::timer::{Timer, now_ms};
+
+/// How long a dispatch waits for a group's addresses it must read before it falls back on
+/// the last known list (or, without one, holds the run).
+const ADDRESS_REFRESH_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How long a stopping admin keeps trying to record what it dispatched before giving up.
+const SHUTDOWN_WRITE_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Counters of the pipeline, for metrics and for tests that wait on progress.
 #[derive(Debug, Default)]
 pub struct Stats {
     pub claim_rounds: AtomicU64,
     pub runs_claimed: AtomicU64,
+    /// Runs recorded as misfired: at claim, and after adoption or a hold.
     pub runs_misfired: AtomicU64,
     pub dispatched: AtomicU64,
+    /// Trigger failures, all causes; the `dispatch_*` counters split them.
     pub dispatch_failed: AtomicU64,
+    pub dispatch_no_executor: AtomicU64,
+    pub dispatch_refused: AtomicU64,
+    pub dispatch_transport: AtomicU64,
     pub completed: AtomicU64,
     pub retries: AtomicU64,
     pub children: AtomicU64,
+    /// Planned runs of dead or departed nodes this node took over.
+    pub runs_adopted: AtomicU64,
+    /// Runs held back instead of fired (fence closed, database unreachable).
+    pub runs_held: AtomicU64,
+    /// Held or adopted runs dropped at the ownership check: another node had them.
+    pub runs_disowned: AtomicU64,
+    /// Runs the lost-run monitor ended as `lost`.
+    pub runs_lost: AtomicU64,
+    /// Failed runs queued for an alarm.
+    pub alarms_queued: AtomicU64,
+    pub heartbeats: AtomicU64,
+    pub heartbeat_failures: AtomicU64,
+    pub reports_written: AtomicU64,
+    pub runs_purged: AtomicU64,
+}
+
+/// A run waiting in the timer or a lane, with what the fence needs to know about it.
+pub(crate) struct Armed {
+    pub(crate) run: Run,
+    /// The fence epoch when it was armed: a run armed before the fence last closed is checked
+    /// against the database before it fires.
+    pub(crate) epoch: u64,
+    /// Check ownership before firing (adopted runs, runs re-armed after a restart).
+    pub(crate) verify: bool,
 }
 
 /// A job as the pipeline uses it: the stored row and its parsed schedule.
-struct CachedJob {
-    job: Job,
+pub(crate) struct CachedJob {
+    pub(crate) job: Job,
     schedule: Option<Schedule>,
 }
 
 /// A group's live addresses, read at `at`.
-struct CachedAddresses {
+pub(crate) struct CachedAddresses {
     app_name: String,
     addresses: Arc<Vec<String>>,
     at: Instant,
+    /// Read again before the cache time is over (its executors changed).
+    expired: bool,
+    /// A background refresh of this expired entry is under way.
+    refreshing: bool,
 }
 
 /// Per-job slow-dispatch accounting (XXL-JOB's fast/slow trigger pools).
@@ -64,15 +111,27 @@ pub(crate) struct Inner {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) client: ExecutorClient,
     router: Mutex<Router>,
-    timer: Timer<Run>,
+    pub(crate) timer: Timer<Armed>,
     jobs: Mutex<HashMap<i64, Arc<CachedJob>>>,
-    groups: Mutex<HashMap<i64, CachedAddresses>>,
+    pub(crate) groups: Mutex<HashMap<i64, CachedAddresses>>,
     slow: Mutex<HashMap<i64, SlowCount>>,
     claim_wake: Notify,
-    fast_lane: mpsc::UnboundedSender<Run>,
-    slow_lane: mpsc::UnboundedSender<Run>,
+    fast_lane: mpsc::UnboundedSender<Armed>,
+    slow_lane: mpsc::UnboundedSender<Armed>,
     ledger: mpsc::UnboundedSender<(Run, DispatchOutcome)>,
+    /// Runs taken out of the flow (fence closed, database unreachable); the claim loop checks
+    /// their ownership and fires them again, under the misfire policy.
+    pub(crate) held: Mutex<Vec<Run>>,
+    pub(crate) membership: Membership,
+    pub(crate) metrics: Metrics,
+    /// Stops claiming, dispatching, adoption and the monitors.
     pub(crate) stop: CancellationToken,
+    /// Stops the ledger, once nothing can be dispatched any more.
+    ledger_stop: CancellationToken,
+    /// Set at shutdown: ledger writes that still fail after this instant are given up.
+    write_deadline: std::sync::OnceLock<Instant>,
+    /// Stops the heartbeat, once the ledger has written everything.
+    pub(crate) cluster_stop: CancellationToken,
     pub(crate) stats: Stats,
 }
 
@@ -85,21 +144,41 @@ pub struct Admin {
 /// The admin's background tasks; [`Running::shutdown`] stops them and waits.
 pub struct Running {
     pub admin: Admin,
-    tasks: JoinSet<()>,
+    pipeline: JoinSet<()>,
+    ledger: JoinSet<()>,
+    cluster: JoinSet<()>,
 }
 
 impl Running {
-    /// Stops every loop and waits for them. Runs still in the timer stay `planned` with this
-    /// node as owner; a restart of the node (or a surviving node) fires them.
+    /// Stops the admin cleanly and hands its work over: claiming and firing stop, dispatches
+    /// in flight finish and are recorded, then the node gives up the maintenance lease and
+    /// deletes its heartbeat row, so that the other nodes adopt its planned runs at once
+    /// (a node that dies instead is adopted from after `node_dead_after`).
     pub async fn shutdown(mut self) {
-        self.admin.inner.stop.cancel();
-        while self.tasks.join_next().await.is_some() {}
+        let inner = &self.admin.inner;
+        inner.stop.cancel();
+        while self.pipeline.join_next().await.is_some() {}
+        // Nothing is dispatched any more: write every outcome still on its way.
+        let _ = inner
+            .write_deadline
+            .set(Instant::now() + SHUTDOWN_WRITE_DEADLINE);
+        inner.ledger_stop.cancel();
+        while let Some(done) = self.ledger.join_next().await {
+            if let Err(e) = done {
+                error!(error = %e, "the ledger task failed");
+            }
+        }
+        // The heartbeat ran until now so that no other node adopted what was in flight.
+        inner.cluster_stop.cancel();
+        while self.cluster.join_next().await.is_some() {}
+        self.admin.leave_cluster().await;
     }
 }
 
 impl Admin {
-    /// Starts the pipeline on `store`. Runs this node planned before a restart are put back
-    /// into the timer.
+    /// Starts the pipeline on `store`, after a first heartbeat. Runs this node planned before a
+    /// restart go back into the timer (checked against the database before they fire, late
+    /// ones under their misfire policy).
     pub async fn start(config: Config, store: Arc<dyn Store>) -> Result<Running, Error> {
         config.validate()?;
         let client = ExecutorClient::new(&config.access_token, config.dispatch.executor_timeout);
@@ -119,7 +198,13 @@ impl Admin {
             fast_lane: fast_tx,
             slow_lane: slow_tx,
             ledger: ledger_tx,
+            held: Mutex::new(Vec::new()),
+            membership: Membership::default(),
+            metrics: Metrics::default(),
             stop,
+            ledger_stop: CancellationToken::new(),
+            write_deadline: std::sync::OnceLock::new(),
+            cluster_stop: CancellationToken::new(),
             stats: Stats::default(),
             client,
             store,
@@ -127,6 +212,9 @@ impl Admin {
         });
         let admin = Admin { inner };
 
+        // The first heartbeat comes before the first claim: no run is ever owned by a node
+        // that has no heartbeat row.
+        admin.join_cluster().await?;
         let own = admin
             .inner
             .store
@@ -134,22 +222,31 @@ impl Admin {
             .await?;
         if !own.is_empty() {
             info!(runs = own.len(), "re-arming planned runs of this node");
-            admin
-                .inner
-                .timer
-                .schedule_all(own.into_iter().map(|r| (r.scheduled_at, r)));
+            admin.take_over(own, Origin::Restart).await;
         }
 
-        let mut tasks = JoinSet::new();
-        tasks.spawn(admin.clone().claim_loop());
-        tasks.spawn(admin.clone().due_loop(due_rx));
+        let mut pipeline = JoinSet::new();
+        pipeline.spawn(admin.clone().claim_loop());
+        pipeline.spawn(admin.clone().due_loop(due_rx));
         let fast = admin.inner.config.dispatch.concurrency;
         let slow = admin.inner.config.dispatch.slow_concurrency;
-        tasks.spawn(admin.clone().lane_loop(fast_rx, fast));
-        tasks.spawn(admin.clone().lane_loop(slow_rx, slow));
-        tasks.spawn(admin.clone().ledger_loop(ledger_rx));
-        tasks.spawn(admin.clone().registry_sweep_loop());
-        Ok(Running { admin, tasks })
+        pipeline.spawn(admin.clone().lane_loop(fast_rx, fast, 0));
+        pipeline.spawn(admin.clone().lane_loop(slow_rx, slow, 1));
+        pipeline.spawn(admin.clone().adoption_loop());
+        for monitor in Monitor::ALL {
+            pipeline.spawn(admin.clone().monitor_loop(monitor));
+        }
+        // Sets of tasks, so that dropping `Running` without a shutdown aborts them all.
+        let mut ledger = JoinSet::new();
+        ledger.spawn(admin.clone().ledger_loop(ledger_rx));
+        let mut cluster = JoinSet::new();
+        cluster.spawn(admin.clone().membership_loop());
+        Ok(Running {
+            admin,
+            pipeline,
+            ledger,
+            cluster,
+        })
     }
 
     pub fn config(&self) -> &Config {
@@ -169,6 +266,11 @@ impl Admin {
         self.inner.timer.len()
     }
 
+    /// Runs held back (fence closed or database unreachable), waiting to be checked and fired.
+    pub fn held_len(&self) -> usize {
+        self.inner.held.lock().expect("held lock").len()
+    }
+
     /// Wakes the claim loop (a job was created, started or changed).
     pub fn wake_scheduler(&self) {
         self.inner.claim_wake.notify_one();
@@ -184,14 +286,35 @@ impl Admin {
             .forget_job(job_id);
     }
 
-    /// Forgets the cached address lists of every group of `app_name` (an executor came or
-    /// went), so the next dispatch reads the registry again.
-    pub(crate) fn forget_addresses_of(&self, app_name: &str) {
-        self.inner
-            .groups
-            .lock()
-            .expect("groups lock")
-            .retain(|_, g| g.app_name != app_name);
+    /// An executor of `app_name` beat: a group that does not list it yet reads the registry
+    /// again (in the background), so a new executor is routable at once. A beat of a known
+    /// executor changes nothing, and above all does not empty the cache: dispatch would then
+    /// wait for the database at every beat.
+    pub(crate) fn executor_seen(&self, app_name: &str, address: &str) {
+        let mut groups = self.inner.groups.lock().expect("groups lock");
+        for g in groups.values_mut() {
+            if g.app_name == app_name && !g.addresses.iter().any(|a| a == address) {
+                g.expired = true;
+            }
+        }
+    }
+
+    /// An executor of `app_name` deregistered: it leaves every cached list at once, so no run
+    /// goes to it from now on; the lists are then read again in the background.
+    pub(crate) fn executor_gone(&self, app_name: &str, address: &str) {
+        let mut groups = self.inner.groups.lock().expect("groups lock");
+        for g in groups.values_mut() {
+            if g.app_name == app_name {
+                let kept: Vec<String> = g
+                    .addresses
+                    .iter()
+                    .filter(|a| *a != address)
+                    .cloned()
+                    .collect();
+                g.addresses = Arc::new(kept);
+                g.expired = true;
+            }
+        }
     }
 
     /// Forgets the cached address list of one group.
@@ -205,7 +328,25 @@ impl Admin {
 
     /// Puts a run into the timer (manual, API, retry and child runs).
     pub(crate) fn arm(&self, run: Run) {
-        self.inner.timer.schedule(run.scheduled_at, run);
+        self.arm_all(vec![run], false);
+    }
+
+    /// Puts runs into the timer; `verify`: check in the database that they are still this
+    /// node's before firing them.
+    pub(crate) fn arm_all(&self, runs: Vec<Run>, verify: bool) {
+        let epoch = self.inner.membership.epoch();
+        self.inner.timer.schedule_all(
+            runs.into_iter()
+                .map(|run| (run.scheduled_at, Armed { run, epoch, verify })),
+        );
+    }
+
+    /// Takes a run out of the flow; the claim loop gives it back once this node may fire
+    /// again and still owns it.
+    pub(crate) fn hold(&self, run: Run, why: &str) {
+        debug!(run_id = run.id, job_id = run.job_id, why, "run held");
+        self.inner.stats.runs_held.fetch_add(1, Ordering::Relaxed);
+        self.inner.held.lock().expect("held lock").push(run);
     }
 
     // ---- claim ----
@@ -218,11 +359,23 @@ impl Admin {
             misfire_threshold_ms: s.misfire_threshold.as_millis() as i64,
             max_fires_per_job: s.max_fires_per_job,
         };
+        // Successful claim rounds in a row: held runs go back once two rounds passed, so that
+        // the late fires of every due job were planned (and their catch-ups written) first.
+        let mut ok_rounds = 0u32;
         loop {
             if inner.stop.is_cancelled() {
                 return;
             }
             let now = now_ms();
+            if !inner.membership.fence_open(now, &inner.config) {
+                // Others may soon count this node as dead: claim nothing they would adopt.
+                ok_rounds = 0;
+                tokio::select! {
+                    _ = inner.stop.cancelled() => return,
+                    _ = tokio::time::sleep(s.claim_interval) => {}
+                }
+                continue;
+            }
             let params = ClaimParams {
                 node_id: inner.config.node_id.clone(),
                 now,
@@ -251,24 +404,31 @@ impl Admin {
                         );
                     }
                     let full = result.jobs >= s.claim_limit as usize;
-                    inner
-                        .timer
-                        .schedule_all(result.runs.into_iter().map(|r| (r.scheduled_at, r)));
+                    self.arm_all(result.runs, false);
+                    ok_rounds = ok_rounds.saturating_add(1);
                     full
                 }
                 Err(e) => {
                     // The database may be down: keep the loop alive, try again shortly.
                     warn!(error = %e, "claim failed");
+                    ok_rounds = 0;
                     false
                 }
             };
             if more {
                 continue;
             }
+            if ok_rounds >= 2 {
+                self.resume_held().await;
+            }
+            // A random pause between half and all of the interval: admins that started
+            // together would otherwise keep the same phase, and the one whose claim always
+            // comes first after a fire instant enters the window would take every job.
+            let pause = s.claim_interval.mul_f64(0.5 + fastrand::f64() / 2.0);
             tokio::select! {
                 _ = inner.stop.cancelled() => return,
                 _ = inner.claim_wake.notified() => {}
-                _ = tokio::time::sleep(s.claim_interval) => {}
+                _ = tokio::time::sleep(pause) => {}
             }
         }
     }
@@ -297,7 +457,7 @@ impl Admin {
         cached
     }
 
-    async fn job(&self, job_id: i64) -> Result<Arc<CachedJob>, Error> {
+    pub(crate) async fn job(&self, job_id: i64) -> Result<Arc<CachedJob>, Error> {
         if let Some(c) = self.inner.jobs.lock().expect("jobs lock").get(&job_id) {
             return Ok(c.clone());
         }
@@ -307,18 +467,73 @@ impl Admin {
 
     // ---- dispatch ----
 
-    /// Sorts each batch of due runs by priority and sends it to its lane.
-    async fn due_loop(self, mut due: mpsc::UnboundedReceiver<Vec<(i64, Run)>>) {
+    /// Sorts each batch of due runs by priority and sends it to its lane. Runs that must be
+    /// checked first (adopted, armed before the fence last closed) are checked in one query.
+    async fn due_loop(self, mut due: mpsc::UnboundedReceiver<Vec<(i64, Armed)>>) {
         while let Some(mut batch) = due.recv().await {
             // Higher priority first when several runs are due at once; fire order otherwise.
-            batch.sort_by_key(|(at, r)| (std::cmp::Reverse(r.priority), *at));
-            for (_, run) in batch {
-                let lane = if self.is_slow(run.job_id) {
-                    &self.inner.slow_lane
+            batch.sort_by_key(|(at, a)| (std::cmp::Reverse(a.run.priority), *at));
+            let now = now_ms();
+            let epoch = self.inner.membership.epoch();
+            let mut check = Vec::new();
+            for (_, armed) in batch {
+                if !self.inner.membership.fence_open(now, &self.inner.config) {
+                    self.hold(armed.run, "heartbeat too old");
+                } else if armed.verify || armed.epoch != epoch {
+                    check.push(armed.run);
                 } else {
-                    &self.inner.fast_lane
-                };
-                let _ = lane.send(run);
+                    self.to_lane(armed);
+                }
+            }
+            if !check.is_empty() {
+                self.check_and_send(check, epoch).await;
+            }
+        }
+    }
+
+    fn to_lane(&self, armed: Armed) {
+        let (lane, index) = if self.is_slow(armed.run.job_id) {
+            (&self.inner.slow_lane, 1)
+        } else {
+            (&self.inner.fast_lane, 0)
+        };
+        self.inner.metrics.lane_sent(index);
+        if lane.send(armed).is_err() {
+            // The lane stopped: the admin is shutting down and the run stays planned.
+            self.inner.metrics.lane_received(index);
+        }
+    }
+
+    /// Fires the runs of `runs` this node still owns; drops the others (another node took
+    /// them), holds all of them when the database cannot say.
+    async fn check_and_send(&self, runs: Vec<Run>, epoch: u64) {
+        let query = OwnedRuns {
+            node_id: self.inner.config.node_id.clone(),
+            run_ids: runs.iter().map(|r| r.id).collect(),
+        };
+        match self.inner.store.runs_still_owned(query).await {
+            Ok(owned) => {
+                for run in runs {
+                    if owned.binary_search(&run.id).is_ok() {
+                        self.to_lane(Armed {
+                            run,
+                            epoch,
+                            verify: false,
+                        });
+                    } else {
+                        debug!(run_id = run.id, "run no longer this node's: not fired");
+                        self.inner
+                            .stats
+                            .runs_disowned
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, runs = runs.len(), "ownership check failed; runs held");
+                for run in runs {
+                    self.hold(run, "ownership check failed");
+                }
             }
         }
     }
@@ -346,7 +561,12 @@ impl Admin {
     }
 
     /// Dispatches runs of one lane, at most `concurrency` at once.
-    async fn lane_loop(self, mut lane: mpsc::UnboundedReceiver<Run>, concurrency: usize) {
+    async fn lane_loop(
+        self,
+        mut lane: mpsc::UnboundedReceiver<Armed>,
+        concurrency: usize,
+        index: usize,
+    ) {
         let permits = Arc::new(Semaphore::new(concurrency));
         let mut running = JoinSet::new();
         loop {
@@ -354,6 +574,7 @@ impl Admin {
                 _ = self.inner.stop.cancelled() => break,
                 run = lane.recv() => match run { Some(r) => r, None => break },
             };
+            self.inner.metrics.lane_received(index);
             let Ok(permit) = permits.clone().acquire_owned().await else {
                 break;
             };
@@ -368,8 +589,10 @@ impl Admin {
         while running.join_next().await.is_some() {}
     }
 
-    async fn dispatch_run(&self, run: Run) {
-        match self.job(run.job_id).await {
+    async fn dispatch_run(&self, armed: Armed) {
+        let Armed { run, epoch, .. } = armed;
+        let cached = match self.job(run.job_id).await {
+            Ok(c) => c,
             // The job was deleted, and its runs with it.
             Err(Error::NotFound(_)) => {
                 debug!(
@@ -379,46 +602,84 @@ impl Admin {
                 );
                 return;
             }
-            // Only a stop that came after the claim skips the run: the claim itself stops a
-            // job whose last fire it planned (ONCE, a cron with an end), and that fire must
-            // run. A claim leaves `updated_at` alone; a stop sets it.
-            Ok(c)
-                if c.job.status == JobStatus::Stopped
-                    && run.fire_key.is_some()
-                    && c.job.updated_at > run.created_at =>
-            {
-                let skip = RunSkip {
-                    run_id: run.id,
-                    reason: "job stopped before the run was due".to_owned(),
-                    at: now_ms(),
-                };
-                if let Err(e) = self.inner.store.run_skip(skip).await {
-                    warn!(run_id = run.id, error = %e, "skipping a run of a stopped job failed");
-                }
+            Err(e) => {
+                // Not the run's fault: the database is unreachable. Try again later.
+                warn!(run_id = run.id, job_id = run.job_id, error = %e, "job not loaded; run held");
+                self.hold(run, "job not loaded");
                 return;
             }
-            _ => {}
+        };
+        // Only a stop that came after the claim skips the run: the claim itself stops a job
+        // whose last fire it planned (ONCE, a cron with an end), and that fire must run. A
+        // claim leaves `updated_at` alone; a stop sets it.
+        if cached.job.status == JobStatus::Stopped
+            && run.fire_key.is_some()
+            && cached.job.updated_at > run.created_at
+        {
+            let skip = RunSkip {
+                run_id: run.id,
+                reason: "job stopped before the run was due".to_owned(),
+                at: now_ms(),
+            };
+            if let Err(e) = self.inner.store.run_skip(skip).await {
+                warn!(run_id = run.id, error = %e, "skipping a run of a stopped job failed");
+                self.hold(run, "skip not recorded");
+            }
+            return;
         }
-        let outcome = self.route_and_call(&run).await;
-        let _ = self.inner.ledger.send((run, outcome));
+        let candidates = match self.addresses(cached.job.spec.group_id).await {
+            Ok(a) => a,
+            Err(Error::NotFound(m)) => {
+                let outcome = DispatchOutcome {
+                    run_id: run.id,
+                    address: None,
+                    trigger_code: tickwork_protocol::CODE_FAIL,
+                    trigger_msg: format!("executor group cannot be loaded: {m}"),
+                };
+                self.to_ledger(run, outcome);
+                return;
+            }
+            Err(e) => {
+                warn!(run_id = run.id, error = %e, "executor addresses not loaded; run held");
+                self.hold(run, "addresses not loaded");
+                return;
+            }
+        };
+        // The last moment before `/run`: a node whose heartbeat is too old, or whose fence
+        // closed since the run was armed, may have lost the run to another node.
+        if !self
+            .inner
+            .membership
+            .fence_open(now_ms(), &self.inner.config)
+            || epoch != self.inner.membership.epoch()
+        {
+            self.hold(run, "fence closed before dispatch");
+            return;
+        }
+        let outcome = self.route_and_call(&run, &cached, &candidates).await;
+        self.to_ledger(run, outcome);
     }
 
-    async fn route_and_call(&self, run: &Run) -> DispatchOutcome {
+    fn to_ledger(&self, run: Run, outcome: DispatchOutcome) {
+        self.inner.metrics.ledger_sent();
+        if self.inner.ledger.send((run, outcome)).is_err() {
+            self.inner.metrics.ledger_received(1);
+        }
+    }
+
+    async fn route_and_call(
+        &self,
+        run: &Run,
+        cached: &CachedJob,
+        candidates: &Arc<Vec<String>>,
+    ) -> DispatchOutcome {
         let refused = |msg: String| DispatchOutcome {
             run_id: run.id,
             address: None,
             trigger_code: tickwork_protocol::CODE_FAIL,
             trigger_msg: msg,
         };
-        let cached = match self.job(run.job_id).await {
-            Ok(c) => c,
-            Err(e) => return refused(format!("job {} cannot be loaded: {e}", run.job_id)),
-        };
         let spec = &cached.job.spec;
-        let candidates = match self.addresses(spec.group_id).await {
-            Ok(a) => a,
-            Err(e) => return refused(format!("executor group cannot be loaded: {e}")),
-        };
         let mut req = DispatchRequest {
             run_id: run.id,
             job_id: run.job_id,
@@ -472,12 +733,17 @@ impl Admin {
             req.shard_total = total;
         }
         let started = Instant::now();
+        let now = now_ms();
+        self.inner
+            .metrics
+            .lateness
+            .observe_ms(now.saturating_sub(run.scheduled_at));
         let outcome = dispatch(
             &self.inner.client,
             &self.inner.router,
             &req,
-            &candidates,
-            now_ms(),
+            candidates,
+            now,
         )
         .await;
         self.count_slow(run.job_id, started.elapsed());
@@ -485,19 +751,69 @@ impl Admin {
     }
 
     /// The live addresses of a group: its manual list, or the registry's live executors of
-    /// its app name (sorted ascending, as XXL-JOB does).
+    /// its app name (sorted ascending, as XXL-JOB does). An entry older than the cache time
+    /// is still used while a background task reads the new list: dispatch never waits for
+    /// the database unless the group was never read (or its executors just changed).
     pub(crate) async fn addresses(&self, group_id: i64) -> Result<Arc<Vec<String>>, Error> {
         let ttl = self.inner.config.registry.address_cache;
-        if let Some(c) = self
-            .inner
-            .groups
-            .lock()
-            .expect("groups lock")
-            .get(&group_id)
-            && c.at.elapsed() < ttl
+        // The list to fall back on when a read that must be waited for fails.
+        let fallback = {
+            let mut groups = self.inner.groups.lock().expect("groups lock");
+            match groups.get_mut(&group_id) {
+                Some(c) if !c.expired && c.at.elapsed() < ttl => return Ok(c.addresses.clone()),
+                // Its executors changed: read now.
+                Some(c) if c.expired => Some(c.addresses.clone()),
+                // Merely old: keep using it while a background task reads the new list.
+                Some(c) => {
+                    if !c.refreshing {
+                        c.refreshing = true;
+                        let admin = self.clone();
+                        tokio::spawn(async move { admin.refresh_addresses(group_id).await });
+                    }
+                    return Ok(c.addresses.clone());
+                }
+                None => None,
+            }
+        };
+        // A database that hangs must not stall dispatch for long.
+        let read = match tokio::time::timeout(
+            ADDRESS_REFRESH_TIMEOUT,
+            self.load_addresses(group_id),
+        )
+        .await
         {
-            return Ok(c.addresses.clone());
+            Ok(result) => result,
+            Err(_) => Err(Error::Unavailable(
+                "the registry did not answer in time".to_owned(),
+            )),
+        };
+        match (read, fallback) {
+            (Ok(addresses), _) => Ok(addresses),
+            (Err(e @ (Error::Store(_) | Error::Unavailable(_))), Some(last)) => {
+                debug!(group_id, error = %e, "registry unreachable; using the last known addresses");
+                Ok(last)
+            }
+            (Err(e), _) => Err(e),
         }
+    }
+
+    async fn refresh_addresses(&self, group_id: i64) {
+        if let Err(e) = self.load_addresses(group_id).await {
+            debug!(group_id, error = %e, "address refresh failed; the last list stays");
+            if let Some(c) = self
+                .inner
+                .groups
+                .lock()
+                .expect("groups lock")
+                .get_mut(&group_id)
+            {
+                c.refreshing = false;
+            }
+        }
+    }
+
+    /// Reads a group's addresses from the database into the cache.
+    async fn load_addresses(&self, group_id: i64) -> Result<Arc<Vec<String>>, Error> {
         let group: Group = self.inner.store.group_get(group_id).await?;
         let addresses = if group.address_mode == tickwork_store::AddressMode::Manual {
             group.addresses.clone()
@@ -518,6 +834,8 @@ impl Admin {
                 app_name: group.app_name,
                 addresses: addresses.clone(),
                 at: Instant::now(),
+                expired: false,
+                refreshing: false,
             },
         );
         Ok(addresses)
@@ -525,84 +843,136 @@ impl Admin {
 
     // ---- ledger ----
 
-    /// Writes dispatch outcomes in batches: one transaction for many accepted runs.
+    /// Writes dispatch outcomes in batches: one transaction for many accepted runs. A write
+    /// that fails is tried again until the database answers: the executor runs these, and a
+    /// run left `planned` would be fired again by whoever adopts it.
     async fn ledger_loop(self, mut outcomes: mpsc::UnboundedReceiver<(Run, DispatchOutcome)>) {
         const BATCH: usize = 1000;
         let mut buf = Vec::with_capacity(BATCH);
         loop {
-            let n = if self.inner.stop.is_cancelled() {
-                // The lanes finish their last `/run` calls within the executor timeout: write
-                // what they hand over, so that no dispatched run stays `planned` (a restart
-                // would fire it again), then end.
-                let grace = self.inner.config.dispatch.executor_timeout + Duration::from_secs(1);
-                match tokio::time::timeout(grace, outcomes.recv_many(&mut buf, BATCH)).await {
-                    Ok(n) => n,
-                    Err(_) => return,
-                }
-            } else {
-                tokio::select! {
-                    n = outcomes.recv_many(&mut buf, BATCH) => n,
-                    _ = self.inner.stop.cancelled() => continue,
+            let n = tokio::select! {
+                biased;
+                n = outcomes.recv_many(&mut buf, BATCH) => n,
+                _ = self.inner.ledger_stop.cancelled() => {
+                    while let Ok(item) = outcomes.try_recv() {
+                        buf.push(item);
+                    }
+                    buf.len()
                 }
             };
             if n == 0 {
                 return;
             }
-            let at = now_ms();
-            let mut accepted = Vec::with_capacity(buf.len());
-            let mut refused = Vec::new();
-            for (run, out) in buf.drain(..) {
-                if out.accepted() {
-                    accepted.push(Dispatched {
-                        run_id: out.run_id,
-                        address: out.address.unwrap_or_default(),
-                        trigger_code: out.trigger_code,
-                        trigger_msg: Some(out.trigger_msg),
-                        at,
-                    });
-                } else {
-                    refused.push((run, out));
-                }
+            self.inner.metrics.ledger_received(n);
+            self.write_outcomes(&mut buf).await;
+            if self.inner.ledger_stop.is_cancelled() && outcomes.is_empty() {
+                return;
             }
-            if !accepted.is_empty() {
-                let n = accepted.len() as u64;
-                let mut tries = 0;
-                loop {
-                    match self.inner.store.runs_mark_dispatched(&accepted).await {
-                        Ok(_) => break,
-                        Err(e) => {
-                            // Keep the record: the executor runs these; retry until the
-                            // database answers (or the admin stops).
-                            tries += 1;
-                            warn!(error = %e, runs = n, tries, "recording dispatched runs failed");
-                            if self.inner.stop.is_cancelled() {
-                                return;
-                            }
-                            tokio::time::sleep(Duration::from_millis(200 * tries.min(25))).await;
-                        }
-                    }
-                }
-                self.inner.stats.dispatched.fetch_add(n, Ordering::Relaxed);
-            }
-            for (run, out) in refused {
-                self.inner
-                    .stats
-                    .dispatch_failed
-                    .fetch_add(1, Ordering::Relaxed);
-                warn!(run_id = run.id, job_id = run.job_id, msg = %out.trigger_msg, "trigger failed");
-                let failed = TriggerFailed {
-                    run_id: run.id,
-                    address: out.address,
+        }
+    }
+
+    async fn write_outcomes(&self, buf: &mut Vec<(Run, DispatchOutcome)>) {
+        let at = now_ms();
+        let mut accepted = Vec::with_capacity(buf.len());
+        let mut refused = Vec::new();
+        for (run, out) in buf.drain(..) {
+            if out.accepted() {
+                accepted.push(Dispatched {
+                    run_id: out.run_id,
+                    address: out.address.unwrap_or_default(),
                     trigger_code: out.trigger_code,
-                    trigger_msg: out.trigger_msg,
+                    trigger_msg: Some(out.trigger_msg),
                     at,
-                };
-                match self.inner.store.run_mark_trigger_failed(failed).await {
-                    Ok(Some(run)) => self.after_complete(&run).await,
-                    Ok(None) => {}
-                    Err(e) => {
-                        warn!(run_id = run.id, error = %e, "recording a trigger failure failed")
+                });
+            } else {
+                refused.push((run, out));
+            }
+        }
+        if !accepted.is_empty() {
+            let n = accepted.len() as u64;
+            let written = self
+                .persist("recording dispatched runs", || {
+                    self.inner.store.runs_mark_dispatched(&accepted)
+                })
+                .await;
+            if written.is_some() {
+                self.inner.stats.dispatched.fetch_add(n, Ordering::Relaxed);
+            } else {
+                error!(
+                    runs = n,
+                    "dispatched runs not recorded; another node may fire them again"
+                );
+            }
+        }
+        for (run, out) in refused {
+            let cause = DispatchCause::of(&out);
+            self.inner
+                .stats
+                .dispatch_failed
+                .fetch_add(1, Ordering::Relaxed);
+            let counter = match cause {
+                DispatchCause::NoExecutor => &self.inner.stats.dispatch_no_executor,
+                DispatchCause::Refused => &self.inner.stats.dispatch_refused,
+                DispatchCause::Transport => &self.inner.stats.dispatch_transport,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            warn!(
+                run_id = run.id,
+                job_id = run.job_id,
+                cause = cause.as_str(),
+                msg = %out.trigger_msg,
+                "trigger failed"
+            );
+            let failed = TriggerFailed {
+                run_id: run.id,
+                address: out.address,
+                trigger_code: out.trigger_code,
+                trigger_msg: out.trigger_msg,
+                at,
+            };
+            let done = self
+                .persist("recording a trigger failure", || {
+                    self.inner.store.run_mark_trigger_failed(failed.clone())
+                })
+                .await;
+            if let Some(Some(run)) = done {
+                self.after_complete(&run).await;
+            }
+        }
+    }
+
+    /// Runs a ledger write until it succeeds. Gives up (`None`) when the store refuses the
+    /// input, or when the admin is stopping and the database stayed unreachable for
+    /// [`SHUTDOWN_WRITE_DEADLINE`].
+    async fn persist<T, F, Fut>(&self, what: &str, mut write: F) -> Option<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, tickwork_store::Error>>,
+    {
+        let mut tries: u64 = 0;
+        loop {
+            match write().await {
+                Ok(v) => return Some(v),
+                // Only the database failing is worth waiting for; bad input stays bad.
+                Err(
+                    e
+                    @ (tickwork_store::Error::Invalid(_) | tickwork_store::Error::NotFound { .. }),
+                ) => {
+                    error!(error = %e, "{what} refused");
+                    return None;
+                }
+                Err(e) => {
+                    tries += 1;
+                    warn!(error = %e, tries, "{what} failed");
+                    if self
+                        .inner
+                        .write_deadline
+                        .get()
+                        .is_some_and(|d| Instant::now() >= *d)
+                    {
+                        return None;
                     }
+                    tokio::time::sleep(Duration::from_millis(200 * tries.min(25))).await;
                 }
             }
         }
@@ -653,7 +1023,7 @@ impl Admin {
                     let mut new = RunNew::new(child, TriggerType::Parent, now);
                     new.parent_run_id = Some(run.id);
                     new.owner_node = Some(self.inner.config.node_id.clone());
-                    match self.inner.store.run_insert(new).await {
+                    match self.insert_with_retries(new).await {
                         Ok(r) => {
                             self.inner.stats.children.fetch_add(1, Ordering::Relaxed);
                             self.arm(r)
@@ -674,7 +1044,7 @@ impl Admin {
                 new.shard_total = run.shard_total;
                 new.executor_address = run.shard_total.and(run.executor_address.clone());
                 new.owner_node = Some(self.inner.config.node_id.clone());
-                match self.inner.store.run_insert(new).await {
+                match self.insert_with_retries(new).await {
                     Ok(r) => {
                         debug!(run_id = run.id, retry = r.id, delay, "retry planned");
                         self.inner.stats.retries.fetch_add(1, Ordering::Relaxed);
@@ -688,6 +1058,22 @@ impl Admin {
         if spec.schedule_type == ScheduleType::FixDelay && is_scheduled(run.trigger_type) {
             self.advance_fixed_delay(run.job_id, cached.schedule.as_ref(), now)
                 .await;
+        }
+    }
+
+    /// Writes a follow-up run (retry, child), trying a few times over a second or two: the
+    /// run that asked for it is already final, so this is the only chance.
+    async fn insert_with_retries(&self, new: RunNew) -> Result<Run, Error> {
+        let mut tries = 0;
+        loop {
+            match self.inner.store.run_insert(new.clone()).await {
+                Err(tickwork_store::Error::Database(e)) if tries < 3 => {
+                    tries += 1;
+                    debug!(error = %e, tries, "run insert failed, trying again");
+                    tokio::time::sleep(Duration::from_millis(100 << (2 * tries))).await;
+                }
+                other => return Ok(other?),
+            }
         }
     }
 
@@ -712,27 +1098,6 @@ impl Admin {
         }
         self.forget_job(job_id);
         self.wake_scheduler();
-    }
-
-    // ---- registry ----
-
-    async fn registry_sweep_loop(self) {
-        let r = &self.inner.config.registry;
-        loop {
-            tokio::select! {
-                _ = self.inner.stop.cancelled() => return,
-                _ = tokio::time::sleep(r.sweep_interval) => {}
-            }
-            let older_than = now_ms() - r.dead_after.as_millis() as i64;
-            match self.inner.store.registry_sweep(older_than).await {
-                Ok(0) => {}
-                Ok(n) => {
-                    info!(removed = n, "dead executors removed from the registry");
-                    self.inner.groups.lock().expect("groups lock").clear();
-                }
-                Err(e) => warn!(error = %e, "registry sweep failed"),
-            }
-        }
     }
 }
 

@@ -28,6 +28,8 @@ pub struct Config {
     pub scheduler: SchedulerConfig,
     pub dispatch: DispatchConfig,
     pub registry: RegistryConfig,
+    pub cluster: ClusterConfig,
+    pub monitor: MonitorConfig,
 }
 
 /// Claim and timer settings.
@@ -70,6 +72,69 @@ pub struct RegistryConfig {
     /// How long a group's live address list is reused before it is read again; a
     /// registration or removal on this node refreshes it at once.
     pub address_cache: Duration,
+}
+
+/// Membership of the admin cluster: heartbeats, the maintenance lease, adoption.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// How often this node writes its heartbeat (and renews the lease it holds).
+    pub heartbeat_interval: Duration,
+    /// A node whose heartbeat is older than this is dead: its planned runs are adopted. A node
+    /// whose own last heartbeat is older than half of this stops claiming and firing.
+    pub node_dead_after: Duration,
+    /// How long the maintenance lease lasts unless renewed (its holder died).
+    pub lease_ttl: Duration,
+    /// How often this node looks for orphaned runs to adopt.
+    pub adopt_interval: Duration,
+}
+
+/// The maintenance work of the lease holder.
+#[derive(Debug, Clone)]
+pub struct MonitorConfig {
+    /// A run dispatched longer ago than this whose executor is gone is lost (XXL-JOB: 10 min).
+    pub lost_run_timeout: Duration,
+    /// How often lost runs are looked for.
+    pub lost_run_interval: Duration,
+    /// How often failed runs are queued for an alarm.
+    pub alarm_interval: Duration,
+    /// How often the daily run reports (today and the two days before) are recomputed.
+    pub report_interval: Duration,
+    /// Runs and reports older than this many days are deleted; below 3 keeps everything.
+    pub retention_days: u32,
+    /// How often retention runs.
+    pub retention_interval: Duration,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            heartbeat_interval: Duration::from_secs(1),
+            node_dead_after: Duration::from_secs(5),
+            lease_ttl: Duration::from_secs(5),
+            adopt_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+impl Default for MonitorConfig {
+    fn default() -> Self {
+        MonitorConfig {
+            lost_run_timeout: Duration::from_secs(600),
+            lost_run_interval: Duration::from_secs(10),
+            alarm_interval: Duration::from_secs(1),
+            report_interval: Duration::from_secs(60),
+            retention_days: 30,
+            retention_interval: Duration::from_secs(3600),
+        }
+    }
+}
+
+impl MonitorConfig {
+    /// The retention period, or `None` when retention is off (fewer than 3 days).
+    pub fn retention(&self) -> Option<Duration> {
+        (self.retention_days >= 3)
+            .then(|| Duration::from_secs(u64::from(self.retention_days) * 86_400))
+    }
 }
 
 impl Default for SchedulerConfig {
@@ -119,6 +184,8 @@ impl Config {
             scheduler: SchedulerConfig::default(),
             dispatch: DispatchConfig::default(),
             registry: RegistryConfig::default(),
+            cluster: ClusterConfig::default(),
+            monitor: MonitorConfig::default(),
         }
     }
 
@@ -150,6 +217,42 @@ impl Config {
         tickwork_core::schedule::parse_time_zone(&self.default_time_zone)?;
         if self.node_id.trim().is_empty() || self.node_id.len() > 64 {
             return Err(Error::Invalid("node_id must be 1 to 64 characters".into()));
+        }
+        let c = &self.cluster;
+        let ms = |d: Duration| d.as_millis();
+        // A node fences itself when its heartbeat is older than half of node_dead_after, so a
+        // single slow beat must not already close the fence.
+        if c.heartbeat_interval.is_zero() || c.heartbeat_interval * 2 > c.node_dead_after / 2 {
+            return Err(Error::Invalid(format!(
+                "cluster.heartbeat_interval_ms ({}) must be at most a quarter of \
+                 cluster.node_dead_after_ms ({})",
+                ms(c.heartbeat_interval),
+                ms(c.node_dead_after)
+            )));
+        }
+        if c.lease_ttl < c.heartbeat_interval * 2 {
+            return Err(Error::Invalid(format!(
+                "cluster.lease_ttl_ms ({}) must be at least twice cluster.heartbeat_interval_ms ({})",
+                ms(c.lease_ttl),
+                ms(c.heartbeat_interval)
+            )));
+        }
+        let m = &self.monitor;
+        for (name, d) in [
+            ("cluster.adopt_interval_ms", c.adopt_interval),
+            ("monitor.lost_run_timeout_ms", m.lost_run_timeout),
+            ("monitor.lost_run_interval_ms", m.lost_run_interval),
+            ("monitor.alarm_interval_ms", m.alarm_interval),
+            ("monitor.report_interval_ms", m.report_interval),
+            ("monitor.retention_interval_ms", m.retention_interval),
+            ("registry.sweep_interval_ms", self.registry.sweep_interval),
+        ] {
+            if d < Duration::from_millis(10) {
+                return Err(Error::Invalid(format!(
+                    "{name} ({}) must be at least 10",
+                    ms(d)
+                )));
+            }
         }
         Ok(())
     }
@@ -187,6 +290,10 @@ pub struct ConfigFile {
     pub dispatch: DispatchFile,
     #[serde(default)]
     pub registry: RegistryFile,
+    #[serde(default)]
+    pub cluster: ClusterFile,
+    #[serde(default)]
+    pub monitor: MonitorFile,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -212,6 +319,26 @@ pub struct DispatchFile {
 pub struct RegistryFile {
     pub dead_after_ms: Option<u64>,
     pub sweep_interval_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterFile {
+    pub heartbeat_interval_ms: Option<u64>,
+    pub node_dead_after_ms: Option<u64>,
+    pub lease_ttl_ms: Option<u64>,
+    pub adopt_interval_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MonitorFile {
+    pub lost_run_timeout_ms: Option<u64>,
+    pub lost_run_interval_ms: Option<u64>,
+    pub alarm_interval_ms: Option<u64>,
+    pub report_interval_ms: Option<u64>,
+    pub retention_days: Option<u32>,
+    pub retention_interval_ms: Option<u64>,
 }
 
 impl ConfigFile {
@@ -274,7 +401,76 @@ impl ConfigFile {
         if let Some(v) = r.sweep_interval_ms {
             c.registry.sweep_interval = ms(v);
         }
+        let k = self.cluster;
+        let set = |slot: &mut Duration, v: Option<u64>| {
+            if let Some(v) = v {
+                *slot = ms(v);
+            }
+        };
+        set(&mut c.cluster.heartbeat_interval, k.heartbeat_interval_ms);
+        set(&mut c.cluster.node_dead_after, k.node_dead_after_ms);
+        set(&mut c.cluster.lease_ttl, k.lease_ttl_ms);
+        set(&mut c.cluster.adopt_interval, k.adopt_interval_ms);
+        let m = self.monitor;
+        set(&mut c.monitor.lost_run_timeout, m.lost_run_timeout_ms);
+        set(&mut c.monitor.lost_run_interval, m.lost_run_interval_ms);
+        set(&mut c.monitor.alarm_interval, m.alarm_interval_ms);
+        set(&mut c.monitor.report_interval, m.report_interval_ms);
+        set(&mut c.monitor.retention_interval, m.retention_interval_ms);
+        if let Some(v) = m.retention_days {
+            c.monitor.retention_days = v;
+        }
         c.validate()?;
         Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(text: &str) -> Result<Config, String> {
+        let mut f: ConfigFile = toml::from_str(text).map_err(|e| e.to_string())?;
+        f.database_url = Some("sqlite::memory:".into());
+        f.access_token = Some("a".into());
+        f.api_token = Some("b".into());
+        f.into_config().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn cluster_and_monitor_keys_are_read() {
+        let c = file(
+            "[cluster]\nheartbeat_interval_ms = 500\nnode_dead_after_ms = 3000\n\
+             lease_ttl_ms = 2000\nadopt_interval_ms = 250\n\
+             [monitor]\nlost_run_timeout_ms = 2000\nlost_run_interval_ms = 100\n\
+             alarm_interval_ms = 100\nreport_interval_ms = 1000\nretention_days = 2\n\
+             retention_interval_ms = 60000\n",
+        )
+        .unwrap();
+        assert_eq!(c.cluster.heartbeat_interval, Duration::from_millis(500));
+        assert_eq!(c.cluster.node_dead_after, Duration::from_secs(3));
+        assert_eq!(c.cluster.lease_ttl, Duration::from_secs(2));
+        assert_eq!(c.cluster.adopt_interval, Duration::from_millis(250));
+        assert_eq!(c.monitor.lost_run_timeout, Duration::from_secs(2));
+        assert_eq!(c.monitor.retention_days, 2);
+        assert_eq!(c.monitor.retention(), None);
+        let d = file("").unwrap();
+        assert_eq!(d.monitor.lost_run_timeout, Duration::from_secs(600));
+        assert_eq!(
+            d.monitor.retention(),
+            Some(Duration::from_secs(30 * 86_400))
+        );
+    }
+
+    #[test]
+    fn bad_cluster_settings_are_refused() {
+        let err = file("[cluster]\nheartbeat_interval_ms = 2000\n").unwrap_err();
+        assert!(err.contains("cluster.heartbeat_interval_ms"), "{err}");
+        let err = file("[cluster]\nlease_ttl_ms = 1000\n").unwrap_err();
+        assert!(err.contains("cluster.lease_ttl_ms"), "{err}");
+        let err = file("[monitor]\nlost_run_interval_ms = 0\n").unwrap_err();
+        assert!(err.contains("monitor.lost_run_interval_ms"), "{err}");
+        let err = file("[cluster]\nheartbeat_ms = 1\n").unwrap_err();
+        assert!(err.contains("heartbeat_ms"), "{err}");
     }
 }

@@ -22,6 +22,9 @@ pub enum Error {
     /// An executor could not be reached or refused (kill, log).
     #[error("{0}")]
     Executor(String),
+    /// The database did not answer in time.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl From<tickwork_store::Error> for Error {

@@ -1,5 +1,6 @@
 //! The admin's HTTP server: the executor API (`/api/*` and `/xxl-job-admin/api/*`, XXL-JOB's
-//! envelope, always HTTP 200), the JSON API under `/openapi/v1` (bearer token), and health.
+//! envelope, always HTTP 200), the JSON API under `/openapi/v1` (bearer token), health
+//! (`/healthz`, `/readyz`) and Prometheus metrics (`/metrics`).
 //!
 //! [`ApiError`] is the one place where errors become HTTP answers: clients get a stable code
 //! and a message; database and other internal causes are logged, never sent.
@@ -68,6 +69,7 @@ pub fn router(admin: Admin) -> Router {
         .route("/xxl-job-admin/api/{method}", any(executor_api))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .nest("/openapi/v1", api)
         .with_state(admin)
 }
@@ -91,6 +93,7 @@ impl IntoResponse for ApiError {
             Error::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             Error::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
             Error::Executor(_) => (StatusCode::BAD_GATEWAY, "executor_error"),
+            Error::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             Error::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         let message = match &self.0 {
@@ -248,14 +251,44 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
+/// Ready when the database answers and holds a recent heartbeat of this node (a node that
+/// cannot heartbeat stops firing, so a load balancer should stop sending it work too).
 async fn readyz(State(admin): State<Admin>) -> Response {
+    let now = crate::timer::now_ms();
+    let dead_after = admin.config().cluster.node_dead_after.as_millis() as i64;
     match admin.store().nodes_list().await {
-        Ok(_) => (StatusCode::OK, "ready").into_response(),
+        Ok(nodes) => {
+            let registered = nodes
+                .iter()
+                .any(|n| n.id == admin.node_id() && n.heartbeat_at >= now - dead_after);
+            if registered && !admin.is_fenced() {
+                (StatusCode::OK, "ready").into_response()
+            } else {
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "heartbeat not registered recently",
+                )
+                    .into_response()
+            }
+        }
         Err(e) => {
             error!(error = ?e, "readiness check: database unreachable");
             (StatusCode::SERVICE_UNAVAILABLE, "database unreachable").into_response()
         }
     }
+}
+
+/// Prometheus metrics, text format 0.0.4.
+async fn metrics(State(admin): State<Admin>) -> Response {
+    let body = crate::metrics::render(&admin).await;
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
 }
 
 // ---- JSON API ----

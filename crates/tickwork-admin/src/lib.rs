@@ -2,18 +2,24 @@
 //!
 //! The pipeline is claim -> ledger -> timer -> dispatch -> complete (see ARCHITECTURE.md):
 //! [`Admin::start`] runs it on a [`tickwork_store::Store`]; the operations in `service` are what
-//! the HTTP layer, the console and the CLI call.
+//! the HTTP layer, the console and the CLI call. Several admins share one database: `cluster`
+//! (heartbeats, the fence, adoption of a dead node's runs, the maintenance lease) and
+//! `monitor` (what the lease holder maintains) make that safe; `metrics` renders `/metrics`.
 
 mod admin;
+mod cluster;
 pub mod config;
 pub mod dispatch;
 mod error;
 pub mod executor_client;
+mod metrics;
+mod monitor;
 pub mod planner;
 mod service;
 pub mod timer;
 
 pub use admin::{Admin, Running, Stats, retry_delay_ms};
+pub use cluster::MAINTENANCE_LEASE;
 pub use config::Config;
 pub use error::Error;
 pub use tickwork_protocol::api::{

@@ -122,7 +122,7 @@ impl Admin {
         };
         self.inner.store.registry_heartbeat(beat.clone()).await?;
         // A new executor becomes routable at its first beat, not after the cache expires.
-        self.forget_addresses_of(&beat.app_name);
+        self.executor_seen(&beat.app_name, &beat.address);
         Ok(())
     }
 
@@ -140,7 +140,7 @@ impl Admin {
         };
         self.inner.store.registry_remove(key.clone()).await?;
         info!(app = %key.app_name, address = %key.address, "executor deregistered");
-        self.forget_addresses_of(&key.app_name);
+        self.executor_gone(&key.app_name, &key.address);
         Ok(())
     }
 

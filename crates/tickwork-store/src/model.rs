@@ -579,3 +579,80 @@ pub struct LeaseKey {
     pub name: String,
     pub node: String,
 }
+
+/// Take over `planned` runs whose owner is gone: owned by no node, by a node whose row is gone
+/// (it left), or by a node whose last heartbeat is older than `dead_before`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdoptParams {
+    /// The adopting node: the runs' new `owner_node`. Its own runs are never adopted.
+    pub node_id: String,
+    /// An owner whose heartbeat is older than this is dead.
+    pub dead_before: i64,
+    /// At most this many runs per call, oldest `scheduled_at` first.
+    pub limit: u32,
+}
+
+/// Which of `run_ids` are still `planned` and owned by `node_id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedRuns {
+    pub node_id: String,
+    pub run_ids: Vec<i64>,
+}
+
+/// Planned runs of `node_id` that the misfire policy decided not to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkMisfired {
+    pub node_id: String,
+    pub run_ids: Vec<i64>,
+    /// Why, for operators (kept in `trigger_msg`).
+    pub reason: String,
+    pub at: i64,
+}
+
+/// A planned run of `node_id` that becomes the catch-up of its job's late fires
+/// (`FIRE_ONCE_NOW`): it fires at `at` with trigger type `misfire`, keeping its ledger key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatchUp {
+    pub run_id: i64,
+    pub node_id: String,
+    pub at: i64,
+}
+
+/// Whether job `job_id` has a catch-up run (trigger type `misfire`) scheduled at or after
+/// `since`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CatchUpQuery {
+    pub job_id: i64,
+    pub since: i64,
+}
+
+/// Runs that look lost: `dispatched` before `dispatched_before`, and their executor has not
+/// beaten since `alive_since` (or is not registered at all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LostQuery {
+    pub dispatched_before: i64,
+    pub alive_since: i64,
+    /// At most this many, oldest dispatch first.
+    pub limit: u32,
+}
+
+/// One retention batch: at most `limit` final runs scheduled before `before`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunPurge {
+    pub before: i64,
+    pub limit: u32,
+}
+
+/// The `alarm_status` values of a run, as XXL-JOB writes them.
+pub mod alarm {
+    /// Nothing decided yet: every run starts here.
+    pub const UNDECIDED: i32 = 0;
+    /// A failed run waiting for the alarm sender (XXL-JOB's "locked" value).
+    pub const QUEUED: i32 = -1;
+    /// No alarm needed.
+    pub const NOT_NEEDED: i32 = 1;
+    /// The alarm was sent.
+    pub const SENT: i32 = 2;
+    /// Sending the alarm failed.
+    pub const SEND_FAILED: i32 = 3;
+}

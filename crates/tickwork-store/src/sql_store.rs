@@ -7,12 +7,13 @@ use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use sqlx::Pool;
+use tickwork_core::TriggerType;
 use tickwork_core::run::RunState;
 
 use crate::error::{is_foreign_key_violation, is_retryable, is_unique_violation};
 use crate::model::*;
 use crate::rows::*;
-use crate::sql::{Arg, Backend, Conn, Query};
+use crate::sql::{Arg, Backend, Conn, Kind, Query};
 use crate::{Error, Store, StoreOptions};
 
 /// Column limits, the same on every backend (they are MySQL's VARCHAR sizes).
@@ -36,6 +37,13 @@ const GLUE_MAX_BYTES: usize = 16 * 1024 * 1024 - 1;
 const ROWS_PER_STATEMENT: usize = 500;
 /// How often a claim that lost a deadlock is tried again.
 const CLAIM_RETRIES: u32 = 3;
+
+/// The failed states that call for an alarm (a kill is an operator's own decision).
+const ALARM_STATES: &str = "('failed', 'timed_out', 'lost')";
+
+/// The states retention may delete: every final one.
+const FINAL_STATES: &str =
+    "('succeeded', 'failed', 'timed_out', 'killed', 'lost', 'misfired', 'skipped')";
 
 /// The run states a result can move a run into.
 const RESULT_STATES: [RunState; 5] = [
@@ -321,15 +329,14 @@ impl<B: Backend> SqlStore<B> {
         let mut done = Vec::with_capacity(batch.len());
         let mut tx = B::begin_write(&self.pool).await?;
         for chunk in batch.chunks(ROWS_PER_STATEMENT) {
-            // Lock the runs still open, so that what is updated is exactly what is returned.
-            let mut open = Query::new("SELECT id FROM tw_runs WHERE id IN ").one_off();
-            open.push_list(chunk.iter().map(|c| c.run_id));
-            open.push(" AND state IN ('planned', 'dispatched')");
-            open.push(B::KIND.for_update());
-            let open: HashSet<i64> = B::fetch_all::<(i64,)>(&mut *tx, open)
+            // Lock the runs, then keep those still open, so that what is updated is exactly
+            // what is returned.
+            let ids: Vec<i64> = chunk.iter().map(|c| c.run_id).collect();
+            let open: HashSet<i64> = Self::lock_runs(&mut tx, &ids)
                 .await?
                 .into_iter()
-                .map(|(id,)| id)
+                .filter(|(_, state)| state == "planned" || state == "dispatched")
+                .map(|(id, _)| id)
                 .collect();
             let rows: Vec<&RunComplete> = chunk
                 .iter()
@@ -666,6 +673,41 @@ impl<B: Backend> SqlStore<B> {
         Ok(())
     }
 
+    /// Locks the runs `ids` by primary key and returns their (id, state).
+    ///
+    /// The state is not part of the lock's WHERE: InnoDB could then scan the state index,
+    /// and under READ COMMITTED a locking scan there misses a row whose state another
+    /// transaction is changing. And on MariaDB (seen on 10.11) even a locking read by primary
+    /// key that had to wait for another transaction's row locks can come back without those
+    /// rows: the result is compared with a plain read of the same rows, and the lock taken
+    /// again until both agree.
+    async fn lock_runs(conn: &mut Conn<B>, ids: &[i64]) -> Result<Vec<(i64, String)>, Error> {
+        const TRIES: usize = 10;
+        for _ in 0..TRIES {
+            let mut lock = Query::new("SELECT id, state FROM tw_runs WHERE id IN ").one_off();
+            lock.push_list(ids.iter().copied());
+            lock.push(B::KIND.for_update());
+            let locked = B::fetch_all::<(i64, String)>(conn, lock).await?;
+            if B::KIND != Kind::MySql || locked.len() == ids.len() {
+                return Ok(locked);
+            }
+            let mut plain = Query::new("SELECT id FROM tw_runs WHERE id IN ").one_off();
+            plain.push_list(ids.iter().copied());
+            // Rows only ever go (deleted with their job), so equal counts mean equal sets.
+            if B::fetch_all::<(i64,)>(conn, plain).await?.len() == locked.len() {
+                return Ok(locked);
+            }
+            tracing::debug!(
+                locked = locked.len(),
+                wanted = ids.len(),
+                "a locking read came back short; locking again"
+            );
+        }
+        Err(Error::Conflict(
+            "the runs kept changing while being locked; try again".to_owned(),
+        ))
+    }
+
     /// The WHERE clause of a job listing.
     fn job_filter(filter: &JobFilter) -> Query {
         let mut q = Query::new(" WHERE 1 = 1");
@@ -939,9 +981,24 @@ impl<B: Backend> Store for SqlStore<B> {
             B::KIND.for_update()
         ))
         .bind(id);
-        let Some((version, glue_type, glue_source, glue_updated_at)) =
-            B::fetch_optional::<(i64, String, String, i64)>(&mut *tx, current).await?
-        else {
+        let mut row =
+            B::fetch_optional::<(i64, String, String, i64)>(&mut *tx, current.clone()).await?;
+        // MariaDB can answer a locking read that waited for a claim's lock on the row without
+        // the row (see `lock_runs`): look again while a plain read still finds it.
+        let exists = Query::new("SELECT id FROM tw_jobs WHERE id = ?").bind(id);
+        for _ in 0..10 {
+            if row.is_some()
+                || B::KIND != Kind::MySql
+                || B::fetch_optional::<(i64,)>(&mut *tx, exists.clone())
+                    .await?
+                    .is_none()
+            {
+                break;
+            }
+            row =
+                B::fetch_optional::<(i64, String, String, i64)>(&mut *tx, current.clone()).await?;
+        }
+        let Some((version, glue_type, glue_source, glue_updated_at)) = row else {
             return Err(Error::not_found("job", id));
         };
         if let Some(expected) = update.expected_version
@@ -1236,6 +1293,209 @@ impl<B: Backend> Store for SqlStore<B> {
         Ok(counts)
     }
 
+    // ---- recovery ----
+
+    async fn runs_adopt_orphaned(&self, params: AdoptParams) -> Result<Vec<Run>, Error> {
+        check_required("node id", &params.node_id, NODE_ID_MAX)?;
+        if params.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut tx = B::begin_write(&self.pool).await?;
+        // Lock first, then move: a run another adopter holds is skipped, and one it already
+        // moved has a live owner by the time this scan reaches it.
+        let select = Query::new(format!(
+            "SELECT id FROM tw_runs WHERE state = 'planned' AND (owner_node IS NULL OR \
+             (owner_node <> ? AND NOT EXISTS (SELECT 1 FROM tw_nodes \
+             WHERE tw_nodes.id = tw_runs.owner_node AND tw_nodes.heartbeat_at >= ?))) \
+             ORDER BY scheduled_at, id LIMIT ?{}",
+            B::KIND.skip_locked()
+        ))
+        .bind(params.node_id.as_str())
+        .bind(params.dead_before)
+        .bind(i64::from(params.limit));
+        let ids: Vec<i64> = B::fetch_all::<(i64,)>(&mut *tx, select)
+            .await?
+            .into_iter()
+            .map(|(id,)| id)
+            .collect();
+        let mut runs = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(ROWS_PER_STATEMENT) {
+            let mut q = Query::new("UPDATE tw_runs SET owner_node = ").one_off();
+            q.push_bind(params.node_id.as_str());
+            q.push(" WHERE state = 'planned' AND id IN ");
+            q.push_list(chunk.iter().copied());
+            B::execute(&mut *tx, q).await?;
+            let mut read =
+                Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs WHERE id IN ")).one_off();
+            read.push_list(chunk.iter().copied());
+            read.push(" AND state = 'planned' AND owner_node = ")
+                .push_bind(params.node_id.as_str());
+            for row in B::fetch_all::<RunRow>(&mut *tx, read).await? {
+                runs.push(Run::try_from(row)?);
+            }
+        }
+        tx.commit().await?;
+        runs.sort_by_key(|r| (r.scheduled_at, r.id));
+        Ok(runs)
+    }
+
+    async fn runs_still_owned(&self, query: OwnedRuns) -> Result<Vec<i64>, Error> {
+        let mut owned = Vec::with_capacity(query.run_ids.len());
+        for chunk in query.run_ids.chunks(ROWS_PER_STATEMENT) {
+            let mut q =
+                Query::new("SELECT id FROM tw_runs WHERE state = 'planned' AND owner_node = ")
+                    .one_off();
+            q.push_bind(query.node_id.as_str());
+            q.push(" AND id IN ");
+            q.push_list(chunk.iter().copied());
+            owned.extend(
+                self.fetch_all::<(i64,)>(q)
+                    .await?
+                    .into_iter()
+                    .map(|(id,)| id),
+            );
+        }
+        owned.sort_unstable();
+        Ok(owned)
+    }
+
+    async fn runs_mark_misfired(&self, misfired: MarkMisfired) -> Result<u64, Error> {
+        if misfired.run_ids.is_empty() {
+            return Ok(0);
+        }
+        let reason = clip(Some(&misfired.reason));
+        let mut changed = 0;
+        let mut tx = B::begin_write(&self.pool).await?;
+        for chunk in misfired.run_ids.chunks(ROWS_PER_STATEMENT) {
+            let mut q =
+                Query::new("UPDATE tw_runs SET state = 'misfired', trigger_msg = ").one_off();
+            q.push_bind(reason.clone());
+            q.push(", finished_at = ").push_bind(misfired.at);
+            q.push(" WHERE state = 'planned' AND owner_node = ")
+                .push_bind(misfired.node_id.as_str());
+            q.push(" AND id IN ");
+            q.push_list(chunk.iter().copied());
+            changed += B::execute(&mut *tx, q).await?.rows;
+        }
+        tx.commit().await?;
+        Ok(changed)
+    }
+
+    async fn run_catch_up(&self, catch_up: CatchUp) -> Result<Option<Run>, Error> {
+        let q = Query::new(
+            "UPDATE tw_runs SET scheduled_at = ?, trigger_type = ? \
+             WHERE id = ? AND state = 'planned' AND owner_node = ?",
+        )
+        .bind(catch_up.at)
+        .bind(TriggerType::Misfire.as_str())
+        .bind(catch_up.run_id)
+        .bind(catch_up.node_id.as_str());
+        if self.execute(q).await? == 0 {
+            return Ok(None);
+        }
+        self.run_find(catch_up.run_id).await
+    }
+
+    async fn runs_catch_up_exists(&self, query: CatchUpQuery) -> Result<bool, Error> {
+        let q = Query::new(
+            "SELECT id FROM tw_runs WHERE job_id = ? AND trigger_type = ? \
+             AND scheduled_at >= ? LIMIT 1",
+        )
+        .bind(query.job_id)
+        .bind(TriggerType::Misfire.as_str())
+        .bind(query.since);
+        Ok(self.fetch_optional::<(i64,)>(q).await?.is_some())
+    }
+
+    async fn runs_find_lost(&self, query: LostQuery) -> Result<Vec<Run>, Error> {
+        if query.limit == 0 {
+            return Ok(Vec::new());
+        }
+        // As XXL-JOB: the executor counts as gone when no registry row under its address has
+        // beaten lately, whatever app it registered for.
+        let q = Query::new(format!(
+            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE state = 'dispatched' AND dispatched_at < ? \
+             AND NOT EXISTS (SELECT 1 FROM tw_registry \
+             WHERE tw_registry.address = tw_runs.executor_address \
+             AND tw_registry.updated_at >= ?) ORDER BY dispatched_at, id LIMIT ?"
+        ))
+        .bind(query.dispatched_before)
+        .bind(query.alive_since)
+        .bind(i64::from(query.limit));
+        convert(self.fetch_all::<RunRow>(q).await?)
+    }
+
+    async fn runs_queue_alarms(&self, limit: u32) -> Result<Vec<Run>, Error> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut tx = B::begin_write(&self.pool).await?;
+        let select = Query::new(format!(
+            "SELECT id FROM tw_runs WHERE alarm_status = ? AND state IN {ALARM_STATES} \
+             ORDER BY id LIMIT ?{}",
+            B::KIND.skip_locked()
+        ))
+        .bind(alarm::UNDECIDED)
+        .bind(i64::from(limit));
+        let ids: Vec<i64> = B::fetch_all::<(i64,)>(&mut *tx, select)
+            .await?
+            .into_iter()
+            .map(|(id,)| id)
+            .collect();
+        let mut runs = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(ROWS_PER_STATEMENT) {
+            let mut q = Query::new("UPDATE tw_runs SET alarm_status = ").one_off();
+            q.push_bind(alarm::QUEUED);
+            q.push(" WHERE alarm_status = ").push_bind(alarm::UNDECIDED);
+            q.push(" AND id IN ");
+            q.push_list(chunk.iter().copied());
+            B::execute(&mut *tx, q).await?;
+            let mut read =
+                Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs WHERE id IN ")).one_off();
+            read.push_list(chunk.iter().copied());
+            for row in B::fetch_all::<RunRow>(&mut *tx, read).await? {
+                runs.push(Run::try_from(row)?);
+            }
+        }
+        tx.commit().await?;
+        runs.sort_by_key(|r| r.id);
+        Ok(runs)
+    }
+
+    // ---- retention ----
+
+    async fn runs_purge(&self, purge: RunPurge) -> Result<u64, Error> {
+        if purge.limit == 0 {
+            return Ok(0);
+        }
+        // Select, then delete by id: portable (MySQL refuses LIMIT in an IN subquery, SQLite
+        // has no DELETE ... LIMIT) and each batch stays one short statement.
+        let select = Query::new(format!(
+            "SELECT id FROM tw_runs WHERE scheduled_at < ? AND state IN {FINAL_STATES} \
+             ORDER BY scheduled_at, id LIMIT ?"
+        ))
+        .bind(purge.before)
+        .bind(i64::from(purge.limit));
+        let ids: Vec<i64> = self
+            .fetch_all::<(i64,)>(select)
+            .await?
+            .into_iter()
+            .map(|(id,)| id)
+            .collect();
+        let mut deleted = 0;
+        for chunk in ids.chunks(ROWS_PER_STATEMENT) {
+            let mut q = Query::new("DELETE FROM tw_runs WHERE id IN ").one_off();
+            q.push_list(chunk.iter().copied());
+            deleted += self.execute(q).await?;
+        }
+        Ok(deleted)
+    }
+
+    async fn reports_purge(&self, before: i64) -> Result<u64, Error> {
+        let q = Query::new("DELETE FROM tw_run_reports WHERE day < ?").bind(before);
+        Ok(self.execute(q).await?)
+    }
+
     // ---- reports ----
 
     async fn report_upsert(&self, report: RunReport) -> Result<(), Error> {
@@ -1301,6 +1561,16 @@ impl<B: Backend> Store for SqlStore<B> {
             .collect();
         nodes.sort_unstable_by(|a, b| a.id.cmp(&b.id));
         Ok(nodes)
+    }
+
+    async fn node_leave(&self, node_id: &str) -> Result<bool, Error> {
+        let q = Query::new("DELETE FROM tw_nodes WHERE id = ?").bind(node_id);
+        Ok(self.execute(q).await? > 0)
+    }
+
+    async fn nodes_sweep(&self, older_than: i64) -> Result<u64, Error> {
+        let q = Query::new("DELETE FROM tw_nodes WHERE heartbeat_at < ?").bind(older_than);
+        Ok(self.execute(q).await?)
     }
 
     async fn lease_acquire(&self, request: LeaseRequest) -> Result<bool, Error> {

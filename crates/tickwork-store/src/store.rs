@@ -146,6 +146,46 @@ pub trait Store: Send + Sync + 'static {
     /// How many runs scheduled in `range` are in each state (states with none are absent).
     async fn runs_state_counts(&self, range: TimeRange) -> Result<Vec<(RunState, u64)>, Error>;
 
+    // ---- recovery ----
+
+    /// Moves orphaned `planned` runs (see [`AdoptParams`]) to `node_id`, atomically: rows are
+    /// locked with `SKIP LOCKED` before their owner changes, so two adopters never take the
+    /// same run. Returns the adopted runs (now owned by `node_id`), by `scheduled_at`.
+    async fn runs_adopt_orphaned(&self, params: AdoptParams) -> Result<Vec<Run>, Error>;
+
+    /// The ids among `run_ids` that are still `planned` and owned by `node_id` (a node checks
+    /// this before firing runs it held or adopted, in case another node took them meanwhile).
+    async fn runs_still_owned(&self, query: OwnedRuns) -> Result<Vec<i64>, Error>;
+
+    /// Ends planned runs of `node_id` as `misfired` (never run); how many changed. Runs no
+    /// longer planned or owned by someone else are left alone.
+    async fn runs_mark_misfired(&self, misfired: MarkMisfired) -> Result<u64, Error>;
+
+    /// Makes a planned run of `node_id` its job's catch-up: it fires at `at` with trigger type
+    /// `misfire`. `None` when the run is no longer planned or no longer `node_id`'s.
+    async fn run_catch_up(&self, catch_up: CatchUp) -> Result<Option<Run>, Error>;
+
+    /// Whether the job already has a catch-up run scheduled at or after `since`.
+    async fn runs_catch_up_exists(&self, query: CatchUpQuery) -> Result<bool, Error>;
+
+    /// Dispatched runs that look lost (see [`LostQuery`]), oldest dispatch first. The caller
+    /// completes them as `lost` through the usual completion path.
+    async fn runs_find_lost(&self, query: LostQuery) -> Result<Vec<Run>, Error>;
+
+    /// Queues up to `limit` failed runs (failed, timed out, lost) for an alarm: their
+    /// `alarm_status` moves from [`alarm::UNDECIDED`] to [`alarm::QUEUED`], atomically, so a
+    /// run is queued once whoever asks. Returns the runs queued now.
+    async fn runs_queue_alarms(&self, limit: u32) -> Result<Vec<Run>, Error>;
+
+    // ---- retention ----
+
+    /// Deletes one batch of final runs scheduled before `before` (see [`RunPurge`]); how
+    /// many went. Call again until it returns less than the limit.
+    async fn runs_purge(&self, purge: RunPurge) -> Result<u64, Error>;
+
+    /// Deletes the reports of days before `before`; how many went.
+    async fn reports_purge(&self, before: i64) -> Result<u64, Error>;
+
     // ---- reports ----
 
     /// Writes (or overwrites) the counts of one day.
@@ -161,6 +201,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// Every admin node, by id.
     async fn nodes_list(&self) -> Result<Vec<Node>, Error>;
+
+    /// Removes a node's row (a clean shutdown): its planned runs become orphans at once.
+    /// Whether the row was there.
+    async fn node_leave(&self, node_id: &str) -> Result<bool, Error>;
+
+    /// Removes the rows of nodes whose last heartbeat is older than `older_than`; how many.
+    async fn nodes_sweep(&self, older_than: i64) -> Result<u64, Error>;
 
     /// Takes or renews a lease; `true` when `node` holds it until `now + ttl_ms`.
     async fn lease_acquire(&self, request: LeaseRequest) -> Result<bool, Error>;

@@ -1974,6 +1974,732 @@ async fn lease_acquire_renew_and_steal_after_expiry(ctx: Ctx) {
     assert_eq!(winners, 1);
 }
 
+// ---- recovery ----
+
+async fn beat(store: &dyn Store, node: &str, at: i64) {
+    store
+        .node_heartbeat(NodeBeat {
+            id: node.to_owned(),
+            address: format!("http://{node}:8080"),
+            now: at,
+        })
+        .await
+        .expect("node heartbeat");
+}
+
+/// A planned manual run of `job_id` owned by `owner`, due at `at`.
+async fn planned(store: &dyn Store, job_id: i64, owner: Option<&str>, at: i64) -> Run {
+    store
+        .run_insert(RunNew {
+            scheduled_at: at,
+            owner_node: owner.map(str::to_owned),
+            ..RunNew::new(job_id, TriggerType::Manual, NOW)
+        })
+        .await
+        .expect("insert run")
+}
+
+async fn dispatch(store: &dyn Store, run_id: i64, address: &str, at: i64) {
+    let n = store
+        .runs_mark_dispatched(&[Dispatched {
+            run_id,
+            address: address.to_owned(),
+            trigger_code: 200,
+            trigger_msg: None,
+            at,
+        }])
+        .await
+        .expect("mark dispatched");
+    assert_eq!(n, 1);
+}
+
+async fn complete(store: &dyn Store, run_id: i64, state: RunState) {
+    store
+        .run_complete(RunComplete {
+            run_id,
+            handle_code: state.handle_code().max(500),
+            handle_msg: None,
+            state,
+            at: NOW,
+        })
+        .await
+        .expect("complete")
+        .expect("the run was pending");
+}
+
+fn adopt(node: &str, dead_before: i64, limit: u32) -> AdoptParams {
+    AdoptParams {
+        node_id: node.to_owned(),
+        dead_before,
+        limit,
+    }
+}
+
+async fn adopt_orphaned_takes_runs_of_dead_and_departed_nodes(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "adopt").await;
+    let job = running_job(store, g.id, "adopt", NOW).await;
+    beat(store, "alive", NOW).await;
+    beat(store, "dead", NOW - 10_000).await;
+    beat(store, "me", NOW - 60_000).await;
+    // A claim of the dead node: runs with ledger keys.
+    let claimed = store
+        .jobs_claim_due(claim("dead", NOW, 200, 1), &fixed_rate(100, NOW + 200))
+        .await
+        .unwrap();
+    assert_eq!(claimed.runs.len(), 3);
+    let of_alive = planned(store, job.id, Some("alive"), NOW + 1).await;
+    let of_gone = planned(store, job.id, Some("gone"), NOW + 50).await;
+    let of_nobody = planned(store, job.id, None, NOW + 500).await;
+    let of_me = planned(store, job.id, Some("me"), NOW).await;
+    // Runs of the dead node that are no longer planned stay where they are.
+    let dispatched = planned(store, job.id, Some("dead"), NOW - 5).await;
+    dispatch(store, dispatched.id, "http://exec:1", NOW).await;
+    let done = planned(store, job.id, Some("dead"), NOW - 4).await;
+    complete(store, done.id, RunState::Succeeded).await;
+
+    let first = store
+        .runs_adopt_orphaned(adopt("me", NOW - 5000, 2))
+        .await
+        .unwrap();
+    // Oldest first, within the limit.
+    assert_eq!(
+        first.iter().map(|r| r.id).collect::<Vec<_>>(),
+        [claimed.runs[0].id, of_gone.id]
+    );
+    let rest = store
+        .runs_adopt_orphaned(adopt("me", NOW - 5000, 100))
+        .await
+        .unwrap();
+    assert_eq!(
+        rest.iter().map(|r| r.id).collect::<Vec<_>>(),
+        [claimed.runs[1].id, claimed.runs[2].id, of_nobody.id]
+    );
+    for run in first.iter().chain(&rest) {
+        assert_eq!(run.owner_node.as_deref(), Some("me"));
+        assert_eq!(run.state, RunState::Planned);
+        assert_eq!(store.run_get(run.id).await.unwrap(), *run);
+    }
+    // The keyed runs keep their keys and instants.
+    assert_eq!(first[0].fire_key, Some(NOW));
+    assert_eq!(first[0].scheduled_at, NOW);
+    assert!(
+        store
+            .runs_adopt_orphaned(adopt("me", NOW - 5000, 100))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Untouched: the live node's run, the adopter's own, the runs past planned.
+    for (id, owner) in [
+        (of_alive.id, "alive"),
+        (of_me.id, "me"),
+        (dispatched.id, "dead"),
+        (done.id, "dead"),
+    ] {
+        assert_eq!(
+            store.run_get(id).await.unwrap().owner_node.as_deref(),
+            Some(owner)
+        );
+    }
+    // The live node dies too: a later adopter takes its run, but never another's fresh one.
+    let later = store
+        .runs_adopt_orphaned(adopt("other", NOW + 10, 100))
+        .await
+        .unwrap();
+    let ids: HashSet<i64> = later.iter().map(|r| r.id).collect();
+    assert!(ids.contains(&of_alive.id) && ids.contains(&of_me.id));
+    assert_invalid(store.runs_adopt_orphaned(adopt("", NOW, 1)).await);
+    assert!(
+        store
+            .runs_adopt_orphaned(adopt("me", NOW, 0))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn adoption_race_two_adopters_never_share_a_run(ctx: Ctx) {
+    let g = group(&*ctx.store, "adopt-race").await;
+    beat(&*ctx.store, "dead", NOW - 60_000).await;
+    let mut expected = HashSet::new();
+    for i in 0..6 {
+        running_job(&*ctx.store, g.id, &format!("adopt-race-{i}"), NOW).await;
+        let claimed = ctx
+            .store
+            .jobs_claim_due(claim("dead", NOW, 4_000, 1), &fixed_rate(100, NOW + 4_000))
+            .await
+            .unwrap();
+        expected.extend(claimed.runs.iter().map(|r| r.id));
+    }
+    assert_eq!(expected.len(), 6 * 41);
+
+    // Two stores stand for two surviving nodes (alive: a run moved to one of them is not an
+    // orphan again); each adopts in small batches until nothing is left.
+    beat(&*ctx.store, "survivor-0", NOW).await;
+    beat(&*ctx.store, "survivor-1", NOW).await;
+    let stores = [ctx.store.clone(), ctx.connect_again().await];
+    let mut tasks = Vec::new();
+    for (i, store) in stores.iter().enumerate() {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let node = format!("survivor-{i}");
+            let mut mine = Vec::new();
+            loop {
+                let batch = store
+                    .runs_adopt_orphaned(adopt(&node, NOW - 5_000, 7))
+                    .await
+                    .expect("adopt");
+                if batch.is_empty() {
+                    break;
+                }
+                assert!(batch.len() <= 7);
+                mine.extend(batch);
+                tokio::task::yield_now().await;
+            }
+            (node, mine)
+        }));
+    }
+    let mut seen = HashSet::new();
+    for task in tasks {
+        let (node, runs) = task.await.unwrap();
+        for run in runs {
+            assert!(seen.insert(run.id), "run {} adopted twice", run.id);
+            assert_eq!(run.owner_node.as_deref(), Some(node.as_str()));
+            let stored = ctx.store.run_get(run.id).await.unwrap();
+            assert_eq!(stored.owner_node.as_deref(), Some(node.as_str()));
+        }
+    }
+    assert_eq!(seen, expected);
+    stores[1].close().await;
+}
+
+async fn misfire_marking_catch_up_and_ownership(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "misfire").await;
+    let job = running_job(store, g.id, "misfire", NOW).await;
+    let other_job = running_job(store, g.id, "misfire-other", NOW + 3_600_000).await;
+    let claimed = store
+        .jobs_claim_due(claim("me", NOW, 400, 1), &fixed_rate(100, NOW + 400))
+        .await
+        .unwrap();
+    let runs = claimed.runs;
+    assert_eq!(runs.len(), 5);
+    let foreign = planned(store, job.id, Some("other"), NOW).await;
+    dispatch(store, runs[4].id, "http://exec:1", NOW + 400).await;
+
+    let ids: Vec<i64> = runs.iter().map(|r| r.id).chain([foreign.id]).collect();
+    let owned = store
+        .runs_still_owned(OwnedRuns {
+            node_id: "me".to_owned(),
+            run_ids: ids.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(owned, runs[..4].iter().map(|r| r.id).collect::<Vec<_>>());
+
+    // Only planned runs of "me" are marked: not the foreign one, not the dispatched one.
+    let marked = store
+        .runs_mark_misfired(MarkMisfired {
+            node_id: "me".to_owned(),
+            run_ids: vec![runs[0].id, runs[1].id, runs[4].id, foreign.id],
+            reason: "late by 9 s after a failover".to_owned(),
+            at: NOW + 9_000,
+        })
+        .await
+        .unwrap();
+    assert_eq!(marked, 2);
+    for run in &runs[..2] {
+        let stored = store.run_get(run.id).await.unwrap();
+        assert_eq!(stored.state, RunState::Misfired);
+        assert_eq!(stored.finished_at, Some(NOW + 9_000));
+        assert_eq!(
+            stored.trigger_msg.as_deref(),
+            Some("late by 9 s after a failover")
+        );
+        assert_eq!(stored.fire_key, run.fire_key);
+    }
+    assert_eq!(
+        store.run_get(runs[4].id).await.unwrap().state,
+        RunState::Dispatched
+    );
+    assert_eq!(
+        store.run_get(foreign.id).await.unwrap().state,
+        RunState::Planned
+    );
+    // A misfired run is final: marking again changes nothing.
+    let again = store
+        .runs_mark_misfired(MarkMisfired {
+            node_id: "me".to_owned(),
+            run_ids: vec![runs[0].id],
+            reason: "again".to_owned(),
+            at: NOW + 10_000,
+        })
+        .await
+        .unwrap();
+    assert_eq!(again, 0);
+
+    // The catch-up keeps the ledger key and moves the instant.
+    let since = NOW + 9_500;
+    let query = CatchUpQuery {
+        job_id: job.id,
+        since,
+    };
+    assert!(!store.runs_catch_up_exists(query).await.unwrap());
+    let caught = store
+        .run_catch_up(CatchUp {
+            run_id: runs[3].id,
+            node_id: "me".to_owned(),
+            at: NOW + 9_500,
+        })
+        .await
+        .unwrap()
+        .expect("planned run of me");
+    assert_eq!(caught.scheduled_at, NOW + 9_500);
+    assert_eq!(caught.trigger_type, TriggerType::Misfire);
+    assert_eq!(caught.fire_key, runs[3].fire_key);
+    assert_eq!(caught.state, RunState::Planned);
+    assert!(store.runs_catch_up_exists(query).await.unwrap());
+    assert!(
+        !store
+            .runs_catch_up_exists(CatchUpQuery {
+                job_id: job.id,
+                since: since + 1
+            })
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .runs_catch_up_exists(CatchUpQuery {
+                job_id: other_job.id,
+                since: 0
+            })
+            .await
+            .unwrap()
+    );
+    // Not "me"'s, or no longer planned: nothing happens.
+    for (run_id, node) in [
+        (foreign.id, "me"),
+        (runs[2].id, "other"),
+        (runs[0].id, "me"),
+    ] {
+        let none = store
+            .run_catch_up(CatchUp {
+                run_id,
+                node_id: node.to_owned(),
+                at: NOW,
+            })
+            .await
+            .unwrap();
+        assert_eq!(none, None);
+    }
+}
+
+async fn lost_run_selection(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "lost").await;
+    let job = running_job(store, g.id, "lost", NOW).await;
+    let live = "http://live:9999/";
+    let dead = "http://dead:9999/";
+    let ghost = "http://never-registered:9999/";
+    for (address, at) in [(live, NOW), (dead, NOW - 120_000)] {
+        store
+            .registry_heartbeat(RegistryBeat {
+                app_name: "lost".to_owned(),
+                address: address.to_owned(),
+                now: at,
+            })
+            .await
+            .unwrap();
+    }
+    let timeout_cut = NOW - 600_000;
+    let mut lost = Vec::new();
+    // (address, dispatched at, whether it is lost)
+    for (address, at, is_lost) in [
+        (dead, timeout_cut - 2, true),
+        (live, timeout_cut - 10, false),
+        (ghost, timeout_cut - 1, true),
+        (dead, timeout_cut + 1, false),
+        (dead, timeout_cut - 5, true),
+    ] {
+        let run = planned(store, job.id, Some("n"), at).await;
+        dispatch(store, run.id, address, at).await;
+        if is_lost {
+            lost.push((at, run.id));
+        }
+    }
+    // A run that ended, and one never dispatched, are never lost.
+    let ended = planned(store, job.id, Some("n"), NOW).await;
+    dispatch(store, ended.id, dead, timeout_cut - 100).await;
+    complete(store, ended.id, RunState::Succeeded).await;
+    planned(store, job.id, Some("n"), timeout_cut - 100).await;
+
+    lost.sort_unstable();
+    let expected: Vec<i64> = lost.iter().map(|&(_, id)| id).collect();
+    let query = LostQuery {
+        dispatched_before: timeout_cut,
+        alive_since: NOW - 90_000,
+        limit: 100,
+    };
+    let found = store.runs_find_lost(query).await.unwrap();
+    assert_eq!(found.iter().map(|r| r.id).collect::<Vec<_>>(), expected);
+    assert!(found.iter().all(|r| r.state == RunState::Dispatched));
+    let two = store
+        .runs_find_lost(LostQuery { limit: 2, ..query })
+        .await
+        .unwrap();
+    assert_eq!(two.iter().map(|r| r.id).collect::<Vec<_>>(), expected[..2]);
+    // Once the dead executor beats again, only the unregistered one stays lost.
+    store
+        .registry_heartbeat(RegistryBeat {
+            app_name: "other-app".to_owned(),
+            address: dead.to_owned(),
+            now: NOW,
+        })
+        .await
+        .unwrap();
+    let found = store.runs_find_lost(query).await.unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].executor_address.as_deref(), Some(ghost));
+}
+
+async fn alarms_are_queued_once(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "alarms").await;
+    let job = running_job(store, g.id, "alarms", NOW).await;
+    let mut expected = Vec::new();
+    for state in [
+        RunState::Succeeded,
+        RunState::Failed,
+        RunState::TimedOut,
+        RunState::Killed,
+        RunState::Lost,
+    ] {
+        let run = planned(store, job.id, Some("n"), NOW).await;
+        complete(store, run.id, state).await;
+        if matches!(
+            state,
+            RunState::Failed | RunState::TimedOut | RunState::Lost
+        ) {
+            expected.push(run.id);
+        }
+    }
+    let trigger_failed = planned(store, job.id, Some("n"), NOW).await;
+    store
+        .run_mark_trigger_failed(TriggerFailed {
+            run_id: trigger_failed.id,
+            address: None,
+            trigger_code: 500,
+            trigger_msg: "no executor".to_owned(),
+            at: NOW,
+        })
+        .await
+        .unwrap();
+    expected.push(trigger_failed.id);
+    planned(store, job.id, Some("n"), NOW).await;
+
+    let first = store.runs_queue_alarms(2).await.unwrap();
+    let rest = store.runs_queue_alarms(100).await.unwrap();
+    assert_eq!(first.len(), 2);
+    let queued: Vec<i64> = first.iter().chain(&rest).map(|r| r.id).collect();
+    assert_eq!(queued, expected);
+    for run in first.iter().chain(&rest) {
+        assert_eq!(run.alarm_status, alarm::QUEUED);
+        assert_eq!(
+            store.run_get(run.id).await.unwrap().alarm_status,
+            alarm::QUEUED
+        );
+    }
+    assert!(store.runs_queue_alarms(100).await.unwrap().is_empty());
+
+    // Two queuers at once never queue the same run.
+    for _ in 0..40 {
+        let run = planned(store, job.id, Some("n"), NOW).await;
+        complete(store, run.id, RunState::Lost).await;
+    }
+    let stores = [ctx.store.clone(), ctx.connect_again().await];
+    let mut tasks = Vec::new();
+    for store in &stores {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let batch = store.runs_queue_alarms(3).await.expect("queue alarms");
+                if batch.is_empty() {
+                    break mine;
+                }
+                mine.extend(batch.into_iter().map(|r| r.id));
+            }
+        }));
+    }
+    let mut seen = HashSet::new();
+    for task in tasks {
+        for id in task.await.unwrap() {
+            assert!(seen.insert(id), "run {id} queued twice");
+        }
+    }
+    assert_eq!(seen.len(), 40);
+    stores[1].close().await;
+}
+
+async fn retention_purges_in_batches(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "retention").await;
+    let job = running_job(store, g.id, "retention", NOW).await;
+    let cut = NOW - 30 * 86_400_000;
+    let mut kept = Vec::new();
+    for i in 0..25 {
+        let run = planned(store, job.id, Some("n"), cut - 1 - i).await;
+        complete(store, run.id, RunState::Succeeded).await;
+    }
+    // Old but not final: never deleted. New and final: kept.
+    kept.push(planned(store, job.id, Some("n"), cut - 50).await.id);
+    let dispatched = planned(store, job.id, Some("n"), cut - 60).await;
+    dispatch(store, dispatched.id, "http://exec:1", cut - 60).await;
+    kept.push(dispatched.id);
+    for i in 0..3 {
+        let run = planned(store, job.id, Some("n"), cut + i).await;
+        complete(store, run.id, RunState::Failed).await;
+        kept.push(run.id);
+    }
+    let purge = RunPurge {
+        before: cut,
+        limit: 10,
+    };
+    let mut batches = Vec::new();
+    loop {
+        let n = store.runs_purge(purge).await.unwrap();
+        batches.push(n);
+        if n < 10 {
+            break;
+        }
+    }
+    assert_eq!(batches, [10, 10, 5]);
+    let mut left: Vec<i64> = all_runs(store, None).await.iter().map(|r| r.id).collect();
+    left.sort_unstable();
+    kept.sort_unstable();
+    assert_eq!(left, kept);
+
+    const DAY: i64 = 86_400_000;
+    for day in [cut - 2 * DAY, cut - DAY, cut, cut + DAY] {
+        store
+            .report_upsert(RunReport {
+                day,
+                running: 0,
+                succeeded: 1,
+                failed: 0,
+                updated_at: NOW,
+            })
+            .await
+            .unwrap();
+    }
+    assert_eq!(store.reports_purge(cut).await.unwrap(), 2);
+    let days: Vec<i64> = store
+        .reports_list(TimeRange::default())
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.day)
+        .collect();
+    assert_eq!(days, [cut, cut + DAY]);
+}
+
+async fn node_leave_and_sweep(ctx: Ctx) {
+    let store = &*ctx.store;
+    beat(store, "a", NOW).await;
+    beat(store, "b", NOW - 100_000).await;
+    beat(store, "c", NOW - 10).await;
+    assert!(store.node_leave("a").await.unwrap());
+    assert!(!store.node_leave("a").await.unwrap());
+    assert_eq!(store.nodes_sweep(NOW - 50_000).await.unwrap(), 1);
+    let ids: Vec<String> = store
+        .nodes_list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|n| n.id)
+        .collect();
+    assert_eq!(ids, ["c"]);
+    // A node that left and comes back is simply new again.
+    beat(store, "a", NOW + 1).await;
+    assert_eq!(store.nodes_list().await.unwrap().len(), 2);
+}
+
+async fn callbacks_racing_the_ledger_are_never_lost(ctx: Ctx) {
+    // An executor may call back while the dispatch batch of the same runs is being written:
+    // whichever commits first, every result must land.
+    let g = group(&*ctx.store, "race-ledger").await;
+    let job = running_job(&*ctx.store, g.id, "race-ledger", NOW).await;
+    let other = ctx.connect_again().await;
+    for round in 0..40 {
+        let mut ids = Vec::new();
+        for _ in 0..50 {
+            ids.push(
+                planned(&*ctx.store, job.id, Some("n"), NOW + round)
+                    .await
+                    .id,
+            );
+        }
+        let dispatched: Vec<Dispatched> = ids
+            .iter()
+            .map(|&run_id| Dispatched {
+                run_id,
+                address: "http://exec:1".to_owned(),
+                trigger_code: 200,
+                trigger_msg: None,
+                at: NOW,
+            })
+            .collect();
+        let results: Vec<RunComplete> = ids
+            .iter()
+            .map(|&run_id| RunComplete {
+                run_id,
+                handle_code: 200,
+                handle_msg: None,
+                state: RunState::Succeeded,
+                at: NOW + 1,
+            })
+            .collect();
+        // Both sides retry a write the database refused (a deadlock), as the admin's ledger
+        // and the executors' callbacks do; a result ignored is never sent again.
+        let ledger = {
+            let store = ctx.store.clone();
+            tokio::spawn(async move {
+                for _ in 0..10 {
+                    match store.runs_mark_dispatched(&dispatched).await {
+                        Err(Error::Database(_)) => continue,
+                        other => return other,
+                    }
+                }
+                panic!("the ledger write kept failing");
+            })
+        };
+        let callback = {
+            let store = other.clone();
+            tokio::spawn(async move {
+                for _ in 0..10 {
+                    match store.runs_complete(&results).await {
+                        Err(Error::Database(_) | Error::Conflict(_)) => continue,
+                        other => return other,
+                    }
+                }
+                panic!("the callback write kept failing");
+            })
+        };
+        ledger.await.unwrap().expect("ledger write");
+        let done = callback.await.unwrap().expect("callback write");
+        assert_eq!(done.len(), ids.len(), "round {round}: callbacks ignored");
+        for &id in &ids {
+            let run = ctx.store.run_get(id).await.unwrap();
+            assert_eq!(
+                (run.state, run.handle_code, run.trigger_code),
+                (RunState::Succeeded, 200, 200),
+                "round {round}: {run:?}"
+            );
+        }
+    }
+    other.close().await;
+}
+
+async fn callbacks_racing_the_ledger_and_a_claim_are_never_lost(ctx: Ctx) {
+    // The admin's real mix: claimed runs get their dispatch record and their results at the
+    // same moment while another node claims other jobs. (MariaDB once answered the results'
+    // row locks without the rows here.)
+    let g = group(&*ctx.store, "mix").await;
+    let other = ctx.connect_again().await;
+    let third = ctx.connect_again().await;
+    // Each job fires once at its next fire and stops, so every round claims fresh jobs only.
+    let once = |job: &Job, _now: i64| JobPlan {
+        fires: vec![PlannedFire::on_time(
+            job.next_fire_at.expect("due"),
+            TriggerType::FixRate,
+        )],
+        next_fire_at: None,
+    };
+    for round in 0..30 {
+        let at = NOW + round * 100_000;
+        for j in 0..20 {
+            running_job(&*ctx.store, g.id, &format!("mix-{round}-{j}"), at).await;
+        }
+        let claimed = ctx
+            .store
+            .jobs_claim_due(claim("node-a", at, 0, 1000), &once)
+            .await
+            .unwrap();
+        let ids: Vec<i64> = claimed.runs.iter().map(|r| r.id).collect();
+        assert_eq!(ids.len(), 20);
+        for j in 0..20 {
+            running_job(&*ctx.store, g.id, &format!("mix-more-{round}-{j}"), at).await;
+        }
+        let dispatched: Vec<Dispatched> = ids
+            .iter()
+            .map(|&run_id| Dispatched {
+                run_id,
+                address: "http://exec:1".to_owned(),
+                trigger_code: 200,
+                trigger_msg: None,
+                at,
+            })
+            .collect();
+        let results: Vec<RunComplete> = ids
+            .iter()
+            .map(|&run_id| RunComplete {
+                run_id,
+                handle_code: 200,
+                handle_msg: None,
+                state: RunState::Succeeded,
+                at,
+            })
+            .collect();
+        // Deadlocks are retried, as the ledger and the executors do.
+        let ledger = {
+            let store = ctx.store.clone();
+            tokio::spawn(async move {
+                loop {
+                    match store.runs_mark_dispatched(&dispatched).await {
+                        Err(Error::Database(_)) => continue,
+                        other => return other,
+                    }
+                }
+            })
+        };
+        let callback = {
+            let store = other.clone();
+            tokio::spawn(async move {
+                loop {
+                    match store.runs_complete(&results).await {
+                        Err(Error::Database(_) | Error::Conflict(_)) => continue,
+                        other => return other,
+                    }
+                }
+            })
+        };
+        let claimer = {
+            let store = third.clone();
+            tokio::spawn(async move {
+                store
+                    .jobs_claim_due(claim("node-b", at, 0, 1000), &once)
+                    .await
+            })
+        };
+        ledger.await.unwrap().expect("ledger write");
+        let done = callback.await.unwrap().expect("callback write");
+        claimer.await.unwrap().expect("claim");
+        assert_eq!(done.len(), ids.len(), "round {round}: results ignored");
+        for &id in &ids {
+            let run = ctx.store.run_get(id).await.unwrap();
+            assert_eq!(
+                (run.state, run.trigger_code),
+                (RunState::Succeeded, 200),
+                "round {round}: {run:?}"
+            );
+        }
+    }
+    other.close().await;
+    third.close().await;
+}
+
 conformance!(
     migrations_apply_twice,
     group_crud,
@@ -2006,4 +2732,13 @@ conformance!(
     reports_and_state_counts,
     node_heartbeat_and_list,
     lease_acquire_renew_and_steal_after_expiry,
+    adopt_orphaned_takes_runs_of_dead_and_departed_nodes,
+    adoption_race_two_adopters_never_share_a_run,
+    misfire_marking_catch_up_and_ownership,
+    lost_run_selection,
+    alarms_are_queued_once,
+    retention_purges_in_batches,
+    node_leave_and_sweep,
+    callbacks_racing_the_ledger_are_never_lost,
+    callbacks_racing_the_ledger_and_a_claim_are_never_lost,
 );

@@ -1,0 +1,321 @@
+//! The maintenance monitors, run by the holder of the maintenance lease only: the registry
+//! sweep, lost runs, alarm queueing, the daily run reports and retention. Each is a loop of its
+//! own that survives database errors (logged, tried again next round).
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use tickwork_core::run::RunState;
+use tickwork_store::{AddressMode, LostQuery, RunComplete, RunPurge, RunReport, TimeRange};
+use tracing::{info, warn};
+
+use crate::timer::now_ms;
+use crate::{Admin, Error};
+
+/// Runs handled per lost-run or alarm statement.
+const BATCH: u32 = 1000;
+/// Node rows older than this are forgotten (their runs were adopted long ago).
+const NODE_FORGET_AFTER: Duration = Duration::from_secs(86_400);
+/// Days in the run report: today and the two before, as XXL-JOB.
+const REPORT_DAYS: usize = 3;
+
+/// One maintenance task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Monitor {
+    RegistrySweep,
+    LostRuns,
+    Alarms,
+    Reports,
+    Retention,
+}
+
+impl Monitor {
+    pub(crate) const ALL: [Monitor; 5] = [
+        Monitor::RegistrySweep,
+        Monitor::LostRuns,
+        Monitor::Alarms,
+        Monitor::Reports,
+        Monitor::Retention,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Monitor::RegistrySweep => "registry-sweep",
+            Monitor::LostRuns => "lost-runs",
+            Monitor::Alarms => "alarms",
+            Monitor::Reports => "reports",
+            Monitor::Retention => "retention",
+        }
+    }
+
+    fn interval(self, admin: &Admin) -> Duration {
+        let c = &admin.inner.config;
+        match self {
+            Monitor::RegistrySweep => c.registry.sweep_interval,
+            Monitor::LostRuns => c.monitor.lost_run_interval,
+            Monitor::Alarms => c.monitor.alarm_interval,
+            Monitor::Reports => c.monitor.report_interval,
+            Monitor::Retention => c.monitor.retention_interval,
+        }
+    }
+}
+
+impl Admin {
+    /// Runs `monitor` every interval while this node holds the maintenance lease.
+    pub(crate) async fn monitor_loop(self, monitor: Monitor) {
+        let interval = monitor.interval(&self);
+        loop {
+            tokio::select! {
+                _ = self.inner.stop.cancelled() => return,
+                _ = tokio::time::sleep(interval) => {}
+            }
+            if !self.is_lease_holder() {
+                continue;
+            }
+            let result = match monitor {
+                Monitor::RegistrySweep => self.sweep_registry().await,
+                Monitor::LostRuns => self.end_lost_runs().await.map(drop),
+                Monitor::Alarms => self.queue_alarms().await.map(drop),
+                Monitor::Reports => self.write_reports().await,
+                Monitor::Retention => self.apply_retention().await.map(drop),
+            };
+            if let Err(e) = result {
+                warn!(monitor = monitor.name(), error = %e, "maintenance round failed");
+            }
+        }
+    }
+
+    /// Deletes dead executors from the registry, and node rows nobody has heard of for a day.
+    async fn sweep_registry(&self) -> Result<(), Error> {
+        let now = now_ms();
+        let dead_after = self.inner.config.registry.dead_after.as_millis() as i64;
+        let removed = self.inner.store.registry_sweep(now - dead_after).await?;
+        if removed > 0 {
+            info!(removed, "dead executors removed from the registry");
+            self.inner.groups.lock().expect("groups lock").clear();
+        }
+        let forgotten = self
+            .inner
+            .store
+            .nodes_sweep(now - NODE_FORGET_AFTER.as_millis() as i64)
+            .await?;
+        if forgotten > 0 {
+            info!(forgotten, "long-dead admin nodes forgotten");
+        }
+        Ok(())
+    }
+
+    /// Ends as `lost` the runs dispatched longer than the lost-run timeout ago whose executor
+    /// is gone, through the completion path (so they retry and alarm as failures do). An
+    /// executor of a manual group is not in the registry: it is gone when `/beat` fails.
+    async fn end_lost_runs(&self) -> Result<usize, Error> {
+        let c = &self.inner.config;
+        let now = now_ms();
+        let timeout = c.monitor.lost_run_timeout;
+        let query = LostQuery {
+            dispatched_before: now - timeout.as_millis() as i64,
+            alive_since: now - c.registry.dead_after.as_millis() as i64,
+            limit: BATCH,
+        };
+        let candidates = self.inner.store.runs_find_lost(query).await?;
+        if candidates.is_empty() {
+            return Ok(0);
+        }
+        let mut manual: HashMap<i64, Vec<String>> = HashMap::new();
+        let mut beats: HashMap<String, bool> = HashMap::new();
+        let mut lost = Vec::new();
+        for run in candidates {
+            let address = run.executor_address.clone().unwrap_or_default();
+            if let std::collections::hash_map::Entry::Vacant(slot) = manual.entry(run.group_id) {
+                let list = match self.inner.store.group_get(run.group_id).await {
+                    Ok(g) if g.address_mode == AddressMode::Manual => g.addresses,
+                    Ok(_) | Err(tickwork_store::Error::NotFound { .. }) => Vec::new(),
+                    Err(e) => return Err(e.into()),
+                };
+                slot.insert(list);
+            }
+            if manual[&run.group_id].contains(&address) {
+                let alive = match beats.get(&address) {
+                    Some(&alive) => alive,
+                    None => {
+                        let alive = self.inner.client.beat(&address).await.is_success();
+                        beats.insert(address.clone(), alive);
+                        alive
+                    }
+                };
+                if alive {
+                    continue;
+                }
+            }
+            warn!(
+                run_id = run.id,
+                job_id = run.job_id,
+                executor = %address,
+                "run lost: its executor is gone and sent no result"
+            );
+            lost.push(RunComplete {
+                run_id: run.id,
+                handle_code: tickwork_protocol::CODE_FAIL,
+                handle_msg: Some(format!(
+                    "lost: executor {address} stopped beating and sent no result within {} s",
+                    timeout.as_secs()
+                )),
+                state: RunState::Lost,
+                at: now,
+            });
+        }
+        let n = self.complete_many(&lost).await?;
+        self.inner
+            .stats
+            .runs_lost
+            .fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    /// Queues failed runs for an alarm, once each (the alarm sender comes later: for now the
+    /// queue is the runs' `alarm_status`, a log line and a counter).
+    async fn queue_alarms(&self) -> Result<usize, Error> {
+        let mut total = 0;
+        loop {
+            let runs = self.inner.store.runs_queue_alarms(BATCH).await?;
+            for run in &runs {
+                warn!(
+                    run_id = run.id,
+                    job_id = run.job_id,
+                    state = %run.state,
+                    "alarm queued"
+                );
+            }
+            let n = runs.len();
+            total += n;
+            self.inner
+                .stats
+                .alarms_queued
+                .fetch_add(n as u64, Ordering::Relaxed);
+            if n < BATCH as usize || self.inner.stop.is_cancelled() {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Recomputes the run report of today and the two days before, days being midnights of
+    /// the admin's default time zone. Runs count by their scheduled instant: pending ones as
+    /// running, succeeded, and failed (failed, timed out, killed, lost); misfired and skipped
+    /// runs never ran and count in none.
+    async fn write_reports(&self) -> Result<(), Error> {
+        let now = now_ms();
+        for (day, next) in report_days(&self.inner.config.default_time_zone, now)? {
+            let counts = self
+                .inner
+                .store
+                .runs_state_counts(TimeRange {
+                    from: Some(day),
+                    to: Some(next),
+                })
+                .await?;
+            let mut report = RunReport {
+                day,
+                running: 0,
+                succeeded: 0,
+                failed: 0,
+                updated_at: now,
+            };
+            for (state, n) in counts {
+                let n = n as i64;
+                match state {
+                    RunState::Planned | RunState::Dispatched => report.running += n,
+                    RunState::Succeeded => report.succeeded += n,
+                    RunState::Failed | RunState::TimedOut | RunState::Killed | RunState::Lost => {
+                        report.failed += n
+                    }
+                    RunState::Misfired | RunState::Skipped => {}
+                }
+            }
+            self.inner.store.report_upsert(report).await?;
+        }
+        self.inner
+            .stats
+            .reports_written
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Deletes runs and reports older than the retention period, a bounded batch per
+    /// statement so that no lock is held for long; how many runs went.
+    async fn apply_retention(&self) -> Result<u64, Error> {
+        let Some(keep) = self.inner.config.monitor.retention() else {
+            return Ok(0);
+        };
+        let before = now_ms() - keep.as_millis() as i64;
+        let mut total = 0;
+        loop {
+            let n = self
+                .inner
+                .store
+                .runs_purge(RunPurge {
+                    before,
+                    limit: BATCH,
+                })
+                .await?;
+            total += n;
+            self.inner.stats.runs_purged.fetch_add(n, Ordering::Relaxed);
+            if n < u64::from(BATCH) || self.inner.stop.is_cancelled() {
+                break;
+            }
+            // Let the pipeline's writes in between batches.
+            tokio::task::yield_now().await;
+        }
+        let reports = self.inner.store.reports_purge(before).await?;
+        if total > 0 || reports > 0 {
+            info!(
+                runs = total,
+                reports, "retention: old runs and reports deleted"
+            );
+        }
+        Ok(total)
+    }
+}
+
+/// `(start, next start)` of today and the two days before in `zone`, newest first, in epoch
+/// milliseconds. Days are calendar days: 23 or 25 hours long across a DST change.
+pub(crate) fn report_days(zone: &str, now: i64) -> Result<Vec<(i64, i64)>, Error> {
+    let tz = tickwork_core::schedule::parse_time_zone(zone)?;
+    let bad = |e: jiff::Error| Error::Invalid(format!("report day in {zone}: {e}"));
+    let mut day = Timestamp::from_millisecond(now)
+        .map_err(bad)?
+        .to_zoned(tz)
+        .start_of_day()
+        .map_err(bad)?;
+    let mut days = Vec::with_capacity(REPORT_DAYS);
+    for _ in 0..REPORT_DAYS {
+        let next = day.tomorrow().map_err(bad)?.start_of_day().map_err(bad)?;
+        days.push((
+            day.timestamp().as_millisecond(),
+            next.timestamp().as_millisecond(),
+        ));
+        day = day.yesterday().map_err(bad)?.start_of_day().map_err(bad)?;
+    }
+    Ok(days)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::report_days;
+
+    #[test]
+    fn report_days_are_calendar_days_of_the_zone() {
+        // 2026-03-09T12:00:00Z; New York moved to DST on 2026-03-08.
+        let now = 1_773_057_600_000;
+        let days = report_days("America/New_York", now).unwrap();
+        let hours: Vec<i64> = days.iter().map(|(a, b)| (b - a) / 3_600_000).collect();
+        assert_eq!(hours, [24, 23, 24]);
+        // Midnight in New York (EDT) is 04:00 UTC.
+        assert_eq!(days[0].0, 1_773_028_800_000);
+        assert_eq!(days[0].0, days[1].1);
+        let utc = report_days("UTC", now).unwrap();
+        assert_eq!(utc[0], (1_773_014_400_000, 1_773_100_800_000));
+        assert!(report_days("Mars/Olympus", now).is_err());
+    }
+}

@@ -1,0 +1,906 @@
+//! The harness of the admin's cluster tests: a fresh database per test on every backend,
+//! admins and executors as real child processes, an in-process executor that counts what it
+//! runs, the JSON API, and polling with generous deadlines.
+//!
+//! Child processes are this very test binary started again in a child role (the ignored test
+//! `child` of each test file, told its role by `TW_CHILD_ROLE`): a real process that runs the
+//! admin exactly as `tickwork admin` does (`Admin::start`, the HTTP server, a clean shutdown on
+//! SIGTERM), built from the code under test rather than from a binary that may be stale. A
+//! child exits when its stdin closes, so none outlives a test that dies.
+//!
+//! Databases: `CREATE DATABASE tw_<pid>_<random>` on the server named by
+//! `TICKWORK_TEST_POSTGRES` / `TICKWORK_TEST_MYSQL` (defaults: the local test servers), dropped
+//! afterwards. An unreachable server skips the test with a loud banner, or fails it when `CI`
+//! is set.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::Value;
+use sqlx::{ConnectOptions, Connection, Executor};
+use tickwork_admin::config::ConfigFile;
+use tickwork_admin::{Admin, Running};
+use tickwork_executor::{Executor as SdkExecutor, JobContext, JobOutcome, RunningExecutor};
+use tickwork_store::{PageReq, Run, RunFilter, Store, StoreOptions};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+pub const API_TOKEN: &str = "cluster-test-api-token";
+
+const POSTGRES_DEFAULT: &str = "postgres://postgres@127.0.0.1:5432/test";
+const MYSQL_DEFAULT: &str = "mysql://root@127.0.0.1:3306/test";
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+    MySql,
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    tickwork_admin::timer::now_ms()
+}
+
+/// Writes a line to the real stderr: figures a passing test reports.
+pub fn report(line: impl AsRef<str>) {
+    let _ = writeln!(std::io::stderr(), "{}", line.as_ref());
+}
+
+// ---- databases ----
+
+/// A fresh database, dropped by [`TestDb::drop_database`] (or, after a panic, on drop).
+pub struct TestDb {
+    pub backend: Backend,
+    /// What the admins connect with.
+    pub url: String,
+    /// The executors' access token of this test: one per database, so that an executor never
+    /// talks to an admin of another test (a dead admin's port can be handed out again).
+    pub token: String,
+    server: Option<Server>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+struct Server {
+    backend: Backend,
+    admin_url: String,
+    name: String,
+    /// MySQL: the database's own user, which an outage locks.
+    user: Option<String>,
+}
+
+impl Server {
+    async fn drop_all(&self) {
+        let mut statements = vec![match self.backend {
+            Backend::Postgres => format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+            _ => format!("DROP DATABASE IF EXISTS {}", self.name),
+        }];
+        if let Some(user) = &self.user {
+            statements.push(format!("DROP USER IF EXISTS '{user}'@'%'"));
+        }
+        for sql in statements {
+            if let Err(e) = server_execute(self.backend, &self.admin_url, &sql).await {
+                report(format!("note: cleanup `{sql}` failed: {e}"));
+            }
+        }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Some(server) = self.server.take() {
+            let _ = std::thread::spawn(move || {
+                if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    rt.block_on(server.drop_all());
+                }
+            })
+            .join();
+        }
+    }
+}
+
+impl TestDb {
+    /// A fresh database on `backend`, or `None` (after a loud banner) when its server is not
+    /// reachable outside CI.
+    pub async fn create(backend: Backend) -> Option<TestDb> {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().expect("temporary folder");
+                let url = format!("sqlite://{}?mode=rwc", dir.path().join("tw.db").display());
+                Some(TestDb {
+                    backend,
+                    url,
+                    token: new_token(),
+                    server: None,
+                    _dir: Some(dir),
+                })
+            }
+            Backend::Postgres | Backend::MySql => {
+                let (env, default, what) = if backend == Backend::Postgres {
+                    ("TICKWORK_TEST_POSTGRES", POSTGRES_DEFAULT, "PostgreSQL")
+                } else {
+                    ("TICKWORK_TEST_MYSQL", MYSQL_DEFAULT, "MySQL/MariaDB")
+                };
+                let admin_url = std::env::var(env).unwrap_or_else(|_| default.to_owned());
+                let suffix = format!("{}_{:010x}", std::process::id(), fastrand::u64(..) >> 24);
+                let name = format!("tw_{suffix}");
+                let create = if backend == Backend::Postgres {
+                    format!("CREATE DATABASE {name}")
+                } else {
+                    format!("CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+                };
+                if let Err(e) = server_execute(backend, &admin_url, &create).await {
+                    if std::env::var_os("CI").is_some() {
+                        panic!("{what} not reachable at {admin_url}: {e} (CI is set: a failure)");
+                    }
+                    let bar = "!".repeat(78);
+                    report(format!(
+                        "\n{bar}\nSKIPPED: {what} not reachable at {admin_url}: {e}\n{bar}"
+                    ));
+                    return None;
+                }
+                let mut server = Server {
+                    backend,
+                    admin_url: admin_url.clone(),
+                    name: name.clone(),
+                    user: None,
+                };
+                let url = if backend == Backend::MySql {
+                    // A user of its own, so that an outage can lock it out without touching
+                    // anyone else's connections.
+                    let user = format!("twu_{suffix}");
+                    for sql in [
+                        format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'"),
+                        format!("GRANT ALL PRIVILEGES ON {name}.* TO '{user}'@'%'"),
+                    ] {
+                        server_execute(backend, &admin_url, &sql)
+                            .await
+                            .unwrap_or_else(|e| panic!("`{sql}`: {e}"));
+                    }
+                    server.user = Some(user.clone());
+                    with_user(&with_database(&admin_url, &name), &user, "pw")
+                } else {
+                    with_database(&admin_url, &name)
+                };
+                Some(TestDb {
+                    backend,
+                    url,
+                    token: new_token(),
+                    server: Some(server),
+                    _dir: None,
+                })
+            }
+        }
+    }
+
+    /// Opens a store on the database (and applies the migrations).
+    pub async fn store(&self) -> Arc<dyn Store> {
+        let options = StoreOptions {
+            max_connections: Some(5),
+            ..StoreOptions::default()
+        };
+        tickwork_store::connect(&self.url, &options)
+            .await
+            .expect("open the test database")
+    }
+
+    /// Makes the database refuse every connection and ends the open ones: PostgreSQL stops
+    /// accepting connections to it (`ALLOW_CONNECTIONS false`) and terminates its sessions;
+    /// MySQL/MariaDB locks the database's user (`ACCOUNT LOCK`) and kills its connections.
+    pub async fn deny_connections(&self) {
+        let server = self.server.as_ref().expect("a server database");
+        match self.backend {
+            Backend::Postgres => {
+                let name = &server.name;
+                for sql in [
+                    format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false"),
+                    format!(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                         WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+                    ),
+                ] {
+                    server_execute(self.backend, &server.admin_url, &sql)
+                        .await
+                        .unwrap_or_else(|e| panic!("`{sql}`: {e}"));
+                }
+            }
+            Backend::MySql => {
+                let user = server.user.as_deref().expect("database user");
+                let lock = format!("ALTER USER '{user}'@'%' ACCOUNT LOCK");
+                server_execute(self.backend, &server.admin_url, &lock)
+                    .await
+                    .unwrap_or_else(|e| panic!("`{lock}`: {e}"));
+                let mut conn = sqlx::mysql::MySqlConnectOptions::from_str(&server.admin_url)
+                    .expect("server url")
+                    .connect()
+                    .await
+                    .expect("server connection");
+                let ids: Vec<(i64,)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                    "SELECT CAST(id AS SIGNED) FROM information_schema.processlist \
+                     WHERE user = '{user}'"
+                )))
+                .fetch_all(&mut conn)
+                .await
+                .expect("list connections");
+                for (id,) in ids {
+                    // A connection may end by itself meanwhile.
+                    let _ = conn
+                        .execute(sqlx::AssertSqlSafe(format!("KILL {id}")))
+                        .await;
+                }
+                let _ = conn.close().await;
+            }
+            Backend::Sqlite => unreachable!("no outage for SQLite"),
+        }
+    }
+
+    /// Ends the outage of [`TestDb::deny_connections`].
+    pub async fn allow_connections(&self) {
+        let server = self.server.as_ref().expect("a server database");
+        let sql = match self.backend {
+            Backend::Postgres => format!("ALTER DATABASE {} ALLOW_CONNECTIONS true", server.name),
+            Backend::MySql => format!(
+                "ALTER USER '{}'@'%' ACCOUNT UNLOCK",
+                server.user.as_deref().expect("database user")
+            ),
+            Backend::Sqlite => unreachable!("no outage for SQLite"),
+        };
+        server_execute(self.backend, &server.admin_url, &sql)
+            .await
+            .unwrap_or_else(|e| panic!("`{sql}`: {e}"));
+    }
+
+    pub async fn drop_database(mut self) {
+        if let Some(server) = self.server.take() {
+            server.drop_all().await;
+        }
+    }
+}
+
+fn new_token() -> String {
+    format!("token-{:016x}", fastrand::u64(..))
+}
+
+/// Runs one statement on the server over a connection of its own.
+async fn server_execute(backend: Backend, url: &str, sql: &str) -> Result<(), String> {
+    let work = async {
+        match backend {
+            Backend::Postgres => {
+                let mut conn = sqlx::postgres::PgConnectOptions::from_str(url)?
+                    .connect()
+                    .await?;
+                conn.execute(sqlx::AssertSqlSafe(sql.to_owned())).await?;
+                conn.close().await
+            }
+            Backend::MySql => {
+                let mut conn = sqlx::mysql::MySqlConnectOptions::from_str(url)?
+                    .connect()
+                    .await?;
+                conn.execute(sqlx::AssertSqlSafe(sql.to_owned())).await?;
+                conn.close().await
+            }
+            Backend::Sqlite => Ok(()),
+        }
+    };
+    match tokio::time::timeout(CONNECT_TIMEOUT, work).await {
+        Ok(result) => result.map_err(|e| e.to_string()),
+        Err(_) => Err(format!("no answer within {CONNECT_TIMEOUT:?}")),
+    }
+}
+
+/// `url` with its database name replaced by `name`, keeping any query string.
+fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let authority_start = base.find("://").map_or(0, |i| i + 3);
+    let host_end = base[authority_start..]
+        .find('/')
+        .map_or(base.len(), |i| authority_start + i);
+    let mut out = format!("{}/{name}", &base[..host_end]);
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    out
+}
+
+/// `url` with its credentials replaced.
+fn with_user(url: &str, user: &str, password: &str) -> String {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let rest = &url[start..];
+    let host = match (rest.find('@'), rest.find('/')) {
+        (Some(at), Some(slash)) if at < slash => &rest[at + 1..],
+        (Some(at), None) => &rest[at + 1..],
+        _ => rest,
+    };
+    format!("{}{user}:{password}@{host}", &url[..start])
+}
+
+// ---- child processes ----
+
+/// A child process of this test binary in an admin or executor role. Killed when dropped.
+pub struct Child {
+    pub name: String,
+    /// The admin's base URL, or the executor's registered address.
+    pub address: String,
+    child: tokio::process::Child,
+    /// Held apart from `child`, whose `wait` would close it (and the child exits when its
+    /// stdin closes).
+    _stdin: tokio::process::ChildStdin,
+    log: PathBuf,
+}
+
+impl Child {
+    /// Starts an admin on `db_url` as node `node_id`. `toml` is laid over the admin's
+    /// configuration (the `[cluster]`, `[monitor]`, ... sections of `tickwork admin`'s file).
+    pub async fn admin(logs: &tempfile::TempDir, node_id: &str, db: &TestDb, toml: &str) -> Child {
+        let mut cmd = child_command("admin", &db.token);
+        cmd.env("TW_DB_URL", &db.url)
+            .env("TW_NODE_ID", node_id)
+            .env("TW_ADMIN_TOML", toml);
+        Child::start(node_id, cmd, logs).await
+    }
+
+    /// Starts an SDK executor of `app` registering with `admins` (comma-separated), with a
+    /// `slow` handler that sleeps for its params (a duration) and a `count` handler.
+    pub async fn executor(
+        logs: &tempfile::TempDir,
+        name: &str,
+        app: &str,
+        admins: &str,
+        token: &str,
+    ) -> Child {
+        let mut cmd = child_command("executor", token);
+        cmd.env("TW_APP", app)
+            .env("TW_ADMINS", admins)
+            .env("TW_EXECUTOR_LOGS", logs.path().join(format!("{name}-runs")));
+        Child::start(name, cmd, logs).await
+    }
+
+    async fn start(name: &str, mut cmd: Command, logs: &tempfile::TempDir) -> Child {
+        let log = logs.path().join(format!("{name}.log"));
+        let err = std::fs::File::create(&log).expect("child log file");
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(err))
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().expect("start a child process");
+        let stdin = child.stdin.take().expect("child stdin");
+        let stdout = child.stdout.take().expect("child stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let ready = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                // libtest may have printed `test child ... ` on the same line.
+                if let Some(i) = line.find("TW-READY ") {
+                    return Some(line[i + "TW-READY ".len()..].trim().to_owned());
+                }
+            }
+            None
+        })
+        .await;
+        let address = match ready {
+            Ok(Some(address)) => address,
+            _ => {
+                let _ = child.start_kill();
+                panic!(
+                    "{name} did not start; its log:\n{}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+        };
+        // Keep reading, so that the child never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Child {
+            name: name.to_owned(),
+            address,
+            child,
+            _stdin: stdin,
+            log,
+        }
+    }
+
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id().expect("child still running") as i32)
+    }
+
+    /// SIGKILL: no cleanup at all.
+    pub async fn kill(&mut self) {
+        let _ = kill(self.pid(), Signal::SIGKILL);
+        let _ = self.child.wait().await;
+    }
+
+    /// SIGTERM, then the exit status within `timeout` (`None`: still running).
+    pub async fn terminate(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let _ = kill(self.pid(), Signal::SIGTERM);
+        tokio::time::timeout(timeout, self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }
+
+    /// Whether the process still runs.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The last lines of its log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+fn child_command(role: &str, token: &str) -> Command {
+    let exe = std::env::current_exe().expect("the test executable");
+    let mut cmd = Command::new(exe);
+    cmd.args([
+        "child",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("TW_CHILD_ROLE", role)
+    .env("TW_TOKEN", token)
+    .env(
+        "RUST_LOG",
+        std::env::var("TW_CHILD_LOG").unwrap_or_else(|_| "info,sqlx=warn".to_owned()),
+    );
+    cmd
+}
+
+/// The body of the ignored `child` test: does nothing unless started as a child.
+pub fn child_main() {
+    let Ok(role) = std::env::var("TW_CHILD_ROLE") else {
+        return;
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .try_init();
+    // The parent holds our stdin: when it goes away, so do we.
+    std::thread::spawn(|| {
+        let mut sink = String::new();
+        while std::io::stdin()
+            .read_line(&mut sink)
+            .map(|n| n > 0)
+            .unwrap_or(false)
+        {}
+        std::process::exit(3);
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let code = rt.block_on(async {
+        match role.as_str() {
+            "admin" => child_admin().await,
+            "executor" => child_executor().await,
+            other => panic!("unknown child role {other}"),
+        }
+    });
+    std::process::exit(code);
+}
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"))
+}
+
+fn ready(address: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "\nTW-READY {address}");
+    let _ = out.flush();
+}
+
+async fn child_admin() -> i32 {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    let mut file: ConfigFile = toml::from_str(&env("TW_ADMIN_TOML")).expect("admin toml");
+    file.database_url = Some(env("TW_DB_URL"));
+    file.node_id = Some(env("TW_NODE_ID"));
+    file.access_token = Some(env("TW_TOKEN"));
+    file.api_token = Some(API_TOKEN.to_owned());
+    file.listen = Some("127.0.0.1:0".to_owned());
+    let config = file.into_config().expect("admin config");
+    let options = StoreOptions {
+        max_connections: Some(6),
+        ..StoreOptions::default()
+    };
+    let store = tickwork_store::connect(&config.database_url, &options)
+        .await
+        .expect("admin database");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("admin listener");
+    let address = format!("http://{}", listener.local_addr().expect("address"));
+    let running = Admin::start(config, store.clone())
+        .await
+        .expect("admin start");
+    let stop = CancellationToken::new();
+    let server = tokio::spawn(tickwork_admin::http::serve(
+        running.admin.clone(),
+        listener,
+        stop.clone(),
+    ));
+    ready(&address);
+    terminate.recv().await;
+    tracing::info!("SIGTERM: shutting down");
+    stop.cancel();
+    let _ = server.await;
+    running.shutdown().await;
+    store.close().await;
+    0
+}
+
+async fn child_executor() -> i32 {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    let executor = SdkExecutor::builder(env("TW_APP"))
+        .admin_addresses(&env("TW_ADMINS"))
+        .access_token(env("TW_TOKEN"))
+        .listen("127.0.0.1:0".parse().expect("address"))
+        .log_folder(env("TW_EXECUTOR_LOGS"))
+        .registry_interval(Duration::from_millis(500))
+        .handler("slow", tickwork_executor::builtin::SleepHandler)
+        .handler("count", |_ctx: JobContext| async move {
+            Ok(JobOutcome::success())
+        })
+        .start()
+        .await
+        .expect("executor start");
+    ready(executor.address());
+    terminate.recv().await;
+    let _ = executor.shutdown_and_wait().await;
+    0
+}
+
+// ---- in-process pieces ----
+
+/// An SDK executor in this process whose `count` and `slow` handlers record every execution
+/// by run id (`slow` also sleeps for its params).
+pub struct CountingExecutor {
+    pub executor: RunningExecutor,
+    pub executions: Arc<Mutex<HashMap<i64, u32>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl CountingExecutor {
+    pub async fn start(app: &str, admins: &[String], token: &str) -> CountingExecutor {
+        let dir = tempfile::tempdir().expect("executor folder");
+        let executions = Arc::new(Mutex::new(HashMap::new()));
+        let seen = executions.clone();
+        let slow_seen = executions.clone();
+        let executor = SdkExecutor::builder(app)
+            .admin_addresses(&admins.join(","))
+            .access_token(token)
+            .listen("127.0.0.1:0".parse().expect("address"))
+            .log_folder(dir.path())
+            .registry_interval(Duration::from_millis(500))
+            .callback_retry(Duration::from_millis(300), Duration::from_secs(2))
+            .handler("count", move |ctx: JobContext| {
+                *seen.lock().unwrap().entry(ctx.log_id()).or_default() += 1;
+                async move { Ok(JobOutcome::success()) }
+            })
+            .handler("slow", move |ctx: JobContext| {
+                *slow_seen.lock().unwrap().entry(ctx.log_id()).or_default() += 1;
+                async move {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    Ok(JobOutcome::success())
+                }
+            })
+            .start()
+            .await
+            .expect("executor start");
+        CountingExecutor {
+            executor,
+            executions,
+            _dir: dir,
+        }
+    }
+
+    pub fn address(&self) -> String {
+        self.executor.address().to_owned()
+    }
+
+    /// Run ids executed more than once, with their counts.
+    pub fn doubles(&self) -> Vec<(i64, u32)> {
+        let mut d: Vec<(i64, u32)> = self
+            .executions
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|(id, n)| (*id, *n))
+            .collect();
+        d.sort_unstable();
+        d
+    }
+
+    pub fn count(&self, run_id: i64) -> u32 {
+        self.executions
+            .lock()
+            .unwrap()
+            .get(&run_id)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// An admin in this process, serving HTTP on a free port.
+pub struct InProcessAdmin {
+    pub running: Option<Running>,
+    pub admin: Admin,
+    pub address: String,
+    stop: CancellationToken,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl InProcessAdmin {
+    pub async fn start(db: &TestDb, node_id: &str, toml: &str) -> InProcessAdmin {
+        // `TW_TEST_LOG=debug` shows what the in-process admins do.
+        if let Ok(filter) = std::env::var("TW_TEST_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_test_writer()
+                .try_init();
+        }
+        let mut file: ConfigFile = toml::from_str(toml).expect("admin toml");
+        file.database_url = Some(db.url.clone());
+        file.node_id = Some(node_id.to_owned());
+        file.access_token = Some(db.token.clone());
+        file.api_token = Some(API_TOKEN.to_owned());
+        file.listen = Some("127.0.0.1:0".to_owned());
+        let config = file.into_config().expect("admin config");
+        let store = db.store().await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("admin listener");
+        let address = format!("http://{}", listener.local_addr().expect("address"));
+        let running = Admin::start(config, store).await.expect("admin start");
+        let admin = running.admin.clone();
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(tickwork_admin::http::serve(
+            admin.clone(),
+            listener,
+            stop.clone(),
+        ));
+        InProcessAdmin {
+            running: Some(running),
+            admin,
+            address,
+            stop,
+            server,
+        }
+    }
+
+    /// A clean shutdown, as on SIGTERM.
+    pub async fn shutdown(mut self) {
+        self.stop.cancel();
+        let _ = (&mut self.server).await;
+        if let Some(running) = self.running.take() {
+            running.shutdown().await;
+        }
+        self.admin.store().close().await;
+    }
+
+    /// An abrupt end: every task is aborted, nothing is cleaned up (the heartbeat row and the
+    /// lease stay until they expire).
+    pub fn crash(mut self) {
+        self.server.abort();
+        drop(self.running.take());
+    }
+}
+
+// ---- the JSON API ----
+
+/// A client of one admin's JSON API and health endpoints.
+#[derive(Clone)]
+pub struct Api {
+    pub base: String,
+    http: reqwest::Client,
+}
+
+impl Api {
+    pub fn new(base: &str) -> Api {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Api {
+            base: base.trim_end_matches('/').to_owned(),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .expect("http client"),
+        }
+    }
+
+    /// `POST /openapi/v1/<path>`, expecting success.
+    pub async fn post(&self, path: &str, body: Value) -> Value {
+        let url = format!("{}/openapi/v1/{path}", self.base);
+        let resp = self
+            .http
+            .post(&url)
+            .bearer_auth(API_TOKEN)
+            .json(&body)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("POST {url}: {e}"));
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        assert!(status.is_success(), "POST {url}: {status}: {text}");
+        serde_json::from_str(&text).expect("json answer")
+    }
+
+    /// `GET <path>` (a path from the root), its status and body.
+    pub async fn get(&self, path: &str) -> (u16, String) {
+        let url = format!("{}{path}", self.base);
+        match self.http.get(&url).send().await {
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                (status, resp.text().await.unwrap_or_default())
+            }
+            Err(e) => (0, e.to_string()),
+        }
+    }
+
+    /// Creates an auto group of `app` and returns its id.
+    pub async fn group(&self, app: &str) -> i64 {
+        let g = self
+            .post(
+                "groups",
+                serde_json::json!({ "app_name": app, "title": app }),
+            )
+            .await;
+        g["id"].as_i64().expect("group id")
+    }
+}
+
+// ---- reading and waiting ----
+
+/// Every run of `job_id` (or of all jobs), oldest first.
+pub async fn runs_of(store: &dyn Store, job_id: Option<i64>) -> Vec<Run> {
+    let mut runs = Vec::new();
+    let mut offset = 0;
+    loop {
+        let page = store
+            .runs_list(RunFilter {
+                job_id,
+                page: PageReq {
+                    offset,
+                    limit: PageReq::MAX_LIMIT,
+                },
+                ..RunFilter::default()
+            })
+            .await
+            .expect("list runs");
+        let n = page.items.len() as u64;
+        runs.extend(page.items);
+        offset += n;
+        if n < PageReq::MAX_LIMIT {
+            break;
+        }
+    }
+    runs.reverse();
+    runs
+}
+
+/// Polls `check` every 200 ms until it gives a value, or `None` after `timeout`.
+pub async fn poll<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Polls `check` every 200 ms until it gives a value; panics after `timeout` with `what`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Sleeps until the wall clock reaches `at` (epoch ms).
+pub async fn sleep_until_ms(at: i64) {
+    let wait = at - now_ms();
+    if wait > 0 {
+        tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+    }
+}
+
+/// Held while a heavy scenario (several admin processes under load) runs: one at a time on
+/// the machine, whether the tests run in one process (`cargo test`) or one process each
+/// (`cargo nextest`). A file lock, released when the guard is dropped (or the process dies).
+pub struct Serial(#[allow(dead_code)] std::fs::File);
+
+pub async fn serial() -> Serial {
+    let path = std::env::temp_dir().join("tickwork-admin-cluster-tests.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .expect("lock file");
+    tokio::task::spawn_blocking(move || {
+        file.lock().expect("lock the scenario lock file");
+        Serial(file)
+    })
+    .await
+    .expect("lock task")
+}
+
+/// A folder for the children's logs; kept (and named on stderr) when `TW_KEEP_LOGS` is set.
+pub fn log_dir() -> tempfile::TempDir {
+    let mut dir = tempfile::tempdir().expect("log folder");
+    if std::env::var_os("TW_KEEP_LOGS").is_some() {
+        dir.disable_cleanup(true);
+        report(format!("child logs kept in {}", dir.path().display()));
+    }
+    dir
+}
+
+/// A duration from an environment variable in seconds, or `default`.
+pub fn env_secs(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_get_their_database_and_user_replaced() {
+        assert_eq!(
+            with_database("mysql://root@127.0.0.1:3306/test?ssl-mode=disabled", "x"),
+            "mysql://root@127.0.0.1:3306/x?ssl-mode=disabled"
+        );
+        assert_eq!(
+            with_user("mysql://root@127.0.0.1:3306/x", "u", "pw"),
+            "mysql://u:pw@127.0.0.1:3306/x"
+        );
+        assert_eq!(
+            with_user("mysql://127.0.0.1:3306/x", "u", "pw"),
+            "mysql://u:pw@127.0.0.1:3306/x"
+        );
+    }
+}
