@@ -1,6 +1,7 @@
 //! `tickwork-bench`: Tickwork's benchmarks. Each scenario prints its figures, one line per
 //! measurement, and ends with a `RESULT scenario=<name> ...` line; nothing is asserted.
 
+mod admin_load;
 mod executor_run;
 mod next_fire;
 
@@ -15,6 +16,9 @@ struct Cli {
     scenario: Scenario,
     #[command(flatten)]
     executor_run: executor_run::ExecutorRunArgs,
+    /// Knobs of the admin load scenarios (one-per-second, fire-rate).
+    #[command(flatten)]
+    load: admin_load::LoadArgs,
 }
 
 /// The scenarios, one module each.
@@ -25,9 +29,17 @@ enum Scenario {
     /// `/run` requests accepted and runs completed per second by one executor with a no-op
     /// handler, and its RSS with 1,000 idle job workers.
     ExecutorRun,
+    /// One job firing every second through a real admin and executor: lateness at rest.
+    OnePerSecond,
+    /// `--jobs` jobs all due every second through a real admin and executor: throughput.
+    FireRate,
 }
 
 fn main() -> anyhow::Result<()> {
+    // The admin load scenarios re-invoke this binary as their executor process.
+    if admin_load::child::is_child() {
+        return admin_load::child::main();
+    }
     let cli = Cli::parse();
     match cli.scenario {
         Scenario::NextFire => next_fire::run(),
@@ -35,5 +47,18 @@ fn main() -> anyhow::Result<()> {
             .enable_all()
             .build()?
             .block_on(executor_run::run(cli.executor_run)),
+        Scenario::OnePerSecond => admin_load::run(admin_load::Load::OnePerSecond, cli.load),
+        Scenario::FireRate => admin_load::run(admin_load::Load::FireRate, cli.load),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every scenario's flags share one command line: clap checks they do not collide.
+    #[test]
+    fn command_line_is_consistent() {
+        super::Cli::command().debug_assert();
     }
 }

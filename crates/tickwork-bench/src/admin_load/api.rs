@@ -1,0 +1,152 @@
+//! A small client of the admin's JSON API (`/openapi/v1`, bearer token), spreading requests
+//! over several admins, with bulk helpers that keep a fixed number of requests in flight.
+
+use std::future::Future;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use futures::StreamExt;
+use serde_json::Value;
+
+/// Tries per request: a busy admin may answer 5xx or drop a connection under load.
+const TRIES: u32 = 3;
+
+#[derive(Clone)]
+pub struct Api {
+    client: reqwest::Client,
+    bases: Vec<String>,
+    token: String,
+}
+
+impl Api {
+    /// A client of the admins at `bases` (`http://ip:port`).
+    pub fn new(bases: Vec<String>, token: &str) -> anyhow::Result<Api> {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .context("cannot build the HTTP client")?;
+        Ok(Api {
+            client,
+            bases,
+            token: token.to_owned(),
+        })
+    }
+
+    /// `method path` on admin number `i` (modulo the admin count).
+    pub async fn call(
+        &self,
+        i: usize,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> anyhow::Result<Value> {
+        let url = format!("{}/openapi/v1{path}", self.bases[i % self.bases.len()]);
+        let mut last = None;
+        for attempt in 0..TRIES {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+            }
+            let mut req = self
+                .client
+                .request(method.clone(), &url)
+                .bearer_auth(&self.token);
+            if let Some(b) = body {
+                req = req.json(b);
+            }
+            match req.send().await {
+                Ok(resp) => {
+                    let status = resp.status();
+                    let text = resp.text().await.unwrap_or_default();
+                    if status.is_success() {
+                        return serde_json::from_str(&text)
+                            .with_context(|| format!("{method} {path}: not JSON: {text}"));
+                    }
+                    if status.is_client_error() {
+                        bail!("{method} {path}: {status} {text}");
+                    }
+                    last = Some(anyhow::anyhow!("{method} {path}: {status} {text}"));
+                }
+                Err(e) => last = Some(anyhow::anyhow!("{method} {path}: {e}")),
+            }
+        }
+        Err(last.expect("at least one try"))
+    }
+
+    /// One GET without retries, cut off after `limit` (polling a busy admin).
+    pub async fn get_once(&self, path: &str, limit: Duration) -> anyhow::Result<Value> {
+        let url = format!("{}/openapi/v1{path}", self.bases[0]);
+        let resp = self
+            .client
+            .get(&url)
+            .bearer_auth(&self.token)
+            .timeout(limit)
+            .send()
+            .await?;
+        let status = resp.status();
+        let text = resp.text().await?;
+        if !status.is_success() {
+            bail!("GET {path}: {status} {text}");
+        }
+        Ok(serde_json::from_str(&text)?)
+    }
+
+    pub async fn get(&self, i: usize, path: &str) -> anyhow::Result<Value> {
+        self.call(i, reqwest::Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, i: usize, path: &str, body: &Value) -> anyhow::Result<Value> {
+        self.call(i, reqwest::Method::POST, path, Some(body)).await
+    }
+}
+
+/// Runs `f(0..n)` with at most `concurrency` calls in flight, until all are done or `limit`
+/// has passed; results in index order, `None` for the calls the limit cut off.
+pub async fn bulk<T, F, Fut>(
+    n: usize,
+    concurrency: usize,
+    limit: Duration,
+    f: F,
+) -> Vec<Option<anyhow::Result<T>>>
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = anyhow::Result<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut out: Vec<Option<anyhow::Result<T>>> = (0..n).map(|_| None).collect();
+    let calls = futures::stream::iter(0..n)
+        .map(|i| {
+            let fut = f(i);
+            async move { (i, fut.await) }
+        })
+        .buffer_unordered(concurrency.max(1));
+    futures::pin_mut!(calls);
+    while let Ok(Some((i, r))) = tokio::time::timeout_at(deadline, calls.next()).await {
+        out[i] = Some(r);
+    }
+    out
+}
+
+/// How a bulk operation went: done, failed (with the first error), cut off by the limit.
+pub fn tally<T>(results: &[Option<anyhow::Result<T>>]) -> (usize, usize, usize, Option<String>) {
+    let mut done = 0;
+    let mut failed = 0;
+    let mut first = None;
+    for r in results {
+        match r {
+            Some(Ok(_)) => done += 1,
+            Some(Err(e)) => {
+                failed += 1;
+                first.get_or_insert_with(|| format!("{e:#}"));
+            }
+            None => {}
+        }
+    }
+    (done, failed, results.len() - done - failed, first)
+}
+
+/// The id of a created object.
+pub fn id_of(v: &Value) -> anyhow::Result<i64> {
+    v.get("id")
+        .and_then(Value::as_i64)
+        .with_context(|| format!("no id in {v}"))
+}

@@ -1,0 +1,274 @@
+//! The benchmark's database: a SQLite file in the run's temporary folder, or a fresh database
+//! `tw_bench_<random>` on a PostgreSQL or MySQL/MariaDB server, dropped afterwards. After the
+//! run the ledger (`tw_runs`) is read directly, to cross-check what the executors saw.
+
+use std::path::Path;
+
+use anyhow::Context;
+use sqlx::AssertSqlSafe;
+
+/// The database backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DbKind {
+    Sqlite,
+    Postgres,
+    Mysql,
+}
+
+impl DbKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DbKind::Sqlite => "sqlite",
+            DbKind::Postgres => "postgres",
+            DbKind::Mysql => "mysql",
+        }
+    }
+
+    /// Command names of the server's processes, for the CPU split.
+    pub fn process_names(self) -> Vec<&'static str> {
+        match self {
+            DbKind::Sqlite => Vec::new(),
+            DbKind::Postgres => vec!["postgres"],
+            DbKind::Mysql => vec!["mariadbd", "mysqld"],
+        }
+    }
+}
+
+enum Pool {
+    Sqlite(sqlx::SqlitePool),
+    Pg(sqlx::PgPool),
+    My(sqlx::MySqlPool),
+}
+
+/// `?` placeholders as PostgreSQL writes them (`$1`, `$2`, ...).
+fn numbered(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut n = 0;
+    for c in sql.chars() {
+        if c == '?' {
+            n += 1;
+            out.push_str(&format!("${n}"));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Runs one query on whichever backend, binding `i64` values in order.
+macro_rules! fetch {
+    ($pool:expr, $row:ty, $sql:expr, $binds:expr) => {{
+        let sql: String = $sql;
+        match &$pool {
+            Pool::Sqlite(p) => {
+                let mut q = sqlx::query_as::<sqlx::Sqlite, $row>(AssertSqlSafe(sql));
+                for b in $binds {
+                    q = q.bind(*b);
+                }
+                q.fetch_all(p).await?
+            }
+            Pool::Pg(p) => {
+                let mut q = sqlx::query_as::<sqlx::Postgres, $row>(AssertSqlSafe(numbered(&sql)));
+                for b in $binds {
+                    q = q.bind(*b);
+                }
+                q.fetch_all(p).await?
+            }
+            Pool::My(p) => {
+                let mut q = sqlx::query_as::<sqlx::MySql, $row>(AssertSqlSafe(sql));
+                for b in $binds {
+                    q = q.bind(*b);
+                }
+                q.fetch_all(p).await?
+            }
+        }
+    }};
+}
+
+/// The database of one benchmark run.
+pub struct BenchDb {
+    pub kind: DbKind,
+    /// The URL the admins use.
+    pub url: String,
+    /// The server URL and the database name, for the drop (server backends only).
+    server: Option<(String, String)>,
+}
+
+impl BenchDb {
+    /// Creates the database: a file under `dir`, or a fresh database on `server_url`.
+    pub async fn create(kind: DbKind, server_url: &str, dir: &Path) -> anyhow::Result<BenchDb> {
+        if kind == DbKind::Sqlite {
+            let file = dir.join("bench.db");
+            return Ok(BenchDb {
+                kind,
+                url: format!("sqlite://{}?mode=rwc", file.display()),
+                server: None,
+            });
+        }
+        let name = format!("tw_bench_{:08x}", rand_u32());
+        let create = format!("CREATE DATABASE {name}");
+        match kind {
+            DbKind::Postgres => {
+                let pool = sqlx::PgPool::connect(server_url)
+                    .await
+                    .with_context(|| format!("cannot connect to {server_url}"))?;
+                sqlx::query(AssertSqlSafe(create)).execute(&pool).await?;
+                pool.close().await;
+            }
+            _ => {
+                let pool = sqlx::MySqlPool::connect(server_url)
+                    .await
+                    .with_context(|| format!("cannot connect to {server_url}"))?;
+                sqlx::query(AssertSqlSafe(create)).execute(&pool).await?;
+                pool.close().await;
+            }
+        }
+        let mut url = reqwest::Url::parse(server_url).context("invalid server url")?;
+        url.set_path(&format!("/{name}"));
+        Ok(BenchDb {
+            kind,
+            url: url.to_string(),
+            server: Some((server_url.to_owned(), name)),
+        })
+    }
+
+    /// Drops a server database (a SQLite file goes with the temporary folder).
+    pub async fn drop_database(&self) -> anyhow::Result<()> {
+        let Some((server_url, name)) = &self.server else {
+            return Ok(());
+        };
+        match self.kind {
+            DbKind::Postgres => {
+                let pool = sqlx::PgPool::connect(server_url).await?;
+                let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+                sqlx::query(AssertSqlSafe(sql)).execute(&pool).await?;
+                pool.close().await;
+            }
+            _ => {
+                let pool = sqlx::MySqlPool::connect(server_url).await?;
+                let sql = format!("DROP DATABASE IF EXISTS {name}");
+                sqlx::query(AssertSqlSafe(sql)).execute(&pool).await?;
+                pool.close().await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the ledger of the runs of `group_id` scheduled in `[from_ms, to_ms)`.
+    pub async fn ledger(&self, group_id: i64, from_ms: i64, to_ms: i64) -> anyhow::Result<Ledger> {
+        let pool = match self.kind {
+            DbKind::Sqlite => {
+                let ro = self.url.replace("mode=rwc", "mode=ro");
+                Pool::Sqlite(sqlx::SqlitePool::connect(&ro).await?)
+            }
+            DbKind::Postgres => Pool::Pg(sqlx::PgPool::connect(&self.url).await?),
+            DbKind::Mysql => Pool::My(sqlx::MySqlPool::connect(&self.url).await?),
+        };
+        let binds = [group_id, from_ms, to_ms];
+        const WHERE: &str = "WHERE group_id = ? AND scheduled_at >= ? AND scheduled_at < ?";
+        let states = fetch!(
+            pool,
+            (Option<String>, i64),
+            format!("SELECT state, COUNT(*) FROM tw_runs {WHERE} GROUP BY state ORDER BY state"),
+            &binds
+        );
+        let owners = fetch!(
+            pool,
+            (Option<String>, i64),
+            format!(
+                "SELECT owner_node, COUNT(*) FROM tw_runs {WHERE} \
+                 GROUP BY owner_node ORDER BY owner_node"
+            ),
+            &binds
+        );
+        let duplicated = fetch!(
+            pool,
+            (i64,),
+            format!(
+                "SELECT COUNT(*) FROM (SELECT job_id, scheduled_at FROM tw_runs {WHERE} \
+                 GROUP BY job_id, scheduled_at HAVING COUNT(*) > 1) d"
+            ),
+            &binds
+        );
+        let scheduled = fetch!(
+            pool,
+            (i64,),
+            format!(
+                "SELECT COUNT(*) FROM (SELECT DISTINCT job_id, scheduled_at FROM tw_runs \
+                 {WHERE} AND fire_key IS NOT NULL) d"
+            ),
+            &binds
+        );
+        let rows = fetch!(
+            pool,
+            (i64, i64, Option<i64>, Option<i64>),
+            format!(
+                "SELECT scheduled_at, created_at, dispatched_at, finished_at FROM tw_runs {WHERE}"
+            ),
+            &binds
+        );
+        match pool {
+            Pool::Sqlite(p) => p.close().await,
+            Pool::Pg(p) => p.close().await,
+            Pool::My(p) => p.close().await,
+        }
+        Ok(Ledger {
+            states: states
+                .into_iter()
+                .map(|(s, n)| (s.unwrap_or_default(), n))
+                .collect(),
+            owners: owners
+                .into_iter()
+                .map(|(s, n)| (s.unwrap_or_else(|| "-".into()), n))
+                .collect(),
+            duplicated: duplicated.first().map_or(0, |r| r.0),
+            distinct_scheduled: scheduled.first().map_or(0, |r| r.0),
+            rows: rows
+                .into_iter()
+                .map(
+                    |(scheduled_at, created_at, dispatched_at, finished_at)| LedgerRow {
+                        scheduled_at,
+                        created_at,
+                        dispatched_at,
+                        finished_at,
+                    },
+                )
+                .collect(),
+        })
+    }
+}
+
+/// What the ledger holds for the window.
+#[derive(Debug, Clone)]
+pub struct Ledger {
+    /// Runs by state.
+    pub states: Vec<(String, i64)>,
+    /// Runs by owning admin node.
+    pub owners: Vec<(String, i64)>,
+    /// (job, scheduled_at) pairs with more than one run.
+    pub duplicated: i64,
+    /// Distinct scheduled (job, fire) pairs.
+    pub distinct_scheduled: i64,
+    pub rows: Vec<LedgerRow>,
+}
+
+/// The timestamps of one run.
+#[derive(Debug, Clone, Copy)]
+pub struct LedgerRow {
+    pub scheduled_at: i64,
+    pub created_at: i64,
+    pub dispatched_at: Option<i64>,
+    pub finished_at: Option<i64>,
+}
+
+/// A random 32-bit number from the standard library's hasher seed (no extra dependency).
+pub fn rand_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish() as u32
+}

@@ -1,0 +1,852 @@
+//! `--scenario one-per-second` and `--scenario fire-rate`: the admin end to end, on real
+//! processes. One or more `tickwork admin` children on a fresh database, one or more executor
+//! children (this binary again, on the executor SDK, with a no-op handler that records when each
+//! run reached it), jobs created and started through the JSON API, all due on the same whole
+//! seconds; after a warm-up, a window is measured: fires per second, lateness, missed and
+//! duplicated fires (cross-checked in the run ledger), the admin's peak RSS and the CPU split.
+
+mod api;
+pub mod child;
+mod db;
+mod probe;
+mod procs;
+mod stats;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::json;
+
+pub use db::DbKind;
+use db::{BenchDb, Ledger};
+use procs::{CpuSplit, ExecutorProc, Parts, Proc};
+use stats::{Arrival, Spread, WindowFigures, ms};
+
+/// The handler name the jobs use and the executor children register.
+const HANDLER: &str = "bench-noop";
+/// Every second: the fire pattern of every job.
+const EVERY_SECOND: &str = "* * * * * ?";
+/// Longest time for creating the jobs, and for starting them: an overloaded admin answers
+/// API calls slowly, and the run must end by itself.
+const SETUP_MAX: Duration = Duration::from_secs(120);
+/// Longest time for stopping the jobs.
+const STOP_MAX: Duration = Duration::from_secs(30);
+/// Longest wait for the window's runs to leave `planned` after the window.
+const DRAIN_MAX: Duration = Duration::from_secs(30);
+/// Longest wait for arrivals to settle once the jobs are stopped.
+const SETTLE_MAX: Duration = Duration::from_secs(30);
+/// How long an executor gets to exit on SIGTERM (it drains and flushes its callbacks).
+const EXECUTOR_EXIT_GRACE: Duration = Duration::from_secs(60);
+/// How long an admin gets to exit on SIGTERM; its ledger is read after it is gone.
+const ADMIN_EXIT_GRACE: Duration = Duration::from_secs(10);
+
+/// Which load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Load {
+    /// One job firing every second: lateness at rest.
+    OnePerSecond,
+    /// `--jobs` jobs all due every second: throughput.
+    FireRate,
+}
+
+impl Load {
+    fn name(self) -> &'static str {
+        match self {
+            Load::OnePerSecond => "one-per-second",
+            Load::FireRate => "fire-rate",
+        }
+    }
+}
+
+/// Knobs of the admin load scenarios.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoadArgs {
+    /// fire-rate: how many jobs, all due every second.
+    // Its own id: executor-run's `--run-jobs` is `jobs` too.
+    #[arg(id = "load_jobs", long = "jobs", default_value_t = 1000)]
+    pub jobs: usize,
+    /// The admin's database: a SQLite file, or a fresh database on the server.
+    #[arg(long, value_enum, default_value_t = DbKind::Sqlite)]
+    pub db: DbKind,
+    /// Measured window in seconds [default: 60 for one-per-second, 30 for fire-rate].
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<u64>,
+    /// Seconds of firing before the window opens.
+    #[arg(long, value_name = "SECS", default_value_t = 5)]
+    pub warmup: u64,
+    /// The `tickwork` binary [default: next to this executable].
+    #[arg(long, value_name = "PATH")]
+    pub tickwork_bin: Option<PathBuf>,
+    /// Admin processes on the same database (SQLite: 1).
+    #[arg(long, default_value_t = 1)]
+    pub admins: usize,
+    /// Executor processes (jobs are routed round robin over them when more than one).
+    #[arg(long, default_value_t = 1)]
+    pub executors: usize,
+    /// API requests in flight during setup and stop.
+    #[arg(long, default_value_t = 16)]
+    pub api_concurrency: usize,
+    /// PostgreSQL server on which `--db postgres` creates its database.
+    #[arg(
+        long,
+        env = "TICKWORK_BENCH_POSTGRES",
+        default_value = "postgres://postgres@127.0.0.1:5432/test"
+    )]
+    pub postgres_url: String,
+    /// MySQL/MariaDB server on which `--db mysql` creates its database.
+    #[arg(
+        long,
+        env = "TICKWORK_BENCH_MYSQL",
+        default_value = "mysql://root@127.0.0.1:3306/test"
+    )]
+    pub mysql_url: String,
+    /// Parent folder of the executors' run log folders [default: the run's temporary folder].
+    /// Every run creates one file there before its handler is invoked, so the file system
+    /// is part of the measured lateness (a tmpfs takes it out).
+    #[arg(long, value_name = "DIR")]
+    pub executor_logs: Option<PathBuf>,
+    /// Route `/run` through a pass-through proxy in each executor child that notes when the
+    /// request leaves the admin's socket: splits lateness into the admin's and the executor's
+    /// parts (adds one loopback hop).
+    #[arg(long)]
+    pub wire_probe: bool,
+    /// Keep the run's temporary folder (admin and executor logs, records, SQLite file).
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// Runs one admin load scenario and prints its figures, ending with one `RESULT` line.
+pub fn run(load: Load, args: LoadArgs) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run_async(load, args))
+}
+
+/// Epoch milliseconds from the wall clock (comparable between processes on one machine).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+async fn sleep_until_ms(at: i64) {
+    let wait = at - now_ms();
+    if wait > 0 {
+        tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+    }
+}
+
+fn token() -> String {
+    format!("{:08x}{:08x}", db::rand_u32(), db::rand_u32())
+}
+
+/// Everything fixed before the processes start.
+struct Plan {
+    load: Load,
+    jobs: usize,
+    duration: u64,
+    args: LoadArgs,
+    bin: PathBuf,
+    dir: PathBuf,
+}
+
+async fn run_async(load: Load, args: LoadArgs) -> anyhow::Result<()> {
+    let jobs = match load {
+        Load::OnePerSecond => 1,
+        Load::FireRate => args.jobs,
+    };
+    let duration = args.duration.unwrap_or(match load {
+        Load::OnePerSecond => 60,
+        Load::FireRate => 30,
+    });
+    if jobs == 0 || duration == 0 || args.admins == 0 || args.executors == 0 {
+        bail!("--jobs, --duration, --admins and --executors must be at least 1");
+    }
+    if args.db == DbKind::Sqlite && args.admins > 1 {
+        bail!("SQLite serves a single admin: use --db postgres or mysql with --admins > 1");
+    }
+    // reqwest is built without a default TLS provider (the workspace picks ring).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let bin = match &args.tickwork_bin {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .context("this binary has no folder")?
+            .join("tickwork"),
+    };
+    if !bin.is_file() {
+        bail!(
+            "no tickwork binary at {} (build it: cargo build --release -p tickwork, or pass --tickwork-bin)",
+            bin.display()
+        );
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "tickwork-bench-{}-{:08x}",
+        std::process::id(),
+        db::rand_u32()
+    ));
+    std::fs::create_dir_all(&dir)?;
+    println!(
+        "scenario={} db={} jobs={jobs} admins={} executors={} warmup={}s window={duration}s",
+        load.name(),
+        args.db.as_str(),
+        args.admins,
+        args.executors,
+        args.warmup,
+    );
+    println!(
+        "measured: lateness = wall-clock instant the executor SDK invokes the no-op handler \
+         (after /run was accepted, the job's worker took the run and its run log file was \
+         created) minus the run's scheduled instant (log_date_time = scheduled_at)"
+    );
+    let server = match args.db {
+        DbKind::Postgres => args.postgres_url.as_str(),
+        _ => args.mysql_url.as_str(),
+    };
+    preflight().await;
+    let db = BenchDb::create(args.db, server, &dir).await?;
+    println!("database {}", db.url);
+    let plan = Plan {
+        load,
+        jobs,
+        duration,
+        args,
+        bin,
+        dir,
+    };
+    // On SIGINT or SIGTERM the scenario is dropped, which kills its children, and the
+    // clean-up below still runs.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let outcome = tokio::select! {
+        r = drive(&plan, &db) => r,
+        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+        _ = term.recv() => Err(anyhow::anyhow!("terminated")),
+    };
+    if let Err(e) = db.drop_database().await {
+        eprintln!("warning: the bench database was not dropped: {e:#}");
+    }
+    if plan.args.keep {
+        println!("logs and records kept in {}", plan.dir.display());
+        if let Some(p) = &plan.args.executor_logs {
+            println!("run logs kept under {}", p.display());
+        }
+    } else {
+        let dir = plan.dir.clone();
+        let elsewhere = plan
+            .args
+            .executor_logs
+            .as_ref()
+            .and_then(|p| Some(p.join(dir.file_name()?)));
+        // Executors write one run log file per run: hundreds of thousands at full load.
+        let removed = tokio::task::spawn_blocking(move || {
+            if let Some(logs) = elsewhere
+                && logs.exists()
+            {
+                std::fs::remove_dir_all(logs)?;
+            }
+            if outcome.is_err() {
+                // Keep the logs that explain the failure, drop the bulk.
+                for entry in std::fs::read_dir(&dir)?.flatten() {
+                    if entry.file_name().to_string_lossy().ends_with("-runlogs") {
+                        std::fs::remove_dir_all(entry.path())?;
+                    }
+                }
+                println!("logs kept in {}", dir.display());
+            } else {
+                std::fs::remove_dir_all(&dir)?;
+            }
+            std::io::Result::Ok(outcome)
+        })
+        .await?;
+        return removed?;
+    }
+    outcome
+}
+
+/// Warns when the machine is already busy: other work on the cores skews every figure.
+async fn preflight() {
+    let a = procs::machine_ticks();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let b = procs::machine_ticks();
+    if let (Some((busy0, total0)), Some((busy1, total1))) = (a, b) {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let busy = (busy1 - busy0) as f64 / (total1 - total0).max(1) as f64 * 100.0 * cores;
+        println!("machine busy before start: {busy:.0}% of one core ({cores} cores)");
+        if busy > 20.0 {
+            println!("warning: the machine is busy with other work; the figures will suffer");
+        }
+    }
+}
+
+/// The live sampler: the admins' peak RSS, and one line per second while `printing`.
+struct Sampler {
+    peak_kib: Arc<AtomicU64>,
+    printing: Arc<AtomicBool>,
+    window_start: Arc<AtomicI64>,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Sampler {
+    fn start(parts: Parts, arrivals: Vec<Arc<AtomicU64>>) -> Sampler {
+        let peak_kib = Arc::new(AtomicU64::new(0));
+        let printing = Arc::new(AtomicBool::new(false));
+        let window_start = Arc::new(AtomicI64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (peak, print, w0, halt) = (
+            Arc::clone(&peak_kib),
+            Arc::clone(&printing),
+            Arc::clone(&window_start),
+            Arc::clone(&stop),
+        );
+        let task = tokio::spawn(async move {
+            let hz = procs::ticks_per_second();
+            let total = || {
+                arrivals
+                    .iter()
+                    .map(|a| a.load(Ordering::Relaxed))
+                    .sum::<u64>()
+            };
+            let mut tick = tokio::time::interval(Duration::from_millis(250));
+            let (mut last_cpu, mut last_n, mut last_at) =
+                (parts.snapshot(), total(), Instant::now());
+            let mut ticks = 0u64;
+            while !halt.load(Ordering::Relaxed) {
+                tick.tick().await;
+                let rss = parts.admin_rss_kib();
+                peak.fetch_max(rss, Ordering::Relaxed);
+                ticks += 1;
+                if !ticks.is_multiple_of(4) {
+                    continue;
+                }
+                let (cpu, n, at) = (parts.snapshot(), total(), Instant::now());
+                if print.load(Ordering::Relaxed) {
+                    let secs = at.duration_since(last_at).as_secs_f64();
+                    let split = CpuSplit::between(&last_cpu, &cpu, secs, hz);
+                    let w = w0.load(Ordering::Relaxed);
+                    let t = if w == 0 {
+                        "setup".to_owned()
+                    } else {
+                        format!("W{:+.0}s", (now_ms() - w) as f64 / 1000.0)
+                    };
+                    println!(
+                        "live {t:>6}: arrivals {:>6.0}/s  admin_rss {:>6.1} MB  {split}",
+                        n.saturating_sub(last_n) as f64 / secs,
+                        rss as f64 / 1024.0,
+                    );
+                }
+                (last_cpu, last_n, last_at) = (cpu, n, at);
+            }
+        });
+        Sampler {
+            peak_kib,
+            printing,
+            window_start,
+            stop,
+            task,
+        }
+    }
+
+    /// Stops sampling; returns the peak admin RSS in KiB.
+    async fn finish(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.task.await;
+        self.peak_kib.load(Ordering::Relaxed)
+    }
+}
+
+async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
+    let args = &plan.args;
+    let (token, api_token) = (token(), token());
+    let started = Instant::now();
+
+    // ---- admins: the first alone, since it migrates the database ----
+    let mut admins: Vec<Proc> = Vec::new();
+    let mut bases = Vec::new();
+    for index in 0..args.admins {
+        let (proc, addr) = procs::start_admin(procs::AdminSpec {
+            bin: &plan.bin,
+            index,
+            db_url: &db.url,
+            dir: &plan.dir,
+            token: &token,
+            api_token: &api_token,
+        })
+        .await?;
+        println!("admin-{index} pid {} listening on {addr}", proc.pid);
+        admins.push(proc);
+        bases.push(format!("http://{addr}"));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle_kib = admins
+        .iter()
+        .filter_map(|a| procs::rss_kib(a.pid))
+        .max()
+        .unwrap_or(0);
+    println!(
+        "admin idle rss {:.1} MB (started in {:.2} s)",
+        idle_kib as f64 / 1024.0,
+        started.elapsed().as_secs_f64() - 1.0
+    );
+
+    // ---- executors ----
+    let app = format!("tw-bench-{:06x}", db::rand_u32() & 0xff_ffff);
+    let mut executors: Vec<ExecutorProc> = Vec::new();
+    // A safety net only: the bench stops its executors itself.
+    let run_logs = match &args.executor_logs {
+        Some(parent) => parent.join(
+            plan.dir
+                .file_name()
+                .context("temporary folder has no name")?,
+        ),
+        None => plan.dir.clone(),
+    };
+    println!("executor run logs under {}", run_logs.display());
+    let max_secs = plan.args.warmup + plan.duration + 2 * SETUP_MAX.as_secs() + 600;
+    for index in 0..args.executors {
+        let e = procs::start_executor(procs::ExecutorSpec {
+            index,
+            admins: &bases.join(","),
+            token: &token,
+            app: &app,
+            handler: HANDLER,
+            dir: &plan.dir,
+            run_logs: &run_logs,
+            max_secs,
+            wire_probe: args.wire_probe,
+        })
+        .await?;
+        println!("executor-{index} pid {}", e.proc.pid);
+        executors.push(e);
+    }
+    let parts = Parts {
+        admins: admins.iter().map(|a| a.pid).collect(),
+        executors: executors.iter().map(|e| e.proc.pid).collect(),
+        db_names: db.kind.process_names(),
+    };
+    // The first admin and executor: their CPU by thread says where the time goes.
+    let thread_pids = [
+        ("admin-0", admins[0].pid),
+        ("executor-0", executors[0].proc.pid),
+    ];
+    let sampler = Sampler::start(
+        parts.clone(),
+        executors.iter().map(|e| Arc::clone(&e.arrivals)).collect(),
+    );
+
+    // ---- group and jobs through the JSON API ----
+    let api = api::Api::new(bases.clone(), &api_token)?;
+    let group = api
+        .post(
+            0,
+            "/groups",
+            &json!({ "app_name": app, "title": "bench", "address_mode": "auto" }),
+        )
+        .await?;
+    let group_id = api::id_of(&group)?;
+    wait_for_executors(&api, group_id, args.executors).await?;
+
+    let route = if args.executors > 1 { "ROUND" } else { "FIRST" };
+    let t = Instant::now();
+    let created = api::bulk(plan.jobs, args.api_concurrency, SETUP_MAX, |i| {
+        let api = api.clone();
+        let body = json!({
+            "key": format!("{app}-{i}"),
+            "group_id": group_id,
+            "description": format!("bench job {i}"),
+            "schedule_type": "CRON",
+            "schedule_conf": EVERY_SECOND,
+            "route_strategy": route,
+            "handler": HANDLER,
+        });
+        async move { api::id_of(&api.post(i, "/jobs", &body).await?) }
+    })
+    .await;
+    let (done, failed, cut, first) = api::tally(&created);
+    if done < plan.jobs {
+        bail!(
+            "{done} of {} jobs created in {:.0} s ({failed} failed, {cut} cut off); first error: {}",
+            plan.jobs,
+            t.elapsed().as_secs_f64(),
+            first.unwrap_or_default()
+        );
+    }
+    let job_ids: Vec<i64> = created.into_iter().flatten().flatten().collect();
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "setup: created {} jobs in {secs:.2} s ({:.0}/s, {} in flight)",
+        job_ids.len(),
+        job_ids.len() as f64 / secs,
+        args.api_concurrency
+    );
+
+    sampler.printing.store(true, Ordering::Relaxed);
+    let t = Instant::now();
+    let results = api::bulk(job_ids.len(), args.api_concurrency, SETUP_MAX, |i| {
+        let api = api.clone();
+        let path = format!("/jobs/{}/start", job_ids[i]);
+        async move { api.call(i, reqwest::Method::POST, &path, None).await }
+    })
+    .await;
+    let (done, failed, cut, first) = api::tally(&results);
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "setup: started {done} jobs in {secs:.2} s ({:.0}/s)",
+        done as f64 / secs
+    );
+    if done < job_ids.len() {
+        // Measured anyway: the jobs that did not start count as missed.
+        println!(
+            "warning: {failed} starts failed and {cut} were cut off after {} s; first error: {}",
+            SETUP_MAX.as_secs(),
+            first.unwrap_or_default()
+        );
+    }
+
+    // ---- the window: whole seconds, after the warm-up ----
+    let w0 = (now_ms() + plan.args.warmup as i64 * 1000).div_euclid(1000) * 1000 + 1000;
+    let w1 = w0 + plan.duration as i64 * 1000;
+    sampler.window_start.store(w0, Ordering::Relaxed);
+    println!(
+        "warm-up until the window opens at {w0} (in {:.1} s)",
+        (w0 - now_ms()) as f64 / 1000.0
+    );
+    sleep_until_ms(w0).await;
+    let (cpu0, at0) = (parts.snapshot(), Instant::now());
+    let threads0: Vec<_> = thread_pids
+        .iter()
+        .map(|&(_, p)| procs::thread_ticks(p))
+        .collect();
+    let everyone0 = procs::all_ticks();
+    let arrivals0: u64 = executors
+        .iter()
+        .map(|e| e.arrivals.load(Ordering::Relaxed))
+        .sum();
+    sleep_until_ms(w1).await;
+    let (cpu1, at1) = (parts.snapshot(), Instant::now());
+    let threads1: Vec<_> = thread_pids
+        .iter()
+        .map(|&(_, p)| procs::thread_ticks(p))
+        .collect();
+    let everyone1 = procs::all_ticks();
+    let arrivals1: u64 = executors
+        .iter()
+        .map(|e| e.arrivals.load(Ordering::Relaxed))
+        .sum();
+    let window_secs = at1.duration_since(at0).as_secs_f64();
+    let hz = procs::ticks_per_second();
+    let window_cpu = CpuSplit::between(&cpu0, &cpu1, window_secs, hz);
+    println!("window closed: {window_cpu}");
+    let ours: Vec<u32> = parts
+        .admins
+        .iter()
+        .chain(&parts.executors)
+        .copied()
+        .chain([std::process::id()])
+        .collect();
+    println!(
+        "window closed: busiest other processes (database server included): {}",
+        procs::top_others(&everyone0, &everyone1, &ours, window_secs, hz)
+    );
+    for (((name, _), a), b) in thread_pids.iter().zip(&threads0).zip(&threads1) {
+        println!(
+            "window closed: {name} threads: {}",
+            procs::thread_split(a, b, window_secs, hz)
+        );
+    }
+    println!(
+        "window closed: executors counted {} arrivals during the window (live counter)",
+        arrivals1 - arrivals0
+    );
+
+    // ---- drain: the jobs keep firing until every run of the window has left `planned` ----
+    let t = Instant::now();
+    loop {
+        let path = format!("/runs?group_id={group_id}&state=planned&from={w0}&to={w1}&limit=1");
+        let left = match api.get_once(&path, Duration::from_secs(5)).await {
+            Ok(v) => v.get("total").and_then(|t| t.as_i64()).unwrap_or(-1),
+            Err(e) => {
+                println!("drain: runs query failed: {e:#}");
+                -1
+            }
+        };
+        if left == 0 {
+            println!(
+                "drain: every run of the window left `planned` {:.1} s after the window",
+                t.elapsed().as_secs_f64()
+            );
+            break;
+        }
+        if t.elapsed() > DRAIN_MAX {
+            println!(
+                "drain: {left} runs of the window still planned after {} s; stopping anyway",
+                DRAIN_MAX.as_secs()
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    // ---- stop the jobs, let the last runs arrive ----
+    let t = Instant::now();
+    let results = api::bulk(job_ids.len(), args.api_concurrency, STOP_MAX, |i| {
+        let api = api.clone();
+        let path = format!("/jobs/{}/stop", job_ids[i]);
+        async move { api.call(i, reqwest::Method::POST, &path, None).await }
+    })
+    .await;
+    let (done, failed, cut, _) = api::tally(&results);
+    println!(
+        "stopped {done} jobs in {:.2} s ({failed} failed, {cut} cut off; the rest fire until \
+         their admin stops)",
+        t.elapsed().as_secs_f64()
+    );
+    settle(&executors).await;
+    sampler.printing.store(false, Ordering::Relaxed);
+
+    // ---- executors first (their callbacks drain into the live admins), then admins ----
+    let mut arrivals: Vec<Arrival> = Vec::new();
+    for e in executors {
+        let name = e.proc.name.clone();
+        let records = e.records.clone();
+        let log = e.proc.log.clone();
+        let status = e.proc.terminate(EXECUTOR_EXIT_GRACE).await;
+        if !records.exists() {
+            bail!("{name} wrote no records ({status}); see {}", log.display());
+        }
+        let n_before = arrivals.len();
+        read_records(&records, &mut arrivals)?;
+        println!(
+            "{name}: {} records, exit {status}",
+            arrivals.len() - n_before
+        );
+        print_log_summary(&name, &log);
+    }
+    let peak_kib = sampler.finish().await;
+    // Its idle keep-alive connections would only slow the admins' graceful shutdown.
+    drop(api);
+    for a in admins {
+        let name = a.name.clone();
+        let log = a.log.clone();
+        let status = a.terminate(ADMIN_EXIT_GRACE).await;
+        println!("{name}: exit {status}");
+        print_log_summary(&name, &log);
+    }
+
+    // ---- figures ----
+    let figures = stats::window_figures(&arrivals, &job_ids, w0, w1);
+    print_seconds(&figures);
+    if let (Some(w), Some(e)) = (figures.wire, figures.executor_part) {
+        println!(
+            "wire probe: scheduled -> /run off the admin's socket: first {} ms, p50 {} ms, \
+             p99 {} ms, max {} ms",
+            ms(w.min),
+            ms(w.p50),
+            ms(w.p99),
+            ms(w.max)
+        );
+        println!(
+            "wire probe: socket -> handler invoked (executor SDK): p50 {} ms, p99 {} ms, max {} ms",
+            ms(e.p50),
+            ms(e.p99),
+            ms(e.max)
+        );
+    }
+    let ledger = db.ledger(group_id, w0, w1).await;
+    match &ledger {
+        Ok(l) => print_ledger(l, figures.expected),
+        Err(e) => println!("ledger: not read: {e:#}"),
+    }
+    if figures.unexpected > 0 {
+        println!(
+            "warning: {} arrivals of the window were for unknown jobs or off-second instants",
+            figures.unexpected
+        );
+    }
+    let fires_per_s = figures.arrived_in_window as f64 / plan.duration as f64;
+    let (p50, p99, max) = match figures.lateness {
+        Some(s) => (ms(s.p50), ms(s.p99), ms(s.max)),
+        None => ("none".into(), "none".into(), "none".into()),
+    };
+    println!(
+        "summary: expected {} fires, arrived {} of them ({} missed, {} duplicated); \
+         peak admin rss {:.1} MB (idle {:.1} MB)",
+        figures.expected,
+        figures.expected - figures.missed,
+        figures.missed,
+        figures.duplicated,
+        peak_kib as f64 / 1024.0,
+        idle_kib as f64 / 1024.0
+    );
+    println!(
+        "RESULT scenario={} db={} jobs={} fires_per_s={fires_per_s:.1} p50_ms={p50} \
+         p99_ms={p99} max_ms={max} missed={} duplicated={} admin_rss_mb={:.1}",
+        plan.load.name(),
+        db.kind.as_str(),
+        plan.jobs,
+        figures.missed,
+        figures.duplicated,
+        peak_kib as f64 / 1024.0
+    );
+    Ok(())
+}
+
+/// Waits until the group lists `n` live executors.
+async fn wait_for_executors(api: &api::Api, group_id: i64, n: usize) -> anyhow::Result<()> {
+    let t = Instant::now();
+    loop {
+        let g = api.get(0, &format!("/groups/{group_id}")).await?;
+        let live = g
+            .get("live_addresses")
+            .and_then(|a| a.as_array())
+            .map_or(0, Vec::len);
+        if live >= n {
+            println!(
+                "setup: {live} executors registered after {:.2} s",
+                t.elapsed().as_secs_f64()
+            );
+            return Ok(());
+        }
+        if t.elapsed() > Duration::from_secs(30) {
+            bail!("only {live} of {n} executors registered after 30 s");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until no executor has seen a new run for a second.
+async fn settle(executors: &[ExecutorProc]) {
+    let total = || {
+        executors
+            .iter()
+            .map(|e| e.arrivals.load(Ordering::Relaxed))
+            .sum::<u64>()
+    };
+    let t = Instant::now();
+    let mut last = total();
+    loop {
+        // The children report once a second: two reports without change mean quiet.
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        let now = total();
+        if now == last || t.elapsed() > SETTLE_MAX {
+            return;
+        }
+        last = now;
+    }
+}
+
+fn read_records(path: &Path, out: &mut Vec<Arrival>) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    for line in text.lines() {
+        out.push(Arrival::parse(line).with_context(|| format!("odd record {line:?}"))?);
+    }
+    Ok(())
+}
+
+/// Counts a child's WARN and ERROR log lines and shows the most frequent messages.
+fn print_log_summary(name: &str, log: &Path) {
+    let Ok(text) = std::fs::read_to_string(log) else {
+        return;
+    };
+    let mut counts: std::collections::HashMap<String, usize> = Default::default();
+    let (mut warn, mut error) = (0, 0);
+    for line in text.lines() {
+        let level = if line.contains(" WARN ") {
+            warn += 1;
+            "WARN"
+        } else if line.contains(" ERROR ") {
+            error += 1;
+            "ERROR"
+        } else {
+            continue;
+        };
+        // Group by message: the text after the level, numbers masked, cut short.
+        let msg = line.split_once(level).map_or(line, |(_, m)| m).trim();
+        let msg: String = msg
+            .chars()
+            .map(|c| if c.is_ascii_digit() { '#' } else { c })
+            .take(140)
+            .collect();
+        *counts.entry(format!("{level} {msg}")).or_default() += 1;
+    }
+    println!(
+        "{name} log: {} lines, {warn} WARN, {error} ERROR",
+        text.lines().count()
+    );
+    let mut top: Vec<_> = counts.into_iter().collect();
+    top.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    for (msg, n) in top.into_iter().take(5) {
+        println!("  {n:>7} x {msg}");
+    }
+}
+
+fn print_seconds(f: &WindowFigures) {
+    println!(
+        "per second of the window (arrived = runs reaching the executor in that second; lateness and missed = fires scheduled at that second):"
+    );
+    for (i, s) in f.per_second.iter().enumerate() {
+        let late = match s.lateness {
+            Some(l) => format!(
+                "first {:>7} ms  p50 {:>7} ms  p99 {:>7} ms  max {:>7} ms",
+                ms(l.min),
+                ms(l.p50),
+                ms(l.p99),
+                ms(l.max)
+            ),
+            None => "no arrivals".to_owned(),
+        };
+        println!(
+            "  s{i:<3} arrived {:>6}  {late}  missed {}",
+            s.arrived, s.missed
+        );
+    }
+}
+
+fn print_ledger(l: &Ledger, expected: usize) {
+    let states: Vec<String> = l.states.iter().map(|(s, n)| format!("{s}={n}")).collect();
+    println!("ledger: runs of the window by state: {}", states.join(" "));
+    if l.owners.len() > 1 {
+        let owners: Vec<String> = l.owners.iter().map(|(s, n)| format!("{s}={n}")).collect();
+        println!("ledger: runs by admin node: {}", owners.join(" "));
+    }
+    println!(
+        "ledger: {} distinct scheduled (job, second) pairs of {expected} expected \
+         ({} absent), {} pairs with more than one run",
+        l.distinct_scheduled,
+        expected as i64 - l.distinct_scheduled,
+        l.duplicated
+    );
+    let spread = |name: &str, v: Vec<i64>| match Spread::of(v) {
+        Some(s) => println!(
+            "ledger: {name}: p50 {} ms, p99 {} ms, max {} ms ({} runs)",
+            s.p50, s.p99, s.max, s.count
+        ),
+        None => println!("ledger: {name}: no runs"),
+    };
+    spread(
+        "claimed (created_at - scheduled_at; negative = ahead of the fire)",
+        l.rows
+            .iter()
+            .map(|r| r.created_at - r.scheduled_at)
+            .collect(),
+    );
+    spread(
+        "dispatch recorded (dispatched_at - scheduled_at)",
+        l.rows
+            .iter()
+            .filter_map(|r| Some(r.dispatched_at? - r.scheduled_at))
+            .collect(),
+    );
+    spread(
+        "result recorded (finished_at - scheduled_at)",
+        l.rows
+            .iter()
+            .filter_map(|r| Some(r.finished_at? - r.scheduled_at))
+            .collect(),
+    );
+}
