@@ -134,6 +134,16 @@ impl Kind {
         }
     }
 
+    /// The run state column where rows are also picked by a list of ids. SQLite's planner
+    /// would rather walk the state index (every planned run) than look the ids up; its unary
+    /// `+` keeps the column out of index choice. The other backends pick the primary key.
+    pub(crate) const fn state_beside_ids(self) -> &'static str {
+        match self {
+            Kind::Sqlite => "+state",
+            Kind::Postgres | Kind::MySql => "state",
+        }
+    }
+
     /// Suffix of a select that is about to be updated in the same transaction.
     pub(crate) const fn for_update(self) -> &'static str {
         match self {
