@@ -202,6 +202,9 @@ async fn deliver(
     }
 }
 
+/// How many callback requests one executor has open at once.
+const MAX_IN_FLIGHT: usize = 4;
+
 /// Takes results off the queue and posts them in batches until `stop`, then drains the queue
 /// (spooling what no admin takes) and returns.
 pub(crate) async fn sender_loop(
@@ -213,6 +216,9 @@ pub(crate) async fn sender_loop(
     stop: CancellationToken,
     counters: Arc<Counters>,
 ) {
+    // Batches go out concurrently: one request at a time caps completions at one batch per
+    // admin round trip, which a busy executor outruns.
+    let mut in_flight = tokio::task::JoinSet::new();
     loop {
         let mut batch = Vec::with_capacity(batch_size);
         tokio::select! {
@@ -237,8 +243,13 @@ pub(crate) async fn sender_loop(
                 }
             }
         }
-        deliver(&admin, &spool, batch, &counters).await;
+        while in_flight.len() >= MAX_IN_FLIGHT {
+            in_flight.join_next().await;
+        }
+        let (admin, spool, counters) = (admin.clone(), spool.clone(), counters.clone());
+        in_flight.spawn(async move { deliver(&admin, &spool, batch, &counters).await });
     }
+    while in_flight.join_next().await.is_some() {}
     // Final flush: everything still queued goes out (or to the spool) before shutdown ends.
     loop {
         let mut batch = Vec::with_capacity(batch_size);
