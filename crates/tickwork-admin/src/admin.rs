@@ -66,6 +66,16 @@ pub struct Stats {
     pub runs_lost: AtomicU64,
     /// Failed runs queued for an alarm.
     pub alarms_queued: AtomicU64,
+    /// Alarm deliveries written (one per run and channel).
+    pub alarm_deliveries_queued: AtomicU64,
+    /// Rounds of the alarm delivery loop run on this node (as lease holder).
+    pub alarm_rounds: AtomicU64,
+    /// Alarm deliveries sent.
+    pub alarms_sent: AtomicU64,
+    /// Alarm send attempts that failed (retried or not).
+    pub alarm_send_errors: AtomicU64,
+    /// Alarm deliveries given up after their last attempt.
+    pub alarms_failed: AtomicU64,
     pub heartbeats: AtomicU64,
     pub heartbeat_failures: AtomicU64,
     pub reports_written: AtomicU64,
@@ -116,6 +126,9 @@ pub(crate) struct Inner {
     pub(crate) groups: Mutex<HashMap<i64, CachedAddresses>>,
     slow: Mutex<HashMap<i64, SlowCount>>,
     claim_wake: Notify,
+    /// Wakes the alarm delivery loop (deliveries were queued).
+    pub(crate) alarm_wake: Notify,
+    pub(crate) senders: crate::alarm::Senders,
     fast_lane: mpsc::UnboundedSender<Armed>,
     slow_lane: mpsc::UnboundedSender<Armed>,
     ledger: mpsc::UnboundedSender<(Run, DispatchOutcome)>,
@@ -195,6 +208,8 @@ impl Admin {
             groups: Mutex::new(HashMap::new()),
             slow: Mutex::new(HashMap::new()),
             claim_wake: Notify::new(),
+            alarm_wake: Notify::new(),
+            senders: crate::alarm::Senders::new(),
             fast_lane: fast_tx,
             slow_lane: slow_tx,
             ledger: ledger_tx,
@@ -236,6 +251,7 @@ impl Admin {
         for monitor in Monitor::ALL {
             pipeline.spawn(admin.clone().monitor_loop(monitor));
         }
+        pipeline.spawn(admin.clone().alarm_loop());
         // Sets of tasks, so that dropping `Running` without a shutdown aborts them all.
         let mut ledger = JoinSet::new();
         ledger.spawn(admin.clone().ledger_loop(ledger_rx));

@@ -30,6 +30,7 @@ pub struct Config {
     pub registry: RegistryConfig,
     pub cluster: ClusterConfig,
     pub monitor: MonitorConfig,
+    pub alarm: AlarmConfig,
 }
 
 /// Claim and timer settings.
@@ -103,6 +104,32 @@ pub struct MonitorConfig {
     pub retention_days: u32,
     /// How often retention runs.
     pub retention_interval: Duration,
+}
+
+/// Delivery of alarms (by the maintenance lease holder).
+#[derive(Debug, Clone)]
+pub struct AlarmConfig {
+    /// How often due deliveries are looked for (queued ones wake the loop at once).
+    pub poll_interval: Duration,
+    /// Attempts per delivery before it is marked failed.
+    pub max_attempts: u32,
+    /// The wait after the first failed attempt; it doubles per attempt up to `backoff_max`.
+    pub backoff: Duration,
+    pub backoff_max: Duration,
+    /// The longest one send may take (SMTP conversation or HTTP request).
+    pub send_timeout: Duration,
+}
+
+impl Default for AlarmConfig {
+    fn default() -> Self {
+        AlarmConfig {
+            poll_interval: Duration::from_secs(1),
+            max_attempts: 5,
+            backoff: Duration::from_secs(10),
+            backoff_max: Duration::from_secs(600),
+            send_timeout: Duration::from_secs(10),
+        }
+    }
 }
 
 impl Default for ClusterConfig {
@@ -186,6 +213,7 @@ impl Config {
             registry: RegistryConfig::default(),
             cluster: ClusterConfig::default(),
             monitor: MonitorConfig::default(),
+            alarm: AlarmConfig::default(),
         }
     }
 
@@ -246,6 +274,8 @@ impl Config {
             ("monitor.report_interval_ms", m.report_interval),
             ("monitor.retention_interval_ms", m.retention_interval),
             ("registry.sweep_interval_ms", self.registry.sweep_interval),
+            ("alarm.poll_interval_ms", self.alarm.poll_interval),
+            ("alarm.backoff_ms", self.alarm.backoff),
         ] {
             if d < Duration::from_millis(10) {
                 return Err(Error::Invalid(format!(
@@ -253,6 +283,26 @@ impl Config {
                     ms(d)
                 )));
             }
+        }
+        let a = &self.alarm;
+        if !(1..=100).contains(&a.max_attempts) {
+            return Err(Error::Invalid(format!(
+                "alarm.max_attempts ({}) is out of range 1-100",
+                a.max_attempts
+            )));
+        }
+        if a.backoff_max < a.backoff {
+            return Err(Error::Invalid(format!(
+                "alarm.backoff_max_ms ({}) must be at least alarm.backoff_ms ({})",
+                ms(a.backoff_max),
+                ms(a.backoff)
+            )));
+        }
+        if !(Duration::from_millis(100)..=Duration::from_secs(300)).contains(&a.send_timeout) {
+            return Err(Error::Invalid(format!(
+                "alarm.send_timeout_ms ({}) is out of range 100-300000",
+                ms(a.send_timeout)
+            )));
         }
         Ok(())
     }
@@ -294,6 +344,8 @@ pub struct ConfigFile {
     pub cluster: ClusterFile,
     #[serde(default)]
     pub monitor: MonitorFile,
+    #[serde(default)]
+    pub alarm: AlarmFile,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -339,6 +391,16 @@ pub struct MonitorFile {
     pub report_interval_ms: Option<u64>,
     pub retention_days: Option<u32>,
     pub retention_interval_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlarmFile {
+    pub poll_interval_ms: Option<u64>,
+    pub max_attempts: Option<u32>,
+    pub backoff_ms: Option<u64>,
+    pub backoff_max_ms: Option<u64>,
+    pub send_timeout_ms: Option<u64>,
 }
 
 impl ConfigFile {
@@ -420,6 +482,14 @@ impl ConfigFile {
         if let Some(v) = m.retention_days {
             c.monitor.retention_days = v;
         }
+        let a = self.alarm;
+        set(&mut c.alarm.poll_interval, a.poll_interval_ms);
+        set(&mut c.alarm.backoff, a.backoff_ms);
+        set(&mut c.alarm.backoff_max, a.backoff_max_ms);
+        set(&mut c.alarm.send_timeout, a.send_timeout_ms);
+        if let Some(v) = a.max_attempts {
+            c.alarm.max_attempts = v;
+        }
         c.validate()?;
         Ok(c)
     }
@@ -460,6 +530,34 @@ mod tests {
             d.monitor.retention(),
             Some(Duration::from_secs(30 * 86_400))
         );
+    }
+
+    #[test]
+    fn alarm_keys_are_read_and_checked() {
+        let c = file(
+            "[alarm]\npoll_interval_ms = 200\nmax_attempts = 3\nbackoff_ms = 50\n\
+             backoff_max_ms = 400\nsend_timeout_ms = 2000\n",
+        )
+        .unwrap();
+        assert_eq!(c.alarm.poll_interval, Duration::from_millis(200));
+        assert_eq!(c.alarm.max_attempts, 3);
+        assert_eq!(c.alarm.backoff, Duration::from_millis(50));
+        assert_eq!(c.alarm.backoff_max, Duration::from_millis(400));
+        assert_eq!(c.alarm.send_timeout, Duration::from_secs(2));
+        assert_eq!(file("").unwrap().alarm.max_attempts, 5);
+        for (text, want) in [
+            ("[alarm]\nmax_attempts = 0\n", "alarm.max_attempts"),
+            (
+                "[alarm]\nbackoff_ms = 5000\nbackoff_max_ms = 10\n",
+                "alarm.backoff_max_ms",
+            ),
+            ("[alarm]\nsend_timeout_ms = 1\n", "alarm.send_timeout_ms"),
+            ("[alarm]\npoll_interval_ms = 1\n", "alarm.poll_interval_ms"),
+            ("[alarm]\nretries = 1\n", "retries"),
+        ] {
+            let err = file(text).unwrap_err();
+            assert!(err.contains(want), "{text}: {err}");
+        }
     }
 
     #[test]

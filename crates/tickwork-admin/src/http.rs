@@ -20,7 +20,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::error;
 
 use crate::{Admin, Error};
-use tickwork_protocol::api::{GroupInput, JobInput, JobQuery, RunQuery, TriggerInput};
+use tickwork_protocol::api::{
+    AlarmChannelInput, AlarmChannelView, AlarmDeliveryQuery, AlarmTestResult, GroupInput, JobInput,
+    JobQuery, RunQuery, TriggerInput,
+};
 
 /// Largest body of an executor call (XXL-JOB's executor limit as well).
 const EXECUTOR_BODY_LIMIT: usize = 5 * 1024 * 1024;
@@ -59,6 +62,18 @@ pub fn router(admin: Admin) -> Router {
         .route("/runs/{id}/kill", post(run_kill))
         .route("/runs/{id}/log", get(run_log))
         .route("/schedule/preview", post(schedule_preview))
+        .route(
+            "/alarm-channels",
+            get(alarm_channels_list).post(alarm_channel_create),
+        )
+        .route(
+            "/alarm-channels/{id}",
+            get(alarm_channel_get)
+                .put(alarm_channel_update)
+                .delete(alarm_channel_delete),
+        )
+        .route("/alarm-channels/{id}/test", post(alarm_channel_test))
+        .route("/alarm-deliveries", get(alarm_deliveries_list))
         .fallback(api_not_found)
         .route_layer(axum::middleware::from_fn_with_state(
             admin.clone(),
@@ -423,4 +438,59 @@ async fn schedule_preview(State(a): State<Admin>, body: Body) -> ApiResult<serde
         p.n.unwrap_or(5),
     )?;
     ok(serde_json::json!({ "fires": fires }))
+}
+
+// ---- alarms ----
+
+async fn alarm_channels_list(State(a): State<Admin>) -> ApiResult<Vec<AlarmChannelView>> {
+    ok(a.alarm_channels_list().await?)
+}
+
+async fn alarm_channel_create(State(a): State<Admin>, body: Body) -> ApiResult<AlarmChannelView> {
+    ok(
+        a.alarm_channel_create(json::<AlarmChannelInput>(body).await?)
+            .await?,
+    )
+}
+
+async fn alarm_channel_get(
+    State(a): State<Admin>,
+    Path(id): Path<i64>,
+) -> ApiResult<AlarmChannelView> {
+    ok(a.alarm_channel_get(id).await?)
+}
+
+async fn alarm_channel_update(
+    State(a): State<Admin>,
+    Path(id): Path<i64>,
+    body: Body,
+) -> ApiResult<AlarmChannelView> {
+    ok(
+        a.alarm_channel_update(id, json::<AlarmChannelInput>(body).await?)
+            .await?,
+    )
+}
+
+async fn alarm_channel_delete(
+    State(a): State<Admin>,
+    Path(id): Path<i64>,
+) -> ApiResult<serde_json::Value> {
+    a.alarm_channel_delete(id).await?;
+    ok(serde_json::json!({ "deleted": id }))
+}
+
+async fn alarm_channel_test(
+    State(a): State<Admin>,
+    Path(id): Path<i64>,
+) -> ApiResult<AlarmTestResult> {
+    ok(a.alarm_channel_test(id).await?)
+}
+
+async fn alarm_deliveries_list(
+    State(a): State<Admin>,
+    uri: axum::http::Uri,
+) -> ApiResult<serde_json::Value> {
+    let q: AlarmDeliveryQuery = query(uri.query())?;
+    let page = a.alarm_deliveries_list(q).await?;
+    ok(serde_json::json!({ "items": page.items, "total": page.total }))
 }

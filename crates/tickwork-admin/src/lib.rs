@@ -4,9 +4,11 @@
 //! [`Admin::start`] runs it on a [`tickwork_store::Store`]; the operations in `service` are what
 //! the HTTP layer, the console and the CLI call. Several admins share one database: `cluster`
 //! (heartbeats, the fence, adoption of a dead node's runs, the maintenance lease) and
-//! `monitor` (what the lease holder maintains) make that safe; `metrics` renders `/metrics`.
+//! `monitor` (what the lease holder maintains) make that safe; `alarm` sends the alarms of
+//! failed runs; `metrics` renders `/metrics`.
 
 mod admin;
+mod alarm;
 mod cluster;
 pub mod config;
 pub mod dispatch;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tickwork_core::run::RunState;
-use tickwork_store::TimeRange;
+use tickwork_store::{AlarmKind, DeliveryFilter, DeliveryState, PageReq, TimeRange};
 use tokio::sync::Mutex;
 
 use crate::Admin;
@@ -110,6 +110,7 @@ struct DbGauges {
     nodes: usize,
     nodes_live: usize,
     executors_live: usize,
+    alarms_pending: u64,
 }
 
 /// The admin's metrics beyond the plain counters of [`crate::Stats`].
@@ -122,7 +123,13 @@ pub(crate) struct Metrics {
     /// Outcomes waiting for the ledger.
     ledger: AtomicI64,
     db: Mutex<Option<(Instant, Result<DbGauges, String>)>>,
+    /// Alarm sends per channel kind (in `AlarmKind::ALL` order) and outcome (in
+    /// `ALARM_OUTCOMES` order).
+    alarm_sends: [[AtomicU64; 3]; 6],
 }
+
+/// The outcomes of an alarm send attempt.
+const ALARM_OUTCOMES: [&str; 3] = ["sent", "retry", "failed"];
 
 impl Metrics {
     pub(crate) fn lane_sent(&self, lane: usize) {
@@ -135,6 +142,12 @@ impl Metrics {
 
     pub(crate) fn ledger_sent(&self) {
         self.ledger.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one alarm send of `kind`; `outcome` indexes [`ALARM_OUTCOMES`].
+    pub(crate) fn alarm_send(&self, kind: AlarmKind, outcome: usize) {
+        let k = AlarmKind::ALL.iter().position(|&x| x == kind).unwrap_or(0);
+        self.alarm_sends[k][outcome.min(2)].fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn ledger_received(&self, n: usize) {
@@ -185,7 +198,16 @@ async fn db_gauges(admin: &Admin) -> Result<DbGauges, String> {
             .iter()
             .filter(|e| e.updated_at >= alive_since)
             .count();
+        let alarms_pending = store
+            .alarm_deliveries_list(DeliveryFilter {
+                state: Some(DeliveryState::Pending),
+                page: PageReq::first(1),
+                ..DeliveryFilter::default()
+            })
+            .await?
+            .total;
         Ok::<_, tickwork_store::Error>(DbGauges {
+            alarms_pending,
             runs_today,
             nodes: nodes.len(),
             nodes_live,
@@ -300,6 +322,20 @@ pub(crate) async fn render(admin: &Admin) -> String {
     ] {
         let _ = writeln!(out, "{name}{{cause=\"{}\"}} {}", cause.as_str(), get(c));
     }
+    let name = "tickwork_alarm_sends_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Alarm send attempts by channel kind and outcome.\n# TYPE {name} counter"
+    );
+    for (kind, row) in AlarmKind::ALL.iter().zip(&m.alarm_sends) {
+        for (outcome, c) in ALARM_OUTCOMES.iter().zip(row) {
+            let _ = writeln!(
+                out,
+                "{name}{{kind=\"{kind}\",outcome=\"{outcome}\"}} {}",
+                get(c)
+            );
+        }
+    }
     m.lateness.render(
         &mut out,
         "tickwork_dispatch_lateness_seconds",
@@ -398,6 +434,13 @@ pub(crate) async fn render(admin: &Admin) -> String {
                 "gauge",
                 "Admin nodes whose heartbeat is recent.",
                 g.nodes_live,
+            );
+            metric(
+                &mut out,
+                "tickwork_alarm_deliveries_pending",
+                "gauge",
+                "Alarm deliveries waiting to be sent or retried.",
+                g.alarms_pending,
             );
             metric(
                 &mut out,

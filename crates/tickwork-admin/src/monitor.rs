@@ -1,5 +1,6 @@
 //! The maintenance monitors, run by the holder of the maintenance lease only: the registry
-//! sweep, lost runs, alarm queueing, the daily run reports and retention. Each is a loop of its
+//! sweep, lost runs, alarm queueing (the sending is `alarm`'s), the daily run reports and
+//! retention. Each is a loop of its
 //! own that survives database errors (logged, tried again next round).
 
 use std::collections::HashMap;
@@ -77,7 +78,10 @@ impl Admin {
             let result = match monitor {
                 Monitor::RegistrySweep => self.sweep_registry().await,
                 Monitor::LostRuns => self.end_lost_runs().await.map(drop),
-                Monitor::Alarms => self.queue_alarms().await.map(drop),
+                Monitor::Alarms => match self.queue_alarms().await {
+                    Ok(_) => self.queue_deliveries().await.map(drop),
+                    Err(e) => Err(e),
+                },
                 Monitor::Reports => self.write_reports().await,
                 Monitor::Retention => self.apply_retention().await.map(drop),
             };
@@ -174,8 +178,8 @@ impl Admin {
         Ok(n)
     }
 
-    /// Queues failed runs for an alarm, once each (the alarm sender comes later: for now the
-    /// queue is the runs' `alarm_status`, a log line and a counter).
+    /// Queues failed runs for an alarm, once each (their `alarm_status`); `queue_deliveries`
+    /// then writes one delivery per channel of each.
     async fn queue_alarms(&self) -> Result<usize, Error> {
         let mut total = 0;
         loop {

@@ -367,11 +367,12 @@ impl Admin {
                 Err(e) => return Err(e.into()),
             }
         }
+        let alarm_channels = self.check_alarm_channels(&i.alarm_channels).await?;
         let spec = JobSpec {
             group_id: i.group_id,
             description: i.description.clone(),
             owner: i.owner.clone(),
-            alarm_channels: i.alarm_channels.clone(),
+            alarm_channels,
             schedule_type: i.schedule_type,
             schedule_conf: i.schedule_conf.trim().to_owned(),
             time_zone: zone,

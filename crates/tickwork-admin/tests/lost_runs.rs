@@ -1,14 +1,16 @@
 //! An executor killed with SIGKILL in the middle of a run: the run becomes `lost` (after a
 //! short lost-run timeout), is retried on the other executor (FAILOVER route, one retry) where
-//! it succeeds, and is queued for an alarm exactly once. On SQLite, PostgreSQL and MariaDB, with
-//! the executor that dies a real child process.
+//! it succeeds, and its alarm reaches a real webhook receiver exactly once. On SQLite,
+//! PostgreSQL and MariaDB, with the executor that dies a real child process.
 
 mod support;
 
 use std::time::Duration;
 
 use serde_json::json;
-use support::{Api, Backend, Child, CountingExecutor, InProcessAdmin, TestDb, report, wait_for};
+use support::{
+    Api, Backend, Child, CountingExecutor, InProcessAdmin, Receiver, TestDb, report, wait_for,
+};
 use tickwork_core::TriggerType;
 use tickwork_core::run::RunState;
 use tickwork_store::alarm;
@@ -22,6 +24,9 @@ sweep_interval_ms = 1000
 lost_run_timeout_ms = 2000
 lost_run_interval_ms = 500
 alarm_interval_ms = 500
+
+[alarm]
+poll_interval_ms = 200
 "#;
 
 #[test]
@@ -75,6 +80,13 @@ async fn scenario(backend: Backend) {
     let mut doomed = Child::executor(&logs, "doomed", "lost", &admin.address, &db.token).await;
     registered(&admin, &doomed.address).await;
     let group = api.group("lost").await;
+    let receiver = Receiver::start().await;
+    api.post(
+        "alarm-channels",
+        json!({"name": "ops-hook", "kind": "webhook",
+               "config": {"url": receiver.url("/alarms"), "secret": "lost-secret"}}),
+    )
+    .await;
     let job = api
         .post(
             "jobs",
@@ -84,6 +96,7 @@ async fn scenario(backend: Backend) {
                 "params": "120s",
                 "route_strategy": "FAILOVER",
                 "retry_count": 1,
+                "alarm_channels": "ops-hook",
             }),
         )
         .await;
@@ -149,21 +162,52 @@ async fn scenario(backend: Backend) {
     assert_eq!(survivor.count(retry.id), 1);
     assert_eq!(survivor.count(run_id), 0);
 
-    // The alarm: queued once for the lost run, and never again however often the monitor runs.
-    wait_for("the lost run's alarm", Duration::from_secs(30), || {
-        let store = store.clone();
-        async move {
-            let run = store.run_get(run_id).await.ok()?;
-            (run.alarm_status == alarm::QUEUED).then_some(())
-        }
-    })
+    // The alarm: delivered once for the lost run, naming the run, the executor and why; and
+    // never again however often the monitors and the delivery loop run.
+    let got = receiver
+        .wait_for("/alarms", 1, Duration::from_secs(30))
+        .await;
+    let doc = got[0].json();
+    assert_eq!(doc["run"]["id"], run_id);
+    assert_eq!(doc["run"]["state"], "lost");
+    assert_eq!(doc["job"]["id"], job_id);
+    assert_eq!(doc["run"]["executor_address"], doomed.address.as_str());
+    let text = doc["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains(&doomed.address) && text.contains("lost:"),
+        "{text}"
+    );
+    wait_for(
+        "the delivery to be recorded as sent",
+        Duration::from_secs(30),
+        || {
+            let store = store.clone();
+            async move {
+                let run = store.run_get(run_id).await.ok()?;
+                (run.alarm_status == alarm::SENT).then_some(())
+            }
+        },
+    )
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
     let stats = admin.admin.stats();
+    let rounds =
+        |s: &tickwork_admin::Stats| s.alarm_rounds.load(std::sync::atomic::Ordering::Relaxed);
+    let seen = rounds(stats);
+    wait_for(
+        "three more delivery rounds",
+        Duration::from_secs(30),
+        || async { (rounds(stats) >= seen + 3).then_some(()) },
+    )
+    .await;
+    assert_eq!(receiver.requests("/alarms").len(), 1);
     assert_eq!(
         stats
             .alarms_queued
             .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    assert_eq!(
+        stats.alarms_sent.load(std::sync::atomic::Ordering::Relaxed),
         1
     );
     assert_eq!(
@@ -172,16 +216,16 @@ async fn scenario(backend: Backend) {
     );
     let runs = support::runs_of(&*store, Some(job_id)).await;
     assert_eq!(runs.len(), 2, "{runs:?}");
-    let queued: Vec<i64> = runs
+    let alarmed: Vec<i64> = runs
         .iter()
-        .filter(|r| r.alarm_status == alarm::QUEUED)
+        .filter(|r| r.alarm_status == alarm::SENT)
         .map(|r| r.id)
         .collect();
-    assert_eq!(queued, [run_id]);
+    assert_eq!(alarmed, [run_id]);
 
     report(format!(
         "LOST RUN {backend:?}: lost {} ms after the kill, retry succeeded {} ms after that on \
-         the other executor; one alarm queued",
+         the other executor; one alarm delivered",
         lost.finished_at.unwrap_or_default() - killed_at,
         retry.finished_at.unwrap_or_default() - lost.finished_at.unwrap_or_default()
     ));

@@ -288,3 +288,84 @@ pub struct ErrorDetail {
     pub code: String,
     pub message: String,
 }
+
+/// An alarm channel as clients write it. `config` depends on `kind`:
+///
+/// - `email`: `host`, `port` (default by `tls`: 25, 587, 465), `tls` (`none`, `starttls`
+///   (default), `tls`), `user` and `password` (both or neither), `from`, `to` (a list);
+/// - `webhook`: `url`, `secret` (requests carry `X-Tickwork-Signature`);
+/// - `dingtalk`, `feishu`: `url`, optional `secret` (the robot's signing secret);
+/// - `wecom`, `slack`: `url`.
+///
+/// On an update, a `secret`, `password` or `url` left out keeps its stored value (responses
+/// never show them); an empty `secret` or `password` removes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlarmChannelInput {
+    pub name: String,
+    pub kind: String,
+    #[serde(default)]
+    pub config: serde_json::Map<String, serde_json::Value>,
+    /// Default: true.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+}
+
+/// A stored alarm channel. Its config never shows secrets: `secret_set` and `password_set`
+/// tell whether one is stored, and URLs are shown with their tokens masked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlarmChannelView {
+    pub id: i64,
+    pub name: String,
+    pub kind: String,
+    pub config: serde_json::Value,
+    pub enabled: bool,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// The outcome of `POST /alarm-channels/{id}/test`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlarmTestResult {
+    pub ok: bool,
+    #[serde(default)]
+    pub error: Option<String>,
+    pub elapsed_ms: u64,
+}
+
+/// One alarm of one run on one channel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlarmDeliveryView {
+    pub id: i64,
+    pub run_id: i64,
+    pub channel_id: i64,
+    pub channel_name: String,
+    pub kind: String,
+    /// `pending`, `sent` or `failed`.
+    pub state: String,
+    /// Attempts made so far.
+    pub attempts: i32,
+    /// When a pending delivery is tried next.
+    #[serde(default)]
+    pub next_attempt_at: Option<i64>,
+    #[serde(default)]
+    pub last_error: Option<String>,
+    #[serde(default)]
+    pub sent_at: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// Filters of `GET /alarm-deliveries`: `page` counts from 1, `limit` rows per page (50).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlarmDeliveryQuery {
+    #[serde(default)]
+    pub run_id: Option<i64>,
+    #[serde(default)]
+    pub state: Option<String>,
+    #[serde(default)]
+    pub page: Option<u64>,
+    #[serde(default)]
+    pub limit: Option<u64>,
+}

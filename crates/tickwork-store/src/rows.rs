@@ -223,6 +223,81 @@ impl TryFrom<RunRow> for Run {
     }
 }
 
+pub(crate) const ALARM_CHANNEL_COLUMNS: &str =
+    "id, name, kind, config, enabled, created_at, updated_at";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct AlarmChannelRow {
+    id: i64,
+    name: String,
+    kind: String,
+    config: String,
+    enabled: i32,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl TryFrom<AlarmChannelRow> for AlarmChannel {
+    type Error = Error;
+
+    fn try_from(r: AlarmChannelRow) -> Result<Self, Error> {
+        Ok(AlarmChannel {
+            id: r.id,
+            kind: parse("kind", &r.kind)?,
+            name: r.name,
+            config: r.config,
+            enabled: r.enabled != 0,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        })
+    }
+}
+
+pub(crate) const DELIVERY_COLUMNS: &str = "id, run_id, channel_id, channel_name, kind, state, \
+     attempts, next_attempt_at, last_error, claimed_by, claimed_until, sent_at, created_at, \
+     updated_at";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct DeliveryRow {
+    id: i64,
+    run_id: i64,
+    channel_id: i64,
+    channel_name: String,
+    kind: String,
+    state: String,
+    attempts: i32,
+    next_attempt_at: i64,
+    last_error: Option<String>,
+    claimed_by: Option<String>,
+    claimed_until: Option<i64>,
+    sent_at: Option<i64>,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl TryFrom<DeliveryRow> for AlarmDelivery {
+    type Error = Error;
+
+    fn try_from(r: DeliveryRow) -> Result<Self, Error> {
+        Ok(AlarmDelivery {
+            id: r.id,
+            run_id: r.run_id,
+            channel_id: r.channel_id,
+            channel_name: r.channel_name,
+            kind: parse("kind", &r.kind)?,
+            state: parse("state", &r.state)?,
+            attempts: r.attempts,
+            next_attempt_at: r.next_attempt_at,
+            last_error: r.last_error,
+            claimed_by: r.claimed_by,
+            claimed_until: r.claimed_until,
+            sent_at: r.sent_at,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        })
+    }
+}
+
 pub(crate) const REPORT_COLUMNS: &str =
     "day, running_count, succeeded_count, failed_count, updated_at";
 

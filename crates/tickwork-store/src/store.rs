@@ -177,6 +177,61 @@ pub trait Store: Send + Sync + 'static {
     /// run is queued once whoever asks. Returns the runs queued now.
     async fn runs_queue_alarms(&self, limit: u32) -> Result<Vec<Run>, Error>;
 
+    /// Up to `limit` runs queued for an alarm ([`alarm::QUEUED`]) whose deliveries are not
+    /// written yet, by id.
+    async fn runs_awaiting_alarm(&self, limit: u32) -> Result<Vec<Run>, Error>;
+
+    // ---- alarms ----
+
+    /// Creates an alarm channel. A taken name is a `Conflict`.
+    async fn alarm_channel_create(&self, channel: AlarmChannelNew) -> Result<AlarmChannel, Error>;
+
+    /// Rewrites a channel. Renaming a channel that jobs list is a `Conflict`.
+    async fn alarm_channel_update(
+        &self,
+        channel: AlarmChannelUpdate,
+    ) -> Result<AlarmChannel, Error>;
+
+    /// Deletes a channel that no job lists (else `Conflict`); its pending deliveries end as
+    /// failed, its past deliveries stay.
+    async fn alarm_channel_delete(&self, id: i64, now: i64) -> Result<(), Error>;
+
+    /// One channel by id.
+    async fn alarm_channel_get(&self, id: i64) -> Result<AlarmChannel, Error>;
+
+    /// Every channel, by id.
+    async fn alarm_channels_list(&self) -> Result<Vec<AlarmChannel>, Error>;
+
+    /// In one transaction: writes one pending delivery per (run, channel), due at once, and
+    /// moves each run from [`alarm::QUEUED`] to [`alarm::DELIVERING`] (or
+    /// [`alarm::NOT_NEEDED`] when it has no channel). A (run, channel) pair that already has
+    /// a delivery is skipped, whoever queues it again; so are unknown channel ids. Returns
+    /// how many deliveries were written.
+    async fn alarm_deliveries_queue(&self, queue: AlarmDeliveriesQueue) -> Result<u64, Error>;
+
+    /// Claims due pending deliveries (see [`DeliveryClaim`]): rows are locked with
+    /// `SKIP LOCKED` and marked as the node's until the hold ends, so two claimers never get
+    /// the same delivery. Oldest due first.
+    async fn alarm_deliveries_claim_due(
+        &self,
+        claim: DeliveryClaim,
+    ) -> Result<Vec<AlarmDelivery>, Error>;
+
+    /// Records an attempt on a delivery the node claimed: sent, retry later, or failed for
+    /// good, releasing the claim; a final outcome also moves the run's `alarm_status` (sent,
+    /// or send-failed if any channel failed). `false` (and no change) when the delivery is
+    /// not pending or not claimed by this node any more.
+    async fn alarm_delivery_finish(&self, finish: DeliveryFinish) -> Result<bool, Error>;
+
+    /// One delivery by id.
+    async fn alarm_delivery_get(&self, id: i64) -> Result<AlarmDelivery, Error>;
+
+    /// One page of deliveries matching the filter, newest first.
+    async fn alarm_deliveries_list(
+        &self,
+        filter: DeliveryFilter,
+    ) -> Result<Paged<AlarmDelivery>, Error>;
+
     // ---- retention ----
 
     /// Deletes one batch of final runs scheduled before `before` (see [`RunPurge`]); how

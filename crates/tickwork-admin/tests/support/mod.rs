@@ -574,8 +574,8 @@ async fn child_executor() -> i32 {
 
 // ---- in-process pieces ----
 
-/// An SDK executor in this process whose `count` and `slow` handlers record every execution
-/// by run id (`slow` also sleeps for its params).
+/// An SDK executor in this process whose `count`, `slow` and `fail` handlers record every
+/// execution by run id (`slow` also sleeps; `fail` fails with "disk full on /data").
 pub struct CountingExecutor {
     pub executor: RunningExecutor,
     pub executions: Arc<Mutex<HashMap<i64, u32>>>,
@@ -588,6 +588,7 @@ impl CountingExecutor {
         let executions = Arc::new(Mutex::new(HashMap::new()));
         let seen = executions.clone();
         let slow_seen = executions.clone();
+        let fail_seen = executions.clone();
         let executor = SdkExecutor::builder(app)
             .admin_addresses(&admins.join(","))
             .access_token(token)
@@ -605,6 +606,10 @@ impl CountingExecutor {
                     tokio::time::sleep(Duration::from_millis(200)).await;
                     Ok(JobOutcome::success())
                 }
+            })
+            .handler("fail", move |ctx: JobContext| {
+                *fail_seen.lock().unwrap().entry(ctx.log_id()).or_default() += 1;
+                async move { Ok(JobOutcome::failure("disk full on /data")) }
             })
             .start()
             .await
@@ -745,6 +750,23 @@ impl Api {
         let text = resp.text().await.unwrap_or_default();
         assert!(status.is_success(), "POST {url}: {status}: {text}");
         serde_json::from_str(&text).expect("json answer")
+    }
+
+    /// `<method> /openapi/v1/<path>` with an optional JSON body: the status and the JSON answer.
+    pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let url = format!("{}/openapi/v1/{path}", self.base);
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut req = self.http.request(method, &url).bearer_auth(API_TOKEN);
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let resp = req.send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap_or_default();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 
     /// `GET <path>` (a path from the root), its status and body.
@@ -902,5 +924,127 @@ mod tests {
             with_user("mysql://127.0.0.1:3306/x", "u", "pw"),
             "mysql://u:pw@127.0.0.1:3306/x"
         );
+    }
+}
+
+// ---- an HTTP receiver for webhooks ----
+
+/// One request a [`Receiver`] got.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub path: String,
+    pub query: String,
+    pub headers: HashMap<String, String>,
+    pub body: String,
+}
+
+impl Received {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).expect("a JSON body")
+    }
+}
+
+/// A real HTTP server that records every POST and answers each path with its script of
+/// statuses (the last one repeats; 200 with `{"errcode":0,"code":0}` when none is given).
+#[derive(Clone)]
+pub struct Receiver {
+    pub base: String,
+    requests: Arc<Mutex<Vec<Received>>>,
+    scripts: Arc<Mutex<HashMap<String, Vec<u16>>>>,
+    changed: Arc<tokio::sync::Notify>,
+}
+
+impl Receiver {
+    pub async fn start() -> Receiver {
+        use axum::extract::State;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("receiver listener");
+        let base = format!("http://{}", listener.local_addr().expect("address"));
+        let receiver = Receiver {
+            base,
+            requests: Arc::default(),
+            scripts: Arc::default(),
+            changed: Arc::default(),
+        };
+        async fn record(
+            State(r): State<Receiver>,
+            uri: axum::http::Uri,
+            headers: axum::http::HeaderMap,
+            body: String,
+        ) -> (axum::http::StatusCode, String) {
+            let path = uri.path().to_owned();
+            let status = {
+                let mut scripts = r.scripts.lock().unwrap();
+                match scripts.get_mut(&path) {
+                    Some(script) if script.len() > 1 => script.remove(0),
+                    Some(script) => script.first().copied().unwrap_or(200),
+                    None => 200,
+                }
+            };
+            r.requests.lock().unwrap().push(Received {
+                path,
+                query: uri.query().unwrap_or("").to_owned(),
+                headers: headers
+                    .iter()
+                    .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+                    .collect(),
+                body,
+            });
+            r.changed.notify_waiters();
+            let status = axum::http::StatusCode::from_u16(status).expect("status");
+            let reply = if status.is_success() {
+                r#"{"errcode":0,"code":0,"msg":"ok"}"#
+            } else {
+                "receiver says no"
+            };
+            (status, reply.to_owned())
+        }
+        let app = axum::Router::new()
+            .fallback(axum::routing::post(record))
+            .with_state(receiver.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        receiver
+    }
+
+    /// Answers `path` with these statuses, one per request, the last one repeating.
+    pub fn script(&self, path: &str, statuses: &[u16]) {
+        self.scripts
+            .lock()
+            .unwrap()
+            .insert(path.to_owned(), statuses.to_vec());
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Every request to `path` so far.
+    pub fn requests(&self, path: &str) -> Vec<Received> {
+        self.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.path == path)
+            .cloned()
+            .collect()
+    }
+
+    /// Waits until `path` got at least `n` requests; panics after `timeout`.
+    pub async fn wait_for(&self, path: &str, n: usize, timeout: Duration) -> Vec<Received> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let changed = self.changed.notified();
+            let got = self.requests(path);
+            if got.len() >= n {
+                return got;
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                panic!(
+                    "timed out after {timeout:?} waiting for {n} request(s) to {path}; got {}",
+                    got.len()
+                );
+            }
+        }
     }
 }

@@ -1,0 +1,550 @@
+//! Delivery of alarms on the maintenance lease holder, and the alarm operations of the API.
+//!
+//! Runs queued for an alarm become one delivery row per channel of their job (written once:
+//! a unique key on (run, channel)). The delivery loop claims due rows in the database, sends
+//! each with a timeout, and records the outcome: sent, tried again after a backoff, or failed
+//! with its last error once the attempts are used up. A node sends only rows it claimed, so
+//! two admins never send the same attempt. A send that succeeded but could not be recorded
+//! (the database went away in between) is sent again after the claim's hold: at least once in
+//! that window.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+use tickwork_protocol::api::{
+    AlarmChannelInput, AlarmChannelView, AlarmDeliveryQuery, AlarmDeliveryView, AlarmTestResult,
+    Page,
+};
+use tickwork_store::{
+    AlarmChannel, AlarmChannelNew, AlarmChannelUpdate, AlarmDeliveriesQueue, AlarmDelivery,
+    AlarmKind, DeliveryClaim, DeliveryFilter, DeliveryFinish, DeliveryOutcome, DeliveryState,
+    PageReq, RunAlarm,
+};
+use tokio::task::JoinSet;
+use tracing::{info, warn};
+
+use super::{AlarmMessage, ChannelConfig};
+use crate::timer::now_ms;
+use crate::{Admin, Error};
+
+/// Runs turned into deliveries per statement.
+const QUEUE_BATCH: u32 = 500;
+/// Deliveries claimed (and sent at once) per round.
+const SEND_BATCH: u32 = 32;
+/// Longest channel name.
+const NAME_MAX: usize = 64;
+
+fn invalid(field: &str, msg: impl std::fmt::Display) -> Error {
+    Error::Invalid(format!("{field}: {msg}"))
+}
+
+fn kinds() -> String {
+    AlarmKind::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A channel name: 1 to 64 letters, digits, `.`, `_` and `-` (jobs list names separated by
+/// commas).
+fn check_name(name: &str) -> Result<(), Error> {
+    if name.is_empty()
+        || name.len() > NAME_MAX
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    {
+        return Err(invalid(
+            "name",
+            format!("{name:?} must be 1 to {NAME_MAX} letters, digits, '.', '_' or '-'"),
+        ));
+    }
+    Ok(())
+}
+
+fn parse_kind(kind: &str) -> Result<AlarmKind, Error> {
+    kind.parse::<AlarmKind>()
+        .map_err(|_| invalid("kind", format!("{kind:?} is not one of {}", kinds())))
+}
+
+fn channel_view(c: AlarmChannel) -> AlarmChannelView {
+    let config = match ChannelConfig::from_stored(c.kind, &c.config) {
+        Ok(parsed) => parsed.masked(),
+        Err(_) => Value::Object(Map::new()),
+    };
+    AlarmChannelView {
+        id: c.id,
+        name: c.name,
+        kind: c.kind.as_str().to_owned(),
+        config,
+        enabled: c.enabled,
+        created_at: c.created_at,
+        updated_at: c.updated_at,
+    }
+}
+
+fn delivery_view(d: AlarmDelivery) -> AlarmDeliveryView {
+    AlarmDeliveryView {
+        id: d.id,
+        run_id: d.run_id,
+        channel_id: d.channel_id,
+        channel_name: d.channel_name,
+        kind: d.kind.as_str().to_owned(),
+        state: d.state.as_str().to_owned(),
+        attempts: d.attempts,
+        next_attempt_at: (d.state == DeliveryState::Pending).then_some(d.next_attempt_at),
+        last_error: d.last_error,
+        sent_at: d.sent_at,
+        created_at: d.created_at,
+        updated_at: d.updated_at,
+    }
+}
+
+/// The wait before attempt `attempt + 1`, after `attempt` failed: the backoff doubled per
+/// failed attempt, capped.
+pub(crate) fn backoff_after(attempt: i32, base: Duration, max: Duration) -> Duration {
+    let doublings = attempt.saturating_sub(1).clamp(0, 20) as u32;
+    base.saturating_mul(1 << doublings).min(max)
+}
+
+/// Splits a job's `alarm_channels` into names.
+pub(crate) fn channel_names(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim).filter(|n| !n.is_empty())
+}
+
+impl Admin {
+    // ---- the API ----
+
+    pub async fn alarm_channels_list(&self) -> Result<Vec<AlarmChannelView>, Error> {
+        let channels = self.inner.store.alarm_channels_list().await?;
+        Ok(channels.into_iter().map(channel_view).collect())
+    }
+
+    pub async fn alarm_channel_get(&self, id: i64) -> Result<AlarmChannelView, Error> {
+        Ok(channel_view(self.inner.store.alarm_channel_get(id).await?))
+    }
+
+    pub async fn alarm_channel_create(
+        &self,
+        input: AlarmChannelInput,
+    ) -> Result<AlarmChannelView, Error> {
+        let name = input.name.trim().to_owned();
+        check_name(&name)?;
+        let kind = parse_kind(&input.kind)?;
+        let config = ChannelConfig::parse(kind, &input.config)?;
+        let channel = self
+            .inner
+            .store
+            .alarm_channel_create(AlarmChannelNew {
+                name,
+                kind,
+                config: config.to_stored(),
+                enabled: input.enabled.unwrap_or(true),
+                now: now_ms(),
+            })
+            .await?;
+        info!(channel = %channel.name, kind = %channel.kind, "alarm channel created");
+        Ok(channel_view(channel))
+    }
+
+    /// Rewrites a channel; a secret, password or URL the input leaves out is kept.
+    pub async fn alarm_channel_update(
+        &self,
+        id: i64,
+        input: AlarmChannelInput,
+    ) -> Result<AlarmChannelView, Error> {
+        let old = self.inner.store.alarm_channel_get(id).await?;
+        let name = input.name.trim().to_owned();
+        check_name(&name)?;
+        let kind = parse_kind(&input.kind)?;
+        let mut config = input.config;
+        if kind == old.kind
+            && let Ok(Value::Object(stored)) = serde_json::from_str::<Value>(&old.config)
+        {
+            super::merge_hidden(&mut config, &stored);
+        }
+        let config = ChannelConfig::parse(kind, &config)?;
+        let channel = self
+            .inner
+            .store
+            .alarm_channel_update(AlarmChannelUpdate {
+                id,
+                name,
+                kind,
+                config: config.to_stored(),
+                enabled: input.enabled.unwrap_or(old.enabled),
+                now: now_ms(),
+            })
+            .await?;
+        Ok(channel_view(channel))
+    }
+
+    pub async fn alarm_channel_delete(&self, id: i64) -> Result<(), Error> {
+        self.inner.store.alarm_channel_delete(id, now_ms()).await?;
+        Ok(())
+    }
+
+    /// Sends a test message on a channel now, outside the delivery queue.
+    pub async fn alarm_channel_test(&self, id: i64) -> Result<AlarmTestResult, Error> {
+        let channel = self.inner.store.alarm_channel_get(id).await?;
+        let config = ChannelConfig::from_stored(channel.kind, &channel.config)?;
+        let message = AlarmMessage {
+            job_id: 0,
+            job_key: "test".to_owned(),
+            job_description: format!("test message of alarm channel {}", channel.name),
+            run_id: 0,
+            attempt: 0,
+            executor_address: None,
+            state: "test".to_owned(),
+            trigger_msg: None,
+            handle_msg: Some("none: this is a test".to_owned()),
+            scheduled_at: now_ms(),
+            admin_node: self.inner.config.node_id.clone(),
+            test: true,
+        };
+        let started = Instant::now();
+        let result = self
+            .inner
+            .senders
+            .send(
+                &channel,
+                &config,
+                &message,
+                self.inner.config.alarm.send_timeout,
+            )
+            .await;
+        self.inner
+            .metrics
+            .alarm_send(channel.kind, if result.is_ok() { 0 } else { 2 });
+        Ok(AlarmTestResult {
+            ok: result.is_ok(),
+            error: result.err(),
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        })
+    }
+
+    pub async fn alarm_deliveries_list(
+        &self,
+        q: AlarmDeliveryQuery,
+    ) -> Result<Page<AlarmDeliveryView>, Error> {
+        let state = match q.state.as_deref() {
+            None | Some("") => None,
+            Some(s) => Some(s.parse::<DeliveryState>().map_err(|_| {
+                invalid("state", format!("{s:?} is not one of pending sent failed"))
+            })?),
+        };
+        let limit = q.limit.unwrap_or(50);
+        if !(1..=PageReq::MAX_LIMIT).contains(&limit) {
+            return Err(invalid("limit", format!("{limit} is out of range 1-1000")));
+        }
+        let page = q.page.unwrap_or(1);
+        if page == 0 {
+            return Err(invalid("page", "pages count from 1"));
+        }
+        let offset = (page - 1)
+            .checked_mul(limit)
+            .ok_or_else(|| invalid("page", "is too large"))?;
+        let p = self
+            .inner
+            .store
+            .alarm_deliveries_list(DeliveryFilter {
+                run_id: q.run_id,
+                state,
+                page: PageReq { offset, limit },
+            })
+            .await?;
+        Ok(Page {
+            items: p.items.into_iter().map(delivery_view).collect(),
+            total: p.total,
+        })
+    }
+
+    /// Checks a job's alarm channel list: every name must be a channel. Returns it normalised
+    /// (trimmed names, one comma between them).
+    pub(crate) async fn check_alarm_channels(&self, list: &str) -> Result<String, Error> {
+        let names: Vec<&str> = channel_names(list).collect();
+        if names.is_empty() {
+            return Ok(String::new());
+        }
+        let known = self.inner.store.alarm_channels_list().await?;
+        for name in &names {
+            if !known.iter().any(|c| c.name == *name) {
+                return Err(invalid(
+                    "alarm_channels",
+                    format!("alarm channel {name:?} does not exist"),
+                ));
+            }
+        }
+        Ok(names.join(","))
+    }
+
+    // ---- the delivery loop ----
+
+    /// Writes the deliveries of runs queued for an alarm: one per enabled channel of the job.
+    /// How many were written.
+    pub(crate) async fn queue_deliveries(&self) -> Result<u64, Error> {
+        let store = &self.inner.store;
+        let mut total = 0;
+        loop {
+            let runs = store.runs_awaiting_alarm(QUEUE_BATCH).await?;
+            if runs.is_empty() {
+                return Ok(total);
+            }
+            let channels: HashMap<String, AlarmChannel> = store
+                .alarm_channels_list()
+                .await?
+                .into_iter()
+                .map(|c| (c.name.clone(), c))
+                .collect();
+            let mut jobs: HashMap<i64, String> = HashMap::new();
+            let mut queue = Vec::with_capacity(runs.len());
+            for run in &runs {
+                if let std::collections::hash_map::Entry::Vacant(slot) = jobs.entry(run.job_id) {
+                    let list = match store.job_get(run.job_id).await {
+                        Ok(job) => job.spec.alarm_channels,
+                        Err(tickwork_store::Error::NotFound { .. }) => String::new(),
+                        Err(e) => return Err(e.into()),
+                    };
+                    slot.insert(list);
+                }
+                let mut channel_ids = Vec::new();
+                for name in channel_names(&jobs[&run.job_id]) {
+                    match channels.get(name) {
+                        Some(c) if c.enabled => channel_ids.push(c.id),
+                        Some(_) => {}
+                        None => warn!(
+                            run_id = run.id,
+                            job_id = run.job_id,
+                            channel = %name,
+                            "alarm channel of the job does not exist; skipped"
+                        ),
+                    }
+                }
+                queue.push(RunAlarm {
+                    run_id: run.id,
+                    channel_ids,
+                });
+            }
+            let n = store
+                .alarm_deliveries_queue(AlarmDeliveriesQueue {
+                    runs: queue,
+                    now: now_ms(),
+                })
+                .await?;
+            total += n;
+            self.inner
+                .stats
+                .alarm_deliveries_queued
+                .fetch_add(n, Ordering::Relaxed);
+            if n > 0 {
+                self.inner.alarm_wake.notify_one();
+            }
+            if runs.len() < QUEUE_BATCH as usize || self.inner.stop.is_cancelled() {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Sends due alarm deliveries while this node holds the maintenance lease, every
+    /// `alarm.poll_interval` or as soon as deliveries are queued.
+    pub(crate) async fn alarm_loop(self) {
+        let interval = self.inner.config.alarm.poll_interval;
+        loop {
+            tokio::select! {
+                _ = self.inner.stop.cancelled() => return,
+                _ = tokio::time::sleep(interval) => {}
+                _ = self.inner.alarm_wake.notified() => {}
+            }
+            if !self.is_lease_holder() {
+                continue;
+            }
+            if let Err(e) = self.alarm_round().await {
+                warn!(error = %e, "alarm delivery round failed");
+            }
+            self.inner
+                .stats
+                .alarm_rounds
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Claims and sends due deliveries until none is left; how many were attempted.
+    pub(crate) async fn alarm_round(&self) -> Result<usize, Error> {
+        let c = &self.inner.config.alarm;
+        // The claim outlives the longest send, so a slow send is never taken over midway.
+        let hold = c.send_timeout * 2 + Duration::from_secs(5);
+        let mut total = 0;
+        loop {
+            let claimed = self
+                .inner
+                .store
+                .alarm_deliveries_claim_due(DeliveryClaim {
+                    node_id: self.inner.config.node_id.clone(),
+                    now: now_ms(),
+                    hold_ms: hold.as_millis() as i64,
+                    limit: SEND_BATCH,
+                })
+                .await?;
+            let n = claimed.len();
+            let mut sends = JoinSet::new();
+            for delivery in claimed {
+                let admin = self.clone();
+                sends.spawn(async move { admin.deliver(delivery).await });
+            }
+            while sends.join_next().await.is_some() {}
+            total += n;
+            if n < SEND_BATCH as usize || self.inner.stop.is_cancelled() {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// The message of a delivery, from its run and job as they are now.
+    async fn delivery_message(&self, d: &AlarmDelivery) -> Result<AlarmMessage, String> {
+        let store = &self.inner.store;
+        let run = store
+            .run_get(d.run_id)
+            .await
+            .map_err(|e| format!("run {}: {e}", d.run_id))?;
+        let (key, description) = match store.job_get(run.job_id).await {
+            Ok(job) => (job.key, job.spec.description),
+            Err(_) => (String::from("-"), String::from("(deleted job)")),
+        };
+        Ok(AlarmMessage {
+            job_id: run.job_id,
+            job_key: key,
+            job_description: description,
+            run_id: run.id,
+            attempt: run.attempt,
+            executor_address: run.executor_address,
+            state: run.state.to_string(),
+            trigger_msg: run.trigger_msg,
+            handle_msg: run.handle_msg,
+            scheduled_at: run.scheduled_at,
+            admin_node: self.inner.config.node_id.clone(),
+            test: false,
+        })
+    }
+
+    /// One attempt on a claimed delivery, and its record.
+    async fn deliver(&self, d: AlarmDelivery) {
+        let c = &self.inner.config.alarm;
+        let attempt = d.attempts + 1;
+        let sent = async {
+            let channel = self
+                .inner
+                .store
+                .alarm_channel_get(d.channel_id)
+                .await
+                .map_err(|e| e.to_string())?;
+            if !channel.enabled {
+                return Err(format!("alarm channel {} is disabled", channel.name));
+            }
+            let config = ChannelConfig::from_stored(channel.kind, &channel.config)
+                .map_err(|e| e.to_string())?;
+            let message = self.delivery_message(&d).await?;
+            self.inner
+                .senders
+                .send(&channel, &config, &message, c.send_timeout)
+                .await
+        }
+        .await;
+        let (outcome, slot) = match &sent {
+            Ok(()) => (DeliveryOutcome::Sent, 0),
+            Err(error) if attempt < c.max_attempts as i32 => (
+                DeliveryOutcome::Retry {
+                    error: error.clone(),
+                    next_attempt_at: now_ms()
+                        + backoff_after(attempt, c.backoff, c.backoff_max).as_millis() as i64,
+                },
+                1,
+            ),
+            Err(error) => (
+                DeliveryOutcome::Failed {
+                    error: error.clone(),
+                },
+                2,
+            ),
+        };
+        match &sent {
+            Ok(()) => info!(
+                run_id = d.run_id,
+                channel = %d.channel_name,
+                attempt,
+                "alarm sent"
+            ),
+            Err(e) => warn!(
+                run_id = d.run_id,
+                channel = %d.channel_name,
+                attempt,
+                error = %e,
+                "alarm send failed"
+            ),
+        }
+        self.inner.metrics.alarm_send(d.kind, slot);
+        let stats = &self.inner.stats;
+        match slot {
+            0 => stats.alarms_sent.fetch_add(1, Ordering::Relaxed),
+            1 => stats.alarm_send_errors.fetch_add(1, Ordering::Relaxed),
+            _ => {
+                stats.alarm_send_errors.fetch_add(1, Ordering::Relaxed);
+                stats.alarms_failed.fetch_add(1, Ordering::Relaxed)
+            }
+        };
+        let finish = DeliveryFinish {
+            id: d.id,
+            node_id: self.inner.config.node_id.clone(),
+            outcome,
+            now: now_ms(),
+        };
+        match self.inner.store.alarm_delivery_finish(finish).await {
+            Ok(true) => {}
+            Ok(false) => warn!(
+                delivery_id = d.id,
+                "alarm delivery was taken over before its outcome was recorded"
+            ),
+            Err(e) => warn!(
+                delivery_id = d.id,
+                error = %e,
+                "alarm delivery outcome not recorded; it is tried again after its hold"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap() {
+        let base = Duration::from_secs(10);
+        let max = Duration::from_secs(60);
+        let waits: Vec<u64> = (1..=5)
+            .map(|a| backoff_after(a, base, max).as_secs())
+            .collect();
+        assert_eq!(waits, [10, 20, 40, 60, 60]);
+        assert_eq!(backoff_after(1000, base, max), max);
+    }
+
+    #[test]
+    fn names_and_kinds_are_checked() {
+        for ok in ["ops", "ops-mail.eu_1"] {
+            check_name(ok).unwrap();
+        }
+        for bad in ["", "a,b", "with space", &"x".repeat(65)] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_kind("feishu").unwrap(), AlarmKind::Feishu);
+        let err = parse_kind("pager").unwrap_err().to_string();
+        assert!(
+            err.contains("email webhook dingtalk wecom feishu slack"),
+            "{err}"
+        );
+        let names: Vec<&str> = channel_names(" a, ,b ,").collect();
+        assert_eq!(names, ["a", "b"]);
+    }
+}

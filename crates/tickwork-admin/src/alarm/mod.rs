@@ -1,0 +1,721 @@
+//! Alarms: channels (email over SMTP, a signed JSON webhook, DingTalk, WeCom, Feishu and
+//! Slack robots), the one message model every channel renders, and their delivery.
+//!
+//! `mod.rs` holds the pure part: channel settings and their validation, masking for the API,
+//! rendering and signing, all plain functions tested with tables. `send` talks to the outside
+//! world; `deliver` is the lease holder's loop and the API operations.
+//!
+//! Invariant: each (run, channel) has one delivery row (a unique key), and a row is sent only
+//! by the node that claimed it in the database, so an alarm goes out at most once per
+//! attempt, whatever the admins do.
+
+mod deliver;
+mod send;
+
+pub(crate) use send::Senders;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use hmac::{Hmac, KeyInit, Mac};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use sha2::Sha256;
+use tickwork_store::AlarmKind;
+
+use crate::Error;
+
+/// Keys of a channel config that are never shown, and kept on an update that leaves them out.
+const HIDDEN_KEYS: [&str; 3] = ["secret", "password", "url"];
+
+/// How an email channel secures its SMTP connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum TlsMode {
+    /// Plain SMTP (a relay on a trusted network).
+    None,
+    /// Plain connection upgraded with STARTTLS, required.
+    #[default]
+    Starttls,
+    /// TLS from the first byte (SMTPS).
+    Tls,
+}
+
+impl TlsMode {
+    fn default_port(self) -> u16 {
+        match self {
+            TlsMode::None => 25,
+            TlsMode::Starttls => 587,
+            TlsMode::Tls => 465,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EmailConfig {
+    pub(crate) host: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) port: Option<u16>,
+    #[serde(default)]
+    pub(crate) tls: TlsMode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) password: Option<String>,
+    pub(crate) from: String,
+    pub(crate) to: Vec<String>,
+}
+
+impl EmailConfig {
+    pub(crate) fn port(&self) -> u16 {
+        self.port.unwrap_or_else(|| self.tls.default_port())
+    }
+}
+
+/// A robot or webhook URL with an optional signing secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SignedUrl {
+    pub(crate) url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) secret: Option<String>,
+}
+
+/// A robot URL whose token is part of the URL itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PlainUrl {
+    pub(crate) url: String,
+}
+
+/// A channel's settings, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ChannelConfig {
+    Email(EmailConfig),
+    Webhook(SignedUrl),
+    DingTalk(SignedUrl),
+    WeCom(PlainUrl),
+    Feishu(SignedUrl),
+    Slack(PlainUrl),
+}
+
+fn invalid(msg: impl std::fmt::Display) -> Error {
+    Error::Invalid(format!("config: {msg}"))
+}
+
+/// An empty secret means none.
+fn no_empty(secret: &mut Option<String>) {
+    if secret.as_deref().is_some_and(|s| s.is_empty()) {
+        *secret = None;
+    }
+}
+
+fn check_url(url: &str) -> Result<(), Error> {
+    let parsed = url::Url::parse(url).map_err(|e| invalid(format!("url {url:?}: {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(invalid(format!(
+            "url {url:?} must be an http:// or https:// address"
+        )));
+    }
+    Ok(())
+}
+
+fn check_mailbox(field: &str, address: &str) -> Result<(), Error> {
+    address
+        .parse::<lettre::message::Mailbox>()
+        .map(drop)
+        .map_err(|e| {
+            invalid(format!(
+                "{field}: {address:?} is not an email address ({e})"
+            ))
+        })
+}
+
+impl ChannelConfig {
+    /// Reads and checks the settings of a `kind` channel; unknown keys are errors.
+    pub(crate) fn parse(kind: AlarmKind, config: &Map<String, Value>) -> Result<Self, Error> {
+        fn read<T: serde::de::DeserializeOwned>(config: &Map<String, Value>) -> Result<T, Error> {
+            serde_json::from_value(Value::Object(config.clone())).map_err(invalid)
+        }
+        let parsed = match kind {
+            AlarmKind::Email => {
+                let mut c: EmailConfig = read(config)?;
+                no_empty(&mut c.password);
+                if c.host.trim().is_empty() {
+                    return Err(invalid("host: an email channel needs an SMTP host"));
+                }
+                if c.port == Some(0) {
+                    return Err(invalid("port: 0 is not a port"));
+                }
+                if c.user.is_some() != c.password.is_some() {
+                    return Err(invalid("user and password go together"));
+                }
+                check_mailbox("from", &c.from)?;
+                if c.to.is_empty() {
+                    return Err(invalid("to: at least one recipient is needed"));
+                }
+                for to in &c.to {
+                    check_mailbox("to", to)?;
+                }
+                ChannelConfig::Email(c)
+            }
+            AlarmKind::Webhook => {
+                let c: SignedUrl = read(config)?;
+                if c.secret.as_deref().is_none_or(str::is_empty) {
+                    return Err(invalid("secret: a webhook channel signs with a secret"));
+                }
+                check_url(&c.url)?;
+                ChannelConfig::Webhook(c)
+            }
+            AlarmKind::DingTalk | AlarmKind::Feishu => {
+                let mut c: SignedUrl = read(config)?;
+                no_empty(&mut c.secret);
+                check_url(&c.url)?;
+                if kind == AlarmKind::DingTalk {
+                    ChannelConfig::DingTalk(c)
+                } else {
+                    ChannelConfig::Feishu(c)
+                }
+            }
+            AlarmKind::WeCom | AlarmKind::Slack => {
+                let c: PlainUrl = read(config)?;
+                check_url(&c.url)?;
+                if kind == AlarmKind::WeCom {
+                    ChannelConfig::WeCom(c)
+                } else {
+                    ChannelConfig::Slack(c)
+                }
+            }
+        };
+        Ok(parsed)
+    }
+
+    /// Reads a stored config (written by [`ChannelConfig::to_stored`]).
+    pub(crate) fn from_stored(kind: AlarmKind, stored: &str) -> Result<Self, Error> {
+        match serde_json::from_str::<Value>(stored) {
+            Ok(Value::Object(map)) => Self::parse(kind, &map),
+            _ => Err(invalid("the stored config is not a JSON object")),
+        }
+    }
+
+    pub(crate) fn to_stored(&self) -> String {
+        let value = match self {
+            ChannelConfig::Email(c) => serde_json::to_value(c),
+            ChannelConfig::Webhook(c) | ChannelConfig::DingTalk(c) | ChannelConfig::Feishu(c) => {
+                serde_json::to_value(c)
+            }
+            ChannelConfig::WeCom(c) | ChannelConfig::Slack(c) => serde_json::to_value(c),
+        };
+        value.map(|v| v.to_string()).unwrap_or_default()
+    }
+
+    /// The config as the API shows it: no secret or password, URLs with their tokens masked.
+    pub(crate) fn masked(&self) -> Value {
+        let mut value = serde_json::from_str::<Value>(&self.to_stored()).unwrap_or(Value::Null);
+        if let Value::Object(map) = &mut value {
+            if let Some(url) = map.get("url").and_then(Value::as_str) {
+                let masked = mask_url(url);
+                map.insert("url".into(), Value::String(masked));
+            }
+            match self {
+                ChannelConfig::Email(c) => {
+                    map.remove("password");
+                    map.insert("password_set".into(), Value::Bool(c.password.is_some()));
+                    map.insert("port".into(), json!(c.port()));
+                }
+                ChannelConfig::Webhook(c)
+                | ChannelConfig::DingTalk(c)
+                | ChannelConfig::Feishu(c) => {
+                    map.remove("secret");
+                    map.insert("secret_set".into(), Value::Bool(c.secret.is_some()));
+                }
+                ChannelConfig::WeCom(_) | ChannelConfig::Slack(_) => {}
+            }
+        }
+        value
+    }
+}
+
+/// An update's config: the hidden keys it leaves out keep their stored values.
+pub(crate) fn merge_hidden(new: &mut Map<String, Value>, old: &Map<String, Value>) {
+    for key in HIDDEN_KEYS {
+        if !new.contains_key(key)
+            && let Some(v) = old.get(key)
+        {
+            new.insert(key.to_owned(), v.clone());
+        }
+    }
+}
+
+/// `https://host/first/***?token=***`: enough to recognise a URL, not enough to use it (robot
+/// URLs carry their access token in the path or the query).
+pub(crate) fn mask_url(url: &str) -> String {
+    let Ok(parsed) = url::Url::parse(url) else {
+        return "***".to_owned();
+    };
+    let mut out = format!("{}://{}", parsed.scheme(), parsed.host_str().unwrap_or(""));
+    if let Some(port) = parsed.port() {
+        out.push_str(&format!(":{port}"));
+    }
+    let mut segments = parsed.path_segments().into_iter().flatten();
+    if let Some(first) = segments.next().filter(|s| !s.is_empty()) {
+        out.push('/');
+        out.push_str(first);
+        if segments.next().is_some() {
+            out.push_str("/***");
+        }
+    }
+    let keys: Vec<String> = parsed
+        .query_pairs()
+        .map(|(k, _)| format!("{k}=***"))
+        .collect();
+    if !keys.is_empty() {
+        out.push('?');
+        out.push_str(&keys.join("&"));
+    }
+    out
+}
+
+// ---- the message ----
+
+/// What an alarm says, whatever the channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AlarmMessage {
+    pub(crate) job_id: i64,
+    pub(crate) job_key: String,
+    pub(crate) job_description: String,
+    pub(crate) run_id: i64,
+    pub(crate) attempt: i32,
+    pub(crate) executor_address: Option<String>,
+    pub(crate) state: String,
+    pub(crate) trigger_msg: Option<String>,
+    pub(crate) handle_msg: Option<String>,
+    pub(crate) scheduled_at: i64,
+    pub(crate) admin_node: String,
+    /// A test message sent from the API, not a real failure.
+    pub(crate) test: bool,
+}
+
+fn instant(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| ms.to_string())
+}
+
+impl AlarmMessage {
+    /// One line: the email subject, the first line of chat messages.
+    pub(crate) fn title(&self) -> String {
+        let test = if self.test { "[test] " } else { "" };
+        format!(
+            "{test}Tickwork alarm: job {} ({}) run {} {}",
+            self.job_id, self.job_key, self.run_id, self.state
+        )
+    }
+
+    /// The whole message as text (email body, chat robots).
+    pub(crate) fn text(&self) -> String {
+        let none = "-";
+        let mut out = self.title();
+        out.push('\n');
+        let description = if self.job_description.is_empty() {
+            none
+        } else {
+            &self.job_description
+        };
+        for (label, value) in [
+            (
+                "job",
+                format!("{} {} ({description})", self.job_id, self.job_key),
+            ),
+            ("run", format!("{} attempt {}", self.run_id, self.attempt)),
+            ("state", self.state.clone()),
+            (
+                "executor",
+                self.executor_address.clone().unwrap_or_else(|| none.into()),
+            ),
+            ("scheduled at", instant(self.scheduled_at)),
+            (
+                "trigger",
+                self.trigger_msg.clone().unwrap_or_else(|| none.into()),
+            ),
+            (
+                "failure",
+                self.handle_msg.clone().unwrap_or_else(|| none.into()),
+            ),
+            ("admin node", self.admin_node.clone()),
+        ] {
+            out.push_str(&format!("\n{label}: {}", value.trim()));
+        }
+        out
+    }
+
+    /// The generic webhook's JSON document.
+    pub(crate) fn json(&self) -> Value {
+        json!({
+            "event": if self.test { "test" } else { "run_failed" },
+            "title": self.title(),
+            "text": self.text(),
+            "job": {
+                "id": self.job_id,
+                "key": self.job_key,
+                "description": self.job_description,
+            },
+            "run": {
+                "id": self.run_id,
+                "attempt": self.attempt,
+                "state": self.state,
+                "executor_address": self.executor_address,
+                "scheduled_at": self.scheduled_at,
+                "trigger_msg": self.trigger_msg,
+                "handle_msg": self.handle_msg,
+            },
+            "admin_node": self.admin_node,
+        })
+    }
+}
+
+/// The JSON body a chat robot takes.
+pub(crate) fn chat_body(kind: AlarmKind, text: &str) -> Value {
+    match kind {
+        AlarmKind::Feishu => json!({ "msg_type": "text", "content": { "text": text } }),
+        AlarmKind::Slack => json!({ "text": text }),
+        _ => json!({ "msgtype": "text", "text": { "content": text } }),
+    }
+}
+
+// ---- signing ----
+
+fn hmac_sha256(key: &[u8], data: &[u8]) -> Vec<u8> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes keys of any length");
+    mac.update(data);
+    mac.finalize().into_bytes().to_vec()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The generic webhook's signature header value: `sha256=<hex HMAC-SHA256 of
+/// "<timestamp>.<body>">` keyed by the channel secret.
+pub(crate) fn webhook_signature(secret: &str, timestamp: i64, body: &str) -> String {
+    let mac = hmac_sha256(secret.as_bytes(), format!("{timestamp}.{body}").as_bytes());
+    format!("sha256={}", hex(&mac))
+}
+
+/// DingTalk's `sign`: base64 of HMAC-SHA256 of `"<timestamp ms>\n<secret>"` keyed by the
+/// secret (sent URL-encoded as a query parameter with `timestamp`).
+pub(crate) fn dingtalk_sign(secret: &str, timestamp_ms: i64) -> String {
+    let data = format!("{timestamp_ms}\n{secret}");
+    BASE64.encode(hmac_sha256(secret.as_bytes(), data.as_bytes()))
+}
+
+/// The DingTalk robot URL with `timestamp` and `sign` added.
+pub(crate) fn dingtalk_url(url: &str, secret: &str, timestamp_ms: i64) -> Result<String, Error> {
+    let mut parsed = url::Url::parse(url).map_err(|e| invalid(format!("url: {e}")))?;
+    parsed
+        .query_pairs_mut()
+        .append_pair("timestamp", &timestamp_ms.to_string())
+        .append_pair("sign", &dingtalk_sign(secret, timestamp_ms));
+    Ok(parsed.into())
+}
+
+/// Feishu's `sign`: base64 of HMAC-SHA256 of empty data keyed by `"<timestamp s>\n<secret>"`.
+pub(crate) fn feishu_sign(secret: &str, timestamp_s: i64) -> String {
+    let key = format!("{timestamp_s}\n{secret}");
+    BASE64.encode(hmac_sha256(key.as_bytes(), b""))
+}
+
+/// Reads a chat robot's answer: DingTalk and WeCom report failures as a non-zero `errcode`,
+/// Feishu as a non-zero `code` (older bots: `StatusCode`), all with HTTP 200.
+pub(crate) fn robot_error(kind: AlarmKind, body: &str) -> Option<String> {
+    let keys: &[(&str, &str)] = match kind {
+        AlarmKind::DingTalk | AlarmKind::WeCom => &[("errcode", "errmsg")],
+        AlarmKind::Feishu => &[("code", "msg"), ("StatusCode", "StatusMessage")],
+        _ => return None,
+    };
+    let Ok(Value::Object(map)) = serde_json::from_str::<Value>(body) else {
+        return None;
+    };
+    for (code_key, msg_key) in keys {
+        if let Some(code) = map.get(*code_key).and_then(Value::as_i64)
+            && code != 0
+        {
+            let msg = map.get(*msg_key).and_then(Value::as_str).unwrap_or("");
+            return Some(format!("{code_key} {code}: {msg}"));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => panic!("not an object"),
+        }
+    }
+
+    fn message() -> AlarmMessage {
+        AlarmMessage {
+            job_id: 7,
+            job_key: "nightly-report".into(),
+            job_description: "Nightly report".into(),
+            run_id: 4242,
+            attempt: 1,
+            executor_address: Some("http://10.0.0.5:9999".into()),
+            state: "lost".into(),
+            trigger_msg: Some("route FAILOVER".into()),
+            handle_msg: Some("lost: executor stopped beating".into()),
+            scheduled_at: 1_700_000_000_000,
+            admin_node: "admin-1".into(),
+            test: false,
+        }
+    }
+
+    #[test]
+    fn hmac_matches_the_rfc_4231_vector() {
+        assert_eq!(
+            hex(&hmac_sha256(b"Jefe", b"what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn signatures_of_each_format() {
+        let secret = "SEC000example";
+        for (got, want) in [
+            (
+                webhook_signature("whsec", 1_700_000_000, r#"{"a":1}"#),
+                "sha256=8ad37ba156048ae0e0a5533c75cdf26fee88b07f93cb57ee4c80adb053012032",
+            ),
+            (
+                dingtalk_sign(secret, 1_700_000_000_000),
+                "xyAXnOeEx8mcnUUlZoyxvRe/La8u0eqZaWsTXunfdkQ=",
+            ),
+            (
+                feishu_sign(secret, 1_700_000_000),
+                "OGl+fhrIPe4RmLlF1qBjjfXJQqEJxZ80bMC8hc460wY=",
+            ),
+        ] {
+            assert_eq!(got, want);
+        }
+        assert_eq!(
+            dingtalk_url(
+                "https://oapi.dingtalk.com/robot/send?access_token=t",
+                secret,
+                1_700_000_000_000
+            )
+            .unwrap(),
+            "https://oapi.dingtalk.com/robot/send?access_token=t&timestamp=1700000000000\
+             &sign=xyAXnOeEx8mcnUUlZoyxvRe%2FLa8u0eqZaWsTXunfdkQ%3D"
+        );
+    }
+
+    #[test]
+    fn chat_bodies_per_format() {
+        for (kind, want) in [
+            (
+                AlarmKind::DingTalk,
+                json!({"msgtype": "text", "text": {"content": "hi"}}),
+            ),
+            (
+                AlarmKind::WeCom,
+                json!({"msgtype": "text", "text": {"content": "hi"}}),
+            ),
+            (
+                AlarmKind::Feishu,
+                json!({"msg_type": "text", "content": {"text": "hi"}}),
+            ),
+            (AlarmKind::Slack, json!({"text": "hi"})),
+        ] {
+            assert_eq!(chat_body(kind, "hi"), want, "{kind}");
+        }
+    }
+
+    #[test]
+    fn robot_answers_are_read_per_format() {
+        for (kind, body, want) in [
+            (AlarmKind::DingTalk, r#"{"errcode":0,"errmsg":"ok"}"#, None),
+            (
+                AlarmKind::DingTalk,
+                r#"{"errcode":310000,"errmsg":"sign not match"}"#,
+                Some("errcode 310000: sign not match"),
+            ),
+            (
+                AlarmKind::WeCom,
+                r#"{"errcode":93000,"errmsg":"invalid webhook url"}"#,
+                Some("errcode 93000: invalid webhook url"),
+            ),
+            (AlarmKind::Feishu, r#"{"code":0,"msg":"success"}"#, None),
+            (
+                AlarmKind::Feishu,
+                r#"{"code":19021,"msg":"sign match fail"}"#,
+                Some("code 19021: sign match fail"),
+            ),
+            (AlarmKind::Feishu, r#"{"StatusCode":0}"#, None),
+            (AlarmKind::Slack, r#"{"errcode":5}"#, None),
+            (AlarmKind::WeCom, "not json", None),
+        ] {
+            assert_eq!(robot_error(kind, body).as_deref(), want, "{kind} {body}");
+        }
+    }
+
+    #[test]
+    fn the_message_names_job_run_executor_and_failure() {
+        let text = message().text();
+        for part in [
+            "job 7 (nightly-report) run 4242 lost",
+            "job: 7 nightly-report (Nightly report)",
+            "run: 4242 attempt 1",
+            "executor: http://10.0.0.5:9999",
+            "scheduled at: 2023-11-14T22:13:20Z",
+            "failure: lost: executor stopped beating",
+            "admin node: admin-1",
+        ] {
+            assert!(text.contains(part), "{part:?} missing in {text}");
+        }
+        let doc = message().json();
+        assert_eq!(doc["event"], "run_failed");
+        assert_eq!(doc["run"]["id"], 4242);
+        assert_eq!(doc["run"]["executor_address"], "http://10.0.0.5:9999");
+        assert_eq!(doc["job"]["key"], "nightly-report");
+        let test = AlarmMessage {
+            test: true,
+            ..message()
+        };
+        assert!(test.title().starts_with("[test] "));
+        assert_eq!(test.json()["event"], "test");
+    }
+
+    #[test]
+    fn configs_are_checked_per_kind() {
+        let ok = [
+            (
+                AlarmKind::Email,
+                json!({"host": "smtp.example.com", "from": "tw@example.com", "to": ["ops@example.com"]}),
+            ),
+            (
+                AlarmKind::Webhook,
+                json!({"url": "https://hooks.example.com/x", "secret": "s"}),
+            ),
+            (
+                AlarmKind::DingTalk,
+                json!({"url": "https://oapi.dingtalk.com/robot/send?access_token=t"}),
+            ),
+            (
+                AlarmKind::WeCom,
+                json!({"url": "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=k"}),
+            ),
+            (
+                AlarmKind::Feishu,
+                json!({"url": "https://open.feishu.cn/open-apis/bot/v2/hook/x", "secret": "s"}),
+            ),
+            (
+                AlarmKind::Slack,
+                json!({"url": "https://hooks.slack.com/services/T/B/X"}),
+            ),
+        ];
+        for (kind, config) in ok {
+            let parsed = ChannelConfig::parse(kind, &map(config)).unwrap();
+            assert_eq!(
+                ChannelConfig::from_stored(kind, &parsed.to_stored()).unwrap(),
+                parsed
+            );
+        }
+        let bad = [
+            (
+                AlarmKind::Email,
+                json!({"from": "a@b.c", "to": ["x@y.z"]}),
+                "host",
+            ),
+            (
+                AlarmKind::Email,
+                json!({"host": " ", "from": "a@b.c", "to": ["x@y.z"]}),
+                "SMTP host",
+            ),
+            (
+                AlarmKind::Email,
+                json!({"host": "h", "from": "a@b.c", "to": []}),
+                "recipient",
+            ),
+            (
+                AlarmKind::Email,
+                json!({"host": "h", "from": "a@b.c", "to": ["nope"]}),
+                "not an email address",
+            ),
+            (
+                AlarmKind::Email,
+                json!({"host": "h", "from": "a@b.c", "to": ["x@y.z"], "tls": "ssl"}),
+                "unknown variant",
+            ),
+            (
+                AlarmKind::Email,
+                json!({"host": "h", "from": "a@b.c", "to": ["x@y.z"], "user": "u"}),
+                "together",
+            ),
+            (AlarmKind::Webhook, json!({"url": "https://h/x"}), "secret"),
+            (
+                AlarmKind::Webhook,
+                json!({"url": "ftp://h/x", "secret": "s"}),
+                "http",
+            ),
+            (AlarmKind::Slack, json!({"url": "not a url"}), "url"),
+            (
+                AlarmKind::Slack,
+                json!({"url": "https://h/x", "channel": "#ops"}),
+                "unknown field",
+            ),
+            (
+                AlarmKind::WeCom,
+                json!({"url": "https://h/x", "secret": "s"}),
+                "unknown field",
+            ),
+        ];
+        for (kind, config, want) in bad {
+            let err = ChannelConfig::parse(kind, &map(config.clone()))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(want), "{kind} {config}: {err}");
+        }
+    }
+
+    #[test]
+    fn secrets_are_masked_and_kept_on_update() {
+        let stored = map(json!({
+            "url": "https://oapi.dingtalk.com/robot/send?access_token=abcdef",
+            "secret": "SECret",
+        }));
+        let c = ChannelConfig::parse(AlarmKind::DingTalk, &stored).unwrap();
+        let shown = c.masked();
+        assert_eq!(
+            shown,
+            json!({"url": "https://oapi.dingtalk.com/robot/***?access_token=***", "secret_set": true})
+        );
+        assert!(!shown.to_string().contains("abcdef"));
+        let mut update = Map::new();
+        merge_hidden(&mut update, &stored);
+        assert_eq!(update, stored);
+        let mut cleared = map(json!({"secret": ""}));
+        merge_hidden(&mut cleared, &stored);
+        let c = ChannelConfig::parse(AlarmKind::DingTalk, &cleared).unwrap();
+        assert_eq!(c.masked()["secret_set"], false);
+
+        let mail = ChannelConfig::parse(
+            AlarmKind::Email,
+            &map(json!({"host": "h", "user": "u", "password": "pw", "from": "a@b.c", "to": ["x@y.z"]})),
+        )
+        .unwrap();
+        let shown = mail.masked();
+        assert_eq!(shown["password_set"], true);
+        assert_eq!(shown["port"], 587);
+        assert!(shown.get("password").is_none());
+        assert_eq!(
+            mask_url("https://hooks.slack.com/services/T0/B0/XYZ"),
+            "https://hooks.slack.com/services/***"
+        );
+        assert_eq!(mask_url("http://127.0.0.1:8080/"), "http://127.0.0.1:8080");
+    }
+}
