@@ -91,7 +91,10 @@ impl IntoResponse for ApiError {
             Error::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_input"),
             Error::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Error::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
-            Error::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Error::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Error::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            Error::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+            Error::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
             Error::Executor(_) => (StatusCode::BAD_GATEWAY, "executor_error"),
             Error::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             Error::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
@@ -159,7 +162,7 @@ async fn require_api_token(
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
     if given != Some(admin.config().api_token.as_str()) {
-        return ApiError(Error::Unauthorized).into_response();
+        return ApiError(Error::Unauthorized("the API token is wrong".into())).into_response();
     }
     next.run(req).await
 }

@@ -7,6 +7,7 @@
 //! `monitor` (what the lease holder maintains) make that safe; `metrics` renders `/metrics`.
 
 mod admin;
+pub mod auth;
 mod cluster;
 pub mod config;
 pub mod dispatch;
@@ -19,6 +20,7 @@ mod service;
 pub mod timer;
 
 pub use admin::{Admin, Running, Stats, retry_delay_ms};
+pub use auth::{Auth, NewSession, Principal, Role, SESSION_COOKIE, SessionInfo, check_csrf};
 pub use cluster::MAINTENANCE_LEASE;
 pub use config::Config;
 pub use error::Error;
