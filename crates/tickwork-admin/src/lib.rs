@@ -6,7 +6,9 @@
 //! (heartbeats, the fence, adoption of a dead node's runs, the maintenance lease) and
 //! `monitor` (what the lease holder maintains) make that safe; `metrics` renders `/metrics`.
 
+mod accounts;
 mod admin;
+mod audit;
 pub mod auth;
 mod cluster;
 pub mod config;
@@ -15,6 +17,7 @@ mod error;
 pub mod executor_client;
 mod metrics;
 mod monitor;
+pub mod openapi;
 pub mod planner;
 mod service;
 pub mod timer;
