@@ -110,6 +110,7 @@ pub fn router(admin: Admin) -> Router {
         .route("/openapi.json", get(openapi_document))
         .nest("/openapi/v1", api)
         // ---- console routes: merged here (the console module owns them) ----
+        .merge(crate::console::router())
         // ---- end of console routes ----
         .with_state(admin)
 }

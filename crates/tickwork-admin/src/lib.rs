@@ -12,6 +12,7 @@ mod audit;
 pub mod auth;
 mod cluster;
 pub mod config;
+mod console;
 pub mod dispatch;
 mod error;
 pub mod executor_client;
