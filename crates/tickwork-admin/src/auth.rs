@@ -537,7 +537,8 @@ impl Auth {
     pub async fn api_principal(&self, bearer: Option<&str>) -> Result<Principal, Error> {
         let unauthorized = || {
             Error::Unauthorized(
-                "missing, wrong or revoked API token (Authorization: Bearer)".into(),
+                "the access token is wrong, missing or revoked (Authorization: Bearer <token>)"
+                    .into(),
             )
         };
         let token = bearer
