@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use crate::Error;
+use crate::auth::Auth;
 use crate::cluster::{Membership, Origin};
 use crate::config::Config;
 use crate::dispatch::{DispatchOutcome, DispatchRequest, dispatch};
@@ -146,6 +147,7 @@ pub(crate) struct Inner {
     /// Stops the heartbeat, once the ledger has written everything.
     pub(crate) cluster_stop: CancellationToken,
     pub(crate) stats: Stats,
+    pub(crate) auth: Arc<Auth>,
 }
 
 /// A handle to the running admin; cheap to clone.
@@ -157,6 +159,9 @@ pub struct Admin {
 /// The admin's background tasks; [`Running::shutdown`] stops them and waits.
 pub struct Running {
     pub admin: Admin,
+    /// The password generated for the first admin account when this start created it (and
+    /// none was configured): the caller shows it once; it is stored only as a hash.
+    pub generated_admin_password: Option<String>,
     pipeline: JoinSet<()>,
     ledger: JoinSet<()>,
     cluster: JoinSet<()>,
@@ -221,11 +226,19 @@ impl Admin {
             write_deadline: std::sync::OnceLock::new(),
             cluster_stop: CancellationToken::new(),
             stats: Stats::default(),
+            auth: Arc::new(Auth::new(
+                store.clone(),
+                config.auth.clone(),
+                &config.api_token,
+            )),
             client,
             store,
             config,
         });
         let admin = Admin { inner };
+        // Before anything is served: there is never a moment without an admin account, and
+        // never a default password.
+        let generated_admin_password = admin.inner.auth.ensure_first_admin().await?;
 
         // The first heartbeat comes before the first claim: no run is ever owned by a node
         // that has no heartbeat row.
@@ -259,6 +272,7 @@ impl Admin {
         cluster.spawn(admin.clone().membership_loop());
         Ok(Running {
             admin,
+            generated_admin_password,
             pipeline,
             ledger,
             cluster,
@@ -271,6 +285,11 @@ impl Admin {
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.inner.store
+    }
+
+    /// Logins, sessions and API credentials.
+    pub fn auth(&self) -> &Arc<Auth> {
+        &self.inner.auth
     }
 
     pub fn stats(&self) -> &Stats {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::Error;
+pub use crate::auth::AuthConfig;
 
 /// The admin's configuration, every value checked.
 #[derive(Debug, Clone)]
@@ -31,6 +32,8 @@ pub struct Config {
     pub cluster: ClusterConfig,
     pub monitor: MonitorConfig,
     pub alarm: AlarmConfig,
+    /// Console sessions, logins and the first admin.
+    pub auth: AuthConfig,
 }
 
 /// Claim and timer settings.
@@ -214,6 +217,7 @@ impl Config {
             cluster: ClusterConfig::default(),
             monitor: MonitorConfig::default(),
             alarm: AlarmConfig::default(),
+            auth: AuthConfig::default(),
         }
     }
 
@@ -264,6 +268,19 @@ impl Config {
                 ms(c.lease_ttl),
                 ms(c.heartbeat_interval)
             )));
+        }
+        let a = &self.auth;
+        if a.session_idle < Duration::from_secs(60) || a.session_max < a.session_idle {
+            return Err(Error::Invalid(format!(
+                "auth.session_idle_s ({}) must be at least 60 and at most auth.session_max_s ({})",
+                a.session_idle.as_secs(),
+                a.session_max.as_secs()
+            )));
+        }
+        if a.login_max_failures == 0 {
+            return Err(Error::Invalid(
+                "auth.login_max_failures must be at least 1".into(),
+            ));
         }
         let m = &self.monitor;
         for (name, d) in [
@@ -346,6 +363,22 @@ pub struct ConfigFile {
     pub monitor: MonitorFile,
     #[serde(default)]
     pub alarm: AlarmFile,
+    #[serde(default)]
+    pub auth: AuthFile,
+}
+
+/// `[auth]`: sessions, logins, the first admin.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthFile {
+    /// The first admin's password, used only when the database has no user yet.
+    pub admin_password: Option<String>,
+    pub session_idle_s: Option<u64>,
+    pub session_max_s: Option<u64>,
+    /// Mark the session cookie `Secure` (the console is served over HTTPS).
+    pub secure_cookie: Option<bool>,
+    pub login_max_failures: Option<u32>,
+    pub login_window_s: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -489,6 +522,24 @@ impl ConfigFile {
         set(&mut c.alarm.send_timeout, a.send_timeout_ms);
         if let Some(v) = a.max_attempts {
             c.alarm.max_attempts = v;
+        }
+        let a = self.auth;
+        let secs = Duration::from_secs;
+        c.auth.initial_admin_password = a.admin_password.filter(|p| !p.is_empty());
+        if let Some(v) = a.session_idle_s {
+            c.auth.session_idle = secs(v);
+        }
+        if let Some(v) = a.session_max_s {
+            c.auth.session_max = secs(v);
+        }
+        if let Some(v) = a.secure_cookie {
+            c.auth.secure_cookie = v;
+        }
+        if let Some(v) = a.login_max_failures {
+            c.auth.login_max_failures = v;
+        }
+        if let Some(v) = a.login_window_s {
+            c.auth.login_window = secs(v);
         }
         c.validate()?;
         Ok(c)

@@ -1,5 +1,5 @@
 //! The one error type of `tickwork-admin`. The HTTP layer maps it to status codes in one place
-//! (`http::error`); internal causes are logged there, never shown to clients.
+//! (`http::ApiError`); internal causes are logged there, never shown to clients.
 
 /// What went wrong in an admin operation.
 #[derive(Debug, thiserror::Error)]
@@ -13,9 +13,15 @@ pub enum Error {
     /// The change collides with the current state (duplicate key, job in use, stale version).
     #[error("{0}")]
     Conflict(String),
-    /// No or a wrong credential.
-    #[error("the access token is wrong")]
-    Unauthorized,
+    /// No or a wrong credential (token, session, username or password).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The credential is good but its role may not do this.
+    #[error("{0}")]
+    Forbidden(String),
+    /// Too many failed attempts; try again later.
+    #[error("{0}")]
+    RateLimited(String),
     /// The database failed; the cause is logged, clients see a generic message.
     #[error("database error")]
     Store(#[source] tickwork_store::Error),
@@ -25,6 +31,10 @@ pub enum Error {
     /// The database did not answer in time.
     #[error("{0}")]
     Unavailable(String),
+    /// Something inside the admin failed (a task panicked, hashing failed); the cause is
+    /// logged, clients see a generic message.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl From<tickwork_store::Error> for Error {

@@ -1,29 +1,34 @@
 //! The admin's HTTP server: the executor API (`/api/*` and `/xxl-job-admin/api/*`, XXL-JOB's
-//! envelope, always HTTP 200), the JSON API under `/openapi/v1` (bearer token), health
-//! (`/healthz`, `/readyz`) and Prometheus metrics (`/metrics`).
+//! envelope, always HTTP 200), the REST API under `/openapi/v1` (API tokens, described by the
+//! OpenAPI document at `/openapi.json`), the console, health (`/healthz`, `/readyz`) and
+//! Prometheus metrics (`/metrics`).
 //!
 //! [`ApiError`] is the one place where errors become HTTP answers: clients get a stable code
-//! and a message; database and other internal causes are logged, never sent.
+//! and a message; database and other internal causes are logged, never sent. REST handlers
+//! only translate: who may do what is decided by the service layer, given the caller's
+//! [`Principal`].
 
-use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get, post};
+use axum::routing::{MethodRouter, any, get};
+use axum::{Extension, Router};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use tickwork_core::{ScheduleType, TriggerType};
+use tickwork_protocol::api::{
+    AlarmChannelInput, AlarmChannelView, AlarmDeliveryQuery, AlarmTestResult, AuditQuery,
+    CopyInput, GroupInput, JobInput, JobQuery, PasswordInput, RunQuery, ScriptInput, TokenInput,
+    TriggerInput, UserInput, UserUpdateInput,
+};
 use tickwork_protocol::{ACCESS_TOKEN_HEADER, Envelope, HandleCallbackParam, RegistryParam, msg};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::error;
 
+use crate::auth::Principal;
 use crate::{Admin, Error};
-use tickwork_protocol::api::{
-    AlarmChannelInput, AlarmChannelView, AlarmDeliveryQuery, AlarmTestResult, GroupInput, JobInput,
-    JobQuery, RunQuery, TriggerInput,
-};
 
 /// Largest body of an executor call (XXL-JOB's executor limit as well).
 const EXECUTOR_BODY_LIMIT: usize = 5 * 1024 * 1024;
@@ -36,62 +41,91 @@ pub async fn serve(
     listener: TcpListener,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(admin))
-        .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await
+    axum::serve(
+        listener,
+        router(admin).into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move { stop.cancelled().await })
+    .await
+}
+
+/// Declares the REST API once: the router and [`API_ROUTES`] (what the OpenAPI document must
+/// describe, exactly) come from the same table, so they cannot drift apart.
+macro_rules! rest_api {
+    ($( $path:literal => { $( $method:ident : $handler:ident ),+ $(,)? } )+) => {
+        fn rest_routes() -> Router<Admin> {
+            Router::new()
+                $( .route($path, MethodRouter::new() $( .$method($handler) )+ ) )+
+        }
+
+        /// Every REST route as (lowercase method, path under `/openapi/v1`).
+        pub const API_ROUTES: &[(&str, &str)] = &[
+            $( $( (stringify!($method), $path) ),+ ),+
+        ];
+    };
+}
+
+rest_api! {
+    "/me" => { get: me }
+    "/groups" => { get: groups_list, post: group_create }
+    "/groups/{id}" => { get: group_get, put: group_update, delete: group_delete }
+    "/groups/{id}/instances" => { get: group_instances }
+    "/jobs" => { get: jobs_list, post: job_create }
+    "/jobs/{id}" => { get: job_get, put: job_update, delete: job_delete }
+    "/jobs/{id}/start" => { post: job_start }
+    "/jobs/{id}/stop" => { post: job_stop }
+    "/jobs/{id}/trigger" => { post: job_trigger }
+    "/jobs/{id}/copy" => { post: job_copy }
+    "/jobs/{id}/script" => { put: script_save }
+    "/jobs/{id}/script/versions" => { get: script_versions }
+    "/jobs/{id}/script/versions/{version}/restore" => { post: script_restore }
+    "/runs" => { get: runs_list, delete: runs_clear }
+    "/runs/{id}" => { get: run_get }
+    "/runs/{id}/kill" => { post: run_kill }
+    "/runs/{id}/log" => { get: run_log }
+    "/schedule/preview" => { get: schedule_preview_get, post: schedule_preview }
+    "/users" => { get: users_list, post: user_create }
+    "/users/{id}" => { get: user_get, put: user_update }
+    "/users/{id}/password" => { put: user_password }
+    "/tokens" => { get: tokens_list, post: token_create }
+    "/tokens/{id}" => { delete: token_revoke }
+    "/audit" => { get: audit_list }
+    "/stats" => { get: stats }
+    "/alarm-channels" => { get: alarm_channels_list, post: alarm_channel_create }
+    "/alarm-channels/{id}" => {
+        get: alarm_channel_get, put: alarm_channel_update, delete: alarm_channel_delete
+    }
+    "/alarm-channels/{id}/test" => { post: alarm_channel_test }
+    "/alarm-deliveries" => { get: alarm_deliveries_list }
 }
 
 /// Every route of the admin.
 pub fn router(admin: Admin) -> Router {
-    let api = Router::new()
-        .route("/groups", get(groups_list).post(group_create))
-        .route(
-            "/groups/{id}",
-            get(group_get).put(group_update).delete(group_delete),
-        )
-        .route("/jobs", get(jobs_list).post(job_create))
-        .route(
-            "/jobs/{id}",
-            get(job_get).put(job_update).delete(job_delete),
-        )
-        .route("/jobs/{id}/start", post(job_start))
-        .route("/jobs/{id}/stop", post(job_stop))
-        .route("/jobs/{id}/trigger", post(job_trigger))
-        .route("/runs", get(runs_list))
-        .route("/runs/{id}", get(run_get))
-        .route("/runs/{id}/kill", post(run_kill))
-        .route("/runs/{id}/log", get(run_log))
-        .route("/schedule/preview", post(schedule_preview))
-        .route(
-            "/alarm-channels",
-            get(alarm_channels_list).post(alarm_channel_create),
-        )
-        .route(
-            "/alarm-channels/{id}",
-            get(alarm_channel_get)
-                .put(alarm_channel_update)
-                .delete(alarm_channel_delete),
-        )
-        .route("/alarm-channels/{id}/test", post(alarm_channel_test))
-        .route("/alarm-deliveries", get(alarm_deliveries_list))
-        .fallback(api_not_found)
+    let api = rest_routes()
         .route_layer(axum::middleware::from_fn_with_state(
             admin.clone(),
             require_api_token,
-        ));
+        ))
+        .fallback(api_not_found)
+        .method_not_allowed_fallback(api_method_not_allowed);
     Router::new()
         .route("/api/{method}", any(executor_api))
         .route("/xxl-job-admin/api/{method}", any(executor_api))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi_document))
         .nest("/openapi/v1", api)
+        // ---- console routes: merged here (the console module owns them) ----
+        .merge(crate::console::router())
+        // ---- end of console routes ----
         .with_state(admin)
 }
 
 // ---- errors ----
 
-/// An error as the JSON API answers it: `{"error":{"code":"…","message":"…"}}`.
+/// An error as the JSON API answers it: `{"code":"…","message":"…"}` (plus `field` for an
+/// input error that names one), repeated under `"error"` for clients of the first releases.
 pub struct ApiError(Error);
 
 impl From<Error> for ApiError {
@@ -100,26 +134,65 @@ impl From<Error> for ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let (status, code) = match &self.0 {
+impl ApiError {
+    /// The HTTP status and stable code of an error.
+    pub fn status_and_code(e: &Error) -> (StatusCode, &'static str) {
+        match e {
             Error::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_input"),
             Error::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Error::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
-            Error::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Error::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Error::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            Error::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Error::Executor(_) => (StatusCode::BAD_GATEWAY, "executor_error"),
             Error::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-            Error::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
-        };
+            Error::Store(_) | Error::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+}
+
+/// The field an input error names: messages are written `field: what is wrong`.
+fn field_of(message: &str) -> Option<&str> {
+    let (field, _) = message.split_once(": ")?;
+    (!field.is_empty()
+        && field
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.')))
+    .then_some(field)
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = Self::status_and_code(&self.0);
         let message = match &self.0 {
             Error::Store(inner) => {
                 error!(error = ?inner, "database error");
                 "internal error; see the admin's log".to_owned()
             }
+            Error::Internal(inner) => {
+                error!(error = %inner, "internal error");
+                "internal error; see the admin's log".to_owned()
+            }
             other => other.to_string(),
         };
-        let body = serde_json::json!({ "error": { "code": code, "message": message } });
-        (status, axum::Json(body)).into_response()
+        let mut body = serde_json::json!({
+            "code": code,
+            "message": message,
+            "error": { "code": code, "message": message },
+        });
+        if let Error::Invalid(m) = &self.0
+            && let Some(field) = field_of(m)
+        {
+            body["field"] = field.into();
+        }
+        let mut resp = (status, axum::Json(body)).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+        }
+        resp
     }
 }
 
@@ -147,6 +220,15 @@ async fn json<T: DeserializeOwned>(body: Body) -> Result<T, ApiError> {
     serde_json::from_slice(&body).map_err(|e| Error::Invalid(format!("invalid json: {e}")).into())
 }
 
+/// Reads an optional JSON body: empty means the type's default.
+async fn json_or_default<T: DeserializeOwned + Default>(body: Body) -> Result<T, ApiError> {
+    let body = read(body).await?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(&body).map_err(|e| Error::Invalid(format!("invalid json: {e}")).into())
+}
+
 /// Reads query parameters with our own error message.
 fn query<T: DeserializeOwned>(q: Option<&str>) -> Result<T, ApiError> {
     serde_urlencoded_like(q.unwrap_or("")).map_err(ApiError)
@@ -162,25 +244,54 @@ fn serde_urlencoded_like<T: DeserializeOwned>(q: &str) -> Result<T, Error> {
     .map_err(|e| Error::Invalid(format!("invalid query: {}", e.body_text())))
 }
 
+/// A numeric path segment, with a JSON error instead of axum's plain-text one.
+fn id(name: &str, text: &str) -> Result<i64, ApiError> {
+    text.parse::<i64>()
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| Error::Invalid(format!("{name}: {text:?} is not an id")).into())
+}
+
+/// Authenticates a REST call by its bearer token and hands its [`Principal`] to the handler.
 async fn require_api_token(
     State(admin): State<Admin>,
-    req: Request,
+    mut req: Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let given = req
+    let bearer = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    if given != Some(admin.config().api_token.as_str()) {
-        return ApiError(Error::Unauthorized).into_response();
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match admin.auth().api_principal(bearer).await {
+        Ok(p) => {
+            req.extensions_mut().insert(p);
+            next.run(req).await
+        }
+        Err(e) => ApiError(e).into_response(),
     }
-    next.run(req).await
 }
 
 async fn api_not_found() -> ApiError {
     ApiError(Error::NotFound("no such endpoint".into()))
+}
+
+async fn api_method_not_allowed(method: Method) -> Response {
+    let mut resp = ApiError(Error::Invalid(format!(
+        "method {method} is not allowed on this endpoint"
+    )))
+    .into_response();
+    *resp.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    resp
+}
+
+/// The OpenAPI 3.1 document of the REST API.
+async fn openapi_document() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        crate::openapi::document().to_string(),
+    )
+        .into_response()
 }
 
 // ---- executor API ----
@@ -306,95 +417,276 @@ async fn metrics(State(admin): State<Admin>) -> Response {
         .into_response()
 }
 
-// ---- JSON API ----
+// ---- REST API ----
+
+type Caller = Extension<Principal>;
+
+/// `page` (from 1) and `size` of the REST API, or the older `offset` and `limit`.
+fn page_to_offset(
+    page: Option<u64>,
+    size: Option<u64>,
+    offset: Option<u64>,
+    limit: Option<u64>,
+) -> Result<(Option<u64>, Option<u64>), ApiError> {
+    if page.is_none() && size.is_none() {
+        return Ok((offset, limit));
+    }
+    if offset.is_some() || limit.is_some() {
+        return Err(Error::Invalid(
+            "page: use page and size, or offset and limit, not both".into(),
+        )
+        .into());
+    }
+    let size = size.unwrap_or(50);
+    let page = page.unwrap_or(1);
+    if page == 0 {
+        return Err(Error::Invalid("page: pages count from 1".into()).into());
+    }
+    Ok((Some((page - 1).saturating_mul(size)), Some(size)))
+}
+
+async fn me(Extension(p): Caller) -> ApiResult<serde_json::Value> {
+    ok(serde_json::json!({
+        "user_id": p.user_id,
+        "username": p.username,
+        "role": p.role,
+        "group_ids": p.groups,
+        "locale": p.locale,
+    }))
+}
 
 async fn groups_list(State(a): State<Admin>) -> ApiResult<Vec<crate::GroupView>> {
     ok(a.groups_list().await?)
 }
 
-async fn group_create(State(a): State<Admin>, body: Body) -> ApiResult<crate::GroupView> {
-    ok(a.group_create(json::<GroupInput>(body).await?).await?)
+async fn group_create(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+    body: Body,
+) -> ApiResult<crate::GroupView> {
+    ok(a.group_create(&p, json::<GroupInput>(body).await?).await?)
 }
 
-async fn group_get(State(a): State<Admin>, Path(id): Path<i64>) -> ApiResult<crate::GroupView> {
-    ok(a.group_get(id).await?)
+async fn group_get(State(a): State<Admin>, Path(g): Path<String>) -> ApiResult<crate::GroupView> {
+    ok(a.group_get(id("id", &g)?).await?)
 }
 
 async fn group_update(
     State(a): State<Admin>,
-    Path(id): Path<i64>,
+    Extension(p): Caller,
+    Path(g): Path<String>,
     body: Body,
 ) -> ApiResult<crate::GroupView> {
-    ok(a.group_update(id, json::<GroupInput>(body).await?).await?)
+    let g = id("id", &g)?;
+    ok(a.group_update(&p, g, json::<GroupInput>(body).await?)
+        .await?)
 }
 
-async fn group_delete(State(a): State<Admin>, Path(id): Path<i64>) -> ApiResult<serde_json::Value> {
-    a.group_delete(id).await?;
-    ok(serde_json::json!({ "deleted": id }))
+async fn group_delete(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+    Path(g): Path<String>,
+) -> ApiResult<serde_json::Value> {
+    let g = id("id", &g)?;
+    a.group_delete(&p, g).await?;
+    ok(serde_json::json!({ "deleted": g }))
 }
 
-async fn jobs_list(State(a): State<Admin>, uri: axum::http::Uri) -> ApiResult<serde_json::Value> {
-    let q: JobQuery = query(uri.query())?;
-    let page = a.jobs_list(q).await?;
-    ok(serde_json::json!({ "items": page.items, "total": page.total }))
+async fn group_instances(
+    State(a): State<Admin>,
+    Path(g): Path<String>,
+) -> ApiResult<Vec<tickwork_protocol::api::InstanceView>> {
+    ok(a.group_instances(id("id", &g)?).await?)
 }
 
-async fn job_create(State(a): State<Admin>, body: Body) -> ApiResult<crate::JobView> {
-    ok(a.job_create(json::<JobInput>(body).await?).await?)
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobListParams {
+    group_id: Option<i64>,
+    status: Option<String>,
+    text: Option<String>,
+    offset: Option<u64>,
+    limit: Option<u64>,
+    page: Option<u64>,
+    size: Option<u64>,
 }
 
-async fn job_get(State(a): State<Admin>, Path(id): Path<i64>) -> ApiResult<crate::JobView> {
-    ok(a.job_get(id).await?)
+async fn jobs_list(
+    State(a): State<Admin>,
+    uri: axum::http::Uri,
+) -> ApiResult<tickwork_protocol::api::Page<crate::JobView>> {
+    let q: JobListParams = query(uri.query())?;
+    let (offset, limit) = page_to_offset(q.page, q.size, q.offset, q.limit)?;
+    ok(a.jobs_list(JobQuery {
+        group_id: q.group_id,
+        status: q.status,
+        text: q.text,
+        offset,
+        limit,
+    })
+    .await?)
+}
+
+async fn job_create(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+    body: Body,
+) -> ApiResult<crate::JobView> {
+    ok(a.job_create(&p, json::<JobInput>(body).await?).await?)
+}
+
+async fn job_get(State(a): State<Admin>, Path(j): Path<String>) -> ApiResult<crate::JobView> {
+    ok(a.job_get(id("id", &j)?).await?)
 }
 
 async fn job_update(
     State(a): State<Admin>,
-    Path(id): Path<i64>,
+    Extension(p): Caller,
+    Path(j): Path<String>,
     body: Body,
 ) -> ApiResult<crate::JobView> {
-    ok(a.job_update(id, json::<JobInput>(body).await?).await?)
+    let j = id("id", &j)?;
+    ok(a.job_update(&p, j, json::<JobInput>(body).await?).await?)
 }
 
-async fn job_delete(State(a): State<Admin>, Path(id): Path<i64>) -> ApiResult<serde_json::Value> {
-    a.job_delete(id).await?;
-    ok(serde_json::json!({ "deleted": id }))
+async fn job_delete(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+    Path(j): Path<String>,
+) -> ApiResult<serde_json::Value> {
+    let j = id("id", &j)?;
+    a.job_delete(&p, j).await?;
+    ok(serde_json::json!({ "deleted": j }))
 }
 
-async fn job_start(State(a): State<Admin>, Path(id): Path<i64>) -> ApiResult<crate::JobView> {
-    ok(a.job_start(id).await?)
+async fn job_start(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+    Path(j): Path<String>,
+) -> ApiResult<crate::JobView> {
+    ok(a.job_start(&p, id("id", &j)?).await?)
 }
 
-async fn job_stop(State(a): State<Admin>, Path(id): Path<i64>) -> ApiResult<crate::JobView> {
-    ok(a.job_stop(id).await?)
+async fn job_stop(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+    Path(j): Path<String>,
+) -> ApiResult<crate::JobView> {
+    ok(a.job_stop(&p, id("id", &j)?).await?)
 }
 
 async fn job_trigger(
     State(a): State<Admin>,
-    Path(id): Path<i64>,
+    Extension(p): Caller,
+    Path(j): Path<String>,
     body: Body,
 ) -> ApiResult<crate::RunView> {
-    let body = read(body).await?;
-    let input = if body.iter().all(u8::is_ascii_whitespace) {
-        TriggerInput::default()
-    } else {
-        serde_json::from_slice::<TriggerInput>(&body)
-            .map_err(|e| Error::Invalid(format!("invalid json: {e}")))?
-    };
-    ok(a.job_trigger(id, input, TriggerType::Api).await?)
+    let j = id("id", &j)?;
+    let input: TriggerInput = json_or_default(body).await?;
+    ok(a.job_trigger(&p, j, input, TriggerType::Api).await?)
 }
 
-async fn runs_list(State(a): State<Admin>, uri: axum::http::Uri) -> ApiResult<serde_json::Value> {
-    let q: RunQuery = query(uri.query())?;
-    let page = a.runs_list(q).await?;
-    ok(serde_json::json!({ "items": page.items, "total": page.total }))
+async fn job_copy(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+    Path(j): Path<String>,
+    body: Body,
+) -> ApiResult<crate::JobView> {
+    let j = id("id", &j)?;
+    let input: CopyInput = json_or_default(body).await?;
+    ok(a.job_copy(&p, j, input).await?)
 }
 
-async fn run_get(State(a): State<Admin>, Path(id): Path<i64>) -> ApiResult<crate::RunView> {
-    ok(a.run_get(id).await?)
+async fn script_versions(
+    State(a): State<Admin>,
+    Path(j): Path<String>,
+) -> ApiResult<Vec<tickwork_protocol::api::ScriptVersionView>> {
+    ok(a.script_versions(id("id", &j)?).await?)
 }
 
-async fn run_kill(State(a): State<Admin>, Path(id): Path<i64>) -> ApiResult<crate::RunView> {
-    ok(a.run_kill(id).await?)
+async fn script_save(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+    Path(j): Path<String>,
+    body: Body,
+) -> ApiResult<tickwork_protocol::api::ScriptVersionView> {
+    let j = id("id", &j)?;
+    ok(a.script_save(&p, j, json::<ScriptInput>(body).await?)
+        .await?)
+}
+
+async fn script_restore(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+    Path((j, v)): Path<(String, String)>,
+) -> ApiResult<tickwork_protocol::api::ScriptVersionView> {
+    let (j, v) = (id("id", &j)?, id("version", &v)?);
+    ok(a.script_restore(&p, j, v).await?)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunListParams {
+    job_id: Option<i64>,
+    group_id: Option<i64>,
+    state: Option<String>,
+    from: Option<i64>,
+    to: Option<i64>,
+    offset: Option<u64>,
+    limit: Option<u64>,
+    page: Option<u64>,
+    size: Option<u64>,
+}
+
+async fn runs_list(
+    State(a): State<Admin>,
+    uri: axum::http::Uri,
+) -> ApiResult<tickwork_protocol::api::Page<crate::RunView>> {
+    let q: RunListParams = query(uri.query())?;
+    let (offset, limit) = page_to_offset(q.page, q.size, q.offset, q.limit)?;
+    ok(a.runs_list(RunQuery {
+        job_id: q.job_id,
+        group_id: q.group_id,
+        state: q.state,
+        from: q.from,
+        to: q.to,
+        offset,
+        limit,
+    })
+    .await?)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClearParams {
+    before: Option<i64>,
+    job_id: Option<i64>,
+    group_id: Option<i64>,
+}
+
+async fn runs_clear(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+    uri: axum::http::Uri,
+) -> ApiResult<serde_json::Value> {
+    let q: ClearParams = query(uri.query())?;
+    let before = q
+        .before
+        .ok_or_else(|| Error::Invalid("before: is required (epoch milliseconds)".into()))?;
+    let deleted = a.runs_clear(&p, before, q.job_id, q.group_id).await?;
+    ok(serde_json::json!({ "deleted": deleted }))
+}
+
+async fn run_get(State(a): State<Admin>, Path(r): Path<String>) -> ApiResult<crate::RunView> {
+    ok(a.run_get(id("id", &r)?).await?)
+}
+
+async fn run_kill(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+    Path(r): Path<String>,
+) -> ApiResult<crate::RunView> {
+    ok(a.run_kill(&p, id("id", &r)?).await?)
 }
 
 #[derive(Deserialize)]
@@ -405,17 +697,18 @@ struct LogQuery {
 
 async fn run_log(
     State(a): State<Admin>,
-    Path(id): Path<i64>,
+    Path(r): Path<String>,
     uri: axum::http::Uri,
-) -> ApiResult<serde_json::Value> {
+) -> ApiResult<tickwork_protocol::api::RunLog> {
+    let r = id("id", &r)?;
     let q: LogQuery = query(uri.query())?;
-    let log = a.run_log(id, q.from_line.unwrap_or(1)).await?;
-    ok(serde_json::json!({
-        "from_line": log.from_line_num,
-        "to_line": log.to_line_num,
-        "content": log.log_content,
-        "end": log.is_end,
-    }))
+    let log = a.run_log(r, q.from_line.unwrap_or(1)).await?;
+    ok(tickwork_protocol::api::RunLog {
+        from_line: log.from_line_num,
+        to_line: log.to_line_num,
+        content: log.log_content,
+        end: log.is_end,
+    })
 }
 
 #[derive(Deserialize)]
@@ -440,57 +733,180 @@ async fn schedule_preview(State(a): State<Admin>, body: Body) -> ApiResult<serde
     ok(serde_json::json!({ "fires": fires }))
 }
 
-// ---- alarms ----
-
-async fn alarm_channels_list(State(a): State<Admin>) -> ApiResult<Vec<AlarmChannelView>> {
-    ok(a.alarm_channels_list().await?)
+/// `GET /schedule/preview?type=CRON&conf=…&tz=…&n=5`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PreviewQuery {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    conf: Option<String>,
+    tz: Option<String>,
+    n: Option<usize>,
 }
 
-async fn alarm_channel_create(State(a): State<Admin>, body: Body) -> ApiResult<AlarmChannelView> {
-    ok(
-        a.alarm_channel_create(json::<AlarmChannelInput>(body).await?)
-            .await?,
-    )
+async fn schedule_preview_get(
+    State(a): State<Admin>,
+    uri: axum::http::Uri,
+) -> ApiResult<serde_json::Value> {
+    let q: PreviewQuery = query(uri.query())?;
+    let kind: ScheduleType = q
+        .kind
+        .as_deref()
+        .unwrap_or("CRON")
+        .parse()
+        .map_err(|e| Error::Invalid(format!("type: {e}")))?;
+    let fires = a.schedule_preview(
+        kind,
+        q.conf.as_deref().unwrap_or(""),
+        q.tz.as_deref(),
+        q.n.unwrap_or(5),
+    )?;
+    ok(serde_json::json!({ "fires": fires }))
+}
+
+async fn users_list(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+) -> ApiResult<Vec<tickwork_protocol::api::UserView>> {
+    ok(a.users_list(&p).await?)
+}
+
+async fn user_create(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+    body: Body,
+) -> ApiResult<tickwork_protocol::api::UserView> {
+    ok(a.user_create(&p, json::<UserInput>(body).await?).await?)
+}
+
+async fn user_get(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+    Path(u): Path<String>,
+) -> ApiResult<tickwork_protocol::api::UserView> {
+    ok(a.user_get(&p, id("id", &u)?).await?)
+}
+
+async fn user_update(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+    Path(u): Path<String>,
+    body: Body,
+) -> ApiResult<tickwork_protocol::api::UserView> {
+    let u = id("id", &u)?;
+    ok(a.user_update(&p, u, json::<UserUpdateInput>(body).await?)
+        .await?)
+}
+
+async fn user_password(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+    Path(u): Path<String>,
+    body: Body,
+) -> ApiResult<serde_json::Value> {
+    let u = id("id", &u)?;
+    a.user_set_password(&p, u, json::<PasswordInput>(body).await?)
+        .await?;
+    ok(serde_json::json!({ "changed": u }))
+}
+
+async fn tokens_list(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+) -> ApiResult<Vec<tickwork_protocol::api::TokenView>> {
+    ok(a.tokens_list(&p).await?)
+}
+
+async fn token_create(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+    body: Body,
+) -> Result<(StatusCode, axum::Json<tickwork_protocol::api::TokenCreated>), ApiError> {
+    let created = a.token_create(&p, json::<TokenInput>(body).await?).await?;
+    Ok((StatusCode::CREATED, axum::Json(created)))
+}
+
+async fn token_revoke(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+    Path(t): Path<String>,
+) -> ApiResult<tickwork_protocol::api::TokenView> {
+    ok(a.token_revoke(&p, id("id", &t)?).await?)
+}
+
+async fn audit_list(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+    uri: axum::http::Uri,
+) -> ApiResult<tickwork_protocol::api::Page<tickwork_protocol::api::AuditView>> {
+    let q: AuditQuery = query(uri.query())?;
+    ok(a.audit_list(&p, q).await?)
+}
+
+async fn stats(State(a): State<Admin>) -> ApiResult<tickwork_protocol::api::StatsView> {
+    ok(a.dashboard_stats().await?)
+}
+
+// ---- alarms ----
+
+async fn alarm_channels_list(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+) -> ApiResult<Vec<AlarmChannelView>> {
+    ok(a.alarm_channels_list(&p).await?)
+}
+
+async fn alarm_channel_create(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+    body: Body,
+) -> ApiResult<AlarmChannelView> {
+    let input = json::<AlarmChannelInput>(body).await?;
+    ok(a.alarm_channel_create(&p, input).await?)
 }
 
 async fn alarm_channel_get(
     State(a): State<Admin>,
-    Path(id): Path<i64>,
+    Extension(p): Caller,
+    Path(c): Path<String>,
 ) -> ApiResult<AlarmChannelView> {
-    ok(a.alarm_channel_get(id).await?)
+    ok(a.alarm_channel_get(&p, id("id", &c)?).await?)
 }
 
 async fn alarm_channel_update(
     State(a): State<Admin>,
-    Path(id): Path<i64>,
+    Extension(p): Caller,
+    Path(c): Path<String>,
     body: Body,
 ) -> ApiResult<AlarmChannelView> {
-    ok(
-        a.alarm_channel_update(id, json::<AlarmChannelInput>(body).await?)
-            .await?,
-    )
+    let c = id("id", &c)?;
+    let input = json::<AlarmChannelInput>(body).await?;
+    ok(a.alarm_channel_update(&p, c, input).await?)
 }
 
 async fn alarm_channel_delete(
     State(a): State<Admin>,
-    Path(id): Path<i64>,
+    Extension(p): Caller,
+    Path(c): Path<String>,
 ) -> ApiResult<serde_json::Value> {
-    a.alarm_channel_delete(id).await?;
-    ok(serde_json::json!({ "deleted": id }))
+    let c = id("id", &c)?;
+    a.alarm_channel_delete(&p, c).await?;
+    ok(serde_json::json!({ "deleted": c }))
 }
 
 async fn alarm_channel_test(
     State(a): State<Admin>,
-    Path(id): Path<i64>,
+    Extension(p): Caller,
+    Path(c): Path<String>,
 ) -> ApiResult<AlarmTestResult> {
-    ok(a.alarm_channel_test(id).await?)
+    ok(a.alarm_channel_test(&p, id("id", &c)?).await?)
 }
 
 async fn alarm_deliveries_list(
     State(a): State<Admin>,
+    Extension(p): Caller,
     uri: axum::http::Uri,
-) -> ApiResult<serde_json::Value> {
+) -> ApiResult<tickwork_protocol::api::Page<tickwork_protocol::api::AlarmDeliveryView>> {
     let q: AlarmDeliveryQuery = query(uri.query())?;
-    let page = a.alarm_deliveries_list(q).await?;
-    ok(serde_json::json!({ "items": page.items, "total": page.total }))
+    ok(a.alarm_deliveries_list(&p, q).await?)
 }

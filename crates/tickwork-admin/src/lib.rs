@@ -7,20 +7,26 @@
 //! `monitor` (what the lease holder maintains) make that safe; `alarm` sends the alarms of
 //! failed runs; `metrics` renders `/metrics`.
 
+mod accounts;
 mod admin;
 mod alarm;
+mod audit;
+pub mod auth;
 mod cluster;
 pub mod config;
+mod console;
 pub mod dispatch;
 mod error;
 pub mod executor_client;
 mod metrics;
 mod monitor;
+pub mod openapi;
 pub mod planner;
 mod service;
 pub mod timer;
 
 pub use admin::{Admin, Running, Stats, retry_delay_ms};
+pub use auth::{Auth, NewSession, Principal, Role, SESSION_COOKIE, SessionInfo, check_csrf};
 pub use cluster::MAINTENANCE_LEASE;
 pub use config::Config;
 pub use error::Error;

@@ -41,6 +41,32 @@ impl Histogram {
         self.sum_ms.fetch_add(ms as u64, Ordering::Relaxed);
     }
 
+    /// Count, mean and the bucket upper bounds of the median and the 99th percentile (`None`
+    /// in the `+Inf` bucket); `None` before the first value.
+    pub(crate) fn summary(&self) -> Option<LatenessSummary> {
+        let count = self.count.load(Ordering::Relaxed);
+        if count == 0 {
+            return None;
+        }
+        let quantile = |q: f64| {
+            let rank = (q * count as f64).ceil().max(1.0) as u64;
+            let mut cumulative = 0;
+            for (i, bucket) in self.buckets.iter().enumerate() {
+                cumulative += bucket.load(Ordering::Relaxed);
+                if cumulative >= rank {
+                    return LATENESS_BOUNDS_MS.get(i).copied();
+                }
+            }
+            None
+        };
+        Some(LatenessSummary {
+            count,
+            mean_ms: self.sum_ms.load(Ordering::Relaxed) as f64 / count as f64,
+            p50_ms: quantile(0.5),
+            p99_ms: quantile(0.99),
+        })
+    }
+
     fn render(&self, out: &mut String, name: &str, help: &str) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
         let mut cumulative = 0;
@@ -60,6 +86,15 @@ impl Histogram {
 
 fn seconds(ms: i64) -> String {
     format!("{}.{:03}", ms / 1000, ms % 1000)
+}
+
+/// What the dashboard shows of the lateness histogram.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct LatenessSummary {
+    pub(crate) count: u64,
+    pub(crate) mean_ms: f64,
+    pub(crate) p50_ms: Option<i64>,
+    pub(crate) p99_ms: Option<i64>,
 }
 
 /// Why a trigger failed.

@@ -1,20 +1,25 @@
 //! The admin's operations, as the executor API, the JSON API, the console and the CLI call them:
-//! every input is validated here, once, before anything changes.
+//! every input is validated here, once, before anything changes. Every change takes the acting
+//! [`Principal`], checks its role here (not in the HTTP handlers or the console), and writes
+//! an audit record with the target before and after.
 
 use tickwork_core::run::RunState;
 use tickwork_core::schedule::Schedule;
 use tickwork_core::{GlueType, ScheduleType, TriggerType};
 use tickwork_protocol::api::{
-    GroupInput, GroupView, JobInput, JobQuery, JobView, Page, RunQuery, RunView, TriggerInput,
+    CopyInput, DayRuns, GroupInput, GroupView, InstanceView, JobInput, JobQuery, JobView,
+    LatenessView, Page, RunQuery, RunView, ScriptInput, ScriptVersionView, StatsView, TriggerInput,
 };
 use tickwork_protocol::{HandleCallbackParam, LogParam, LogResult, RegistryParam};
 use tickwork_store::{
     AddressMode, Group, GroupNew, GroupUpdate, Job, JobFilter, JobNew, JobSpec, JobStatus,
-    JobStatusChange, JobUpdate, PageReq, RegistryBeat, RegistryKey, Run, RunComplete, RunFilter,
-    RunNew,
+    JobStatusChange, JobUpdate, PageReq, RegistryBeat, RegistryKey, Run, RunClear, RunComplete,
+    RunFilter, RunNew, ScriptVersion, ScriptVersionKey, ScriptVersionNew, TimeRange,
 };
 use tracing::{info, warn};
 
+use crate::audit::Target;
+use crate::auth::Principal;
 use crate::timer::now_ms;
 use crate::{Admin, Error};
 
@@ -88,7 +93,7 @@ pub(crate) fn run_view(r: Run) -> RunView {
     }
 }
 
-fn page(offset: Option<u64>, limit: Option<u64>) -> Result<PageReq, Error> {
+pub(crate) fn page(offset: Option<u64>, limit: Option<u64>) -> Result<PageReq, Error> {
     let limit = limit.unwrap_or(50);
     if !(1..=1000).contains(&limit) {
         return Err(Error::Invalid(format!(
@@ -101,7 +106,43 @@ fn page(offset: Option<u64>, limit: Option<u64>) -> Result<PageReq, Error> {
     })
 }
 
-fn invalid(field: &str, msg: impl std::fmt::Display) -> Error {
+/// A page of a listing with its `page` number (from 1) and `size`.
+pub(crate) fn paged<T, U>(
+    p: tickwork_store::Paged<T>,
+    req: PageReq,
+    f: impl FnMut(T) -> U,
+) -> Page<U> {
+    Page {
+        items: p.items.into_iter().map(f).collect(),
+        total: p.total,
+        page: req.offset / req.limit + 1,
+        size: req.limit,
+    }
+}
+
+/// The API view of a script version.
+fn script_view(v: ScriptVersion) -> ScriptVersionView {
+    ScriptVersionView {
+        version: v.version,
+        glue_type: v.glue_type,
+        source: v.source,
+        comment: v.comment,
+        author: v.author,
+        created_at: v.created_at,
+    }
+}
+
+/// What the audit log keeps of a script version (the source, not the whole job).
+fn script_audit(v: &ScriptVersionView) -> serde_json::Value {
+    serde_json::json!({
+        "version": v.version,
+        "glue_type": v.glue_type,
+        "source": v.source,
+        "comment": v.comment,
+    })
+}
+
+pub(crate) fn invalid(field: &str, msg: impl std::fmt::Display) -> Error {
     Error::Invalid(format!("{field}: {msg}"))
 }
 
@@ -216,7 +257,13 @@ impl Admin {
         Ok((mode, addresses))
     }
 
-    pub async fn group_create(&self, input: GroupInput) -> Result<GroupView, Error> {
+    /// Creates a group (admins only: groups are what operators' permissions name).
+    pub async fn group_create(
+        &self,
+        by: &Principal,
+        input: GroupInput,
+    ) -> Result<GroupView, Error> {
+        by.require_admin()?;
         let (address_mode, addresses) = Self::group_fields(&input)?;
         let g = self
             .inner
@@ -229,11 +276,27 @@ impl Admin {
                 now: now_ms(),
             })
             .await?;
-        self.group_view(g).await
+        let view = self.group_view(g).await?;
+        self.audit(
+            by,
+            "group.create",
+            Target::Group(view.id),
+            None::<&()>,
+            Some(&view),
+        )
+        .await?;
+        Ok(view)
     }
 
-    pub async fn group_update(&self, id: i64, input: GroupInput) -> Result<GroupView, Error> {
+    pub async fn group_update(
+        &self,
+        by: &Principal,
+        id: i64,
+        input: GroupInput,
+    ) -> Result<GroupView, Error> {
+        by.require_admin()?;
         let (address_mode, addresses) = Self::group_fields(&input)?;
+        let before = self.group_get(id).await?;
         let g = self
             .inner
             .store
@@ -247,13 +310,51 @@ impl Admin {
             })
             .await?;
         self.forget_group(id);
-        self.group_view(g).await
+        let view = self.group_view(g).await?;
+        self.audit(
+            by,
+            "group.update",
+            Target::Group(id),
+            Some(&before),
+            Some(&view),
+        )
+        .await?;
+        Ok(view)
     }
 
-    pub async fn group_delete(&self, id: i64) -> Result<(), Error> {
+    pub async fn group_delete(&self, by: &Principal, id: i64) -> Result<(), Error> {
+        by.require_admin()?;
+        let before = self.group_get(id).await?;
         self.inner.store.group_delete(id).await?;
         self.forget_group(id);
-        Ok(())
+        self.audit(
+            by,
+            "group.delete",
+            Target::Group(id),
+            Some(&before),
+            None::<&()>,
+        )
+        .await
+    }
+
+    /// The registered instances of a group's app, alive or not yet swept, with their last
+    /// heartbeat.
+    pub async fn group_instances(&self, id: i64) -> Result<Vec<InstanceView>, Error> {
+        let g = self.inner.store.group_get(id).await?;
+        let alive_since = now_ms() - self.inner.config.registry.dead_after.as_millis() as i64;
+        Ok(self
+            .inner
+            .store
+            .registry_list()
+            .await?
+            .into_iter()
+            .filter(|r| r.app_name == g.app_name)
+            .map(|r| InstanceView {
+                alive: r.updated_at >= alive_since,
+                address: r.address,
+                last_heartbeat: r.updated_at,
+            })
+            .collect())
     }
 
     pub async fn group_get(&self, id: i64) -> Result<GroupView, Error> {
@@ -409,7 +510,10 @@ impl Admin {
             .ok_or_else(|| invalid("schedule_conf", "the schedule has no fire in the future"))
     }
 
-    pub async fn job_create(&self, input: JobInput) -> Result<JobView, Error> {
+    /// Creates a job in a group the caller may change. A script job's source becomes its
+    /// script version 1.
+    pub async fn job_create(&self, by: &Principal, input: JobInput) -> Result<JobView, Error> {
+        by.require_group(input.group_id)?;
         let (spec, schedule) = self.job_spec(&input, None).await?;
         let key = match input.key.as_deref().map(str::trim) {
             Some(k) if !k.is_empty() => {
@@ -436,11 +540,49 @@ impl Admin {
             })
             .await?;
         self.wake_scheduler();
-        Ok(job_view(job))
+        if job.spec.glue_type.is_script() {
+            self.script_version_record(by, &job, "created").await?;
+        }
+        let view = job_view(job);
+        self.audit(
+            by,
+            "job.create",
+            Target::Job(view.id),
+            None::<&()>,
+            Some(&view),
+        )
+        .await?;
+        Ok(view)
     }
 
-    pub async fn job_update(&self, id: i64, input: JobInput) -> Result<JobView, Error> {
+    /// Rewrites a job's definition; both its old and its new group must be the caller's. A
+    /// changed script becomes a new script version.
+    pub async fn job_update(
+        &self,
+        by: &Principal,
+        id: i64,
+        input: JobInput,
+    ) -> Result<JobView, Error> {
         let old = self.inner.store.job_get(id).await?;
+        by.require_group(old.spec.group_id)?;
+        by.require_group(input.group_id)?;
+        let (old, new) = self
+            .job_write(old, input, by, "edited with the job")
+            .await?;
+        self.audit(by, "job.update", Target::Job(id), Some(&old), Some(&new))
+            .await?;
+        Ok(new)
+    }
+
+    /// Writes a job's new definition (checked) and records a changed script as a version.
+    async fn job_write(
+        &self,
+        old: Job,
+        input: JobInput,
+        by: &Principal,
+        script_comment: &str,
+    ) -> Result<(JobView, JobView), Error> {
+        let id = old.id;
         let (spec, schedule) = self.job_spec(&input, Some(id)).await?;
         if let Some(k) = input.key.as_deref().map(str::trim)
             && !k.is_empty()
@@ -470,24 +612,214 @@ impl Admin {
             .await?;
         self.forget_job(id);
         self.wake_scheduler();
-        Ok(job_view(job))
+        let script_changed = old.spec.glue_type != job.spec.glue_type
+            || old.spec.glue_source != job.spec.glue_source;
+        if script_changed && job.spec.glue_type.is_script() {
+            self.script_version_record(by, &job, script_comment).await?;
+        }
+        Ok((job_view(old), job_view(job)))
     }
 
-    pub async fn job_delete(&self, id: i64) -> Result<(), Error> {
+    /// Appends the job's current script as a new version.
+    async fn script_version_record(
+        &self,
+        by: &Principal,
+        job: &Job,
+        comment: &str,
+    ) -> Result<ScriptVersion, Error> {
+        Ok(self
+            .inner
+            .store
+            .script_version_append(ScriptVersionNew {
+                job_id: job.id,
+                glue_type: job.spec.glue_type,
+                source: job.spec.glue_source.clone(),
+                comment: comment.chars().take(255).collect(),
+                author: by.username.clone(),
+                now: now_ms(),
+            })
+            .await?)
+    }
+
+    /// The job, when the caller may change it.
+    async fn job_for_change(&self, by: &Principal, id: i64) -> Result<Job, Error> {
+        let job = self.inner.store.job_get(id).await?;
+        by.require_group(job.spec.group_id)?;
+        Ok(job)
+    }
+
+    pub async fn job_delete(&self, by: &Principal, id: i64) -> Result<(), Error> {
+        let old = self.job_for_change(by, id).await?;
         self.inner.store.job_delete(id).await?;
         self.forget_job(id);
-        Ok(())
+        self.audit(
+            by,
+            "job.delete",
+            Target::Job(id),
+            Some(&job_view(old)),
+            None::<&()>,
+        )
+        .await
+    }
+
+    /// Copies a job: a new, stopped job with the same definition and a new key, in the same
+    /// group (its script history starts again at version 1).
+    pub async fn job_copy(
+        &self,
+        by: &Principal,
+        id: i64,
+        input: CopyInput,
+    ) -> Result<JobView, Error> {
+        let old = self.job_for_change(by, id).await?;
+        let view = job_view(old);
+        let mut copy = JobInput::from(&view);
+        copy.key = None;
+        copy.start = false;
+        copy.description = match input.description {
+            Some(d) => d,
+            None => format!("copy of {}", view.description)
+                .chars()
+                .take(255)
+                .collect(),
+        };
+        let created = self.job_create(by, copy).await?;
+        self.audit(
+            by,
+            "job.copy",
+            Target::Job(created.id),
+            Some(&serde_json::json!({ "copied_from": id })),
+            Some(&created),
+        )
+        .await?;
+        Ok(created)
+    }
+
+    // ---- scripts ----
+
+    /// Every saved version of a job's script, newest first.
+    pub async fn script_versions(&self, job_id: i64) -> Result<Vec<ScriptVersionView>, Error> {
+        self.inner.store.job_get(job_id).await?;
+        Ok(self
+            .inner
+            .store
+            .script_versions_list(job_id)
+            .await?
+            .into_iter()
+            .map(script_view)
+            .collect())
+    }
+
+    /// Saves a new version of a script job's source (the job runs it from its next run on).
+    pub async fn script_save(
+        &self,
+        by: &Principal,
+        job_id: i64,
+        input: ScriptInput,
+    ) -> Result<ScriptVersionView, Error> {
+        let comment = input.comment.trim();
+        if comment.chars().count() > 255 {
+            return Err(invalid("comment", "must be at most 255 characters"));
+        }
+        let comment = if comment.is_empty() { "saved" } else { comment };
+        self.script_write(
+            by,
+            job_id,
+            input.glue_type,
+            input.source,
+            comment,
+            "script.save",
+        )
+        .await
+    }
+
+    /// Makes an old version of a job's script the current one, as a new version.
+    pub async fn script_restore(
+        &self,
+        by: &Principal,
+        job_id: i64,
+        version: i64,
+    ) -> Result<ScriptVersionView, Error> {
+        self.job_for_change(by, job_id).await?;
+        let old = self
+            .inner
+            .store
+            .script_version_get(ScriptVersionKey { job_id, version })
+            .await?;
+        let comment = format!("restored version {version}");
+        self.script_write(
+            by,
+            job_id,
+            Some(old.glue_type),
+            old.source,
+            &comment,
+            "script.restore",
+        )
+        .await
+    }
+
+    async fn script_write(
+        &self,
+        by: &Principal,
+        job_id: i64,
+        glue_type: Option<GlueType>,
+        source: String,
+        comment: &str,
+        action: &str,
+    ) -> Result<ScriptVersionView, Error> {
+        let job = self.job_for_change(by, job_id).await?;
+        let glue_type = glue_type.unwrap_or(job.spec.glue_type);
+        if !glue_type.is_script() {
+            return Err(invalid(
+                "glue_type",
+                format!("{glue_type} is not a script type"),
+            ));
+        }
+        let before = self
+            .inner
+            .store
+            .script_versions_list(job_id)
+            .await?
+            .into_iter()
+            .next()
+            .map(script_view);
+        let mut input = JobInput::from(&job_view(job.clone()));
+        input.glue_type = glue_type;
+        input.glue_source = source;
+        let (_, new) = self.job_write(job, input, by, comment).await?;
+        let mut versions = self.inner.store.script_versions_list(job_id).await?;
+        let current = match versions.first() {
+            // job_write recorded a version unless the script did not change: record it anyway,
+            // so that every save shows in the history.
+            Some(v) if before.as_ref().is_none_or(|b| b.version != v.version) => versions.remove(0),
+            _ => {
+                let job = self.inner.store.job_get(new.id).await?;
+                self.script_version_record(by, &job, comment).await?
+            }
+        };
+        let after = script_view(current);
+        self.audit(
+            by,
+            action,
+            Target::Job(job_id),
+            before.as_ref().map(script_audit).as_ref(),
+            Some(&script_audit(&after)),
+        )
+        .await?;
+        Ok(after)
     }
 
     pub async fn job_get(&self, id: i64) -> Result<JobView, Error> {
         Ok(job_view(self.inner.store.job_get(id).await?))
     }
 
+    /// One page of jobs: by group, status and text; `offset`/`limit` or the HTTP layer's
+    /// `page`/`size`.
     pub async fn jobs_list(&self, q: JobQuery) -> Result<Page<JobView>, Error> {
         let status = match q.status.as_deref() {
             None | Some("") => None,
             Some(s) => Some(s.parse::<JobStatus>().map_err(|e| invalid("status", e))?),
         };
+        let req = page(q.offset, q.limit)?;
         let p = self
             .inner
             .store
@@ -495,18 +827,16 @@ impl Admin {
                 group_id: q.group_id,
                 status,
                 text: q.text.filter(|t| !t.trim().is_empty()),
-                page: page(q.offset, q.limit)?,
+                page: req,
             })
             .await?;
-        Ok(Page {
-            items: p.items.into_iter().map(job_view).collect(),
-            total: p.total,
-        })
+        Ok(paged(p, req, job_view))
     }
 
     /// Starts a job: its next fire is computed from now.
-    pub async fn job_start(&self, id: i64) -> Result<JobView, Error> {
-        let job = self.inner.store.job_get(id).await?;
+    pub async fn job_start(&self, by: &Principal, id: i64) -> Result<JobView, Error> {
+        let job = self.job_for_change(by, id).await?;
+        let before = job_view(job.clone());
         let schedule = Schedule::parse(
             job.spec.schedule_type,
             &job.spec.schedule_conf,
@@ -527,11 +857,15 @@ impl Admin {
             .await?;
         self.forget_job(id);
         self.wake_scheduler();
-        Ok(job_view(job))
+        let view = job_view(job);
+        self.audit(by, "job.start", Target::Job(id), Some(&before), Some(&view))
+            .await?;
+        Ok(view)
     }
 
     /// Stops a job. Fires already claimed into the timer end as `skipped` when they come due.
-    pub async fn job_stop(&self, id: i64) -> Result<JobView, Error> {
+    pub async fn job_stop(&self, by: &Principal, id: i64) -> Result<JobView, Error> {
+        let before = job_view(self.job_for_change(by, id).await?);
         let job = self
             .inner
             .store
@@ -543,17 +877,22 @@ impl Admin {
             })
             .await?;
         self.forget_job(id);
-        Ok(job_view(job))
+        let view = job_view(job);
+        self.audit(by, "job.stop", Target::Job(id), Some(&before), Some(&view))
+            .await?;
+        Ok(view)
     }
 
     /// Fires a job once now (manual or API trigger), with its own params or `input.params`,
     /// routed or sent to `input.address`.
     pub async fn job_trigger(
         &self,
+        by: &Principal,
         id: i64,
         input: TriggerInput,
         trigger_type: TriggerType,
     ) -> Result<RunView, Error> {
+        self.job_for_change(by, id).await?;
         if let Some(p) = &input.params
             && p.len() > MAX_TEXT
         {
@@ -576,7 +915,16 @@ impl Admin {
         new.owner_node = Some(self.inner.config.node_id.clone());
         let run = self.inner.store.run_insert(new).await?;
         self.arm(run.clone());
-        Ok(run_view(run))
+        let view = run_view(run);
+        self.audit(
+            by,
+            "job.trigger",
+            Target::Run(view.id),
+            None::<&()>,
+            Some(&view),
+        )
+        .await?;
+        Ok(view)
     }
 
     /// The next `n` fires of a schedule, before it is saved.
@@ -605,6 +953,7 @@ impl Admin {
             None | Some("") => None,
             Some(s) => Some(s.parse::<RunState>().map_err(|e| invalid("state", e))?),
         };
+        let req = page(q.offset, q.limit)?;
         let p = self
             .inner
             .store
@@ -612,22 +961,62 @@ impl Admin {
                 job_id: q.job_id,
                 group_id: q.group_id,
                 state,
-                range: tickwork_store::TimeRange {
+                range: TimeRange {
                     from: q.from,
                     to: q.to,
                 },
-                page: page(q.offset, q.limit)?,
+                page: req,
             })
             .await?;
-        Ok(Page {
-            items: p.items.into_iter().map(run_view).collect(),
-            total: p.total,
-        })
+        Ok(paged(p, req, run_view))
+    }
+
+    /// Deletes final runs scheduled before `before`: of one job or group the caller may
+    /// change, or (admins only) of every job. Pending runs are never cleared. How many went.
+    pub async fn runs_clear(
+        &self,
+        by: &Principal,
+        before: i64,
+        job_id: Option<i64>,
+        group_id: Option<i64>,
+    ) -> Result<u64, Error> {
+        if before <= 0 {
+            return Err(invalid("before", "must be an instant (epoch milliseconds)"));
+        }
+        if let Some(job) = job_id {
+            let job = self.inner.store.job_get(job).await?;
+            by.require_group(job.spec.group_id)?;
+            if group_id.is_some_and(|g| g != job.spec.group_id) {
+                return Err(invalid("group_id", "is not the job's group"));
+            }
+        } else if let Some(group) = group_id {
+            self.inner.store.group_get(group).await?;
+            by.require_group(group)?;
+        } else {
+            by.require_admin()?;
+        }
+        let deleted = self
+            .inner
+            .store
+            .runs_clear(RunClear {
+                before,
+                job_id,
+                group_id,
+            })
+            .await?;
+        let what = serde_json::json!({
+            "before": before, "job_id": job_id, "group_id": group_id, "deleted": deleted,
+        });
+        self.audit(by, "runs.clear", Target::Runs, None::<&()>, Some(&what))
+            .await?;
+        Ok(deleted)
     }
 
     /// Kills a dispatched run: `/kill` on its executor, then the run ends as `killed`.
-    pub async fn run_kill(&self, id: i64) -> Result<RunView, Error> {
+    pub async fn run_kill(&self, by: &Principal, id: i64) -> Result<RunView, Error> {
         let run = self.inner.store.run_get(id).await?;
+        by.require_group(run.group_id)?;
+        let before = run_view(run.clone());
         if run.state != RunState::Dispatched {
             return Err(Error::Conflict(format!(
                 "run {id} is {}, only a dispatched run can be killed",
@@ -655,11 +1044,14 @@ impl Admin {
                 at: now_ms(),
             })
             .await?;
-        match done {
-            Some(r) => Ok(run_view(r)),
+        let after = match done {
+            Some(r) => run_view(r),
             // The run ended while the kill was on its way.
-            None => Ok(run_view(self.inner.store.run_get(id).await?)),
-        }
+            None => run_view(self.inner.store.run_get(id).await?),
+        };
+        self.audit(by, "run.kill", Target::Run(id), Some(&before), Some(&after))
+            .await?;
+        Ok(after)
     }
 
     /// A run's log from line `from_line` on, read from its executor. `is_end` is true once
@@ -695,6 +1087,86 @@ impl Admin {
         let mut log = out.payload.unwrap_or_default();
         log.is_end = log.is_end || (run.state.is_final() && log.from_line_num > log.to_line_num);
         Ok(log)
+    }
+}
+
+impl Admin {
+    // ---- dashboard ----
+
+    /// The dashboard's figures: counts of jobs, groups and live executors, today's runs by
+    /// state, runs per day over the last 7 days (admin's zone), and dispatch lateness.
+    pub async fn dashboard_stats(&self) -> Result<StatsView, Error> {
+        let store = &self.inner.store;
+        let count_jobs = |status: Option<JobStatus>| async move {
+            Ok::<u64, Error>(
+                store
+                    .jobs_list(JobFilter {
+                        status,
+                        page: PageReq::first(1),
+                        ..JobFilter::default()
+                    })
+                    .await?
+                    .total,
+            )
+        };
+        let jobs = count_jobs(None).await?;
+        let jobs_running = count_jobs(Some(JobStatus::Running)).await?;
+        let groups = store.groups_list().await?.len() as u64;
+        let now = now_ms();
+        let alive_since = now - self.inner.config.registry.dead_after.as_millis() as i64;
+        let executors = store
+            .registry_list()
+            .await?
+            .iter()
+            .filter(|r| r.updated_at >= alive_since)
+            .count() as u64;
+        let zone = tickwork_core::schedule::parse_time_zone(&self.inner.config.default_time_zone)?;
+        let today = jiff::Timestamp::from_millisecond(now)
+            .map_err(|e| Error::Internal(e.to_string()))?
+            .to_zoned(zone)
+            .start_of_day()
+            .map_err(|e| Error::Internal(e.to_string()))?;
+        let mut runs_per_day = Vec::with_capacity(7);
+        for back in (0..7).rev() {
+            let start = today
+                .checked_sub(jiff::Span::new().days(back))
+                .map_err(|e| Error::Internal(e.to_string()))?;
+            let end = start
+                .checked_add(jiff::Span::new().days(1))
+                .map_err(|e| Error::Internal(e.to_string()))?;
+            let counts = store
+                .runs_state_counts(TimeRange {
+                    from: Some(start.timestamp().as_millisecond()),
+                    to: Some(end.timestamp().as_millisecond()),
+                })
+                .await?;
+            runs_per_day.push(DayRuns {
+                day: start.timestamp().as_millisecond(),
+                by_state: counts
+                    .into_iter()
+                    .map(|(state, n)| (state.as_str().to_owned(), n))
+                    .collect(),
+            });
+        }
+        let runs_today = runs_per_day
+            .last()
+            .map(|d| d.by_state.clone())
+            .unwrap_or_default();
+        let lateness = self.inner.metrics.lateness.summary().map(|s| LatenessView {
+            count: s.count,
+            mean_ms: s.mean_ms,
+            p50_ms: s.p50_ms,
+            p99_ms: s.p99_ms,
+        });
+        Ok(StatsView {
+            jobs,
+            jobs_running,
+            groups,
+            executors,
+            runs_today,
+            runs_per_day,
+            lateness,
+        })
     }
 }
 

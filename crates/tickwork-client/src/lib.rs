@@ -10,8 +10,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tickwork_core::ScheduleType;
 use tickwork_protocol::api::{
-    ErrorBody, GroupInput, GroupView, JobInput, JobQuery, JobView, Page, RunLog, RunQuery, RunView,
-    TriggerInput,
+    AuditView, CopyInput, ErrorBody, GroupInput, GroupView, InstanceView, JobInput, JobQuery,
+    JobView, Page, PasswordInput, RunLog, RunQuery, RunView, ScriptInput, ScriptVersionView,
+    StatsView, TokenCreated, TokenInput, TokenView, TriggerInput, UserInput, UserUpdateInput,
+    UserView,
 };
 
 /// What went wrong in a call.
@@ -39,6 +41,11 @@ impl Error {
     /// Whether the admin answered "not found".
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::Api { status: 404, .. })
+    }
+
+    /// Whether the token's role may not do what was asked.
+    pub fn is_forbidden(&self) -> bool {
+        matches!(self, Error::Api { status: 403, .. })
     }
 }
 
@@ -98,8 +105,8 @@ impl Client {
             return Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
                 Ok(b) => Error::Api {
                     status: status.as_u16(),
-                    code: b.error.code,
-                    message: b.error.message,
+                    code: b.code.unwrap_or(b.error.code),
+                    message: b.message.unwrap_or(b.error.message),
                 },
                 Err(_) => Error::Decode {
                     url,
@@ -244,6 +251,130 @@ impl Client {
     pub async fn run_log(&self, id: i64, from_line: i32) -> Result<RunLog, Error> {
         self.get(&format!("/runs/{id}/log?from_line={from_line}"))
             .await
+    }
+
+    /// Deletes final runs scheduled before `before` (of one job or group when given); how
+    /// many went.
+    pub async fn runs_clear(
+        &self,
+        before: i64,
+        job_id: Option<i64>,
+        group_id: Option<i64>,
+    ) -> Result<u64, Error> {
+        #[derive(serde::Deserialize)]
+        struct Cleared {
+            deleted: u64,
+        }
+        let mut qs = Query::default();
+        qs.num("before", Some(before));
+        qs.num("job_id", job_id);
+        qs.num("group_id", group_id);
+        let c: Cleared = self
+            .call(
+                reqwest::Method::DELETE,
+                &format!("/runs{}", qs.0),
+                None::<&()>,
+            )
+            .await?;
+        Ok(c.deleted)
+    }
+
+    // ---- groups, jobs: more ----
+
+    pub async fn group_instances(&self, id: i64) -> Result<Vec<InstanceView>, Error> {
+        self.get(&format!("/groups/{id}/instances")).await
+    }
+
+    pub async fn job_copy(&self, id: i64, input: &CopyInput) -> Result<JobView, Error> {
+        self.post(&format!("/jobs/{id}/copy"), input).await
+    }
+
+    // ---- scripts ----
+
+    pub async fn script_versions(&self, job_id: i64) -> Result<Vec<ScriptVersionView>, Error> {
+        self.get(&format!("/jobs/{job_id}/script/versions")).await
+    }
+
+    pub async fn script_save(
+        &self,
+        job_id: i64,
+        input: &ScriptInput,
+    ) -> Result<ScriptVersionView, Error> {
+        self.call(
+            reqwest::Method::PUT,
+            &format!("/jobs/{job_id}/script"),
+            Some(input),
+        )
+        .await
+    }
+
+    pub async fn script_restore(
+        &self,
+        job_id: i64,
+        version: i64,
+    ) -> Result<ScriptVersionView, Error> {
+        self.post(
+            &format!("/jobs/{job_id}/script/versions/{version}/restore"),
+            &serde_json::json!({}),
+        )
+        .await
+    }
+
+    // ---- users, tokens, audit, dashboard ----
+
+    /// The caller as the admin sees it (user, role, groups).
+    pub async fn me(&self) -> Result<serde_json::Value, Error> {
+        self.get("/me").await
+    }
+
+    pub async fn users_list(&self) -> Result<Vec<UserView>, Error> {
+        self.get("/users").await
+    }
+
+    pub async fn user_create(&self, input: &UserInput) -> Result<UserView, Error> {
+        self.post("/users", input).await
+    }
+
+    pub async fn user_update(&self, id: i64, input: &UserUpdateInput) -> Result<UserView, Error> {
+        self.call(reqwest::Method::PUT, &format!("/users/{id}"), Some(input))
+            .await
+    }
+
+    pub async fn user_set_password(&self, id: i64, input: &PasswordInput) -> Result<(), Error> {
+        self.call::<serde_json::Value>(
+            reqwest::Method::PUT,
+            &format!("/users/{id}/password"),
+            Some(input),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn tokens_list(&self) -> Result<Vec<TokenView>, Error> {
+        self.get("/tokens").await
+    }
+
+    /// Creates a token; its secret is in the answer and nowhere else.
+    pub async fn token_create(&self, input: &TokenInput) -> Result<TokenCreated, Error> {
+        self.post("/tokens", input).await
+    }
+
+    pub async fn token_revoke(&self, id: i64) -> Result<TokenView, Error> {
+        self.call(
+            reqwest::Method::DELETE,
+            &format!("/tokens/{id}"),
+            None::<&()>,
+        )
+        .await
+    }
+
+    /// One page (from 1) of the audit log, newest first.
+    pub async fn audit(&self, page: u64, size: u64) -> Result<Page<AuditView>, Error> {
+        self.get(&format!("/audit?page={page}&size={size}")).await
+    }
+
+    pub async fn stats(&self) -> Result<StatsView, Error> {
+        self.get("/stats").await
     }
 }
 

@@ -234,20 +234,23 @@ pub struct TriggerInput {
     pub address: Option<String>,
 }
 
-/// Which runs to list.
+/// Which runs to list (the REST API also takes `page`, from 1, and `size` for a page).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunQuery {
     pub job_id: Option<i64>,
     pub group_id: Option<i64>,
     pub state: Option<String>,
+    /// Scheduled at or after (epoch ms).
     pub from: Option<i64>,
+    /// Scheduled before (epoch ms).
     pub to: Option<i64>,
     pub offset: Option<u64>,
     pub limit: Option<u64>,
 }
 
-/// Which jobs to list.
+/// Which jobs to list: by group, status, and `text` found in the description, handler, key
+/// or owner (the REST API also takes `page` and `size`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobQuery {
@@ -258,11 +261,205 @@ pub struct JobQuery {
     pub limit: Option<u64>,
 }
 
-/// One page of a list.
+/// One page of a list: `total` items match, this is page `page` (from 1) of `size`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Page<T> {
     pub items: Vec<T>,
     pub total: u64,
+    #[serde(default)]
+    pub page: u64,
+    #[serde(default)]
+    pub size: u64,
+}
+
+/// A page of a list as asked for: `page` from 1 and `size` up to 1000.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageQuery {
+    pub page: Option<u64>,
+    pub size: Option<u64>,
+}
+
+/// A live executor instance of a group and its last heartbeat (epoch ms).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstanceView {
+    pub address: String,
+    pub last_heartbeat: i64,
+    /// Whether the heartbeat is recent enough for the instance to get runs.
+    pub alive: bool,
+}
+
+// ---- users, tokens, audit ----
+
+/// A console user or API token holder as clients read it (never its password hash).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserView {
+    pub id: i64,
+    pub username: String,
+    /// `admin`, `operator` or `viewer`.
+    pub role: String,
+    /// The executor groups an operator may change.
+    pub group_ids: Vec<i64>,
+    pub locale: Option<String>,
+    pub disabled: bool,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A user to create.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserInput {
+    pub username: String,
+    pub password: String,
+    pub role: String,
+    #[serde(default)]
+    pub group_ids: Vec<i64>,
+    #[serde(default)]
+    pub locale: Option<String>,
+}
+
+/// A user's editable settings (all of them are written).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserUpdateInput {
+    pub role: String,
+    #[serde(default)]
+    pub group_ids: Vec<i64>,
+    #[serde(default)]
+    pub locale: Option<String>,
+    #[serde(default)]
+    pub disabled: bool,
+}
+
+/// A password change. Users changing their own password give the current one; an admin
+/// resetting someone else's does not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasswordInput {
+    #[serde(default)]
+    pub current_password: Option<String>,
+    pub password: String,
+}
+
+/// An API token to create, for the caller (or, by an admin, for `user_id`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenInput {
+    pub name: String,
+    #[serde(default)]
+    pub user_id: Option<i64>,
+}
+
+/// An API token as clients read it (never its secret).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenView {
+    pub id: i64,
+    pub name: String,
+    pub user_id: i64,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+}
+
+/// A token just created: `secret` is shown this once and never again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenCreated {
+    pub token: TokenView,
+    pub secret: String,
+}
+
+/// One audit record: who did what to which target, and the target before and after.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditView {
+    pub id: i64,
+    pub at: i64,
+    pub actor_id: Option<i64>,
+    pub actor: String,
+    pub action: String,
+    pub target_type: String,
+    pub target_id: String,
+    pub before: Option<serde_json::Value>,
+    pub after: Option<serde_json::Value>,
+}
+
+/// Which audit records to list, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditQuery {
+    pub actor: Option<String>,
+    pub target_type: Option<String>,
+    pub target_id: Option<String>,
+    pub from: Option<i64>,
+    pub to: Option<i64>,
+    pub page: Option<u64>,
+    pub size: Option<u64>,
+}
+
+// ---- scripts ----
+
+/// One saved version of a script job's source.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScriptVersionView {
+    pub version: i64,
+    pub glue_type: GlueType,
+    pub source: String,
+    pub comment: String,
+    pub author: String,
+    pub created_at: i64,
+}
+
+/// A new version of a script job's source; the glue type stays when absent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptInput {
+    #[serde(default)]
+    pub glue_type: Option<GlueType>,
+    pub source: String,
+    #[serde(default)]
+    pub comment: String,
+}
+
+/// A job copy: a new stopped job with the same definition; the description when given.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CopyInput {
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+// ---- dashboard ----
+
+/// Runs of one day (the day's first instant in the admin's zone) by state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DayRuns {
+    pub day: i64,
+    pub by_state: std::collections::BTreeMap<String, u64>,
+}
+
+/// Dispatch lateness on this admin node since it started (from the metrics histogram:
+/// quantiles are bucket upper bounds).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatenessView {
+    pub count: u64,
+    pub mean_ms: f64,
+    pub p50_ms: Option<i64>,
+    pub p99_ms: Option<i64>,
+}
+
+/// The dashboard's figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatsView {
+    pub jobs: u64,
+    pub jobs_running: u64,
+    pub groups: u64,
+    /// Executor instances with a recent heartbeat.
+    pub executors: u64,
+    /// Runs scheduled today (admin's zone) by state.
+    pub runs_today: std::collections::BTreeMap<String, u64>,
+    /// The last 7 days, oldest first, today last.
+    pub runs_per_day: Vec<DayRuns>,
+    pub lateness: Option<LatenessView>,
 }
 
 /// A run's log, from `from_line` to `to_line`; `end` once the run is final and nothing new
@@ -275,14 +472,23 @@ pub struct RunLog {
     pub end: bool,
 }
 
-/// The error body of every failed JSON API call.
+/// The error body of every failed JSON API call: `code` and `message` at the top, the same
+/// again under `error` (the form of the first releases, kept for their clients), and the
+/// offending `field` of an `invalid_input` when there is one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorBody {
+    #[serde(default)]
+    pub code: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(default)]
+    pub field: Option<String>,
     pub error: ErrorDetail,
 }
 
 /// A stable machine-readable `code` (`invalid_input`, `not_found`, `conflict`,
-/// `unauthorized`, `executor_error`, `internal`) and a message for people.
+/// `unauthorized`, `forbidden`, `rate_limited`, `executor_error`, `unavailable`, `internal`)
+/// and a message for people.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorDetail {
     pub code: String,

@@ -343,6 +343,160 @@ impl From<NodeRow> for Node {
     }
 }
 
+pub(crate) const USER_COLUMNS: &str =
+    "id, username, password_hash, role, group_ids, locale, disabled, created_at, updated_at";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct UserRow {
+    id: i64,
+    username: String,
+    password_hash: String,
+    role: String,
+    group_ids: String,
+    locale: Option<String>,
+    disabled: i64,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl TryFrom<UserRow> for User {
+    type Error = Error;
+
+    fn try_from(r: UserRow) -> Result<Self, Error> {
+        Ok(User {
+            id: r.id,
+            role: parse("role", &r.role)?,
+            group_ids: split_list(&r.group_ids)
+                .map(|id| parse::<i64>("group_ids", id))
+                .collect::<Result<_, _>>()?,
+            username: r.username,
+            password_hash: r.password_hash,
+            locale: r.locale,
+            disabled: r.disabled != 0,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        })
+    }
+}
+
+pub(crate) const SESSION_COLUMNS: &str =
+    "id_hash, user_id, csrf_token, created_at, expires_at, last_seen_at";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct SessionRow {
+    id_hash: String,
+    user_id: i64,
+    csrf_token: String,
+    created_at: i64,
+    expires_at: i64,
+    last_seen_at: i64,
+}
+
+impl From<SessionRow> for Session {
+    fn from(r: SessionRow) -> Self {
+        Session {
+            id_hash: r.id_hash,
+            user_id: r.user_id,
+            csrf_token: r.csrf_token,
+            created_at: r.created_at,
+            expires_at: r.expires_at,
+            last_seen_at: r.last_seen_at,
+        }
+    }
+}
+
+pub(crate) const API_TOKEN_COLUMNS: &str =
+    "id, name, token_hash, user_id, created_at, last_used_at, revoked_at";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct ApiTokenRow {
+    id: i64,
+    name: String,
+    token_hash: String,
+    user_id: i64,
+    created_at: i64,
+    last_used_at: Option<i64>,
+    revoked_at: Option<i64>,
+}
+
+impl From<ApiTokenRow> for ApiToken {
+    fn from(r: ApiTokenRow) -> Self {
+        ApiToken {
+            id: r.id,
+            name: r.name,
+            token_hash: r.token_hash,
+            user_id: r.user_id,
+            created_at: r.created_at,
+            last_used_at: r.last_used_at,
+            revoked_at: r.revoked_at,
+        }
+    }
+}
+
+pub(crate) const AUDIT_COLUMNS: &str =
+    "id, at, actor_id, actor, action, target_type, target_id, before_json, after_json";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct AuditRow {
+    id: i64,
+    at: i64,
+    actor_id: Option<i64>,
+    actor: String,
+    action: String,
+    target_type: String,
+    target_id: String,
+    before_json: Option<String>,
+    after_json: Option<String>,
+}
+
+impl From<AuditRow> for AuditEntry {
+    fn from(r: AuditRow) -> Self {
+        AuditEntry {
+            id: r.id,
+            at: r.at,
+            actor_id: r.actor_id,
+            actor: r.actor,
+            action: r.action,
+            target_type: r.target_type,
+            target_id: r.target_id,
+            before: r.before_json,
+            after: r.after_json,
+        }
+    }
+}
+
+pub(crate) const SCRIPT_VERSION_COLUMNS: &str =
+    "id, job_id, version, glue_type, source, comment, author, created_at";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct ScriptVersionRow {
+    id: i64,
+    job_id: i64,
+    version: i64,
+    glue_type: String,
+    source: String,
+    comment: String,
+    author: String,
+    created_at: i64,
+}
+
+impl TryFrom<ScriptVersionRow> for ScriptVersion {
+    type Error = Error;
+
+    fn try_from(r: ScriptVersionRow) -> Result<Self, Error> {
+        Ok(ScriptVersion {
+            id: r.id,
+            job_id: r.job_id,
+            version: r.version,
+            glue_type: parse::<GlueType>("glue_type", &r.glue_type)?,
+            source: r.source,
+            comment: r.comment,
+            author: r.author,
+            created_at: r.created_at,
+        })
+    }
+}
+
 /// Converts every row, failing on the first unreadable one.
 pub(crate) fn convert<R, T>(rows: Vec<R>) -> Result<Vec<T>, Error>
 where

@@ -29,6 +29,15 @@ const HANDLER_MAX: usize = 255;
 const NODE_ID_MAX: usize = 64;
 const LEASE_NAME_MAX: usize = 64;
 const CHANNEL_NAME_MAX: usize = 64;
+const USERNAME_MAX: usize = 64;
+const PASSWORD_HASH_MAX: usize = 255;
+const LOCALE_MAX: usize = 16;
+const DIGEST_MAX: usize = 64;
+const TOKEN_NAME_MAX: usize = 128;
+const ACTION_MAX: usize = 64;
+const TARGET_TYPE_MAX: usize = 32;
+const TARGET_ID_MAX: usize = 128;
+const COMMENT_MAX: usize = 255;
 /// MySQL's TEXT holds 65,535 bytes.
 const TEXT_MAX_BYTES: usize = 65_535;
 /// MySQL's MEDIUMTEXT holds 16 MiB.
@@ -197,6 +206,14 @@ fn check_spec(spec: &JobSpec) -> Result<(), Error> {
 
 fn child_ids_text(ids: &[i64]) -> String {
     ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// An operator's groups as stored: ids joined by commas.
+fn group_ids_text(ids: &[i64]) -> Result<String, Error> {
+    if let Some(id) = ids.iter().find(|&&id| id <= 0) {
+        return Err(Error::Invalid(format!("group id {id} is not a group id")));
+    }
+    Ok(child_ids_text(ids))
 }
 
 /// Binds the definition columns in [`SPEC_COLUMNS`] order.
@@ -1134,6 +1151,11 @@ impl<B: Backend> Store for SqlStore<B> {
             Query::new("DELETE FROM tw_runs WHERE job_id = ?").bind(id),
         )
         .await?;
+        B::execute(
+            &mut *tx,
+            Query::new("DELETE FROM tw_script_versions WHERE job_id = ?").bind(id),
+        )
+        .await?;
         let done = B::execute(
             &mut *tx,
             Query::new("DELETE FROM tw_jobs WHERE id = ?").bind(id),
@@ -2020,6 +2042,441 @@ impl<B: Backend> Store for SqlStore<B> {
             .bind(key.name)
             .bind(key.node);
         Ok(self.execute(q).await? > 0)
+    }
+
+    // ---- users ----
+
+    async fn user_create(&self, user: UserNew) -> Result<User, Error> {
+        let username = user.username.trim().to_owned();
+        check_required("username", &username, USERNAME_MAX)?;
+        check_required("password hash", &user.password_hash, PASSWORD_HASH_MAX)?;
+        let groups = group_ids_text(&user.group_ids)?;
+        if let Some(l) = &user.locale {
+            check_len("locale", l, LOCALE_MAX)?;
+        }
+        let q = Query::new(format!(
+            "INSERT INTO tw_users ({}) VALUES (?, ?, ?, ?, ?, 0, ?, ?)",
+            &USER_COLUMNS["id, ".len()..]
+        ))
+        .bind(&username)
+        .bind(&user.password_hash)
+        .bind(user.role.as_str())
+        .bind(&groups)
+        .bind(user.locale.clone())
+        .bind(user.now)
+        .bind(user.now);
+        let mut conn = self.pool.acquire().await?;
+        let id = Self::insert_id(&mut conn, q)
+            .await
+            .map_err(|e| {
+                unique_or(e, || {
+                    Error::Conflict(format!("username {username:?} is taken"))
+                })
+            })?
+            .ok_or_else(|| Error::corrupt("the user insert wrote no row".to_owned()))?;
+        Ok(User {
+            id,
+            username,
+            password_hash: user.password_hash,
+            role: user.role,
+            group_ids: user.group_ids,
+            locale: user.locale,
+            disabled: false,
+            created_at: user.now,
+            updated_at: user.now,
+        })
+    }
+
+    async fn user_update(&self, update: UserUpdate) -> Result<User, Error> {
+        let groups = group_ids_text(&update.group_ids)?;
+        if let Some(l) = &update.locale {
+            check_len("locale", l, LOCALE_MAX)?;
+        }
+        let q = Query::new(
+            "UPDATE tw_users SET role = ?, group_ids = ?, locale = ?, disabled = ?, \
+             updated_at = ? WHERE id = ?",
+        )
+        .bind(update.role.as_str())
+        .bind(groups)
+        .bind(update.locale)
+        .bind(i64::from(update.disabled))
+        .bind(update.now)
+        .bind(update.id);
+        if self.execute(q).await? == 0 {
+            return Err(Error::not_found("user", update.id));
+        }
+        self.user_get(update.id).await
+    }
+
+    async fn user_set_password(&self, password: UserPassword) -> Result<(), Error> {
+        check_required("password hash", &password.password_hash, PASSWORD_HASH_MAX)?;
+        let q = Query::new("UPDATE tw_users SET password_hash = ?, updated_at = ? WHERE id = ?")
+            .bind(password.password_hash)
+            .bind(password.now)
+            .bind(password.id);
+        if self.execute(q).await? == 0 {
+            return Err(Error::not_found("user", password.id));
+        }
+        Ok(())
+    }
+
+    async fn user_get(&self, id: i64) -> Result<User, Error> {
+        let q = Query::new(format!("SELECT {USER_COLUMNS} FROM tw_users WHERE id = ?")).bind(id);
+        match self.fetch_optional::<UserRow>(q).await? {
+            Some(row) => row.try_into(),
+            None => Err(Error::not_found("user", id)),
+        }
+    }
+
+    async fn user_get_by_username(&self, username: &str) -> Result<User, Error> {
+        let q = Query::new(format!(
+            "SELECT {USER_COLUMNS} FROM tw_users WHERE username = ?"
+        ))
+        .bind(username);
+        match self.fetch_optional::<UserRow>(q).await? {
+            Some(row) => row.try_into(),
+            None => Err(Error::not_found("user", username)),
+        }
+    }
+
+    async fn users_list(&self) -> Result<Vec<User>, Error> {
+        let q = Query::new(format!("SELECT {USER_COLUMNS} FROM tw_users ORDER BY id"));
+        convert(self.fetch_all::<UserRow>(q).await?)
+    }
+
+    async fn users_count(&self) -> Result<u64, Error> {
+        self.count("tw_users", &Query::new("")).await
+    }
+
+    // ---- sessions ----
+
+    async fn session_create(&self, session: Session) -> Result<(), Error> {
+        check_required("session digest", &session.id_hash, DIGEST_MAX)?;
+        check_required("csrf token", &session.csrf_token, DIGEST_MAX)?;
+        let q = Query::new(format!(
+            "INSERT INTO tw_sessions ({SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
+        ))
+        .bind(&session.id_hash)
+        .bind(session.user_id)
+        .bind(&session.csrf_token)
+        .bind(session.created_at)
+        .bind(session.expires_at)
+        .bind(session.last_seen_at);
+        self.execute(q).await.map_err(|e| {
+            if is_foreign_key_violation(&e) {
+                Error::Invalid(format!("user {} does not exist", session.user_id))
+            } else {
+                unique_or(e, || Error::Conflict("the session exists".to_owned()))
+            }
+        })?;
+        Ok(())
+    }
+
+    async fn session_get(&self, id_hash: &str) -> Result<Option<Session>, Error> {
+        let q = Query::new(format!(
+            "SELECT {SESSION_COLUMNS} FROM tw_sessions WHERE id_hash = ?"
+        ))
+        .bind(id_hash);
+        Ok(self
+            .fetch_optional::<SessionRow>(q)
+            .await?
+            .map(Session::from))
+    }
+
+    async fn session_touch(&self, touch: SessionTouch) -> Result<bool, Error> {
+        // Never moves backwards: two requests of one page may finish out of order.
+        let q = Query::new(
+            "UPDATE tw_sessions SET last_seen_at = CASE WHEN last_seen_at < ? THEN ? \
+             ELSE last_seen_at END WHERE id_hash = ?",
+        )
+        .bind(touch.now)
+        .bind(touch.now)
+        .bind(touch.id_hash);
+        Ok(self.execute(q).await? > 0)
+    }
+
+    async fn session_delete(&self, id_hash: &str) -> Result<bool, Error> {
+        let q = Query::new("DELETE FROM tw_sessions WHERE id_hash = ?").bind(id_hash);
+        Ok(self.execute(q).await? > 0)
+    }
+
+    async fn sessions_delete_for_user(&self, user_id: i64) -> Result<u64, Error> {
+        let q = Query::new("DELETE FROM tw_sessions WHERE user_id = ?").bind(user_id);
+        Ok(self.execute(q).await?)
+    }
+
+    async fn sessions_purge_expired(&self, purge: SessionPurge) -> Result<u64, Error> {
+        let q = Query::new("DELETE FROM tw_sessions WHERE expires_at <= ? OR last_seen_at < ?")
+            .bind(purge.now)
+            .bind(purge.idle_before);
+        Ok(self.execute(q).await?)
+    }
+
+    // ---- API tokens ----
+
+    async fn api_token_create(&self, token: ApiTokenNew) -> Result<ApiToken, Error> {
+        let name = token.name.trim().to_owned();
+        check_required("token name", &name, TOKEN_NAME_MAX)?;
+        check_required("token digest", &token.token_hash, DIGEST_MAX)?;
+        let q = Query::new(
+            "INSERT INTO tw_api_tokens (name, token_hash, user_id, created_at) \
+             VALUES (?, ?, ?, ?)",
+        )
+        .bind(&name)
+        .bind(&token.token_hash)
+        .bind(token.user_id)
+        .bind(token.now);
+        let mut conn = self.pool.acquire().await?;
+        let id = Self::insert_id(&mut conn, q)
+            .await
+            .map_err(|e| {
+                if is_foreign_key_violation(&e) {
+                    Error::Invalid(format!("user {} does not exist", token.user_id))
+                } else {
+                    unique_or(e, || Error::Conflict("the token exists".to_owned()))
+                }
+            })?
+            .ok_or_else(|| Error::corrupt("the token insert wrote no row".to_owned()))?;
+        Ok(ApiToken {
+            id,
+            name,
+            token_hash: token.token_hash,
+            user_id: token.user_id,
+            created_at: token.now,
+            last_used_at: None,
+            revoked_at: None,
+        })
+    }
+
+    async fn api_token_get(&self, id: i64) -> Result<ApiToken, Error> {
+        let q = Query::new(format!(
+            "SELECT {API_TOKEN_COLUMNS} FROM tw_api_tokens WHERE id = ?"
+        ))
+        .bind(id);
+        self.fetch_optional::<ApiTokenRow>(q)
+            .await?
+            .map(ApiToken::from)
+            .ok_or_else(|| Error::not_found("api token", id))
+    }
+
+    async fn api_token_find(&self, token_hash: &str) -> Result<Option<ApiToken>, Error> {
+        let q = Query::new(format!(
+            "SELECT {API_TOKEN_COLUMNS} FROM tw_api_tokens WHERE token_hash = ?"
+        ))
+        .bind(token_hash);
+        Ok(self
+            .fetch_optional::<ApiTokenRow>(q)
+            .await?
+            .map(ApiToken::from))
+    }
+
+    async fn api_token_touch(&self, touch: ApiTokenTouch) -> Result<(), Error> {
+        let q = Query::new("UPDATE tw_api_tokens SET last_used_at = ? WHERE id = ?")
+            .bind(touch.now)
+            .bind(touch.id);
+        self.execute(q).await?;
+        Ok(())
+    }
+
+    async fn api_token_revoke(&self, revoke: ApiTokenRevoke) -> Result<ApiToken, Error> {
+        let q = Query::new(
+            "UPDATE tw_api_tokens SET revoked_at = CASE WHEN revoked_at IS NULL THEN ? \
+             ELSE revoked_at END WHERE id = ?",
+        )
+        .bind(revoke.now)
+        .bind(revoke.id);
+        if self.execute(q).await? == 0 {
+            return Err(Error::not_found("api token", revoke.id));
+        }
+        self.api_token_get(revoke.id).await
+    }
+
+    async fn api_tokens_list(&self, user_id: Option<i64>) -> Result<Vec<ApiToken>, Error> {
+        let mut q = Query::new(format!(
+            "SELECT {API_TOKEN_COLUMNS} FROM tw_api_tokens WHERE 1 = 1"
+        ));
+        if let Some(user) = user_id {
+            q.push(" AND user_id = ").push_bind(user);
+        }
+        q.push(" ORDER BY id");
+        Ok(self
+            .fetch_all::<ApiTokenRow>(q)
+            .await?
+            .into_iter()
+            .map(ApiToken::from)
+            .collect())
+    }
+
+    // ---- audit log ----
+
+    async fn audit_append(&self, entry: AuditNew) -> Result<i64, Error> {
+        check_required("actor", &entry.actor, USERNAME_MAX)?;
+        check_required("action", &entry.action, ACTION_MAX)?;
+        check_required("target type", &entry.target_type, TARGET_TYPE_MAX)?;
+        check_len("target id", &entry.target_id, TARGET_ID_MAX)?;
+        for (field, text) in [("before", &entry.before), ("after", &entry.after)] {
+            if let Some(t) = text {
+                check_bytes(field, t, GLUE_MAX_BYTES)?;
+            }
+        }
+        let q = Query::new(format!(
+            "INSERT INTO tw_audit ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            &AUDIT_COLUMNS["id, ".len()..]
+        ))
+        .bind(entry.at)
+        .bind(entry.actor_id)
+        .bind(entry.actor)
+        .bind(entry.action)
+        .bind(entry.target_type)
+        .bind(entry.target_id)
+        .bind(entry.before)
+        .bind(entry.after);
+        let mut conn = self.pool.acquire().await?;
+        Self::insert_id(&mut conn, q)
+            .await?
+            .ok_or_else(|| Error::corrupt("the audit insert wrote no row".to_owned()))
+    }
+
+    async fn audit_list(&self, filter: AuditFilter) -> Result<Paged<AuditEntry>, Error> {
+        let (offset, limit) = check_page(filter.page)?;
+        let mut w = Query::new(" WHERE 1 = 1");
+        if let Some(actor) = &filter.actor {
+            w.push(" AND actor = ").push_bind(actor.as_str());
+        }
+        if let Some(t) = &filter.target_type {
+            w.push(" AND target_type = ").push_bind(t.as_str());
+        }
+        if let Some(t) = &filter.target_id {
+            w.push(" AND target_id = ").push_bind(t.as_str());
+        }
+        push_range(&mut w, "at", filter.range);
+        let total = self.count("tw_audit", &w).await?;
+        let mut q = Query::new(format!("SELECT {AUDIT_COLUMNS} FROM tw_audit"));
+        q.append(&w);
+        q.push(" ORDER BY id DESC LIMIT ")
+            .push_bind(limit)
+            .push(" OFFSET ")
+            .push_bind(offset);
+        let items = self
+            .fetch_all::<AuditRow>(q.one_off())
+            .await?
+            .into_iter()
+            .map(AuditEntry::from)
+            .collect();
+        Ok(Paged { items, total })
+    }
+
+    // ---- script versions ----
+
+    async fn script_version_append(
+        &self,
+        version: ScriptVersionNew,
+    ) -> Result<ScriptVersion, Error> {
+        check_bytes("source", &version.source, GLUE_MAX_BYTES)?;
+        check_len("comment", &version.comment, COMMENT_MAX)?;
+        check_required("author", &version.author, USERNAME_MAX)?;
+        let mut tx = B::begin_write(&self.pool).await?;
+        // Locking the job serialises appends to one job, so numbers never collide.
+        let lock = Query::new(format!(
+            "SELECT id FROM tw_jobs WHERE id = ?{}",
+            B::KIND.for_update()
+        ))
+        .bind(version.job_id);
+        if B::fetch_optional::<(i64,)>(&mut *tx, lock).await?.is_none() {
+            return Err(Error::not_found("job", version.job_id));
+        }
+        let max =
+            Query::new("SELECT COALESCE(MAX(version), 0) FROM tw_script_versions WHERE job_id = ?")
+                .bind(version.job_id);
+        let (newest,): (i64,) = B::fetch_optional(&mut *tx, max)
+            .await?
+            .ok_or_else(|| Error::corrupt("MAX returned no row".to_owned()))?;
+        let number = newest + 1;
+        let q = Query::new(format!(
+            "INSERT INTO tw_script_versions ({}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            &SCRIPT_VERSION_COLUMNS["id, ".len()..]
+        ))
+        .bind(version.job_id)
+        .bind(number)
+        .bind(version.glue_type.as_str())
+        .bind(&version.source)
+        .bind(&version.comment)
+        .bind(&version.author)
+        .bind(version.now);
+        let id = Self::insert_id(&mut tx, q)
+            .await?
+            .ok_or_else(|| Error::corrupt("the version insert wrote no row".to_owned()))?;
+        tx.commit().await?;
+        Ok(ScriptVersion {
+            id,
+            job_id: version.job_id,
+            version: number,
+            glue_type: version.glue_type,
+            source: version.source,
+            comment: version.comment,
+            author: version.author,
+            created_at: version.now,
+        })
+    }
+
+    async fn script_versions_list(&self, job_id: i64) -> Result<Vec<ScriptVersion>, Error> {
+        let q = Query::new(format!(
+            "SELECT {SCRIPT_VERSION_COLUMNS} FROM tw_script_versions WHERE job_id = ? \
+             ORDER BY version DESC"
+        ))
+        .bind(job_id);
+        convert(self.fetch_all::<ScriptVersionRow>(q).await?)
+    }
+
+    async fn script_version_get(&self, key: ScriptVersionKey) -> Result<ScriptVersion, Error> {
+        let q = Query::new(format!(
+            "SELECT {SCRIPT_VERSION_COLUMNS} FROM tw_script_versions \
+             WHERE job_id = ? AND version = ?"
+        ))
+        .bind(key.job_id)
+        .bind(key.version);
+        match self.fetch_optional::<ScriptVersionRow>(q).await? {
+            Some(row) => row.try_into(),
+            None => Err(Error::not_found(
+                "script version",
+                format!("{}/{}", key.job_id, key.version),
+            )),
+        }
+    }
+
+    async fn runs_clear(&self, clear: RunClear) -> Result<u64, Error> {
+        let mut deleted = 0;
+        loop {
+            // In batches, as retention does: each statement stays short on a big ledger.
+            let mut select = Query::new(format!(
+                "SELECT id FROM tw_runs WHERE scheduled_at < ? AND state IN {FINAL_STATES}"
+            ))
+            .bind(clear.before);
+            if let Some(job) = clear.job_id {
+                select.push(" AND job_id = ").push_bind(job);
+            }
+            if let Some(group) = clear.group_id {
+                select.push(" AND group_id = ").push_bind(group);
+            }
+            select
+                .push(" ORDER BY id LIMIT ")
+                .push_bind(ROWS_PER_STATEMENT as i64);
+            let ids: Vec<i64> = self
+                .fetch_all::<(i64,)>(select)
+                .await?
+                .into_iter()
+                .map(|(id,)| id)
+                .collect();
+            if ids.is_empty() {
+                return Ok(deleted);
+            }
+            let mut q = Query::new("DELETE FROM tw_runs WHERE id IN ").one_off();
+            q.push_list(ids.iter().copied());
+            deleted += self.execute(q).await?;
+            if ids.len() < ROWS_PER_STATEMENT {
+                return Ok(deleted);
+            }
+        }
     }
 }
 

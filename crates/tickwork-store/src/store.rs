@@ -269,4 +269,93 @@ pub trait Store: Send + Sync + 'static {
 
     /// Gives up a lease `node` holds; `false` when it was not `node`'s.
     async fn lease_release(&self, key: LeaseKey) -> Result<bool, Error>;
+
+    // ---- users ----
+
+    /// Creates a user. A taken username is a `Conflict`.
+    async fn user_create(&self, user: UserNew) -> Result<User, Error>;
+
+    /// Rewrites a user's role, groups, locale and disabled flag.
+    async fn user_update(&self, update: UserUpdate) -> Result<User, Error>;
+
+    /// Replaces a user's password hash.
+    async fn user_set_password(&self, password: UserPassword) -> Result<(), Error>;
+
+    /// One user by id.
+    async fn user_get(&self, id: i64) -> Result<User, Error>;
+
+    /// One user by name (exact, case-sensitive).
+    async fn user_get_by_username(&self, username: &str) -> Result<User, Error>;
+
+    /// Every user, by id.
+    async fn users_list(&self) -> Result<Vec<User>, Error>;
+
+    /// How many users exist (the first start creates the first admin when none does).
+    async fn users_count(&self) -> Result<u64, Error>;
+
+    // ---- sessions ----
+
+    /// Stores a new session. A digest already stored is a `Conflict`.
+    async fn session_create(&self, session: Session) -> Result<(), Error>;
+
+    /// The session with this id digest, if it exists (expired or not: the caller decides).
+    async fn session_get(&self, id_hash: &str) -> Result<Option<Session>, Error>;
+
+    /// Moves a session's `last_seen_at`; whether it exists.
+    async fn session_touch(&self, touch: SessionTouch) -> Result<bool, Error>;
+
+    /// Deletes one session (logout); whether it existed.
+    async fn session_delete(&self, id_hash: &str) -> Result<bool, Error>;
+
+    /// Deletes every session of a user (password changed, user disabled); how many.
+    async fn sessions_delete_for_user(&self, user_id: i64) -> Result<u64, Error>;
+
+    /// Deletes sessions past their absolute end or idle too long; how many.
+    async fn sessions_purge_expired(&self, purge: SessionPurge) -> Result<u64, Error>;
+
+    // ---- API tokens ----
+
+    /// Stores a new token (its digest). A missing user is `Invalid`.
+    async fn api_token_create(&self, token: ApiTokenNew) -> Result<ApiToken, Error>;
+
+    /// One token by id.
+    async fn api_token_get(&self, id: i64) -> Result<ApiToken, Error>;
+
+    /// The token with this digest, if any (revoked or not: the caller decides).
+    async fn api_token_find(&self, token_hash: &str) -> Result<Option<ApiToken>, Error>;
+
+    /// Records a use of a token.
+    async fn api_token_touch(&self, touch: ApiTokenTouch) -> Result<(), Error>;
+
+    /// Revokes a token; returns it as it is now.
+    async fn api_token_revoke(&self, revoke: ApiTokenRevoke) -> Result<ApiToken, Error>;
+
+    /// The tokens of one user, or of everyone, by id.
+    async fn api_tokens_list(&self, user_id: Option<i64>) -> Result<Vec<ApiToken>, Error>;
+
+    // ---- audit log ----
+
+    /// Appends one record; its id.
+    async fn audit_append(&self, entry: AuditNew) -> Result<i64, Error>;
+
+    /// One page of records matching the filter, newest first.
+    async fn audit_list(&self, filter: AuditFilter) -> Result<Paged<AuditEntry>, Error>;
+
+    // ---- script versions ----
+
+    /// Appends a version of a job's script, numbered one past the job's newest. A missing
+    /// job is `NotFound`.
+    async fn script_version_append(
+        &self,
+        version: ScriptVersionNew,
+    ) -> Result<ScriptVersion, Error>;
+
+    /// Every version of a job's script, newest first.
+    async fn script_versions_list(&self, job_id: i64) -> Result<Vec<ScriptVersion>, Error>;
+
+    /// One version of a job's script.
+    async fn script_version_get(&self, key: ScriptVersionKey) -> Result<ScriptVersion, Error>;
+
+    /// Deletes final runs as an operator asks (see [`RunClear`]); how many went.
+    async fn runs_clear(&self, clear: RunClear) -> Result<u64, Error>;
 }

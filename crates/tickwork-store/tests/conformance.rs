@@ -2700,6 +2700,515 @@ async fn callbacks_racing_the_ledger_and_a_claim_are_never_lost(ctx: Ctx) {
     third.close().await;
 }
 
+// ---- users, sessions, API tokens, audit, script versions ----
+
+fn user_new(name: &str, role: UserRole, groups: Vec<i64>) -> UserNew {
+    UserNew {
+        username: name.to_owned(),
+        password_hash: format!("$argon2id$v=19$m=19456,t=2,p=1$salt-of-{name}$hash"),
+        role,
+        group_ids: groups,
+        locale: None,
+        now: NOW,
+    }
+}
+
+async fn users_create_update_password_and_list(ctx: Ctx) {
+    let store = &*ctx.store;
+    assert_eq!(store.users_count().await.unwrap(), 0);
+    let g = group(store, "users").await;
+    let admin = store
+        .user_create(user_new("admin", UserRole::Admin, vec![]))
+        .await
+        .unwrap();
+    let op = store
+        .user_create(user_new("Olga", UserRole::Operator, vec![g.id]))
+        .await
+        .unwrap();
+    assert_eq!(store.users_count().await.unwrap(), 2);
+    assert_eq!(store.user_get(op.id).await.unwrap(), op);
+    assert_eq!(store.user_get_by_username("Olga").await.unwrap(), op);
+    // Names are exact: another case is another user.
+    assert_not_found(store.user_get_by_username("olga").await);
+    store
+        .user_create(user_new("olga", UserRole::Viewer, vec![]))
+        .await
+        .expect("names differing in case are distinct");
+    assert_conflict(
+        store
+            .user_create(user_new("admin", UserRole::Viewer, vec![]))
+            .await,
+    );
+    assert_invalid(
+        store
+            .user_create(user_new("", UserRole::Viewer, vec![]))
+            .await,
+    );
+    assert_invalid(
+        store
+            .user_create(user_new(&"x".repeat(65), UserRole::Viewer, vec![]))
+            .await,
+    );
+    assert_invalid(
+        store
+            .user_create(user_new("neg", UserRole::Operator, vec![-1]))
+            .await,
+    );
+
+    let updated = store
+        .user_update(UserUpdate {
+            id: op.id,
+            role: UserRole::Operator,
+            group_ids: vec![g.id, 7],
+            locale: Some("zh-CN".to_owned()),
+            disabled: true,
+            now: NOW + 5,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            updated.group_ids.clone(),
+            updated.locale.as_deref(),
+            updated.disabled,
+            updated.updated_at
+        ),
+        (vec![g.id, 7], Some("zh-CN"), true, NOW + 5)
+    );
+    assert_eq!(updated.password_hash, op.password_hash);
+    assert_not_found(
+        store
+            .user_update(UserUpdate {
+                id: 999,
+                role: UserRole::Viewer,
+                group_ids: vec![],
+                locale: None,
+                disabled: false,
+                now: NOW,
+            })
+            .await,
+    );
+    store
+        .user_set_password(UserPassword {
+            id: admin.id,
+            password_hash: "$argon2id$new".to_owned(),
+            now: NOW + 9,
+        })
+        .await
+        .unwrap();
+    let a = store.user_get(admin.id).await.unwrap();
+    assert_eq!(
+        (a.password_hash.as_str(), a.updated_at),
+        ("$argon2id$new", NOW + 9)
+    );
+    assert_not_found(
+        store
+            .user_set_password(UserPassword {
+                id: 999,
+                password_hash: "h".to_owned(),
+                now: NOW,
+            })
+            .await,
+    );
+    let names: Vec<String> = store
+        .users_list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|u| u.username)
+        .collect();
+    assert_eq!(names, ["admin", "Olga", "olga"]);
+}
+
+fn session(id_hash: &str, user_id: i64, at: i64) -> Session {
+    Session {
+        id_hash: id_hash.to_owned(),
+        user_id,
+        csrf_token: format!("csrf-{}", &id_hash[..id_hash.len().min(8)]),
+        created_at: at,
+        expires_at: at + 1000,
+        last_seen_at: at,
+    }
+}
+
+async fn sessions_touch_delete_and_purge(ctx: Ctx) {
+    let store = &*ctx.store;
+    let u = store
+        .user_create(user_new("sam", UserRole::Viewer, vec![]))
+        .await
+        .unwrap();
+    let v = store
+        .user_create(user_new("val", UserRole::Viewer, vec![]))
+        .await
+        .unwrap();
+    let a = "a".repeat(64);
+    store.session_create(session(&a, u.id, NOW)).await.unwrap();
+    assert_conflict(store.session_create(session(&a, u.id, NOW)).await);
+    assert_invalid(store.session_create(session("b", 999, NOW)).await);
+    assert_eq!(
+        store.session_get(&a).await.unwrap(),
+        Some(session(&a, u.id, NOW))
+    );
+    assert_eq!(store.session_get("nope").await.unwrap(), None);
+    assert!(
+        store
+            .session_touch(SessionTouch {
+                id_hash: a.clone(),
+                now: NOW + 50
+            })
+            .await
+            .unwrap()
+    );
+    // Never backwards.
+    store
+        .session_touch(SessionTouch {
+            id_hash: a.clone(),
+            now: NOW + 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        store.session_get(&a).await.unwrap().unwrap().last_seen_at,
+        NOW + 50
+    );
+    assert!(
+        !store
+            .session_touch(SessionTouch {
+                id_hash: "nope".to_owned(),
+                now: NOW
+            })
+            .await
+            .unwrap()
+    );
+    // Purge: past the absolute end, or idle since before the cut.
+    store
+        .session_create(session("old", u.id, NOW - 5000))
+        .await
+        .unwrap();
+    store
+        .session_create(session("idle", v.id, NOW - 500))
+        .await
+        .unwrap();
+    store
+        .session_create(session("live", v.id, NOW))
+        .await
+        .unwrap();
+    let purged = store
+        .sessions_purge_expired(SessionPurge {
+            now: NOW + 100,
+            idle_before: NOW - 100,
+        })
+        .await
+        .unwrap();
+    assert_eq!(purged, 2);
+    assert!(store.session_get("old").await.unwrap().is_none());
+    assert!(store.session_get("idle").await.unwrap().is_none());
+    assert!(store.session_get("live").await.unwrap().is_some());
+    assert_eq!(store.sessions_delete_for_user(v.id).await.unwrap(), 1);
+    assert!(store.session_delete(&a).await.unwrap());
+    assert!(!store.session_delete(&a).await.unwrap());
+}
+
+async fn api_tokens_create_find_touch_revoke(ctx: Ctx) {
+    let store = &*ctx.store;
+    let u = store
+        .user_create(user_new("tess", UserRole::Operator, vec![]))
+        .await
+        .unwrap();
+    let w = store
+        .user_create(user_new("will", UserRole::Viewer, vec![]))
+        .await
+        .unwrap();
+    let new = |name: &str, hash: &str, user_id| ApiTokenNew {
+        name: name.to_owned(),
+        token_hash: hash.to_owned(),
+        user_id,
+        now: NOW,
+    };
+    let t = store
+        .api_token_create(new("ci", &"1".repeat(64), u.id))
+        .await
+        .unwrap();
+    assert_eq!((t.last_used_at, t.revoked_at), (None, None));
+    assert_conflict(
+        store
+            .api_token_create(new("again", &"1".repeat(64), u.id))
+            .await,
+    );
+    assert_invalid(store.api_token_create(new("ghost", "2", 999)).await);
+    assert_invalid(store.api_token_create(new(" ", "3", u.id)).await);
+    store
+        .api_token_create(new("other", "4", w.id))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.api_token_find(&"1".repeat(64)).await.unwrap(),
+        Some(t.clone())
+    );
+    assert_eq!(store.api_token_find("nope").await.unwrap(), None);
+    store
+        .api_token_touch(ApiTokenTouch {
+            id: t.id,
+            now: NOW + 7,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        store.api_token_get(t.id).await.unwrap().last_used_at,
+        Some(NOW + 7)
+    );
+    let r = store
+        .api_token_revoke(ApiTokenRevoke {
+            id: t.id,
+            now: NOW + 8,
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.revoked_at, Some(NOW + 8));
+    // Revoking again keeps the first time.
+    let r = store
+        .api_token_revoke(ApiTokenRevoke {
+            id: t.id,
+            now: NOW + 9,
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.revoked_at, Some(NOW + 8));
+    assert_not_found(
+        store
+            .api_token_revoke(ApiTokenRevoke { id: 999, now: NOW })
+            .await,
+    );
+    assert_not_found(store.api_token_get(999).await);
+    assert_eq!(store.api_tokens_list(None).await.unwrap().len(), 2);
+    let mine = store.api_tokens_list(Some(w.id)).await.unwrap();
+    assert_eq!((mine.len(), mine[0].name.as_str()), (1, "other"));
+}
+
+fn audit_new(at: i64, actor: &str, action: &str, target: (&str, &str)) -> AuditNew {
+    AuditNew {
+        at,
+        actor_id: Some(1),
+        actor: actor.to_owned(),
+        action: action.to_owned(),
+        target_type: target.0.to_owned(),
+        target_id: target.1.to_owned(),
+        before: Some(r#"{"description":"old"}"#.to_owned()),
+        after: None,
+    }
+}
+
+async fn audit_append_and_list_filters_and_pages(ctx: Ctx) {
+    let store = &*ctx.store;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let actor = if i % 2 == 0 { "ann" } else { "bob" };
+        ids.push(
+            store
+                .audit_append(audit_new(
+                    NOW + i,
+                    actor,
+                    "job.update",
+                    ("job", &i.to_string()),
+                ))
+                .await
+                .unwrap(),
+        );
+    }
+    let mut big = audit_new(NOW + 10, "api-token", "job.create", ("job", "9"));
+    big.actor_id = None;
+    big.before = None;
+    big.after = Some(format!(r#"{{"glue_source":"{}"}}"#, "x".repeat(200_000)));
+    store
+        .audit_append(big.clone())
+        .await
+        .expect("a large after text");
+    assert_invalid(
+        store
+            .audit_append(audit_new(NOW, "", "a", ("job", "1")))
+            .await,
+    );
+    let all = store.audit_list(AuditFilter::default()).await.unwrap();
+    assert_eq!(all.total, 6);
+    let newest = &all.items[0];
+    assert_eq!(
+        (newest.actor_id, newest.after.as_ref().map(String::len)),
+        (None, big.after.as_ref().map(String::len))
+    );
+    assert!(
+        all.items.windows(2).all(|w| w[0].id > w[1].id),
+        "newest first"
+    );
+    let ann = store
+        .audit_list(AuditFilter {
+            actor: Some("ann".to_owned()),
+            page: PageReq {
+                offset: 1,
+                limit: 1,
+            },
+            ..AuditFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!((ann.total, ann.items.len()), (3, 1));
+    assert_eq!(ann.items[0].at, NOW + 2);
+    assert_eq!(
+        ann.items[0].before.as_deref(),
+        Some(r#"{"description":"old"}"#)
+    );
+    let one = store
+        .audit_list(AuditFilter {
+            target_type: Some("job".to_owned()),
+            target_id: Some("3".to_owned()),
+            ..AuditFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!((one.total, one.items[0].actor.as_str()), (1, "bob"));
+    let range = store
+        .audit_list(AuditFilter {
+            range: TimeRange {
+                from: Some(NOW + 1),
+                to: Some(NOW + 3),
+            },
+            ..AuditFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(range.total, 2);
+}
+
+async fn script_versions_number_per_job_and_go_with_the_job(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "scripts").await;
+    let a = store.job_create(job_new(g.id, "script-a")).await.unwrap();
+    let b = store.job_create(job_new(g.id, "script-b")).await.unwrap();
+    let version = |job_id, source: &str| ScriptVersionNew {
+        job_id,
+        glue_type: GlueType::Shell,
+        source: source.to_owned(),
+        comment: format!("saved {source}"),
+        author: "ann".to_owned(),
+        now: NOW,
+    };
+    let a1 = store
+        .script_version_append(version(a.id, "echo 1"))
+        .await
+        .unwrap();
+    let b1 = store
+        .script_version_append(version(b.id, "echo b"))
+        .await
+        .unwrap();
+    let a2 = store
+        .script_version_append(version(a.id, "echo 2"))
+        .await
+        .unwrap();
+    assert_eq!((a1.version, b1.version, a2.version), (1, 1, 2));
+    assert_not_found(store.script_version_append(version(999, "x")).await);
+    assert_invalid(
+        store
+            .script_version_append(ScriptVersionNew {
+                author: String::new(),
+                ..version(a.id, "x")
+            })
+            .await,
+    );
+    let list = store.script_versions_list(a.id).await.unwrap();
+    assert_eq!(list.iter().map(|v| v.version).collect::<Vec<_>>(), [2, 1]);
+    assert_eq!(list[1], a1);
+    let got = store
+        .script_version_get(ScriptVersionKey {
+            job_id: a.id,
+            version: 2,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (got.source.as_str(), got.glue_type),
+        ("echo 2", GlueType::Shell)
+    );
+    assert_not_found(
+        store
+            .script_version_get(ScriptVersionKey {
+                job_id: a.id,
+                version: 3,
+            })
+            .await,
+    );
+    // Concurrent appends to one job get distinct numbers.
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let store = ctx.store.clone();
+        let v = version(b.id, &format!("echo {i}"));
+        tasks.push(tokio::spawn(
+            async move { store.script_version_append(v).await },
+        ));
+    }
+    let mut numbers = Vec::new();
+    for t in tasks {
+        numbers.push(t.await.unwrap().expect("append").version);
+    }
+    numbers.sort_unstable();
+    assert_eq!(numbers, [2, 3, 4, 5, 6, 7]);
+    store.job_delete(a.id).await.unwrap();
+    assert!(store.script_versions_list(a.id).await.unwrap().is_empty());
+    assert_eq!(store.script_versions_list(b.id).await.unwrap().len(), 7);
+}
+
+async fn runs_clear_deletes_only_final_runs_matching(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g1 = group(store, "clear-1").await;
+    let g2 = group(store, "clear-2").await;
+    let j1 = running_job(store, g1.id, "clear-1", NOW).await;
+    let j2 = running_job(store, g2.id, "clear-2", NOW).await;
+    let mut final_runs = Vec::new();
+    for (job, at) in [
+        (j1.id, NOW - 10),
+        (j1.id, NOW - 20),
+        (j2.id, NOW - 10),
+        (j1.id, NOW + 10),
+    ] {
+        let r = planned(store, job, Some("n"), at).await;
+        complete(store, r.id, RunState::Failed).await;
+        final_runs.push(r.id);
+    }
+    let pending = planned(store, j1.id, Some("n"), NOW - 30).await;
+    // Of one job: its two old final runs.
+    let n = store
+        .runs_clear(RunClear {
+            before: NOW,
+            job_id: Some(j1.id),
+            group_id: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(n, 2);
+    // Of one group: nothing left there before NOW but the pending run, which stays.
+    let n = store
+        .runs_clear(RunClear {
+            before: NOW,
+            job_id: None,
+            group_id: Some(g1.id),
+        })
+        .await
+        .unwrap();
+    assert_eq!(n, 0);
+    let n = store
+        .runs_clear(RunClear {
+            before: NOW,
+            job_id: None,
+            group_id: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    let mut left: Vec<i64> = all_runs(store, None).await.iter().map(|r| r.id).collect();
+    left.sort_unstable();
+    let mut want = vec![final_runs[3], pending.id];
+    want.sort_unstable();
+    assert_eq!(left, want);
+}
+
 // ---- alarm channels and deliveries ----
 
 fn channel_new(name: &str, kind: AlarmKind) -> AlarmChannelNew {
@@ -3199,6 +3708,12 @@ conformance!(
     node_leave_and_sweep,
     callbacks_racing_the_ledger_are_never_lost,
     callbacks_racing_the_ledger_and_a_claim_are_never_lost,
+    users_create_update_password_and_list,
+    sessions_touch_delete_and_purge,
+    api_tokens_create_find_touch_revoke,
+    audit_append_and_list_filters_and_pages,
+    script_versions_number_per_job_and_go_with_the_job,
+    runs_clear_deletes_only_final_runs_matching,
     alarm_channel_crud,
     alarm_deliveries_are_queued_once_per_run_and_channel,
     alarm_delivery_claim_retry_and_finish,

@@ -43,6 +43,15 @@ pub struct AdminArgs {
         hide_env_values = true
     )]
     pub api_token: Option<String>,
+    /// Password of the first console account `admin`, used only when the database has no
+    /// user yet; generated and printed once when not given. Never a default.
+    #[arg(
+        long,
+        env = "TICKWORK_ADMIN_PASSWORD",
+        value_name = "PASSWORD",
+        hide_env_values = true
+    )]
+    pub admin_password: Option<String>,
     /// Folder of the SQLite database and the generated tokens [default: tickwork-data].
     #[arg(long, env = "TICKWORK_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
@@ -82,6 +91,9 @@ pub fn resolve(args: AdminArgs) -> anyhow::Result<Config> {
     overlay(args.time_zone, &mut file.default_time_zone);
     if args.data_dir.is_some() {
         file.data_dir = args.data_dir;
+    }
+    if args.admin_password.is_some() {
+        file.auth.admin_password = args.admin_password;
     }
     let data_dir = file
         .data_dir
@@ -171,6 +183,7 @@ pub async fn start(config: Config) -> anyhow::Result<StartedAdmin> {
         .map_err(|e| anyhow::anyhow!("cannot open the database: {e:#}"))?;
     tracing::info!(backend = store.backend(), node = %config.node_id, "database ready");
     let running = Admin::start(config, store.clone()).await?;
+    announce_console(local_addr, running.generated_admin_password.as_deref())?;
     let stop = CancellationToken::new();
     let server = tokio::spawn(tickwork_admin::http::serve(
         running.admin.clone(),
@@ -184,6 +197,30 @@ pub async fn start(config: Config) -> anyhow::Result<StartedAdmin> {
         stop,
         store,
     })
+}
+
+/// Tells the operator where the console is, and, on the start that created the first admin
+/// account with a generated password, that password: on stderr, once, never logged.
+fn announce_console(addr: std::net::SocketAddr, generated: Option<&str>) -> std::io::Result<()> {
+    let host = if addr.ip().is_unspecified() {
+        std::net::SocketAddr::new([127, 0, 0, 1].into(), addr.port())
+    } else {
+        addr
+    };
+    let url = format!("http://{host}/");
+    let mut err = std::io::stderr().lock();
+    match generated {
+        Some(password) => {
+            let rule = "=".repeat(72);
+            writeln!(
+                err,
+                "{rule}\n First start: created the console account {user:?}.\n                  Console:  {url}\n Login:    {user}\n Password: {password}\n                  This password is shown only this once; change it after logging in.\n{rule}",
+                user = tickwork_admin::auth::FIRST_ADMIN,
+            )?;
+        }
+        None => writeln!(err, "console: {url}")?,
+    }
+    err.flush()
 }
 
 /// Runs the admin until SIGTERM or SIGINT.

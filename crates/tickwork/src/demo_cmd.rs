@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use tickwork_admin::{Admin, GroupInput, JobInput};
+use tickwork_admin::{Admin, GroupInput, JobInput, Principal};
 use tickwork_core::{GlueType, ScheduleType};
 use tickwork_executor::ExecutorConfig;
 
@@ -86,12 +86,15 @@ async fn seed(admin: &Admin) -> anyhow::Result<()> {
         Some(g) => g,
         None => {
             admin
-                .group_create(GroupInput {
-                    app_name: DEMO_APP.to_owned(),
-                    title: "Tickwork demo".to_owned(),
-                    address_mode: None,
-                    addresses: Vec::new(),
-                })
+                .group_create(
+                    &Principal::system(),
+                    GroupInput {
+                        app_name: DEMO_APP.to_owned(),
+                        title: "Tickwork demo".to_owned(),
+                        address_mode: None,
+                        addresses: Vec::new(),
+                    },
+                )
                 .await?
         }
     };
@@ -102,7 +105,7 @@ async fn seed(admin: &Admin) -> anyhow::Result<()> {
             Err(e) => return Err(e.into()),
         }
         input.key = Some(key.to_owned());
-        admin.job_create(input).await?;
+        admin.job_create(&Principal::system(), input).await?;
     }
     Ok(())
 }
@@ -138,6 +141,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     crate::announce(&format!(
         "Tickwork demo is running.\n\
          \x20 admin:     {admin_url}\n\
+         \x20 console:   {admin_url}/  (user admin; its password is printed at the first start)\n\
          \x20 JSON API:  {admin_url}/openapi/v1  (Authorization: Bearer {api_token})\n\
          \x20 executor:  http://{}/  (app {DEMO_APP}, scripts enabled)\n\
          \x20 data:      {}\n\

@@ -26,6 +26,8 @@ use tokio::task::JoinSet;
 use tracing::{info, warn};
 
 use super::{AlarmMessage, ChannelConfig};
+use crate::audit::Target;
+use crate::auth::Principal;
 use crate::timer::now_ms;
 use crate::{Admin, Error};
 
@@ -118,19 +120,28 @@ pub(crate) fn channel_names(list: &str) -> impl Iterator<Item = &str> {
 impl Admin {
     // ---- the API ----
 
-    pub async fn alarm_channels_list(&self) -> Result<Vec<AlarmChannelView>, Error> {
+    pub async fn alarm_channels_list(
+        &self,
+        _by: &Principal,
+    ) -> Result<Vec<AlarmChannelView>, Error> {
         let channels = self.inner.store.alarm_channels_list().await?;
         Ok(channels.into_iter().map(channel_view).collect())
     }
 
-    pub async fn alarm_channel_get(&self, id: i64) -> Result<AlarmChannelView, Error> {
+    pub async fn alarm_channel_get(
+        &self,
+        _by: &Principal,
+        id: i64,
+    ) -> Result<AlarmChannelView, Error> {
         Ok(channel_view(self.inner.store.alarm_channel_get(id).await?))
     }
 
     pub async fn alarm_channel_create(
         &self,
+        by: &Principal,
         input: AlarmChannelInput,
     ) -> Result<AlarmChannelView, Error> {
+        by.require_admin()?;
         let name = input.name.trim().to_owned();
         check_name(&name)?;
         let kind = parse_kind(&input.kind)?;
@@ -147,15 +158,21 @@ impl Admin {
             })
             .await?;
         info!(channel = %channel.name, kind = %channel.kind, "alarm channel created");
-        Ok(channel_view(channel))
+        let view = channel_view(channel);
+        let target = Target::AlarmChannel(view.id);
+        self.audit(by, "alarm_channel.create", target, None::<&()>, Some(&view))
+            .await?;
+        Ok(view)
     }
 
     /// Rewrites a channel; a secret, password or URL the input leaves out is kept.
     pub async fn alarm_channel_update(
         &self,
+        by: &Principal,
         id: i64,
         input: AlarmChannelInput,
     ) -> Result<AlarmChannelView, Error> {
+        by.require_admin()?;
         let old = self.inner.store.alarm_channel_get(id).await?;
         let name = input.name.trim().to_owned();
         check_name(&name)?;
@@ -179,16 +196,42 @@ impl Admin {
                 now: now_ms(),
             })
             .await?;
-        Ok(channel_view(channel))
+        let (before, after) = (channel_view(old), channel_view(channel));
+        let target = Target::AlarmChannel(id);
+        self.audit(
+            by,
+            "alarm_channel.update",
+            target,
+            Some(&before),
+            Some(&after),
+        )
+        .await?;
+        Ok(after)
     }
 
-    pub async fn alarm_channel_delete(&self, id: i64) -> Result<(), Error> {
+    pub async fn alarm_channel_delete(&self, by: &Principal, id: i64) -> Result<(), Error> {
+        by.require_admin()?;
+        let before = channel_view(self.inner.store.alarm_channel_get(id).await?);
         self.inner.store.alarm_channel_delete(id, now_ms()).await?;
+        let target = Target::AlarmChannel(id);
+        self.audit(
+            by,
+            "alarm_channel.delete",
+            target,
+            Some(&before),
+            None::<&()>,
+        )
+        .await?;
         Ok(())
     }
 
     /// Sends a test message on a channel now, outside the delivery queue.
-    pub async fn alarm_channel_test(&self, id: i64) -> Result<AlarmTestResult, Error> {
+    pub async fn alarm_channel_test(
+        &self,
+        by: &Principal,
+        id: i64,
+    ) -> Result<AlarmTestResult, Error> {
+        by.require_admin()?;
         let channel = self.inner.store.alarm_channel_get(id).await?;
         let config = ChannelConfig::from_stored(channel.kind, &channel.config)?;
         let message = AlarmMessage {
@@ -219,15 +262,26 @@ impl Admin {
         self.inner
             .metrics
             .alarm_send(channel.kind, if result.is_ok() { 0 } else { 2 });
-        Ok(AlarmTestResult {
+        let outcome = AlarmTestResult {
             ok: result.is_ok(),
             error: result.err(),
             elapsed_ms: started.elapsed().as_millis() as u64,
-        })
+        };
+        let target = Target::AlarmChannel(id);
+        self.audit(
+            by,
+            "alarm_channel.test",
+            target,
+            None::<&()>,
+            Some(&outcome),
+        )
+        .await?;
+        Ok(outcome)
     }
 
     pub async fn alarm_deliveries_list(
         &self,
+        _by: &Principal,
         q: AlarmDeliveryQuery,
     ) -> Result<Page<AlarmDeliveryView>, Error> {
         let state = match q.state.as_deref() {
@@ -259,6 +313,8 @@ impl Admin {
         Ok(Page {
             items: p.items.into_iter().map(delivery_view).collect(),
             total: p.total,
+            page,
+            size: limit,
         })
     }
 

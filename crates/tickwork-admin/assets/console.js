@@ -1,0 +1,111 @@
+// Tickwork console script: confirmations, the live schedule preview of the job form, and the
+// live log of a run. Plain browser JavaScript with no dependencies; pages work without it.
+(function () {
+  "use strict";
+
+  // Destructive buttons ask first.
+  document.addEventListener("click", function (ev) {
+    var b = ev.target.closest("button[data-confirm='1']");
+    if (b && !window.confirm(document.documentElement.lang.indexOf("zh") === 0 ? "确定吗？" : "Are you sure?")) {
+      ev.preventDefault();
+    }
+  });
+
+  function text(el, s) { el.textContent = s; }
+
+  // Next fire times while a schedule is typed: ask the admin after a short pause.
+  function setupPreview() {
+    var box = document.getElementById("preview");
+    var type = document.getElementById("f-schedule_type");
+    var conf = document.getElementById("f-schedule_conf");
+    var zone = document.getElementById("f-time_zone");
+    if (!box || !type || !conf) return;
+    var body = document.getElementById("preview-body");
+    var timer = null;
+    var seq = 0;
+    function render(data) {
+      body.innerHTML = "";
+      if (data.error) {
+        var p = document.createElement("p");
+        p.className = "error";
+        p.id = "preview-error";
+        text(p, data.error);
+        body.appendChild(p);
+        return;
+      }
+      var ol = document.createElement("ol");
+      ol.className = "fires";
+      (data.fires || []).forEach(function (f) {
+        var li = document.createElement("li");
+        text(li, f);
+        ol.appendChild(li);
+      });
+      body.appendChild(ol);
+    }
+    function ask() {
+      var mine = ++seq;
+      var q = new URLSearchParams({
+        schedule_type: type.value,
+        schedule_conf: conf.value,
+        time_zone: zone ? zone.value : ""
+      });
+      fetch(box.getAttribute("data-preview") + "?" + q.toString(), { credentials: "same-origin" })
+        .then(function (r) { return r.json(); })
+        .then(function (data) { if (mine === seq) render(data); })
+        .catch(function () { /* keep what is shown */ });
+    }
+    function later() {
+      clearTimeout(timer);
+      timer = setTimeout(ask, 250);
+    }
+    [type, conf, zone].forEach(function (el) {
+      if (el) { el.addEventListener("input", later); el.addEventListener("change", later); }
+    });
+  }
+
+  // The log of a run: ask for new lines every second until the run is over.
+  function setupLog() {
+    var pre = document.getElementById("log");
+    if (!pre) return;
+    var url = pre.getAttribute("data-log");
+    var status = document.getElementById("log-status");
+    var state = document.getElementById("run-state");
+    var next = 1;
+    var quiet = 0;
+    function poll() {
+      fetch(url + "?from=" + next, { credentials: "same-origin" })
+        .then(function (r) { return r.json(); })
+        .then(function (data) {
+          if (data.state && state && state.textContent !== data.state) {
+            text(state, data.state);
+          }
+          if (data.error) {
+            text(status, data.error);
+            quiet++;
+          } else {
+            if (data.content) {
+              var atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+              pre.appendChild(document.createTextNode(data.content));
+              if (atBottom) pre.scrollTop = pre.scrollHeight;
+            }
+            next = data.next || next;
+            if (data.end) {
+              text(status, status.getAttribute("data-end"));
+              pre.setAttribute("data-ended", "1");
+              return;
+            }
+            text(status, status.getAttribute("data-following"));
+          }
+          // An executor that keeps failing is asked less often.
+          setTimeout(poll, quiet > 5 ? 5000 : 1000);
+        })
+        .catch(function () { setTimeout(poll, 3000); });
+    }
+    poll();
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    setupPreview();
+    setupLog();
+  });
+})();

@@ -1,0 +1,337 @@
+//! Users and API tokens as the service layer manages them: admins manage users; everyone
+//! changes their own password and manages their own tokens; every change is audited without
+//! password hashes or token secrets.
+
+use tickwork_protocol::api::{
+    PasswordInput, TokenCreated, TokenInput, TokenView, UserInput, UserUpdateInput, UserView,
+};
+use tickwork_store::{
+    ApiToken, ApiTokenNew, ApiTokenRevoke, User, UserNew, UserPassword, UserUpdate,
+};
+use tracing::info;
+
+use crate::audit::Target;
+use crate::auth::{self, API_TOKEN_PREFIX, Principal, Role};
+use crate::service::invalid;
+use crate::timer::now_ms;
+use crate::{Admin, Error};
+
+/// The API view of a user (no password hash).
+pub(crate) fn user_view(u: User) -> UserView {
+    UserView {
+        id: u.id,
+        username: u.username,
+        role: u.role.as_str().to_owned(),
+        group_ids: u.group_ids,
+        locale: u.locale,
+        disabled: u.disabled,
+        created_at: u.created_at,
+        updated_at: u.updated_at,
+    }
+}
+
+/// The API view of a token (no secret, no digest).
+pub(crate) fn token_view(t: ApiToken) -> TokenView {
+    TokenView {
+        id: t.id,
+        name: t.name,
+        user_id: t.user_id,
+        created_at: t.created_at,
+        last_used_at: t.last_used_at,
+        revoked_at: t.revoked_at,
+    }
+}
+
+fn validate_username(name: &str) -> Result<(), Error> {
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@'))
+    {
+        return Err(invalid(
+            "username",
+            format!("{name:?} must be 1 to 64 letters, digits, '.', '_', '-' or '@'"),
+        ));
+    }
+    Ok(())
+}
+
+fn validate_locale(locale: &Option<String>) -> Result<Option<String>, Error> {
+    match locale.as_deref().map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(l) if l.len() <= 16 && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') => {
+            Ok(Some(l.to_owned()))
+        }
+        Some(l) => Err(invalid("locale", format!("{l:?} is not a language tag"))),
+    }
+}
+
+impl Admin {
+    /// Checks an operator's groups: each must exist; other roles have none.
+    async fn role_groups(&self, role: Role, groups: &[i64]) -> Result<Vec<i64>, Error> {
+        if role != Role::Operator {
+            if !groups.is_empty() {
+                return Err(invalid("group_ids", format!("a {role} has no groups")));
+            }
+            return Ok(Vec::new());
+        }
+        let mut out: Vec<i64> = Vec::with_capacity(groups.len());
+        for &g in groups {
+            match self.inner.store.group_get(g).await {
+                Ok(_) => {}
+                Err(tickwork_store::Error::NotFound { .. }) => {
+                    return Err(invalid(
+                        "group_ids",
+                        format!("executor group {g} does not exist"),
+                    ));
+                }
+                Err(e) => return Err(e.into()),
+            }
+            if !out.contains(&g) {
+                out.push(g);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every user (admins only).
+    pub async fn users_list(&self, by: &Principal) -> Result<Vec<UserView>, Error> {
+        by.require_admin()?;
+        Ok(self
+            .inner
+            .store
+            .users_list()
+            .await?
+            .into_iter()
+            .map(user_view)
+            .collect())
+    }
+
+    /// One user: admins see anyone, others themselves.
+    pub async fn user_get(&self, by: &Principal, id: i64) -> Result<UserView, Error> {
+        if by.user_id != id {
+            by.require_admin()?;
+        }
+        Ok(user_view(self.inner.store.user_get(id).await?))
+    }
+
+    /// Creates a user (admins only).
+    pub async fn user_create(&self, by: &Principal, input: UserInput) -> Result<UserView, Error> {
+        by.require_admin()?;
+        let username = input.username.trim();
+        validate_username(username)?;
+        let role: Role = input.role.parse()?;
+        auth::validate_password(&input.password)?;
+        let group_ids = self.role_groups(role, &input.group_ids).await?;
+        let locale = validate_locale(&input.locale)?;
+        let user = self
+            .inner
+            .store
+            .user_create(UserNew {
+                username: username.to_owned(),
+                password_hash: auth::hash_password(&input.password).await?,
+                role: role.stored(),
+                group_ids,
+                locale,
+                now: now_ms(),
+            })
+            .await?;
+        let view = user_view(user);
+        self.audit(
+            by,
+            "user.create",
+            Target::User(view.id),
+            None::<&()>,
+            Some(&view),
+        )
+        .await?;
+        Ok(view)
+    }
+
+    /// Changes a user's role, groups, locale or disabled flag (admins only). Disabling ends
+    /// the user's sessions; an admin cannot demote or disable themselves, so that there is
+    /// always someone left to undo it.
+    pub async fn user_update(
+        &self,
+        by: &Principal,
+        id: i64,
+        input: UserUpdateInput,
+    ) -> Result<UserView, Error> {
+        by.require_admin()?;
+        let before = self.inner.store.user_get(id).await?;
+        let role: Role = input.role.parse()?;
+        if by.user_id == id && (role != Role::Admin || input.disabled) {
+            return Err(Error::Conflict(
+                "admins cannot demote or disable themselves; ask another admin".into(),
+            ));
+        }
+        let group_ids = self.role_groups(role, &input.group_ids).await?;
+        let locale = validate_locale(&input.locale)?;
+        let user = self
+            .inner
+            .store
+            .user_update(UserUpdate {
+                id,
+                role: role.stored(),
+                group_ids,
+                locale,
+                disabled: input.disabled,
+                now: now_ms(),
+            })
+            .await?;
+        if user.disabled || user.role != before.role {
+            // Sessions carry no role of their own, but a disabled user must be out at once.
+            self.inner.store.sessions_delete_for_user(id).await?;
+        }
+        let (before, after) = (user_view(before), user_view(user));
+        self.audit(
+            by,
+            "user.update",
+            Target::User(id),
+            Some(&before),
+            Some(&after),
+        )
+        .await?;
+        Ok(after)
+    }
+
+    /// Sets a password: users their own (giving the current one), admins anyone's. Every
+    /// session of the user ends.
+    pub async fn user_set_password(
+        &self,
+        by: &Principal,
+        id: i64,
+        input: PasswordInput,
+    ) -> Result<(), Error> {
+        let user = if by.user_id == id {
+            let user = self.inner.store.user_get(id).await?;
+            let current = input.current_password.as_deref().unwrap_or("");
+            if !auth::verify_password(current, &user.password_hash).await? {
+                return Err(invalid("current_password", "is wrong"));
+            }
+            user
+        } else {
+            by.require_admin()?;
+            self.inner.store.user_get(id).await?
+        };
+        auth::validate_password(&input.password)?;
+        self.inner
+            .store
+            .user_set_password(UserPassword {
+                id,
+                password_hash: auth::hash_password(&input.password).await?,
+                now: now_ms(),
+            })
+            .await?;
+        self.inner.store.sessions_delete_for_user(id).await?;
+        info!(user = %user.username, by = %by.username, "password changed");
+        let what = serde_json::json!({ "username": user.username, "password": "changed" });
+        self.audit(
+            by,
+            "user.password",
+            Target::User(id),
+            None::<&()>,
+            Some(&what),
+        )
+        .await
+    }
+
+    /// API tokens: admins see everyone's, others their own.
+    pub async fn tokens_list(&self, by: &Principal) -> Result<Vec<TokenView>, Error> {
+        let of = if by.is_admin() {
+            None
+        } else {
+            Some(by.user_id)
+        };
+        Ok(self
+            .inner
+            .store
+            .api_tokens_list(of)
+            .await?
+            .into_iter()
+            .map(token_view)
+            .collect())
+    }
+
+    /// Creates an API token for the caller (an admin may name another user). The secret is
+    /// returned this once; only its digest is kept. The token acts with its user's role.
+    pub async fn token_create(
+        &self,
+        by: &Principal,
+        input: TokenInput,
+    ) -> Result<TokenCreated, Error> {
+        let name = input.name.trim();
+        if name.is_empty() || name.chars().count() > 128 {
+            return Err(invalid("name", "must be 1 to 128 characters"));
+        }
+        let user_id = match input.user_id {
+            Some(u) if u != by.user_id => {
+                by.require_admin()?;
+                u
+            }
+            Some(u) => u,
+            None if by.user_id > 0 => by.user_id,
+            None => {
+                return Err(invalid(
+                    "user_id",
+                    "the built-in API token has no user; name the user the token acts as",
+                ));
+            }
+        };
+        match self.inner.store.user_get(user_id).await {
+            Ok(_) => {}
+            Err(tickwork_store::Error::NotFound { .. }) => {
+                return Err(invalid("user_id", format!("user {user_id} does not exist")));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let secret = format!("{API_TOKEN_PREFIX}{}", auth::random_hex(32)?);
+        let token = self
+            .inner
+            .store
+            .api_token_create(ApiTokenNew {
+                name: name.to_owned(),
+                token_hash: auth::digest(&secret),
+                user_id,
+                now: now_ms(),
+            })
+            .await?;
+        let view = token_view(token);
+        self.audit(
+            by,
+            "token.create",
+            Target::ApiToken(view.id),
+            None::<&()>,
+            Some(&view),
+        )
+        .await?;
+        Ok(TokenCreated {
+            token: view,
+            secret,
+        })
+    }
+
+    /// Revokes a token: its own user or an admin.
+    pub async fn token_revoke(&self, by: &Principal, id: i64) -> Result<TokenView, Error> {
+        let before = self.inner.store.api_token_get(id).await?;
+        if before.user_id != by.user_id {
+            by.require_admin()?;
+        }
+        let after = self
+            .inner
+            .store
+            .api_token_revoke(ApiTokenRevoke { id, now: now_ms() })
+            .await?;
+        let (before, after) = (token_view(before), token_view(after));
+        self.audit(
+            by,
+            "token.revoke",
+            Target::ApiToken(id),
+            Some(&before),
+            Some(&after),
+        )
+        .await?;
+        Ok(after)
+    }
+}

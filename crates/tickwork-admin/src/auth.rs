@@ -1,0 +1,713 @@
+//! Who is calling: console users (Argon2id passwords, server-side sessions, CSRF tokens, a
+//! login rate limit), API tokens (per user, stored as digests) and the built-in API token of
+//! the data folder. What a caller may do is decided by its [`Principal`], which every change
+//! of the service layer takes; this module only establishes it.
+//!
+//! Secrets never reach the database: session ids and API tokens are stored as SHA-256
+//! digests (they are 256-bit random values, so a fast digest is enough), passwords as
+//! Argon2id PHC strings (hashed on the blocking pool, they take tens of milliseconds).
+//!
+//! Login rate limit: at most [`AuthConfig::login_max_failures`] failed logins per client IP
+//! and username within [`AuthConfig::login_window`]; further attempts are refused without
+//! checking the password until the oldest failure leaves the window. The counts are in
+//! memory, per admin node, and start empty after a restart.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use argon2::Argon2;
+use argon2::password_hash::{PasswordHasher, PasswordVerifier};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use tickwork_store::{
+    ApiTokenTouch, Session, SessionPurge, SessionTouch, Store, User, UserNew, UserRole,
+};
+use tracing::{info, warn};
+
+use crate::Error;
+use crate::timer::now_ms;
+
+/// The name of the console's session cookie.
+pub const SESSION_COOKIE: &str = "tw_session";
+/// Every per-user API token starts with this, so that leaked tokens are easy to scan for.
+pub const API_TOKEN_PREFIX: &str = "tw_";
+/// The name of the first admin account.
+pub const FIRST_ADMIN: &str = "admin";
+/// Shortest accepted password.
+pub const MIN_PASSWORD_CHARS: usize = 10;
+/// Longest accepted password (Argon2 takes any length; this bounds the work per login).
+pub const MAX_PASSWORD_BYTES: usize = 1024;
+
+/// A `last_seen_at` or `last_used_at` younger than this is not written again, so that a busy
+/// page or script does not write on every request.
+const TOUCH_EVERY_MS: i64 = 60_000;
+
+/// What a user or token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Everything, including users, everyone's tokens and the audit log.
+    Admin,
+    /// Changes jobs, scripts and runs of its executor groups; reads everything else.
+    Operator,
+    /// Reads; changes nothing but its own password, locale and tokens.
+    Viewer,
+}
+
+impl Role {
+    pub const fn as_str(self) -> &'static str {
+        self.stored().as_str()
+    }
+
+    pub(crate) const fn stored(self) -> UserRole {
+        match self {
+            Role::Admin => UserRole::Admin,
+            Role::Operator => UserRole::Operator,
+            Role::Viewer => UserRole::Viewer,
+        }
+    }
+
+    pub(crate) const fn from_stored(r: UserRole) -> Self {
+        match r {
+            UserRole::Admin => Role::Admin,
+            UserRole::Operator => Role::Operator,
+            UserRole::Viewer => Role::Viewer,
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "admin" => Ok(Role::Admin),
+            "operator" => Ok(Role::Operator),
+            "viewer" => Ok(Role::Viewer),
+            other => Err(Error::Invalid(format!(
+                "role: {other:?} is not one of admin operator viewer"
+            ))),
+        }
+    }
+}
+
+/// The caller of an operation, as the service layer checks and records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// The user's id; 0 for the built-in API token and the system itself.
+    pub user_id: i64,
+    pub username: String,
+    pub role: Role,
+    /// The executor groups an operator may change.
+    pub groups: Vec<i64>,
+    pub locale: Option<String>,
+}
+
+impl Principal {
+    /// Whether this caller may change jobs, scripts and runs of `group_id`.
+    pub fn can_change_group(&self, group_id: i64) -> bool {
+        match self.role {
+            Role::Admin => true,
+            Role::Operator => self.groups.contains(&group_id),
+            Role::Viewer => false,
+        }
+    }
+
+    pub fn is_admin(&self) -> bool {
+        self.role == Role::Admin
+    }
+
+    /// The admin itself, for changes no person asked for (seeding the demo, first start).
+    pub fn system() -> Self {
+        Principal {
+            user_id: 0,
+            username: "system".to_owned(),
+            role: Role::Admin,
+            groups: Vec::new(),
+            locale: None,
+        }
+    }
+
+    /// The built-in API token of the data folder (or `api_token` setting): an admin.
+    pub fn builtin_token() -> Self {
+        Principal {
+            user_id: 0,
+            username: "api-token".to_owned(),
+            role: Role::Admin,
+            groups: Vec::new(),
+            locale: None,
+        }
+    }
+
+    pub(crate) fn from_user(u: &User) -> Self {
+        Principal {
+            user_id: u.id,
+            username: u.username.clone(),
+            role: Role::from_stored(u.role),
+            groups: u.group_ids.clone(),
+            locale: u.locale.clone(),
+        }
+    }
+
+    /// `Forbidden` unless this caller is an admin.
+    pub fn require_admin(&self) -> Result<(), Error> {
+        if self.is_admin() {
+            Ok(())
+        } else {
+            Err(Error::Forbidden(format!(
+                "{} is {}; only an admin may do this",
+                self.username, self.role
+            )))
+        }
+    }
+
+    /// `Forbidden` unless this caller may change `group_id`.
+    pub fn require_group(&self, group_id: i64) -> Result<(), Error> {
+        if self.can_change_group(group_id) {
+            Ok(())
+        } else {
+            Err(Error::Forbidden(format!(
+                "{} ({}) may not change executor group {group_id}",
+                self.username, self.role
+            )))
+        }
+    }
+}
+
+/// A freshly opened session: the id goes into the [`SESSION_COOKIE`] cookie, never anywhere
+/// else; the CSRF token goes into every form and `X-CSRF-Token` header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSession {
+    pub session_id: String,
+    pub csrf_token: String,
+    /// Absolute end of the session (epoch ms).
+    pub expires_at: i64,
+}
+
+/// A live session: who it is, and the CSRF token its changes must present.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionInfo {
+    pub principal: Principal,
+    pub csrf_token: String,
+    pub expires_at: i64,
+}
+
+/// Sessions, logins and passwords settings.
+#[derive(Debug, Clone)]
+pub struct AuthConfig {
+    /// A session unused this long ends.
+    pub session_idle: Duration,
+    /// A session ends this long after login, whatever its use.
+    pub session_max: Duration,
+    /// Mark the cookie `Secure` (set when the console is served over HTTPS).
+    pub secure_cookie: bool,
+    /// Failed logins per client IP and username within `login_window` before refusing.
+    pub login_max_failures: u32,
+    pub login_window: Duration,
+    /// The first admin's password when no user exists yet; generated when `None`.
+    pub initial_admin_password: Option<String>,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            session_idle: Duration::from_secs(2 * 3600),
+            session_max: Duration::from_secs(24 * 3600),
+            secure_cookie: false,
+            login_max_failures: 5,
+            login_window: Duration::from_secs(300),
+            initial_admin_password: None,
+        }
+    }
+}
+
+/// Checks a session's CSRF token against the one presented with a change (form field or
+/// `X-CSRF-Token` header), in constant time.
+pub fn check_csrf(info: &SessionInfo, presented: &str) -> Result<(), Error> {
+    let expected = info.csrf_token.as_bytes();
+    if !presented.is_empty() && bool::from(expected.ct_eq(presented.as_bytes())) {
+        Ok(())
+    } else {
+        Err(Error::Forbidden(
+            "the form is stale or forged (csrf token mismatch); reload the page".into(),
+        ))
+    }
+}
+
+/// `n` random bytes from the operating system, hex-encoded.
+pub(crate) fn random_hex(n: usize) -> Result<String, Error> {
+    let mut buf = vec![0u8; n];
+    getrandom::fill(&mut buf)
+        .map_err(|e| Error::Internal(format!("no randomness from the system: {e}")))?;
+    Ok(hex(&buf))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// SHA-256 of a secret, hex-encoded: what the store keeps of session ids and API tokens.
+pub(crate) fn digest(secret: &str) -> String {
+    hex(&Sha256::digest(secret.as_bytes()))
+}
+
+/// A strong generated password: 20 characters of an alphabet without look-alikes.
+pub fn generate_password() -> Result<String, Error> {
+    const ALPHABET: &[u8] = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+    let mut buf = [0u8; 20];
+    getrandom::fill(&mut buf)
+        .map_err(|e| Error::Internal(format!("no randomness from the system: {e}")))?;
+    // 256 is not a multiple of the alphabet's size; the bias is below 1 bit over 20 chars.
+    Ok(buf
+        .iter()
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect())
+}
+
+/// Checks a new password's length.
+pub fn validate_password(password: &str) -> Result<(), Error> {
+    if password.chars().count() < MIN_PASSWORD_CHARS {
+        return Err(Error::Invalid(format!(
+            "password: must be at least {MIN_PASSWORD_CHARS} characters"
+        )));
+    }
+    if password.len() > MAX_PASSWORD_BYTES {
+        return Err(Error::Invalid(format!(
+            "password: must be at most {MAX_PASSWORD_BYTES} bytes"
+        )));
+    }
+    Ok(())
+}
+
+/// Hashes a password with Argon2id on the blocking pool.
+pub async fn hash_password(password: &str) -> Result<String, Error> {
+    let password = password.to_owned();
+    tokio::task::spawn_blocking(move || {
+        Argon2::default()
+            .hash_password(password.as_bytes())
+            .map(|h| h.to_string())
+            .map_err(|e| Error::Internal(format!("password hashing failed: {e}")))
+    })
+    .await
+    .map_err(|e| Error::Internal(format!("password hashing task failed: {e}")))?
+}
+
+/// Whether `password` matches the PHC string `hash`, checked on the blocking pool.
+pub async fn verify_password(password: &str, hash: &str) -> Result<bool, Error> {
+    let (password, hash) = (password.to_owned(), hash.to_owned());
+    tokio::task::spawn_blocking(move || {
+        Argon2::default()
+            .verify_password(password.as_bytes(), hash.as_str())
+            .is_ok()
+    })
+    .await
+    .map_err(|e| Error::Internal(format!("password check task failed: {e}")))
+}
+
+/// A hash that matches no password, checked when the username is unknown so that a wrong
+/// username takes as long as a wrong password.
+static DECOY_HASH: OnceLock<String> = OnceLock::new();
+
+async fn decoy_hash() -> Result<String, Error> {
+    if let Some(h) = DECOY_HASH.get() {
+        return Ok(h.clone());
+    }
+    let h = hash_password(&random_hex(16)?).await?;
+    Ok(DECOY_HASH.get_or_init(|| h).clone())
+}
+
+/// Failed logins per (client IP, username), in memory.
+#[derive(Default)]
+struct LoginLimiter {
+    failures: Mutex<HashMap<(IpAddr, String), Vec<Instant>>>,
+}
+
+impl LoginLimiter {
+    /// Entries kept before old ones are swept, bounding memory under a spray of names.
+    const SWEEP_ABOVE: usize = 10_000;
+
+    fn blocked(&self, key: &(IpAddr, String), max: u32, window: Duration) -> bool {
+        let mut map = self.failures.lock().expect("login limiter lock");
+        let Some(times) = map.get_mut(key) else {
+            return false;
+        };
+        times.retain(|t| t.elapsed() < window);
+        times.len() >= max as usize
+    }
+
+    fn failed(&self, key: (IpAddr, String), window: Duration) {
+        let mut map = self.failures.lock().expect("login limiter lock");
+        if map.len() > Self::SWEEP_ABOVE {
+            map.retain(|_, times| times.iter().any(|t| t.elapsed() < window));
+        }
+        map.entry(key).or_default().push(Instant::now());
+    }
+
+    fn succeeded(&self, key: &(IpAddr, String)) {
+        self.failures
+            .lock()
+            .expect("login limiter lock")
+            .remove(key);
+    }
+}
+
+/// Logins, sessions and API credentials. Reachable as `Admin::auth` and `AppState::auth`.
+pub struct Auth {
+    store: Arc<dyn Store>,
+    config: AuthConfig,
+    /// The built-in API token: an admin credential, as before per-user tokens existed.
+    builtin_token: String,
+    limiter: LoginLimiter,
+}
+
+impl Auth {
+    pub fn new(store: Arc<dyn Store>, config: AuthConfig, builtin_token: &str) -> Self {
+        Auth {
+            store,
+            config,
+            builtin_token: builtin_token.to_owned(),
+            limiter: LoginLimiter::default(),
+        }
+    }
+
+    pub fn config(&self) -> &AuthConfig {
+        &self.config
+    }
+
+    /// Opens a session for `username`. Rate limited per client IP and username; a wrong
+    /// username, a wrong password and a disabled account give the same error.
+    pub async fn login(
+        &self,
+        username: &str,
+        password: &str,
+        client_ip: IpAddr,
+    ) -> Result<NewSession, Error> {
+        let key = (client_ip, username.trim().to_lowercase());
+        let c = &self.config;
+        if self
+            .limiter
+            .blocked(&key, c.login_max_failures, c.login_window)
+        {
+            warn!(ip = %client_ip, user = %key.1, "login refused: too many failures");
+            return Err(Error::RateLimited(format!(
+                "too many failed logins; try again in {} minutes",
+                c.login_window.as_secs().div_ceil(60)
+            )));
+        }
+        let user = match self.store.user_get_by_username(username.trim()).await {
+            Ok(u) => Some(u),
+            Err(tickwork_store::Error::NotFound { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let password = &password[..password.len().min(MAX_PASSWORD_BYTES)];
+        let hash = match &user {
+            Some(u) => u.password_hash.clone(),
+            None => decoy_hash().await?,
+        };
+        let matches = verify_password(password, &hash).await?;
+        let user = match user {
+            Some(u) if matches && !u.disabled => u,
+            _ => {
+                self.limiter.failed(key, c.login_window);
+                info!(ip = %client_ip, "failed login");
+                return Err(Error::Unauthorized("wrong username or password".into()));
+            }
+        };
+        self.limiter.succeeded(&key);
+        let now = now_ms();
+        // Housekeeping on login keeps the table small without a timer of its own.
+        if let Err(e) = self.store.sessions_purge_expired(self.purge_at(now)).await {
+            warn!(error = ?e, "could not purge expired sessions");
+        }
+        let session_id = random_hex(32)?;
+        let csrf_token = random_hex(32)?;
+        let expires_at = now + c.session_max.as_millis() as i64;
+        self.store
+            .session_create(Session {
+                id_hash: digest(&session_id),
+                user_id: user.id,
+                csrf_token: csrf_token.clone(),
+                created_at: now,
+                expires_at,
+                last_seen_at: now,
+            })
+            .await?;
+        info!(user = %user.username, ip = %client_ip, "login");
+        Ok(NewSession {
+            session_id,
+            csrf_token,
+            expires_at,
+        })
+    }
+
+    fn purge_at(&self, now: i64) -> SessionPurge {
+        SessionPurge {
+            now,
+            idle_before: now - self.config.session_idle.as_millis() as i64,
+        }
+    }
+
+    /// The live session with this id, or `None` when it is unknown, expired (idle or
+    /// absolute) or its user is disabled.
+    pub async fn session(&self, session_id: &str) -> Result<Option<SessionInfo>, Error> {
+        if session_id.is_empty() || session_id.len() > 128 {
+            return Ok(None);
+        }
+        let id_hash = digest(session_id);
+        let Some(s) = self.store.session_get(&id_hash).await? else {
+            return Ok(None);
+        };
+        let now = now_ms();
+        let idle = self.config.session_idle.as_millis() as i64;
+        if now >= s.expires_at || now - s.last_seen_at >= idle {
+            self.store.session_delete(&id_hash).await?;
+            return Ok(None);
+        }
+        let user = match self.store.user_get(s.user_id).await {
+            Ok(u) if !u.disabled => u,
+            Ok(_) | Err(tickwork_store::Error::NotFound { .. }) => {
+                self.store.session_delete(&id_hash).await?;
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if now - s.last_seen_at >= TOUCH_EVERY_MS {
+            self.store
+                .session_touch(SessionTouch { id_hash, now })
+                .await?;
+        }
+        Ok(Some(SessionInfo {
+            principal: Principal::from_user(&user),
+            csrf_token: s.csrf_token,
+            expires_at: s.expires_at,
+        }))
+    }
+
+    /// Ends a session (unknown ids are fine: logging out twice is not an error).
+    pub async fn logout(&self, session_id: &str) -> Result<(), Error> {
+        if !session_id.is_empty() && session_id.len() <= 128 {
+            self.store.session_delete(&digest(session_id)).await?;
+        }
+        Ok(())
+    }
+
+    /// The `Set-Cookie` value that stores a new session in the browser.
+    pub fn session_cookie(&self, s: &NewSession) -> String {
+        format!(
+            "{SESSION_COOKIE}={}; Path=/; HttpOnly; SameSite=Lax; Max-Age={}{}",
+            s.session_id,
+            self.config.session_max.as_secs(),
+            if self.config.secure_cookie {
+                "; Secure"
+            } else {
+                ""
+            }
+        )
+    }
+
+    /// The `Set-Cookie` value that removes the session cookie.
+    pub fn clear_session_cookie(&self) -> String {
+        format!(
+            "{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0{}",
+            if self.config.secure_cookie {
+                "; Secure"
+            } else {
+                ""
+            }
+        )
+    }
+
+    /// The caller of a `/openapi/v1` request from its bearer token: the built-in token is an
+    /// admin; a `tw_` token acts as its user while neither is revoked or disabled.
+    pub async fn api_principal(&self, bearer: Option<&str>) -> Result<Principal, Error> {
+        let unauthorized = || {
+            Error::Unauthorized(
+                "the access token is wrong, missing or revoked (Authorization: Bearer <token>)"
+                    .into(),
+            )
+        };
+        let token = bearer
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(unauthorized)?;
+        if !self.builtin_token.is_empty()
+            && bool::from(token.as_bytes().ct_eq(self.builtin_token.as_bytes()))
+        {
+            return Ok(Principal::builtin_token());
+        }
+        if !token.starts_with(API_TOKEN_PREFIX) || token.len() > 128 {
+            return Err(unauthorized());
+        }
+        let Some(t) = self.store.api_token_find(&digest(token)).await? else {
+            return Err(unauthorized());
+        };
+        if t.revoked_at.is_some() {
+            return Err(unauthorized());
+        }
+        let user = match self.store.user_get(t.user_id).await {
+            Ok(u) if !u.disabled => u,
+            Ok(_) | Err(tickwork_store::Error::NotFound { .. }) => return Err(unauthorized()),
+            Err(e) => return Err(e.into()),
+        };
+        let now = now_ms();
+        if t.last_used_at.is_none_or(|at| now - at >= TOUCH_EVERY_MS) {
+            self.store
+                .api_token_touch(ApiTokenTouch { id: t.id, now })
+                .await?;
+        }
+        Ok(Principal::from_user(&user))
+    }
+
+    /// On a database without users, creates [`FIRST_ADMIN`] with the configured password, or
+    /// a generated one. Returns the generated password, to be shown once; `None` when users
+    /// existed or the password was configured.
+    pub async fn ensure_first_admin(&self) -> Result<Option<String>, Error> {
+        if self.store.users_count().await? > 0 {
+            return Ok(None);
+        }
+        let (password, generated) = match &self.config.initial_admin_password {
+            Some(p) if !p.is_empty() => {
+                validate_password(p)
+                    .map_err(|e| Error::Invalid(format!("the first admin's {e}")))?;
+                (p.clone(), false)
+            }
+            _ => (generate_password()?, true),
+        };
+        let now = now_ms();
+        let created = self
+            .store
+            .user_create(UserNew {
+                username: FIRST_ADMIN.to_owned(),
+                password_hash: hash_password(&password).await?,
+                role: UserRole::Admin,
+                group_ids: Vec::new(),
+                locale: None,
+                now,
+            })
+            .await;
+        match created {
+            Ok(u) => {
+                let after = serde_json::json!({ "username": u.username, "role": "admin" });
+                self.store
+                    .audit_append(tickwork_store::AuditNew {
+                        at: now,
+                        actor_id: None,
+                        actor: Principal::system().username,
+                        action: "user.create".into(),
+                        target_type: "user".into(),
+                        target_id: u.id.to_string(),
+                        before: None,
+                        after: Some(after.to_string()),
+                    })
+                    .await?;
+                info!("created the first admin account {FIRST_ADMIN:?}");
+                Ok(generated.then_some(password))
+            }
+            // Another admin node created it at the same moment.
+            Err(tickwork_store::Error::Conflict(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(csrf: &str) -> SessionInfo {
+        SessionInfo {
+            principal: Principal::system(),
+            csrf_token: csrf.to_owned(),
+            expires_at: 0,
+        }
+    }
+
+    #[test]
+    fn csrf_must_match_exactly() {
+        let i = info("abc123");
+        assert!(check_csrf(&i, "abc123").is_ok());
+        assert!(matches!(check_csrf(&i, "abc124"), Err(Error::Forbidden(_))));
+        assert!(matches!(check_csrf(&i, ""), Err(Error::Forbidden(_))));
+        assert!(matches!(
+            check_csrf(&i, "abc1234"),
+            Err(Error::Forbidden(_))
+        ));
+        assert!(matches!(
+            check_csrf(&info(""), ""),
+            Err(Error::Forbidden(_))
+        ));
+    }
+
+    #[test]
+    fn roles_and_groups() {
+        let op = Principal {
+            user_id: 5,
+            username: "op".into(),
+            role: Role::Operator,
+            groups: vec![1, 3],
+            locale: None,
+        };
+        assert!(op.can_change_group(1) && op.can_change_group(3));
+        assert!(!op.can_change_group(2));
+        assert!(!op.is_admin());
+        assert!(matches!(op.require_admin(), Err(Error::Forbidden(_))));
+        let viewer = Principal {
+            role: Role::Viewer,
+            ..op.clone()
+        };
+        assert!(!viewer.can_change_group(1));
+        assert!(Principal::system().can_change_group(42));
+        assert_eq!("operator".parse::<Role>().unwrap(), Role::Operator);
+        assert!("root".parse::<Role>().is_err());
+    }
+
+    #[test]
+    fn limiter_blocks_after_the_limit_per_ip_and_user() {
+        let l = LoginLimiter::default();
+        let ip: IpAddr = [10, 0, 0, 1].into();
+        let key = (ip, "alice".to_owned());
+        let w = Duration::from_secs(60);
+        for _ in 0..5 {
+            assert!(!l.blocked(&key, 5, w));
+            l.failed(key.clone(), w);
+        }
+        assert!(l.blocked(&key, 5, w));
+        assert!(!l.blocked(&(ip, "bob".to_owned()), 5, w));
+        assert!(!l.blocked(&([10, 0, 0, 2].into(), "alice".to_owned()), 5, w));
+        assert!(!l.blocked(&key, 5, Duration::ZERO));
+    }
+
+    #[test]
+    fn generated_secrets_are_long_and_distinct() {
+        let a = generate_password().unwrap();
+        let b = generate_password().unwrap();
+        assert_eq!(a.len(), 20);
+        assert_ne!(a, b);
+        assert!(validate_password(&a).is_ok());
+        assert_eq!(random_hex(32).unwrap().len(), 64);
+        assert_eq!(digest("x").len(), 64);
+    }
+
+    #[tokio::test]
+    async fn passwords_hash_and_verify() {
+        let h = hash_password("correct horse battery").await.unwrap();
+        assert!(h.starts_with("$argon2id$"));
+        assert!(verify_password("correct horse battery", &h).await.unwrap());
+        assert!(!verify_password("wrong horse battery", &h).await.unwrap());
+    }
+}

@@ -1,0 +1,243 @@
+//! SVG charts drawn on the server from numbers: stacked bars of runs per day by state, and
+//! lateness per day. Plain strings, so the console needs no chart library and no script.
+
+use std::fmt::Write;
+
+/// One series of a stacked bar chart: a legend label, a CSS class for its colour, one value
+/// per bar.
+pub struct Series {
+    pub label: String,
+    pub class: &'static str,
+    pub values: Vec<u64>,
+}
+
+const W: f64 = 640.0;
+const H: f64 = 220.0;
+const LEFT: f64 = 48.0;
+const BOTTOM: f64 = 28.0;
+const TOP: f64 = 24.0;
+
+/// Escapes text for SVG/XML content and attributes.
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// A "nice" upper bound for an axis: 1, 2 or 5 times a power of ten, at least `max`.
+fn nice_max(max: f64) -> f64 {
+    if max <= 0.0 {
+        return 1.0;
+    }
+    let p = 10f64.powf(max.log10().floor());
+    for m in [1.0, 2.0, 5.0, 10.0] {
+        if m * p >= max {
+            return m * p;
+        }
+    }
+    10.0 * p
+}
+
+fn frame(out: &mut String, title: &str, top: f64) {
+    let _ = write!(
+        out,
+        r#"<svg class="chart" viewBox="0 0 {W} {H}" role="img" aria-label="{t}" xmlns="http://www.w3.org/2000/svg"><title>{t}</title>"#,
+        t = esc(title)
+    );
+    // Five bands: a top of 1, 2, 5 or 10 times a power of ten gives round steps.
+    for i in 0..=5 {
+        let v = top * f64::from(i) / 5.0;
+        let y = H - BOTTOM - (H - BOTTOM - TOP) * f64::from(i) / 5.0;
+        let _ = write!(
+            out,
+            r#"<line class="grid" x1="{LEFT}" y1="{y:.1}" x2="{x2}" y2="{y:.1}"/><text class="axis" x="{tx}" y="{ty:.1}" text-anchor="end">{v}</text>"#,
+            x2 = W - 8.0,
+            tx = LEFT - 6.0,
+            ty = y + 4.0,
+            v = fmt_num(v),
+        );
+    }
+}
+
+fn fmt_num(v: f64) -> String {
+    if v >= 10_000.0 {
+        format!("{:.0}k", v / 1000.0)
+    } else if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// Stacked bars: one bar per label, one segment per series.
+pub fn stacked_bars(title: &str, labels: &[String], series: &[Series]) -> String {
+    let n = labels.len().max(1);
+    let totals: Vec<u64> = (0..labels.len())
+        .map(|i| {
+            series
+                .iter()
+                .map(|s| s.values.get(i).copied().unwrap_or(0))
+                .sum()
+        })
+        .collect();
+    let top = nice_max(totals.iter().copied().max().unwrap_or(0) as f64);
+    let mut out = String::new();
+    frame(&mut out, title, top);
+    let slot = (W - LEFT - 8.0) / n as f64;
+    let bar = (slot * 0.7).max(2.0);
+    let plot_h = H - BOTTOM - TOP;
+    for (i, label) in labels.iter().enumerate() {
+        let x = LEFT + slot * i as f64 + (slot - bar) / 2.0;
+        let mut y = H - BOTTOM;
+        for s in series {
+            let v = s.values.get(i).copied().unwrap_or(0);
+            if v == 0 {
+                continue;
+            }
+            let h = plot_h * v as f64 / top;
+            y -= h;
+            let _ = write!(
+                out,
+                r#"<rect class="{c}" x="{x:.1}" y="{y:.1}" width="{bar:.1}" height="{h:.1}"><title>{l} {day}: {v}</title></rect>"#,
+                c = s.class,
+                l = esc(&s.label),
+                day = esc(label),
+            );
+        }
+        let _ = write!(
+            out,
+            r#"<text class="axis" x="{cx:.1}" y="{ly}" text-anchor="middle">{l}</text>"#,
+            cx = x + bar / 2.0,
+            ly = H - 10.0,
+            l = esc(label),
+        );
+    }
+    legend(&mut out, series.iter().map(|s| (s.label.as_str(), s.class)));
+    out.push_str("</svg>");
+    out
+}
+
+/// Two lines (average and maximum) over the labels; `None` is a day without data.
+pub fn lateness_lines(
+    title: &str,
+    labels: &[String],
+    avg: &[Option<f64>],
+    max: &[Option<f64>],
+    names: (&str, &str),
+) -> String {
+    let n = labels.len().max(1);
+    let peak = max.iter().chain(avg).flatten().copied().fold(0.0, f64::max);
+    let top = nice_max(peak);
+    let mut out = String::new();
+    frame(&mut out, title, top);
+    let slot = (W - LEFT - 8.0) / n as f64;
+    let plot_h = H - BOTTOM - TOP;
+    let point = |i: usize, v: f64| {
+        (
+            LEFT + slot * i as f64 + slot / 2.0,
+            H - BOTTOM - plot_h * v / top,
+        )
+    };
+    for (values, class) in [(max, "late-max"), (avg, "late-avg")] {
+        let mut path = String::new();
+        for (i, v) in values.iter().enumerate() {
+            let Some(v) = v else { continue };
+            let (x, y) = point(i, *v);
+            let _ = write!(
+                path,
+                "{}{x:.1},{y:.1} ",
+                if path.is_empty() { "M" } else { "L" }
+            );
+            let _ = write!(
+                out,
+                r#"<circle class="{class}" cx="{x:.1}" cy="{y:.1}" r="3"><title>{l}: {v:.0} ms</title></circle>"#,
+                l = esc(&labels[i]),
+            );
+        }
+        if !path.is_empty() {
+            let _ = write!(
+                out,
+                r#"<path class="{class} line" d="{}"/>"#,
+                path.trim_end()
+            );
+        }
+    }
+    for (i, label) in labels.iter().enumerate() {
+        let _ = write!(
+            out,
+            r#"<text class="axis" x="{cx:.1}" y="{ly}" text-anchor="middle">{l}</text>"#,
+            cx = LEFT + slot * i as f64 + slot / 2.0,
+            ly = H - 10.0,
+            l = esc(label),
+        );
+    }
+    legend(&mut out, [(names.0, "late-avg"), (names.1, "late-max")]);
+    out.push_str("</svg>");
+    out
+}
+
+fn legend<'a>(out: &mut String, items: impl IntoIterator<Item = (&'a str, &'static str)>) {
+    let mut x = LEFT;
+    for (label, class) in items {
+        let _ = write!(
+            out,
+            r#"<rect class="{class}" x="{x:.1}" y="6" width="10" height="10"/><text class="legend" x="{tx:.1}" y="15">{l}</text>"#,
+            tx = x + 14.0,
+            l = esc(label),
+        );
+        x += 24.0 + 7.0 * label.chars().count() as f64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nice_bounds() {
+        assert_eq!(nice_max(0.0), 1.0);
+        assert_eq!(nice_max(3.0), 5.0);
+        assert_eq!(nice_max(10.0), 10.0);
+        assert_eq!(nice_max(11.0), 20.0);
+        assert_eq!(nice_max(4200.0), 5000.0);
+    }
+
+    #[test]
+    fn bars_are_scaled_and_escaped() {
+        let svg = stacked_bars(
+            "runs <a>",
+            &["11-20".into(), "11-21".into()],
+            &[
+                Series {
+                    label: "ok".into(),
+                    class: "s-ok",
+                    values: vec![5, 10],
+                },
+                Series {
+                    label: "failed".into(),
+                    class: "s-fail",
+                    values: vec![0, 0],
+                },
+            ],
+        );
+        assert!(svg.starts_with("<svg"));
+        assert!(svg.ends_with("</svg>"));
+        assert!(svg.contains("runs &lt;a&gt;"));
+        // The tallest bar fills the plot: 10 of a top of 10.
+        assert!(svg.contains(r#"height="168.0""#), "{svg}");
+        assert_eq!(svg.matches("<rect class=\"s-ok\" x").count(), 3); // 2 bars + legend
+    }
+
+    #[test]
+    fn lateness_skips_days_without_data() {
+        let svg = lateness_lines(
+            "late",
+            &["a".into(), "b".into(), "c".into()],
+            &[Some(10.0), None, Some(30.0)],
+            &[Some(20.0), None, Some(90.0)],
+            ("avg", "max"),
+        );
+        assert_eq!(svg.matches("<circle").count(), 4);
+    }
+}

@@ -1,0 +1,447 @@
+//! The console's words in English and Chinese: one table per language, looked up by key.
+//!
+//! A key missing from a table shows the key itself (never a panic), and a unit test keeps both
+//! tables on the same keys.
+
+use axum::http::HeaderMap;
+
+/// A language of the console.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    En,
+    Zh,
+}
+
+impl Lang {
+    /// The code used in the `lang` cookie, user locales and `<html lang>`.
+    pub fn code(self) -> &'static str {
+        match self {
+            Lang::En => "en",
+            Lang::Zh => "zh-CN",
+        }
+    }
+
+    /// Reads a locale such as `zh`, `zh-CN`, `zh_Hans` or `en-US`; `None` for anything else.
+    pub fn parse(s: &str) -> Option<Lang> {
+        let s = s.trim().to_ascii_lowercase();
+        if s.starts_with("zh") {
+            Some(Lang::Zh)
+        } else if s.starts_with("en") {
+            Some(Lang::En)
+        } else {
+            None
+        }
+    }
+
+    /// The first language of an `Accept-Language` header we speak, by the client's order of
+    /// preference (q values).
+    pub fn from_accept_language(headers: &HeaderMap) -> Option<Lang> {
+        let value = headers
+            .get(axum::http::header::ACCEPT_LANGUAGE)?
+            .to_str()
+            .ok()?;
+        let mut choices: Vec<(f32, usize, Lang)> = Vec::new();
+        for (i, part) in value.split(',').enumerate() {
+            let mut bits = part.split(';');
+            let Some(lang) = bits.next().and_then(Lang::parse) else {
+                continue;
+            };
+            let q = bits
+                .find_map(|b| b.trim().strip_prefix("q="))
+                .and_then(|q| q.parse::<f32>().ok())
+                .unwrap_or(1.0);
+            choices.push((q, i, lang));
+        }
+        // Highest q first; the header's order breaks ties.
+        choices.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        choices.first().map(|c| c.2)
+    }
+
+    /// The text of `key` in this language.
+    pub fn t(self, key: &str) -> &'static str {
+        let table = match self {
+            Lang::En => EN,
+            Lang::Zh => ZH,
+        };
+        match table.binary_search_by(|(k, _)| (*k).cmp(key)) {
+            Ok(i) => table[i].1,
+            Err(_) => match EN.binary_search_by(|(k, _)| (*k).cmp(key)) {
+                Ok(i) => EN[i].1,
+                Err(_) => "??",
+            },
+        }
+    }
+}
+
+/// English. Sorted by key (a test checks it), so lookups are binary searches.
+static EN: &[(&str, &str)] = &[
+    ("action", "Action"),
+    ("actions", "Actions"),
+    ("actor", "Actor"),
+    ("add", "Add"),
+    ("address", "Executor address"),
+    (
+        "address_hint",
+        "optional, e.g. http://10.0.0.5:9999; empty routes as usual",
+    ),
+    ("address_mode", "Addresses"),
+    ("addresses", "Manual addresses"),
+    ("addresses_hint", "one per line, for manual groups"),
+    ("admin", "Admin"),
+    ("alarm_channels", "Alarm channels"),
+    ("all", "All"),
+    ("app_name", "App name"),
+    ("apply", "Apply"),
+    ("audit", "Audit log"),
+    ("auto", "Automatic"),
+    ("avg", "average"),
+    ("back", "Back"),
+    ("bad_credentials", "Wrong username or password"),
+    ("bad_number", "must be a whole number"),
+    ("before_days", "Older than (days)"),
+    ("block_strategy", "Block strategy"),
+    ("cancel", "Cancel"),
+    ("change", "Change"),
+    (
+        "chart_lateness",
+        "Lateness (ms): average and maximum per day",
+    ),
+    ("chart_runs", "Runs per day by state"),
+    ("child_job_ids", "Child jobs"),
+    ("child_job_ids_hint", "job ids, separated by commas"),
+    ("clear", "Clear"),
+    ("clear_runs", "Clear old runs"),
+    ("comment", "Comment"),
+    ("confirm", "Are you sure?"),
+    ("copy", "Copy"),
+    ("copy_of", "Copy of"),
+    ("create", "Create"),
+    ("created", "Created"),
+    (
+        "csrf_failed",
+        "The form expired; reload the page and try again",
+    ),
+    ("dashboard", "Dashboard"),
+    ("delete", "Delete"),
+    ("deleted", "Deleted"),
+    ("description", "Description"),
+    ("detail", "Detail"),
+    ("disabled", "Disabled"),
+    ("dispatched_at", "Dispatched"),
+    ("done", "Done"),
+    ("edit", "Edit"),
+    ("edit_group", "Edit executor group"),
+    ("edit_job", "Edit job"),
+    ("empty", "Nothing here yet"),
+    ("error", "Error"),
+    ("executor", "Executor"),
+    ("executors", "Executors"),
+    ("executors_live", "Live executors"),
+    ("expires", "Expires"),
+    ("filter", "Filter"),
+    ("finished_at", "Finished"),
+    ("forbidden", "You are not allowed to do this"),
+    ("from", "From"),
+    ("glue_source", "Script"),
+    ("glue_type", "Job type"),
+    ("group", "Executor group"),
+    ("groups", "Executor groups"),
+    ("handle_msg", "Result"),
+    ("handler", "Handler"),
+    ("heartbeat", "Last heartbeat"),
+    ("history", "Version history"),
+    ("id", "ID"),
+    ("job", "Job"),
+    ("jobs", "Jobs"),
+    ("kill", "Kill"),
+    ("killed_ok", "The run was killed"),
+    ("language", "Language"),
+    ("last_fire", "Last fire"),
+    ("last_used", "Last used"),
+    ("lateness", "Lateness"),
+    ("live_log", "Log"),
+    ("locale", "Language"),
+    ("log_end", "End of log"),
+    ("log_following", "Following the log…"),
+    ("login", "Sign in"),
+    (
+        "login_slow_down",
+        "Too many attempts; wait a minute and try again",
+    ),
+    ("login_title", "Sign in to Tickwork"),
+    ("logout", "Sign out"),
+    ("manual", "Manual"),
+    ("max", "maximum"),
+    ("misfire_strategy", "Misfire"),
+    ("name", "Name"),
+    ("never", "never"),
+    ("new_group", "New executor group"),
+    ("new_job", "New job"),
+    ("new_token", "New API token"),
+    ("new_user", "New user"),
+    ("next", "Next"),
+    ("next_fire", "Next fire"),
+    ("next_fires", "Next fire times"),
+    ("no", "No"),
+    ("none", "none"),
+    ("not_found", "Not found"),
+    ("offline", "No live executor"),
+    ("operator", "Operator"),
+    ("owner", "Owner"),
+    ("params", "Params"),
+    ("password", "Password"),
+    ("prev", "Previous"),
+    ("preview_hint", "Type a schedule to see its next fire times"),
+    ("priority", "Priority"),
+    (
+        "read_only",
+        "Read-only: your role cannot change anything here",
+    ),
+    ("restore", "Restore"),
+    ("restored", "Version restored"),
+    ("retry_backoff_ms", "Retry backoff (ms)"),
+    ("retry_count", "Retries"),
+    ("revoke", "Revoke"),
+    ("revoked", "Revoked"),
+    ("role", "Role"),
+    (
+        "roles_help",
+        "Admin: everything. Operator: changes jobs of the listed groups. Viewer: reads only.",
+    ),
+    ("route_strategy", "Route strategy"),
+    ("run", "Run"),
+    ("run_once", "Run once"),
+    ("run_started", "Run started"),
+    ("runs", "Runs"),
+    ("runs_cleared", "Old runs cleared"),
+    ("runs_today", "Runs today"),
+    ("save", "Save"),
+    ("saved", "Saved"),
+    ("schedule", "Schedule"),
+    ("schedule_conf", "Schedule"),
+    ("schedule_type", "Schedule type"),
+    ("scheduled_at", "Scheduled"),
+    ("script", "Script"),
+    ("script_saved", "Script saved as a new version"),
+    ("search", "Search"),
+    ("start", "Start"),
+    ("started", "Started"),
+    ("state", "State"),
+    ("status", "Status"),
+    ("stop", "Stop"),
+    ("stopped", "Stopped"),
+    ("target", "Target"),
+    ("time", "Time"),
+    ("time_zone", "Time zone"),
+    ("timeout_s", "Timeout (s)"),
+    ("title", "Title"),
+    ("to", "To"),
+    ("token_once", "Copy this token now; it is not shown again"),
+    ("tokens", "API tokens"),
+    ("total", "Total"),
+    ("trigger", "Trigger"),
+    ("trigger_msg", "Dispatch"),
+    ("user", "User"),
+    ("username", "Username"),
+    ("users", "Users"),
+    ("version", "Version"),
+    ("viewer", "Viewer"),
+    ("yes", "Yes"),
+];
+
+/// 简体中文. Same keys as [`EN`], sorted the same way.
+static ZH: &[(&str, &str)] = &[
+    ("action", "操作"),
+    ("actions", "操作"),
+    ("actor", "操作人"),
+    ("add", "新增"),
+    ("address", "执行器地址"),
+    (
+        "address_hint",
+        "可选，例如 http://10.0.0.5:9999；留空则按路由策略",
+    ),
+    ("address_mode", "注册方式"),
+    ("addresses", "手动地址"),
+    ("addresses_hint", "每行一个，手动注册时填写"),
+    ("admin", "管理员"),
+    ("alarm_channels", "告警渠道"),
+    ("all", "全部"),
+    ("app_name", "AppName"),
+    ("apply", "应用"),
+    ("audit", "审计日志"),
+    ("auto", "自动注册"),
+    ("avg", "平均"),
+    ("back", "返回"),
+    ("bad_credentials", "用户名或密码错误"),
+    ("bad_number", "必须是整数"),
+    ("before_days", "早于（天）"),
+    ("block_strategy", "阻塞处理策略"),
+    ("cancel", "取消"),
+    ("change", "修改"),
+    ("chart_lateness", "延迟（毫秒）：每日平均与最大值"),
+    ("chart_runs", "每日运行（按状态）"),
+    ("child_job_ids", "子任务"),
+    ("child_job_ids_hint", "任务 ID，用逗号分隔"),
+    ("clear", "清理"),
+    ("clear_runs", "清理旧运行记录"),
+    ("comment", "备注"),
+    ("confirm", "确定吗？"),
+    ("copy", "复制"),
+    ("copy_of", "副本："),
+    ("create", "创建"),
+    ("created", "已创建"),
+    ("csrf_failed", "表单已过期，请刷新页面后重试"),
+    ("dashboard", "运行报表"),
+    ("delete", "删除"),
+    ("deleted", "已删除"),
+    ("description", "任务描述"),
+    ("detail", "详情"),
+    ("disabled", "已禁用"),
+    ("dispatched_at", "调度时间"),
+    ("done", "完成"),
+    ("edit", "编辑"),
+    ("edit_group", "编辑执行器"),
+    ("edit_job", "编辑任务"),
+    ("empty", "暂无数据"),
+    ("error", "错误"),
+    ("executor", "执行器"),
+    ("executors", "执行器"),
+    ("executors_live", "在线执行器"),
+    ("expires", "过期时间"),
+    ("filter", "筛选"),
+    ("finished_at", "结束时间"),
+    ("forbidden", "你没有执行此操作的权限"),
+    ("from", "开始"),
+    ("glue_source", "脚本"),
+    ("glue_type", "运行模式"),
+    ("group", "执行器"),
+    ("groups", "执行器管理"),
+    ("handle_msg", "执行结果"),
+    ("handler", "JobHandler"),
+    ("heartbeat", "最近心跳"),
+    ("history", "版本历史"),
+    ("id", "ID"),
+    ("job", "任务"),
+    ("jobs", "任务管理"),
+    ("kill", "终止"),
+    ("killed_ok", "运行已终止"),
+    ("language", "语言"),
+    ("last_fire", "上次触发"),
+    ("last_used", "最近使用"),
+    ("lateness", "延迟"),
+    ("live_log", "日志"),
+    ("locale", "语言"),
+    ("log_end", "日志结束"),
+    ("log_following", "正在跟踪日志…"),
+    ("login", "登录"),
+    ("login_slow_down", "尝试次数过多，请稍等一分钟再试"),
+    ("login_title", "登录 Tickwork"),
+    ("logout", "退出"),
+    ("manual", "手动录入"),
+    ("max", "最大"),
+    ("misfire_strategy", "调度过期策略"),
+    ("name", "名称"),
+    ("never", "从未"),
+    ("new_group", "新增执行器"),
+    ("new_job", "新增任务"),
+    ("new_token", "新建 API 令牌"),
+    ("new_user", "新增用户"),
+    ("next", "下一页"),
+    ("next_fire", "下次触发"),
+    ("next_fires", "下次触发时间"),
+    ("no", "否"),
+    ("none", "无"),
+    ("not_found", "未找到"),
+    ("offline", "无在线执行器"),
+    ("operator", "操作员"),
+    ("owner", "负责人"),
+    ("params", "任务参数"),
+    ("password", "密码"),
+    ("prev", "上一页"),
+    ("preview_hint", "输入调度配置即可查看下次触发时间"),
+    ("priority", "优先级"),
+    ("read_only", "只读：你的角色不能在此修改任何内容"),
+    ("restore", "恢复"),
+    ("restored", "版本已恢复"),
+    ("retry_backoff_ms", "重试间隔（毫秒）"),
+    ("retry_count", "失败重试次数"),
+    ("revoke", "吊销"),
+    ("revoked", "已吊销"),
+    ("role", "角色"),
+    (
+        "roles_help",
+        "管理员：全部权限。操作员：修改所列执行器的任务。访客：只读。",
+    ),
+    ("route_strategy", "路由策略"),
+    ("run", "运行"),
+    ("run_once", "执行一次"),
+    ("run_started", "已触发运行"),
+    ("runs", "调度日志"),
+    ("runs_cleared", "旧运行记录已清理"),
+    ("runs_today", "今日运行"),
+    ("save", "保存"),
+    ("saved", "已保存"),
+    ("schedule", "调度"),
+    ("schedule_conf", "调度配置"),
+    ("schedule_type", "调度类型"),
+    ("scheduled_at", "计划时间"),
+    ("script", "脚本"),
+    ("script_saved", "脚本已保存为新版本"),
+    ("search", "搜索"),
+    ("start", "启动"),
+    ("started", "已启动"),
+    ("state", "状态"),
+    ("status", "状态"),
+    ("stop", "停止"),
+    ("stopped", "已停止"),
+    ("target", "对象"),
+    ("time", "时间"),
+    ("time_zone", "时区"),
+    ("timeout_s", "超时（秒）"),
+    ("title", "名称"),
+    ("to", "结束"),
+    ("token_once", "请立即复制此令牌，之后不会再显示"),
+    ("tokens", "API 令牌"),
+    ("total", "总计"),
+    ("trigger", "触发"),
+    ("trigger_msg", "调度结果"),
+    ("user", "用户"),
+    ("username", "用户名"),
+    ("users", "用户管理"),
+    ("version", "版本"),
+    ("viewer", "访客"),
+    ("yes", "是"),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_languages_have_the_same_keys_in_order() {
+        let en: Vec<&str> = EN.iter().map(|(k, _)| *k).collect();
+        let zh: Vec<&str> = ZH.iter().map(|(k, _)| *k).collect();
+        assert_eq!(en, zh);
+        let mut sorted = en.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(en, sorted, "keys must be sorted and unique");
+        for (k, v) in EN.iter().chain(ZH) {
+            assert!(!v.trim().is_empty(), "{k} is empty");
+        }
+    }
+
+    #[test]
+    fn accept_language_follows_q_values() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            axum::http::header::ACCEPT_LANGUAGE,
+            "fr-FR, en;q=0.5, zh-CN;q=0.8".parse().unwrap(),
+        );
+        assert_eq!(Lang::from_accept_language(&h), Some(Lang::Zh));
+        h.insert(axum::http::header::ACCEPT_LANGUAGE, "de".parse().unwrap());
+        assert_eq!(Lang::from_accept_language(&h), None);
+        assert_eq!(Lang::Zh.t("jobs"), "任务管理");
+        assert_eq!(Lang::En.t("no-such-key"), "??");
+    }
+}

@@ -1,0 +1,102 @@
+//! The console's calls into the service layer that change something, always made as the
+//! session's principal: the service checks the permission and writes the audit log.
+
+use tickwork_core::TriggerType;
+use tickwork_protocol::api::{
+    GroupInput, GroupView, JobInput, JobView, RunView, ScriptInput, ScriptVersionView,
+    TokenCreated, TokenInput, TokenView, TriggerInput, UserInput, UserUpdateInput, UserView,
+};
+
+use super::auth::Principal;
+use crate::{Admin, Error};
+
+/// The service layer as one signed-in person uses it.
+pub struct Ops<'a> {
+    pub a: &'a Admin,
+    pub p: &'a Principal,
+}
+
+impl Ops<'_> {
+    pub async fn job_create(&self, input: JobInput) -> Result<JobView, Error> {
+        self.a.job_create(self.p, input).await
+    }
+
+    pub async fn job_update(&self, id: i64, input: JobInput) -> Result<JobView, Error> {
+        self.a.job_update(self.p, id, input).await
+    }
+
+    pub async fn job_delete(&self, id: i64) -> Result<(), Error> {
+        self.a.job_delete(self.p, id).await
+    }
+
+    pub async fn job_start(&self, id: i64) -> Result<JobView, Error> {
+        self.a.job_start(self.p, id).await
+    }
+
+    pub async fn job_stop(&self, id: i64) -> Result<JobView, Error> {
+        self.a.job_stop(self.p, id).await
+    }
+
+    pub async fn job_trigger(&self, id: i64, input: TriggerInput) -> Result<RunView, Error> {
+        self.a
+            .job_trigger(self.p, id, input, TriggerType::Manual)
+            .await
+    }
+
+    pub async fn script_save(
+        &self,
+        job_id: i64,
+        input: ScriptInput,
+    ) -> Result<ScriptVersionView, Error> {
+        self.a.script_save(self.p, job_id, input).await
+    }
+
+    pub async fn script_restore(
+        &self,
+        job_id: i64,
+        version: i64,
+    ) -> Result<ScriptVersionView, Error> {
+        self.a.script_restore(self.p, job_id, version).await
+    }
+
+    pub async fn run_kill(&self, id: i64) -> Result<RunView, Error> {
+        self.a.run_kill(self.p, id).await
+    }
+
+    pub async fn runs_clear(&self, before: i64, job_id: Option<i64>) -> Result<u64, Error> {
+        self.a.runs_clear(self.p, before, job_id, None).await
+    }
+
+    pub async fn group_create(&self, input: GroupInput) -> Result<GroupView, Error> {
+        self.a.group_create(self.p, input).await
+    }
+
+    pub async fn group_update(&self, id: i64, input: GroupInput) -> Result<GroupView, Error> {
+        self.a.group_update(self.p, id, input).await
+    }
+
+    pub async fn group_delete(&self, id: i64) -> Result<(), Error> {
+        self.a.group_delete(self.p, id).await
+    }
+
+    pub async fn user_create(&self, input: UserInput) -> Result<UserView, Error> {
+        self.a.user_create(self.p, input).await
+    }
+
+    pub async fn user_update(&self, id: i64, input: UserUpdateInput) -> Result<UserView, Error> {
+        self.a.user_update(self.p, id, input).await
+    }
+
+    pub async fn token_create(&self, input: TokenInput) -> Result<TokenCreated, Error> {
+        self.a.token_create(self.p, input).await
+    }
+
+    pub async fn token_revoke(&self, id: i64) -> Result<TokenView, Error> {
+        self.a.token_revoke(self.p, id).await
+    }
+}
+
+/// Whether an error means "not allowed".
+pub fn is_forbidden(e: &Error) -> bool {
+    matches!(e, Error::Forbidden(_))
+}

@@ -1,0 +1,113 @@
+//! Script jobs: an editor for the source, the version history, and restoring an old version
+//! (which becomes a new version, so nothing is ever lost).
+
+use askama::Template;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use tickwork_protocol::api::{JobView, ScriptInput, ScriptVersionView};
+
+use super::session::Visitor;
+use super::ui::{self, Ctx};
+use crate::{Admin, Error};
+
+#[derive(Template)]
+#[template(path = "script.html")]
+struct ScriptPage {
+    c: Ctx,
+    job: JobView,
+    source: String,
+    comment: String,
+    error: Option<String>,
+    versions: Vec<(ScriptVersionView, String)>,
+    can_change: bool,
+}
+
+async fn show(
+    a: &Admin,
+    v: &Visitor,
+    id: i64,
+    edited: Option<(String, String, String)>,
+) -> Response {
+    let (job, versions) = match tokio::try_join!(a.job_get(id), a.script_versions(id)) {
+        Ok(x) => x,
+        Err(e) => return v.not_found(e),
+    };
+    let c = v.ctx("jobs");
+    let versions = versions
+        .into_iter()
+        .map(|s| {
+            let at = c.time(s.created_at);
+            (s, at)
+        })
+        .collect();
+    let status = if edited.is_some() {
+        StatusCode::UNPROCESSABLE_ENTITY
+    } else {
+        StatusCode::OK
+    };
+    let (source, comment, error) = match edited {
+        Some((s, cm, e)) => (s, cm, Some(e)),
+        None => (job.glue_source.clone(), String::new(), None),
+    };
+    let page = ScriptPage {
+        can_change: v.can_change(job.group_id),
+        c,
+        job,
+        source,
+        comment,
+        error,
+        versions,
+    };
+    ui::render_status(status, &page)
+}
+
+pub async fn page(State(a): State<Admin>, v: Visitor, Path(id): Path<i64>) -> Response {
+    show(&a, &v, id, None).await
+}
+
+pub async fn save(
+    State(a): State<Admin>,
+    v: Visitor,
+    Path(id): Path<i64>,
+    body: Bytes,
+) -> Response {
+    let form = match v.form(&body) {
+        Ok(f) => f,
+        Err(res) => return *res,
+    };
+    let input = ScriptInput {
+        glue_type: None,
+        source: form.get("source").to_owned(),
+        comment: form.get("comment").to_owned(),
+    };
+    match v.ops(&a).script_save(id, input.clone()).await {
+        Ok(_) => ui::see_other(&ui::with_ok(&format!("/jobs/{id}/script"), "script_saved")),
+        Err(e @ (Error::Invalid(_) | Error::Forbidden(_))) => {
+            let msg = v.error_text(&e);
+            show(&a, &v, id, Some((input.source, input.comment, msg))).await
+        }
+        Err(e) => v.fail(&format!("/jobs/{id}/script"), e),
+    }
+}
+
+pub async fn restore(
+    State(a): State<Admin>,
+    v: Visitor,
+    Path(id): Path<i64>,
+    body: Bytes,
+) -> Response {
+    let form = match v.form(&body) {
+        Ok(f) => f,
+        Err(res) => return *res,
+    };
+    let back = format!("/jobs/{id}/script");
+    let Ok(version) = form.get("version").parse::<i64>() else {
+        return ui::see_other(&ui::with_err(&back, v.t("bad_number")));
+    };
+    match v.ops(&a).script_restore(id, version).await {
+        Ok(_) => ui::see_other(&ui::with_ok(&back, "restored")),
+        Err(e) => v.fail(&back, e),
+    }
+}

@@ -1,0 +1,372 @@
+//! Signing in and out, the session every page needs, CSRF checks of forms, the language
+//! choice, and how errors of the service layer are shown.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use askama::Template;
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, FromRequestParts, OptionalFromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use super::auth::{Principal, Role, SESSION_COOKIE, SessionInfo, check_csrf};
+use super::i18n::Lang;
+use super::ops::{self, Ops};
+use super::ui::{self, Ctx, Form};
+use crate::{Admin, Error};
+
+/// The cookie of an explicit language choice.
+const LANG_COOKIE: &str = "lang";
+
+/// The value of cookie `name`, if sent.
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// The page language: an explicit switch (cookie), else the user's locale, else the
+/// browser's `Accept-Language`, else English.
+fn choose_lang(headers: &HeaderMap, locale: Option<&str>) -> Lang {
+    cookie(headers, LANG_COOKIE)
+        .and_then(Lang::parse)
+        .or_else(|| locale.and_then(Lang::parse))
+        .or_else(|| Lang::from_accept_language(headers))
+        .unwrap_or(Lang::En)
+}
+
+/// The signed-in person behind a request. Extracting it from a request without a valid
+/// session answers with a redirect to the login page.
+pub struct Visitor {
+    pub principal: Principal,
+    session: SessionInfo,
+    session_id: String,
+    pub lang: Lang,
+    pub here: String,
+    ok: Option<&'static str>,
+    err: Option<String>,
+    tz: jiff::tz::TimeZone,
+}
+
+impl FromRequestParts<Admin> for Visitor {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, admin: &Admin) -> Result<Self, Response> {
+        let here = parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str().to_owned())
+            .unwrap_or_else(|| "/".to_owned());
+        let login = || {
+            let next = serde_urlencoded::to_string([("next", here.as_str())]).unwrap_or_default();
+            ui::see_other(&format!("/login?{next}"))
+        };
+        let Some(sid) = cookie(&parts.headers, SESSION_COOKIE) else {
+            return Err(login());
+        };
+        let info = match admin.auth().session(sid).await {
+            Ok(Some(info)) => info,
+            Ok(None) => return Err(login()),
+            Err(e) => {
+                tracing::error!(error = %e, "console: session lookup failed");
+                return Err((StatusCode::SERVICE_UNAVAILABLE, "try again").into_response());
+            }
+        };
+        let lang = choose_lang(&parts.headers, info.principal.locale.as_deref());
+        // Banners after a redirect: `ok` is an i18n key (only known keys are shown), `err`
+        // a message (escaped by the templates like everything else).
+        let query: Vec<(String, String)> =
+            serde_urlencoded::from_str(parts.uri.query().unwrap_or("")).unwrap_or_default();
+        let ok = query
+            .iter()
+            .find(|(k, _)| k == "ok")
+            .map(|(_, v)| lang.t(v))
+            .filter(|t| *t != "??");
+        let err = query
+            .iter()
+            .find(|(k, _)| k == "err")
+            .map(|(_, v)| v.chars().take(500).collect());
+        let tz = jiff::tz::TimeZone::get(&admin.config().default_time_zone)
+            .unwrap_or(jiff::tz::TimeZone::UTC);
+        Ok(Visitor {
+            principal: info.principal.clone(),
+            session: info,
+            session_id: sid.to_owned(),
+            lang,
+            here,
+            ok,
+            err,
+            tz,
+        })
+    }
+}
+
+impl OptionalFromRequestParts<Admin> for Visitor {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        admin: &Admin,
+    ) -> Result<Option<Self>, Response> {
+        Ok(
+            <Visitor as FromRequestParts<Admin>>::from_request_parts(parts, admin)
+                .await
+                .ok(),
+        )
+    }
+}
+
+impl Visitor {
+    /// The layout context of a page under navigation item `nav`.
+    pub fn ctx(&self, nav: &'static str) -> Ctx {
+        let p = &self.principal;
+        Ctx {
+            lang: self.lang,
+            username: p.username.clone(),
+            role: role_key(p.role),
+            csrf: self.session.csrf_token.clone(),
+            nav,
+            here: self.here.clone(),
+            ok: self.ok,
+            err: self.err.clone(),
+            is_admin: p.is_admin(),
+            can_write: p.role != Role::Viewer,
+            tz: self.tz.clone(),
+        }
+    }
+
+    /// The service layer, acting as this person.
+    pub fn ops<'a>(&'a self, admin: &'a Admin) -> Ops<'a> {
+        Ops {
+            a: admin,
+            p: &self.principal,
+        }
+    }
+
+    pub fn tz(&self) -> &jiff::tz::TimeZone {
+        &self.tz
+    }
+
+    pub fn t(&self, key: &str) -> &'static str {
+        self.lang.t(key)
+    }
+
+    /// Whether the controls of group `group_id` are shown (the service checks again).
+    pub fn can_change(&self, group_id: i64) -> bool {
+        self.principal.can_change_group(group_id)
+    }
+
+    /// Reads a submitted form and checks its CSRF token; a bad token is answered with a
+    /// page that says so, and nothing happens.
+    pub fn form(&self, body: &Bytes) -> Result<Form, Box<Response>> {
+        let form = Form::parse(body);
+        let presented = form.get("_csrf");
+        if check_csrf(&self.session, presented).is_ok() {
+            Ok(form)
+        } else {
+            Err(Box::new(self.message(
+                StatusCode::FORBIDDEN,
+                self.t("csrf_failed"),
+                "/",
+            )))
+        }
+    }
+
+    /// A page with one message and a way back.
+    pub fn message(&self, status: StatusCode, text: &str, back: &str) -> Response {
+        let page = MessagePage {
+            c: self.ctx(""),
+            text: text.to_owned(),
+            back: ui::safe_path(back).to_owned(),
+        };
+        ui::render_status(status, &page)
+    }
+
+    /// How a failed service call is shown when there is no form to re-render: the page the
+    /// action came from, with the message in a banner. Forbidden actions say so plainly.
+    pub fn fail(&self, back: &str, e: Error) -> Response {
+        ui::see_other(&ui::with_err(back, &self.error_text(&e)))
+    }
+
+    /// The message of a service error for people.
+    pub fn error_text(&self, e: &Error) -> String {
+        if ops::is_forbidden(e) {
+            return self.t("forbidden").to_owned();
+        }
+        match e {
+            Error::Store(inner) => {
+                tracing::error!(error = ?inner, "console: database error");
+                self.t("error").to_owned()
+            }
+            Error::Internal(inner) => {
+                tracing::error!(error = %inner, "console: internal error");
+                self.t("error").to_owned()
+            }
+            other => other.to_string(),
+        }
+    }
+
+    /// A 404 page, or the error page of another failure to read something.
+    pub fn not_found(&self, e: Error) -> Response {
+        let status = match &e {
+            Error::NotFound(_) => StatusCode::NOT_FOUND,
+            e if ops::is_forbidden(e) => StatusCode::FORBIDDEN,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        self.message(status, &self.error_text(&e), "/")
+    }
+}
+
+/// The i18n key of a role.
+pub fn role_key(role: Role) -> &'static str {
+    match role {
+        Role::Admin => "admin",
+        Role::Operator => "operator",
+        Role::Viewer => "viewer",
+    }
+}
+
+/// A page with one message.
+#[derive(Template)]
+#[template(path = "message.html")]
+struct MessagePage {
+    c: Ctx,
+    text: String,
+    back: String,
+}
+
+// ---- login, logout, language ----
+
+/// The login page.
+#[derive(Template)]
+#[template(path = "login.html")]
+struct LoginPage {
+    lang: Lang,
+    username: String,
+    next: String,
+    error: Option<&'static str>,
+}
+
+impl LoginPage {
+    fn t(&self, key: &str) -> &'static str {
+        self.lang.t(key)
+    }
+}
+
+#[derive(serde::Deserialize, Default)]
+pub struct LoginQuery {
+    #[serde(default)]
+    next: String,
+}
+
+pub async fn login_form(
+    headers: HeaderMap,
+    visitor: Option<Visitor>,
+    axum::extract::Query(q): axum::extract::Query<LoginQuery>,
+) -> Response {
+    if visitor.is_some() {
+        return ui::see_other(&q.next);
+    }
+    ui::render(&LoginPage {
+        lang: choose_lang(&headers, None),
+        username: String::new(),
+        next: ui::safe_path(&q.next).to_owned(),
+        error: None,
+    })
+}
+
+/// Largest login form.
+const LOGIN_BODY_LIMIT: usize = 16 * 1024;
+
+pub async fn login_submit(State(admin): State<Admin>, req: Request) -> Response {
+    let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().cloned();
+    let (parts, body) = req.into_parts();
+    let headers = parts.headers;
+    let body = axum::body::to_bytes(body, LOGIN_BODY_LIMIT)
+        .await
+        .unwrap_or_default();
+    let form = Form::parse(&body);
+    let lang = choose_lang(&headers, None);
+    let username = form.get("username").trim().to_owned();
+    let next = ui::safe_path(form.get("next")).to_owned();
+    let ip = peer
+        .map(|ConnectInfo(a)| a.ip())
+        .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    match admin
+        .auth()
+        .login(&username, form.get("password"), ip)
+        .await
+    {
+        Ok(session) => {
+            let cookie = admin.auth().session_cookie(&session);
+            let mut res = ui::see_other(&next);
+            if let Ok(v) = cookie.parse() {
+                res.headers_mut().insert(header::SET_COOKIE, v);
+            }
+            res
+        }
+        Err(e) => {
+            let (status, error) = match e {
+                Error::Unauthorized(_) | Error::Invalid(_) => {
+                    (StatusCode::UNAUTHORIZED, "bad_credentials")
+                }
+                Error::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "login_slow_down"),
+                other => {
+                    tracing::error!(error = %other, "console: login failed");
+                    (StatusCode::INTERNAL_SERVER_ERROR, "error")
+                }
+            };
+            ui::render_status(
+                status,
+                &LoginPage {
+                    lang,
+                    username,
+                    next,
+                    error: Some(lang.t(error)),
+                },
+            )
+        }
+    }
+}
+
+pub async fn logout(State(admin): State<Admin>, visitor: Visitor, body: Bytes) -> Response {
+    if let Err(res) = visitor.form(&body) {
+        return *res;
+    }
+    if let Err(e) = admin.auth().logout(&visitor.session_id).await {
+        tracing::error!(error = %e, "console: logout failed");
+    }
+    let mut res = ui::see_other("/login");
+    if let Ok(v) = admin.auth().clear_session_cookie().parse() {
+        res.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    res
+}
+
+#[derive(serde::Deserialize)]
+pub struct LangQuery {
+    to: String,
+    #[serde(default)]
+    back: String,
+}
+
+/// Switches the language (a cookie only: changes nothing on the server).
+pub async fn switch_lang(axum::extract::Query(q): axum::extract::Query<LangQuery>) -> Response {
+    let lang = Lang::parse(&q.to).unwrap_or(Lang::En);
+    let mut res = ui::see_other(&q.back);
+    if let Ok(v) = format!(
+        "{LANG_COOKIE}={}; SameSite=Lax; Path=/; Max-Age=31536000",
+        lang.code()
+    )
+    .parse()
+    {
+        res.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    res
+}

@@ -1,0 +1,346 @@
+//! What every console page shares: the page context (language, user, CSRF token, flash
+//! messages), form fields with inline errors, rendering, redirects, time formatting and the
+//! embedded assets.
+
+use std::collections::HashMap;
+
+use askama::Template;
+use axum::extract::Path;
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+
+use super::i18n::Lang;
+
+/// The navigation: (href, i18n key, what an item needs: "" for everyone, "admin").
+pub const NAV: &[(&str, &str, &str)] = &[
+    ("/", "dashboard", ""),
+    ("/jobs", "jobs", ""),
+    ("/runs", "runs", ""),
+    ("/groups", "groups", ""),
+    ("/users", "users", "admin"),
+    ("/tokens", "tokens", ""),
+    ("/audit", "audit", "admin"),
+];
+
+/// What the layout of every signed-in page needs.
+pub struct Ctx {
+    pub lang: Lang,
+    pub username: String,
+    pub role: &'static str,
+    pub csrf: String,
+    /// The active navigation item (an i18n key).
+    pub nav: &'static str,
+    /// The current path and query, where the language switch and actions come back to.
+    pub here: String,
+    pub ok: Option<&'static str>,
+    pub err: Option<String>,
+    pub is_admin: bool,
+    /// False for viewers: every change control is hidden.
+    pub can_write: bool,
+    pub tz: TimeZone,
+}
+
+impl Ctx {
+    /// The text of an i18n key in the page's language.
+    pub fn t(&self, key: impl AsRef<str>) -> &'static str {
+        self.lang.t(key.as_ref())
+    }
+
+    /// The navigation items this user sees.
+    pub fn nav_items(&self) -> Vec<(&'static str, &'static str)> {
+        NAV.iter()
+            .filter(|(_, _, need)| need.is_empty() || self.is_admin)
+            .map(|(href, key, _)| (*href, *key))
+            .collect()
+    }
+
+    /// Whether navigation item `key` is this page's.
+    pub fn is_nav(&self, key: impl AsRef<str>) -> bool {
+        self.nav == key.as_ref()
+    }
+
+    /// The other language, for the switch.
+    pub fn other_lang(&self) -> (&'static str, &'static str) {
+        match self.lang {
+            Lang::En => ("zh", "中文"),
+            Lang::Zh => ("en", "English"),
+        }
+    }
+
+    /// An instant in the admin's default zone, to the second.
+    pub fn time(&self, ms: impl Instant) -> String {
+        fmt_ms(ms.ms(), &self.tz)
+    }
+}
+
+/// An instant or none, as templates hand them over (by value or by reference).
+pub trait Instant {
+    fn ms(&self) -> Option<i64>;
+}
+
+impl Instant for i64 {
+    fn ms(&self) -> Option<i64> {
+        Some(*self)
+    }
+}
+
+impl Instant for Option<i64> {
+    fn ms(&self) -> Option<i64> {
+        *self
+    }
+}
+
+impl<T: Instant> Instant for &T {
+    fn ms(&self) -> Option<i64> {
+        (**self).ms()
+    }
+}
+
+/// `2026-11-21 14:03:05`, or `-` for none.
+pub fn fmt_ms(ms: Option<i64>, tz: &TimeZone) -> String {
+    match ms.and_then(|ms| Timestamp::from_millisecond(ms).ok()) {
+        Some(t) => t
+            .to_zoned(tz.clone())
+            .strftime("%Y-%m-%d %H:%M:%S")
+            .to_string(),
+        None => "-".to_owned(),
+    }
+}
+
+/// Reads a `datetime-local` value (`2026-11-21T14:03`, seconds optional) in `tz`.
+pub fn parse_local(s: &str, tz: &TimeZone) -> Option<i64> {
+    let s = s.trim();
+    if s.is_empty() {
+        return None;
+    }
+    let dt: jiff::civil::DateTime = s.parse().ok()?;
+    Some(dt.to_zoned(tz.clone()).ok()?.timestamp().as_millisecond())
+}
+
+/// One choice of a `<select>`.
+pub struct Opt {
+    pub value: String,
+    pub label: String,
+    pub selected: bool,
+}
+
+impl Opt {
+    pub fn list(items: impl IntoIterator<Item = (String, String)>, current: &str) -> Vec<Opt> {
+        items
+            .into_iter()
+            .map(|(value, label)| Opt {
+                selected: value == current,
+                value,
+                label,
+            })
+            .collect()
+    }
+}
+
+/// One form field as the shared field template draws it.
+pub struct Field {
+    pub name: &'static str,
+    pub label: &'static str,
+    /// `text`, `number`, `password`, `select`, `textarea`, `code` or `checkbox`.
+    pub kind: &'static str,
+    pub value: String,
+    pub error: Option<String>,
+    pub hint: &'static str,
+    pub options: Vec<Opt>,
+    /// Spans the whole form row.
+    pub wide: bool,
+}
+
+impl Field {
+    pub fn new(name: &'static str, label: &'static str, kind: &'static str) -> Field {
+        Field {
+            name,
+            label,
+            kind,
+            value: String::new(),
+            error: None,
+            hint: "",
+            options: Vec::new(),
+            wide: matches!(kind, "textarea" | "code"),
+        }
+    }
+
+    pub fn value(mut self, v: impl Into<String>) -> Field {
+        self.value = v.into();
+        self
+    }
+
+    pub fn hint(mut self, h: &'static str) -> Field {
+        self.hint = h;
+        self
+    }
+
+    pub fn options(mut self, o: Vec<Opt>) -> Field {
+        self.options = o;
+        self
+    }
+
+    pub fn checked(&self) -> bool {
+        matches!(self.value.as_str(), "on" | "true" | "1")
+    }
+}
+
+/// Puts errors on their fields; an error no field claims is returned for the page banner.
+pub fn place_errors(fields: &mut [Field], errors: HashMap<String, String>) -> Option<String> {
+    let mut rest = Vec::new();
+    for (name, msg) in errors {
+        match fields.iter_mut().find(|f| f.name == name) {
+            Some(f) => f.error = Some(msg),
+            None => rest.push(msg),
+        }
+    }
+    rest.sort();
+    (!rest.is_empty()).then(|| rest.join("; "))
+}
+
+/// Splits a service error message `field: problem` into the field and the problem.
+pub fn field_error(msg: &str) -> (String, String) {
+    match msg.split_once(": ") {
+        Some((f, m)) if !f.is_empty() && f.chars().all(|c| c.is_ascii_lowercase() || c == '_') => {
+            (f.to_owned(), m.to_owned())
+        }
+        _ => (String::new(), msg.to_owned()),
+    }
+}
+
+/// A submitted `application/x-www-form-urlencoded` form.
+#[derive(Debug, Default)]
+pub struct Form(pub Vec<(String, String)>);
+
+impl Form {
+    pub fn parse(body: &[u8]) -> Form {
+        Form(serde_urlencoded::from_bytes(body).unwrap_or_default())
+    }
+
+    /// The first value of `name`, or "".
+    pub fn get(&self, name: &str) -> &str {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or("")
+    }
+}
+
+/// Renders a page; a template failure is logged and answered with a plain 500.
+pub fn render<T: Template>(t: &T) -> Response {
+    render_status(StatusCode::OK, t)
+}
+
+pub fn render_status<T: Template>(status: StatusCode, t: &T) -> Response {
+    match t.render() {
+        Ok(body) => (status, Html(body)).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "console template failed");
+            (StatusCode::INTERNAL_SERVER_ERROR, "page could not be drawn").into_response()
+        }
+    }
+}
+
+/// A 303 to a path of ours (anything else goes to the dashboard: no open redirects).
+pub fn see_other(to: &str) -> Response {
+    Redirect::to(safe_path(to)).into_response()
+}
+
+/// `to` if it is a local path, else `/`.
+pub fn safe_path(to: &str) -> &str {
+    if to.starts_with('/') && !to.starts_with("//") && !to.contains('\\') {
+        to
+    } else {
+        "/"
+    }
+}
+
+/// `path` with `ok=<key>` added to its query (a translated success banner).
+pub fn with_ok(path: &str, key: &str) -> String {
+    with_param(path, "ok", key)
+}
+
+/// `path` with `err=<message>` added to its query (an error banner).
+pub fn with_err(path: &str, msg: &str) -> String {
+    with_param(path, "err", msg)
+}
+
+fn with_param(path: &str, name: &str, value: &str) -> String {
+    let path = safe_path(path);
+    // Drop an older banner of either kind so they do not pile up.
+    let (base, query) = path.split_once('?').unwrap_or((path, ""));
+    let mut pairs: Vec<(String, String)> = serde_urlencoded::from_str(query).unwrap_or_default();
+    pairs.retain(|(k, _)| k != "ok" && k != "err");
+    pairs.push((name.to_owned(), value.to_owned()));
+    format!(
+        "{base}?{}",
+        serde_urlencoded::to_string(&pairs).unwrap_or_default()
+    )
+}
+
+/// Our CSS and script, compiled into the binary (also in debug builds).
+#[derive(rust_embed::Embed)]
+#[folder = "assets/"]
+struct Assets;
+
+pub async fn asset(Path(file): Path<String>) -> Response {
+    let Some(f) = Assets::get(&file) else {
+        return (StatusCode::NOT_FOUND, "no such asset").into_response();
+    };
+    let kind = match file.rsplit('.').next() {
+        Some("css") => "text/css; charset=utf-8",
+        Some("js") => "text/javascript; charset=utf-8",
+        Some("svg") => "image/svg+xml",
+        _ => "application/octet-stream",
+    };
+    (
+        [
+            (header::CONTENT_TYPE, kind),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+        ],
+        f.data.into_owned(),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn banners_replace_each_other_and_stay_local() {
+        assert_eq!(with_ok("/jobs?text=a", "saved"), "/jobs?text=a&ok=saved");
+        assert_eq!(with_err("/jobs?ok=saved", "no"), "/jobs?err=no");
+        assert_eq!(with_ok("https://evil.example/", "x"), "/?ok=x");
+        assert_eq!(safe_path("//evil.example"), "/");
+    }
+
+    #[test]
+    fn service_errors_split_by_field() {
+        assert_eq!(
+            field_error("schedule_conf: bad cron"),
+            ("schedule_conf".into(), "bad cron".into())
+        );
+        assert_eq!(
+            field_error("job 3 not found"),
+            (String::new(), "job 3 not found".into())
+        );
+    }
+
+    #[test]
+    fn local_times_round_trip() {
+        let tz = TimeZone::get("Asia/Shanghai").unwrap();
+        let ms = parse_local("2026-11-21T14:03", &tz).unwrap();
+        assert_eq!(fmt_ms(Some(ms), &tz), "2026-11-21 14:03:00");
+        assert_eq!(parse_local("", &tz), None);
+    }
+
+    #[test]
+    fn assets_are_embedded() {
+        assert!(Assets::get("console.css").is_some());
+        assert!(Assets::get("console.js").is_some());
+    }
+}

@@ -1,0 +1,337 @@
+//! The harness of the console's browser tests: a real admin (SQLite in a fresh folder) serving
+//! HTTP on a free port, a real executor with script jobs enabled, `chromedriver` on a free
+//! port driving headless Chromium with a fresh profile, helpers that wait on page state with
+//! deadlines, and screenshots saved under the target folder.
+//!
+//! When Chromium or chromedriver is missing, [`Console::start`] fails under `CI` and returns
+//! `None` after a loud SKIP banner otherwise.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use thirtyfour::prelude::*;
+use tickwork_admin::config::ConfigFile;
+use tickwork_admin::{Admin, Running};
+use tickwork_executor::RunningExecutor;
+use tokio::process::{Child, Command};
+use tokio_util::sync::CancellationToken;
+
+/// The first admin's password in every test.
+pub const ADMIN_PASSWORD: &str = "console-test-admin-pw";
+/// The app name of the test executor.
+pub const APP: &str = "console-test";
+/// How long any wait on page state may take.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Writes a line to the real stderr (shown by the test runner).
+pub fn report(line: impl AsRef<str>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{}", line.as_ref());
+}
+
+fn find_binary(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for name in names {
+        for dir in std::env::split_paths(&path) {
+            let p = dir.join(name);
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+/// The folder of the screenshots: `<target>/console-screenshots`.
+pub fn screenshot_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            // The test binary lives in <target>/<profile>/deps.
+            let exe = std::env::current_exe().ok()?;
+            Some(exe.parent()?.parent()?.parent()?.to_path_buf())
+        })
+        .unwrap_or_else(|| PathBuf::from("target"));
+    target.join("console-screenshots")
+}
+
+/// Everything one browser test runs against.
+pub struct Console {
+    pub base: String,
+    pub admin: Admin,
+    pub driver: WebDriver,
+    pub executor: RunningExecutor,
+    running: Option<Running>,
+    stop: CancellationToken,
+    chromedriver: Child,
+    shots: Vec<PathBuf>,
+    prefix: String,
+    _dir: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+impl Console {
+    /// Starts admin, executor, chromedriver and Chromium; `None` (after a SKIP banner) when
+    /// the browser is not installed and `CI` is not set.
+    pub async fn start(test: &str) -> Option<Console> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let chromium = find_binary(&["chromium", "chromium-browser", "google-chrome"]);
+        let chromedriver = find_binary(&["chromedriver"]);
+        let (Some(chromium), Some(chromedriver)) = (chromium, chromedriver) else {
+            let msg =
+                "chromium and chromedriver are needed (apt-get install chromium chromium-driver)";
+            if std::env::var_os("CI").is_some() {
+                panic!("{msg} (CI is set: a failure)");
+            }
+            let bar = "!".repeat(78);
+            report(format!("\n{bar}\nSKIPPED {test}: {msg}\n{bar}"));
+            return None;
+        };
+
+        let dir = tempfile::tempdir().expect("temporary folder");
+        let db = dir.path().join("tw.db");
+        let toml = format!(
+            r#"
+listen = "127.0.0.1:0"
+database_url = "sqlite://{}?mode=rwc"
+data_dir = "{}"
+access_token = "console-test-access"
+api_token = "console-test-api"
+default_time_zone = "UTC"
+
+[scheduler]
+claim_interval_ms = 200
+lookahead_ms = 2000
+
+[auth]
+admin_password = "{ADMIN_PASSWORD}"
+"#,
+            db.display(),
+            dir.path().join("data").display()
+        );
+        let file: ConfigFile = toml::from_str(&toml).expect("admin toml");
+        let config = file.into_config().expect("admin config");
+        let store = tickwork_store::connect(&config.database_url, &Default::default())
+            .await
+            .expect("open the database");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("listener");
+        let base = format!("http://{}", listener.local_addr().expect("address"));
+        let running = Admin::start(config, store).await.expect("admin start");
+        let admin = running.admin.clone();
+        let stop = CancellationToken::new();
+        tokio::spawn(tickwork_admin::http::serve(
+            admin.clone(),
+            listener,
+            stop.clone(),
+        ));
+
+        let executor = tickwork_executor::Executor::builder(APP)
+            .admin_addresses(&base)
+            .access_token("console-test-access")
+            .listen("127.0.0.1:0".parse().expect("address"))
+            .log_folder(dir.path().join("executor-logs"))
+            .scripts_enabled(true)
+            .registry_interval(Duration::from_secs(1))
+            .start()
+            .await
+            .expect("executor start");
+
+        let port = free_port();
+        let child = Command::new(&chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start chromedriver");
+        let driver_url = format!("http://127.0.0.1:{port}");
+        let mut caps = DesiredCapabilities::chrome();
+        caps.set_binary(&chromium.to_string_lossy())
+            .expect("binary");
+        for arg in [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--window-size=1280,900",
+            "--lang=en-US",
+        ] {
+            caps.add_arg(arg).expect("chrome arg");
+        }
+        let profile = dir.path().join("chrome-profile");
+        caps.add_arg(&format!("--user-data-dir={}", profile.display()))
+            .expect("chrome arg");
+        // chromedriver needs a moment to listen.
+        let started = Instant::now();
+        let driver = loop {
+            match WebDriver::new(&driver_url, caps.clone()).await {
+                Ok(d) => break d,
+                Err(e) if started.elapsed() < DEADLINE => {
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("chromedriver did not start a session: {e}"),
+            }
+        };
+        let shots = screenshot_dir();
+        std::fs::create_dir_all(&shots).expect("screenshot folder");
+        Some(Console {
+            base,
+            admin,
+            driver,
+            executor,
+            running: Some(running),
+            stop,
+            chromedriver: child,
+            shots: Vec::new(),
+            prefix: test.to_owned(),
+            _dir: dir,
+        })
+    }
+
+    /// Opens a path of the console.
+    pub async fn open(&self, path: &str) {
+        self.driver
+            .goto(format!("{}{path}", self.base))
+            .await
+            .unwrap_or_else(|e| panic!("open {path}: {e}"));
+    }
+
+    /// Signs in through the login page.
+    pub async fn login(&self, username: &str, password: &str) {
+        self.open("/login").await;
+        self.fill("#username", username).await;
+        self.fill("#password", password).await;
+        self.click("#login-submit").await;
+        self.wait_css("#who").await;
+    }
+
+    /// Signs out with the header's button.
+    pub async fn logout(&self) {
+        self.click("#logout").await;
+        self.wait_css("#login-submit").await;
+    }
+
+    /// The element matching `css`, waiting for it to appear.
+    pub async fn wait_css(&self, css: &str) -> WebElement {
+        self.driver
+            .query(By::Css(css))
+            .wait(DEADLINE, Duration::from_millis(100))
+            .first()
+            .await
+            .unwrap_or_else(|e| panic!("no element {css} within {DEADLINE:?}: {e}"))
+    }
+
+    /// Waits until `check` holds, re-evaluated every 200 ms; panics with `what` at the deadline.
+    pub async fn wait_until<F, Fut>(&self, what: &str, mut check: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let start = Instant::now();
+        while !check().await {
+            if start.elapsed() > DEADLINE {
+                let _ = self.screenshot(&format!("timeout-{}", slug(what))).await;
+                panic!("timed out waiting for {what}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// The text of the element matching `css`, or "" when there is none.
+    pub async fn text(&self, css: &str) -> String {
+        match self.driver.find(By::Css(css)).await {
+            Ok(e) => e.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    }
+
+    /// Whether an element matches `css` now.
+    pub async fn exists(&self, css: &str) -> bool {
+        self.driver
+            .find_all(By::Css(css))
+            .await
+            .map(|v| !v.is_empty())
+            .unwrap_or(false)
+    }
+
+    pub async fn fill(&self, css: &str, value: &str) {
+        let e = self.wait_css(css).await;
+        e.clear().await.expect("clear");
+        e.send_keys(value).await.expect("type");
+    }
+
+    pub async fn select(&self, css: &str, value: &str) {
+        let e = self.wait_css(css).await;
+        let option = e
+            .find(By::Css(format!("option[value='{value}']")))
+            .await
+            .unwrap_or_else(|err| panic!("{css} has no option {value}: {err}"));
+        option.click().await.expect("select");
+    }
+
+    pub async fn click(&self, css: &str) {
+        self.wait_css(css).await.click().await.expect("click");
+    }
+
+    /// Clicks a button that asks "are you sure?" and accepts.
+    pub async fn click_confirmed(&self, css: &str) {
+        self.click(css).await;
+        let start = Instant::now();
+        while self.driver.accept_alert().await.is_err() {
+            assert!(start.elapsed() < DEADLINE, "no confirmation after {css}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Saves a PNG of the page as `<test>-<name>.png` and prints its path.
+    pub async fn screenshot(&self, name: &str) -> PathBuf {
+        let path = screenshot_dir().join(format!("{}-{}.png", self.prefix, slug(name)));
+        let png = self.driver.screenshot_as_png().await.expect("screenshot");
+        std::fs::write(&path, png).expect("write screenshot");
+        report(format!("screenshot: {}", path.display()));
+        path
+    }
+
+    /// Records a screenshot's path for the summary.
+    pub async fn shot(&mut self, name: &str) {
+        let p = self.screenshot(name).await;
+        self.shots.push(p);
+    }
+
+    /// Stops the browser, the executor and the admin.
+    pub async fn finish(mut self) {
+        report(format!(
+            "{}: {} screenshots in {}",
+            self.prefix,
+            self.shots.len(),
+            screenshot_dir().display()
+        ));
+        let _ = self.driver.clone().quit().await;
+        let _ = self.chromedriver.kill().await;
+        let _ = self.executor.shutdown_and_wait().await;
+        self.stop.cancel();
+        if let Some(r) = self.running.take() {
+            r.shutdown().await;
+        }
+        self.admin.store().close().await;
+    }
+}
+
+fn slug(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}

@@ -1,0 +1,304 @@
+//! The console in real headless Chromium: sign in, create a cron job and see its next fire
+//! times, start it, watch its runs appear, follow a live log, kill a long run, edit a script
+//! and restore an old version, a viewer who cannot change anything, and a form with bad input
+//! that shows the error and saves nothing. Every page visited is saved as a PNG.
+
+use thirtyfour::prelude::*;
+use tickwork_admin::Admin;
+use tickwork_console_tests::{ADMIN_PASSWORD, APP, Console};
+use tickwork_protocol::api::{JobQuery, RunQuery};
+
+async fn jobs_total(a: &Admin) -> u64 {
+    a.jobs_list(JobQuery::default())
+        .await
+        .expect("jobs list")
+        .total
+}
+
+/// Creates the executor group of the test executor through the groups page and waits until
+/// the executor shows as a live instance.
+async fn create_group(c: &mut Console) {
+    c.open("/groups").await;
+    c.fill("#f-app_name", APP).await;
+    c.fill("#f-title", "Console test").await;
+    c.click("#create-group").await;
+    c.wait_css("#flash-ok").await;
+    let found = async |c: &Console| {
+        c.open("/groups").await;
+        c.text("#groups-table").await.contains("127.0.0.1")
+    };
+    let start = std::time::Instant::now();
+    while !found(c).await {
+        assert!(
+            start.elapsed() < tickwork_console_tests::DEADLINE,
+            "the executor never showed up"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    c.shot("groups").await;
+}
+
+/// Fills the job form's main fields; returns nothing, the caller saves.
+async fn fill_job(c: &Console, description: &str, kind: &str, conf: &str, script: &str) {
+    c.fill("#f-description", description).await;
+    c.select("#f-schedule_type", kind).await;
+    c.fill("#f-schedule_conf", conf).await;
+    c.select("#f-glue_type", "GLUE_SHELL").await;
+    c.fill("#f-glue_source", script).await;
+}
+
+/// The id of the job whose page is open.
+async fn job_id_of_page(c: &Console) -> i64 {
+    let url = c.driver.current_url().await.expect("url");
+    url.path()
+        .trim_start_matches("/jobs/")
+        .split('/')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not a job page: {url}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_runs_the_console() {
+    let Some(mut c) = Console::start("admin").await else {
+        return;
+    };
+
+    // Sign in.
+    c.open("/").await;
+    c.wait_css("#login-submit").await;
+    c.shot("login").await;
+    c.login("admin", ADMIN_PASSWORD).await;
+    c.shot("dashboard").await;
+
+    create_group(&mut c).await;
+
+    // A cron job: the next fire times follow the schedule as it is typed.
+    c.open("/jobs/new").await;
+    fill_job(
+        &c,
+        "every two seconds",
+        "CRON",
+        "*/2 * * * * ?",
+        "echo hello from tickwork",
+    )
+    .await;
+    c.wait_until("five preview times", || async {
+        c.driver
+            .find_all(By::Css("#preview-body ol.fires li"))
+            .await
+            .map(|v| v.len() == 5)
+            .unwrap_or(false)
+    })
+    .await;
+    c.fill("#f-schedule_conf", "*/2 * * * *  nonsense").await;
+    c.wait_css("#preview-error").await;
+    c.shot("job-form-preview-error").await;
+    c.fill("#f-schedule_conf", "*/2 * * * * ?").await;
+    c.wait_until("the preview to recover", || async {
+        !c.exists("#preview-error").await && c.exists("#preview-body ol.fires li").await
+    })
+    .await;
+    c.shot("job-form").await;
+    c.click("#save").await;
+    c.wait_css("#job-fires").await;
+    let job_id = job_id_of_page(&c).await;
+    let fires = c.driver.find_all(By::Css("#job-fires li")).await.unwrap();
+    assert_eq!(fires.len(), 5, "the job page shows five next fire times");
+
+    // Start it and watch its runs appear.
+    c.click("#start-job").await;
+    c.wait_css("#stop-job").await;
+    c.shot("job-started").await;
+    c.open(&format!("/runs?job_id={job_id}")).await;
+    c.wait_until("a succeeded run of the cron job", || async {
+        c.open(&format!("/runs?job_id={job_id}")).await;
+        c.exists("tr.run-row[data-state='succeeded']").await
+    })
+    .await;
+    c.shot("runs").await;
+
+    // The log of one of its runs.
+    c.click("tr.run-row[data-state='succeeded'] td a").await;
+    c.wait_until("the run's log", || async {
+        c.text("#log").await.contains("hello from tickwork")
+    })
+    .await;
+    c.shot("run-log").await;
+
+    // Stop the cron job again.
+    c.open(&format!("/jobs/{job_id}")).await;
+    c.click("#stop-job").await;
+    c.wait_css("#start-job").await;
+
+    // A long run: run once, follow its live log, kill it.
+    c.open("/jobs/new").await;
+    fill_job(
+        &c,
+        "long script",
+        "NONE",
+        "",
+        "echo long run started\nfor i in $(seq 1 120); do echo tick $i; sleep 1; done",
+    )
+    .await;
+    c.click("#save").await;
+    c.wait_css("#trigger").await;
+    let long_id = job_id_of_page(&c).await;
+    c.fill("#trigger-params", "from the console").await;
+    c.click("#trigger").await;
+    c.wait_css("#log").await;
+    c.wait_until("the live log of the long run", || async {
+        c.text("#log").await.contains("tick 2")
+    })
+    .await;
+    c.shot("run-live-log").await;
+    c.click_confirmed("#kill-run").await;
+    c.wait_css("#flash-ok").await;
+    c.wait_until("the run to be killed", || async {
+        c.text("#run-state").await == "killed"
+    })
+    .await;
+    c.shot("run-killed").await;
+
+    // Bad input: the error is shown at its field, the input kept, nothing saved.
+    let before = jobs_total(&c.admin).await;
+    c.open("/jobs/new").await;
+    fill_job(&c, "bad schedule", "CRON", "61 * * * * ?", "echo never").await;
+    c.click("#save").await;
+    c.wait_css("#err-schedule_conf").await;
+    let kept = c
+        .wait_css("#f-schedule_conf")
+        .await
+        .value()
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert_eq!(kept, "61 * * * * ?", "the input is kept");
+    assert_eq!(
+        c.wait_css("#f-description")
+            .await
+            .value()
+            .await
+            .unwrap()
+            .unwrap_or_default(),
+        "bad schedule"
+    );
+    assert_eq!(jobs_total(&c.admin).await, before, "nothing was saved");
+    c.shot("job-form-bad-input").await;
+
+    // The other pages render.
+    for (path, name) in [
+        ("/jobs", "jobs"),
+        ("/runs", "runs-all"),
+        ("/", "dashboard-after"),
+    ] {
+        c.open(path).await;
+        c.wait_css("main").await;
+        c.shot(name).await;
+    }
+    let runs = c
+        .admin
+        .runs_list(RunQuery::default())
+        .await
+        .expect("runs")
+        .total;
+    assert!(runs >= 2);
+
+    // Edit the long job's script, then restore its first version.
+    c.open(&format!("/jobs/{long_id}/script")).await;
+    c.fill("#script-source", "echo version two").await;
+    c.fill("#script-comment", "second version").await;
+    c.click("#save-script").await;
+    c.wait_css("#flash-ok").await;
+    assert_eq!(c.text("#script-source").await, "echo version two");
+    c.shot("script-saved").await;
+    c.click("#restore-1").await;
+    c.wait_css("#flash-ok").await;
+    c.wait_until("the first version back in the editor", || async {
+        c.text("#script-source").await.contains("long run started")
+    })
+    .await;
+    assert!(c.text("#versions").await.contains("restored version 1"));
+    c.shot("script-restored").await;
+    let job = c.admin.job_get(long_id).await.expect("job");
+    assert!(job.glue_source.contains("long run started"));
+
+    // A viewer, created on the users page.
+    c.open("/users").await;
+    c.fill("#f-username", "viewer1").await;
+    c.fill("#f-password", "viewer-password-1").await;
+    c.select("#f-role", "viewer").await;
+    c.click("#create-user").await;
+    c.wait_css("#flash-ok").await;
+    c.shot("users").await;
+    for (path, name) in [("/tokens", "tokens"), ("/audit", "audit")] {
+        c.open(path).await;
+        c.wait_css("main").await;
+        c.shot(name).await;
+    }
+
+    // Chinese.
+    c.click("#lang-switch").await;
+    c.wait_until("the Chinese page", || async {
+        c.text("nav").await.contains("任务管理")
+    })
+    .await;
+    c.shot("dashboard-zh").await;
+    c.click("#lang-switch").await;
+
+    c.logout().await;
+
+    // The viewer sees everything and can change nothing.
+    c.login("viewer1", "viewer-password-1").await;
+    c.wait_css("#read-only").await;
+    c.open("/jobs").await;
+    c.wait_css("#jobs-table").await;
+    assert!(!c.exists("#new-job").await, "no create button for a viewer");
+    assert!(
+        !c.exists("#jobs-table form").await,
+        "no action buttons for a viewer"
+    );
+    c.shot("viewer-jobs").await;
+    c.open(&format!("/jobs/{job_id}")).await;
+    c.wait_css("#job-fires").await;
+    for control in ["#start-job", "#edit-job", "#delete-job", "#trigger"] {
+        assert!(
+            !c.exists(control).await,
+            "{control} is hidden from a viewer"
+        );
+    }
+    c.shot("viewer-job").await;
+    // A forged form with the viewer's own valid CSRF token: the server refuses it.
+    let forge = |action: &str, token: &str| {
+        format!(
+            "const f = document.createElement('form'); f.method = 'post'; f.action = '{action}';
+             const i = document.createElement('input'); i.name = '_csrf';
+             i.value = {token}; f.appendChild(i); document.body.appendChild(f); f.submit();"
+        )
+    };
+    c.driver
+        .execute(
+            forge(
+                &format!("/jobs/{job_id}/start"),
+                "document.body.dataset.csrf",
+            ),
+            vec![],
+        )
+        .await
+        .expect("forged start");
+    c.wait_css("#flash-err").await;
+    assert!(c.text("#flash-err").await.contains("not allowed"));
+    c.shot("viewer-forbidden").await;
+    let job = c.admin.job_get(job_id).await.expect("job");
+    assert_eq!(job.status, "stopped", "the viewer's start changed nothing");
+    // Without the CSRF token nothing happens either.
+    c.driver
+        .execute(forge(&format!("/jobs/{job_id}/delete"), "'wrong'"), vec![])
+        .await
+        .expect("forged delete");
+    c.wait_css("#message").await;
+    c.admin.job_get(job_id).await.expect("the job still exists");
+    c.shot("viewer-bad-csrf").await;
+
+    c.finish().await;
+}
