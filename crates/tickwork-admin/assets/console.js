@@ -1,5 +1,5 @@
-// Tickwork console script: confirmations, the live schedule preview of the job form, and the
-// live log of a run. Plain browser JavaScript with no dependencies; pages work without it.
+// Tickwork console script: confirmations, the live schedule preview of the job form, the
+// fields of an alarm channel's kind, and the live log of a run. Plain browser JavaScript with no dependencies; pages work without it.
 (function () {
   "use strict";
 
@@ -104,8 +104,33 @@
     poll();
   }
 
+  // The alarm channel form shows only the settings of the chosen kind (all without script).
+  function setupChannelKind() {
+    var form = document.getElementById("channel-form");
+    var kind = document.getElementById("f-kind");
+    if (!form || !kind) { return; }
+    var mail = ["host", "port", "tls", "user", "password", "from", "to"];
+    var keys = {
+      email: mail,
+      webhook: ["url", "secret"], dingtalk: ["url", "secret"], feishu: ["url", "secret"],
+      wecom: ["url"], slack: ["url"]
+    };
+    var all = mail.concat(["url", "secret"]);
+    function show() {
+      var own = keys[kind.value] || all;
+      all.forEach(function (k) {
+        var el = document.getElementById("f-" + k);
+        var field = el && el.closest(".field");
+        if (field) { field.hidden = own.indexOf(k) < 0; }
+      });
+    }
+    kind.addEventListener("change", show);
+    show();
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     setupPreview();
+    setupChannelKind();
     setupLog();
   });
 })();

@@ -1,7 +1,8 @@
 //! The console in real headless Chromium: sign in, create a cron job and see its next fire
 //! times, start it, watch its runs appear, follow a live log, kill a long run, edit a script
 //! and restore an old version, a viewer who cannot change anything, and a form with bad input
-//! that shows the error and saves nothing. Every page visited is saved as a PNG.
+//! that shows the error and saves nothing; an alarm channel created through its page. Every
+//! page visited is saved as a PNG.
 
 use thirtyfour::prelude::*;
 use tickwork_admin::Admin;
@@ -299,6 +300,43 @@ async fn admin_runs_the_console() {
     c.wait_css("#message").await;
     c.admin.job_get(job_id).await.expect("the job still exists");
     c.shot("viewer-bad-csrf").await;
+
+    c.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_creates_an_alarm_channel() {
+    let Some(mut c) = Console::start("alarms").await else {
+        return;
+    };
+    c.open("/").await;
+    c.wait_css("#login-submit").await;
+    c.login("admin", ADMIN_PASSWORD).await;
+
+    // A webhook without a URL: the form comes back with the error and nothing is saved.
+    c.open("/alarms").await;
+    c.wait_css("#channel-form").await;
+    c.fill("#f-name", "ops-hook").await;
+    c.select("#f-kind", "webhook").await;
+    c.fill("#f-secret", "hook-secret").await;
+    c.click("#create-channel").await;
+    c.wait_css("#err-url").await;
+    let kept = c.wait_css("#f-name").await.value().await.expect("value");
+    assert_eq!(kept.as_deref(), Some("ops-hook"), "the input is kept");
+    assert!(!c.text("#channels-table").await.contains("ops-hook"));
+    c.shot("alarm-channel-bad-input").await;
+
+    // With a URL it is created and listed with its URL masked.
+    c.fill("#f-url", "https://hooks.example.invalid/tw/abc?token=xyz")
+        .await;
+    c.fill("#f-secret", "hook-secret").await;
+    c.click("#create-channel").await;
+    c.wait_css("#flash-ok").await;
+    let table = c.text("#channels-table").await;
+    assert!(table.contains("ops-hook"), "listed: {table}");
+    assert!(table.contains("token=***"), "masked: {table}");
+    assert!(!table.contains("xyz") && !table.contains("hook-secret"));
+    c.shot("alarm-channels").await;
 
     c.finish().await;
 }

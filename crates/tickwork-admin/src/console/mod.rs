@@ -1,12 +1,13 @@
 //! The console: server-rendered pages for people (dashboard, jobs, runs, executor groups,
-//! scripts, users, API tokens, audit log) in English and Chinese, with its own CSS and a small
-//! script embedded in the binary.
+//! scripts, users, API tokens, alarm channels, audit log) in English and Chinese, with its own
+//! CSS and a small script embedded in the binary.
 //!
 //! Every page needs a session (else a redirect to `/login`); every form that changes
 //! something carries the session's CSRF token. Changes go through the service layer with the
 //! session's principal, which checks permissions and writes the audit log: the console only
 //! hides what a role cannot use.
 
+mod alarms;
 mod charts;
 mod dashboard;
 mod groups;
@@ -66,6 +67,13 @@ pub fn router() -> Router<Admin> {
         .route("/users/{id}", post(people::user_update))
         .route("/tokens", get(people::tokens).post(people::token_create))
         .route("/tokens/{id}/revoke", post(people::token_revoke))
+        .route("/alarms", get(alarms::list).post(alarms::create))
+        .route(
+            "/alarms/{id}/edit",
+            get(alarms::edit_form).post(alarms::update),
+        )
+        .route("/alarms/{id}/delete", post(alarms::delete))
+        .route("/alarms/{id}/test", post(alarms::test))
         .route("/audit", get(people::audit))
         .layer(axum::middleware::map_response(security_headers))
 }

@@ -3,8 +3,9 @@
 
 use tickwork_core::TriggerType;
 use tickwork_protocol::api::{
-    GroupInput, GroupView, JobInput, JobView, RunView, ScriptInput, ScriptVersionView,
-    TokenCreated, TokenInput, TokenView, TriggerInput, UserInput, UserUpdateInput, UserView,
+    AlarmChannelInput, AlarmChannelView, AlarmTestResult, GroupInput, GroupView, JobInput, JobView,
+    RunView, ScriptInput, ScriptVersionView, TokenCreated, TokenInput, TokenView, TriggerInput,
+    UserInput, UserUpdateInput, UserView,
 };
 
 use super::auth::Principal;
@@ -93,6 +94,29 @@ impl Ops<'_> {
 
     pub async fn token_revoke(&self, id: i64) -> Result<TokenView, Error> {
         self.a.token_revoke(self.p, id).await
+    }
+
+    pub async fn alarm_channel_create(
+        &self,
+        input: AlarmChannelInput,
+    ) -> Result<AlarmChannelView, Error> {
+        self.a.alarm_channel_create(self.p, input).await
+    }
+
+    pub async fn alarm_channel_update(
+        &self,
+        id: i64,
+        input: AlarmChannelInput,
+    ) -> Result<AlarmChannelView, Error> {
+        self.a.alarm_channel_update(self.p, id, input).await
+    }
+
+    pub async fn alarm_channel_delete(&self, id: i64) -> Result<(), Error> {
+        self.a.alarm_channel_delete(self.p, id).await
+    }
+
+    pub async fn alarm_channel_test(&self, id: i64) -> Result<AlarmTestResult, Error> {
+        self.a.alarm_channel_test(self.p, id).await
     }
 }
 

@@ -21,6 +21,7 @@ pub const NAV: &[(&str, &str, &str)] = &[
     ("/groups", "groups", ""),
     ("/users", "users", "admin"),
     ("/tokens", "tokens", ""),
+    ("/alarms", "alarm_channels", ""),
     ("/audit", "audit", "admin"),
 ];
 
