@@ -10,7 +10,6 @@
 //! from `TICKWORK_TEST_POSTGRES` and `TICKWORK_TEST_MYSQL` (see [`TestDb`]).
 
 mod api;
-mod db;
 mod process;
 
 use std::ffi::OsString;
@@ -21,8 +20,8 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 pub use api::{Api, Reply, Run};
-pub use db::{Backend, TestDb};
 pub use process::{Proc, tickwork_bin};
+pub use tickwork_testkit::{Backend, TestDb};
 
 /// The usual deadline of a wait: far beyond what an idle machine needs.
 pub const WAIT: Duration = Duration::from_secs(30);
@@ -120,7 +119,8 @@ where
         .prefix("tickwork-it-")
         .tempdir()
         .expect("temporary folder");
-    let Some(db) = TestDb::create(backend, dir.path()).await else {
+    // The SQLite file lives in the test's folder, kept for inspection when the test fails.
+    let Some(db) = TestDb::create_in(backend, "tw_it", dir.path()).await else {
         return;
     };
     let cluster = Cluster {
@@ -174,7 +174,7 @@ impl Cluster {
         std::fs::write(&config, toml).expect("write admin.toml");
         self.admin_starts += 1;
         let n = self.admin_starts;
-        let db = self.db.as_ref().expect("database").url.clone();
+        let db = self.db.as_ref().expect("database").url().to_owned();
         let args: Vec<OsString> = vec![
             "admin".into(),
             "--listen".into(),

@@ -8,10 +8,10 @@
 //! SIGTERM), built from the code under test rather than from a binary that may be stale. A
 //! child exits when its stdin closes, so none outlives a test that dies.
 //!
-//! Databases: `CREATE DATABASE tw_<pid>_<random>` on the server named by
-//! `TICKWORK_TEST_POSTGRES` / `TICKWORK_TEST_MYSQL` (defaults: the local test servers), dropped
-//! afterwards. An unreachable server skips the test with a loud banner, or fails it when `CI`
-//! is set.
+//! Databases come from `tickwork-testkit`: `CREATE DATABASE tw_<pid>_<random>` on the server
+//! named by `TICKWORK_TEST_POSTGRES` / `TICKWORK_TEST_MYSQL` (defaults: the local test servers),
+//! dropped afterwards. An unreachable server skips the test with a loud banner, or fails it
+//! when `CI` is set. On MySQL/MariaDB each database also gets a user of its own, for outages.
 
 #![allow(dead_code)]
 
@@ -32,22 +32,14 @@ use tickwork_admin::config::ConfigFile;
 use tickwork_admin::{Admin, Running};
 use tickwork_executor::{Executor as SdkExecutor, JobContext, JobOutcome, RunningExecutor};
 use tickwork_store::{PageReq, Run, RunFilter, Store, StoreOptions};
+use tickwork_testkit::with_user;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
+pub use tickwork_testkit::Backend;
+
 pub const API_TOKEN: &str = "cluster-test-api-token";
-
-const POSTGRES_DEFAULT: &str = "postgres://postgres@127.0.0.1:5432/test";
-const MYSQL_DEFAULT: &str = "mysql://root@127.0.0.1:3306/test";
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    Sqlite,
-    Postgres,
-    MySql,
-}
 
 /// Milliseconds since the epoch.
 pub fn now_ms() -> i64 {
@@ -61,7 +53,8 @@ pub fn report(line: impl AsRef<str>) {
 
 // ---- databases ----
 
-/// A fresh database, dropped by [`TestDb::drop_database`] (or, after a panic, on drop).
+/// A fresh database (from `tickwork-testkit`) and the test's executor token, dropped by
+/// [`TestDb::drop_database`] (or, after a panic, on drop).
 pub struct TestDb {
     pub backend: Backend,
     /// What the admins connect with.
@@ -69,123 +62,42 @@ pub struct TestDb {
     /// The executors' access token of this test: one per database, so that an executor never
     /// talks to an admin of another test (a dead admin's port can be handed out again).
     pub token: String,
-    server: Option<Server>,
-    _dir: Option<tempfile::TempDir>,
-}
-
-struct Server {
-    backend: Backend,
-    admin_url: String,
-    name: String,
+    db: tickwork_testkit::TestDb,
     /// MySQL: the database's own user, which an outage locks.
     user: Option<String>,
-}
-
-impl Server {
-    async fn drop_all(&self) {
-        let mut statements = vec![match self.backend {
-            Backend::Postgres => format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
-            _ => format!("DROP DATABASE IF EXISTS {}", self.name),
-        }];
-        if let Some(user) = &self.user {
-            statements.push(format!("DROP USER IF EXISTS '{user}'@'%'"));
-        }
-        for sql in statements {
-            if let Err(e) = server_execute(self.backend, &self.admin_url, &sql).await {
-                report(format!("note: cleanup `{sql}` failed: {e}"));
-            }
-        }
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        if let Some(server) = self.server.take() {
-            let _ = std::thread::spawn(move || {
-                if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    rt.block_on(server.drop_all());
-                }
-            })
-            .join();
-        }
-    }
 }
 
 impl TestDb {
     /// A fresh database on `backend`, or `None` (after a loud banner) when its server is not
     /// reachable outside CI.
     pub async fn create(backend: Backend) -> Option<TestDb> {
-        match backend {
-            Backend::Sqlite => {
-                let dir = tempfile::tempdir().expect("temporary folder");
-                let url = format!("sqlite://{}?mode=rwc", dir.path().join("tw.db").display());
-                Some(TestDb {
-                    backend,
-                    url,
-                    token: new_token(),
-                    server: None,
-                    _dir: Some(dir),
-                })
+        let mut db = tickwork_testkit::TestDb::create(backend, "tw").await?;
+        let mut url = db.url().to_owned();
+        let mut user = None;
+        if backend == Backend::MySql {
+            // A user of its own, so that an outage can lock it out without touching anyone
+            // else's connections; dropped after the database.
+            let name = db.name().expect("a server database").to_owned();
+            let u = format!("twu_{}", name.trim_start_matches("tw_"));
+            db.cleanup_after(format!("DROP USER IF EXISTS '{u}'@'%'"));
+            for sql in [
+                format!("CREATE USER '{u}'@'%' IDENTIFIED BY 'pw'"),
+                format!("GRANT ALL PRIVILEGES ON {name}.* TO '{u}'@'%'"),
+            ] {
+                db.execute(&sql)
+                    .await
+                    .unwrap_or_else(|e| panic!("`{sql}`: {e}"));
             }
-            Backend::Postgres | Backend::MySql => {
-                let (env, default, what) = if backend == Backend::Postgres {
-                    ("TICKWORK_TEST_POSTGRES", POSTGRES_DEFAULT, "PostgreSQL")
-                } else {
-                    ("TICKWORK_TEST_MYSQL", MYSQL_DEFAULT, "MySQL/MariaDB")
-                };
-                let admin_url = std::env::var(env).unwrap_or_else(|_| default.to_owned());
-                let suffix = format!("{}_{:010x}", std::process::id(), fastrand::u64(..) >> 24);
-                let name = format!("tw_{suffix}");
-                let create = if backend == Backend::Postgres {
-                    format!("CREATE DATABASE {name}")
-                } else {
-                    format!("CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-                };
-                if let Err(e) = server_execute(backend, &admin_url, &create).await {
-                    if std::env::var_os("CI").is_some() {
-                        panic!("{what} not reachable at {admin_url}: {e} (CI is set: a failure)");
-                    }
-                    let bar = "!".repeat(78);
-                    report(format!(
-                        "\n{bar}\nSKIPPED: {what} not reachable at {admin_url}: {e}\n{bar}"
-                    ));
-                    return None;
-                }
-                let mut server = Server {
-                    backend,
-                    admin_url: admin_url.clone(),
-                    name: name.clone(),
-                    user: None,
-                };
-                let url = if backend == Backend::MySql {
-                    // A user of its own, so that an outage can lock it out without touching
-                    // anyone else's connections.
-                    let user = format!("twu_{suffix}");
-                    for sql in [
-                        format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'"),
-                        format!("GRANT ALL PRIVILEGES ON {name}.* TO '{user}'@'%'"),
-                    ] {
-                        server_execute(backend, &admin_url, &sql)
-                            .await
-                            .unwrap_or_else(|e| panic!("`{sql}`: {e}"));
-                    }
-                    server.user = Some(user.clone());
-                    with_user(&with_database(&admin_url, &name), &user, "pw")
-                } else {
-                    with_database(&admin_url, &name)
-                };
-                Some(TestDb {
-                    backend,
-                    url,
-                    token: new_token(),
-                    server: Some(server),
-                    _dir: None,
-                })
-            }
+            url = with_user(&url, &u, "pw");
+            user = Some(u);
         }
+        Some(TestDb {
+            backend,
+            url,
+            token: new_token(),
+            db,
+            user,
+        })
     }
 
     /// Opens a store on the database (and applies the migrations).
@@ -199,33 +111,35 @@ impl TestDb {
             .expect("open the test database")
     }
 
+    /// Runs `sql` on the server, panicking when it fails.
+    async fn must_execute(&self, sql: &str) {
+        self.db
+            .execute(sql)
+            .await
+            .unwrap_or_else(|e| panic!("`{sql}`: {e}"));
+    }
+
     /// Makes the database refuse every connection and ends the open ones: PostgreSQL stops
     /// accepting connections to it (`ALLOW_CONNECTIONS false`) and terminates its sessions;
     /// MySQL/MariaDB locks the database's user (`ACCOUNT LOCK`) and kills its connections.
     pub async fn deny_connections(&self) {
-        let server = self.server.as_ref().expect("a server database");
         match self.backend {
             Backend::Postgres => {
-                let name = &server.name;
-                for sql in [
-                    format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false"),
-                    format!(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                         WHERE datname = '{name}' AND pid <> pg_backend_pid()"
-                    ),
-                ] {
-                    server_execute(self.backend, &server.admin_url, &sql)
-                        .await
-                        .unwrap_or_else(|e| panic!("`{sql}`: {e}"));
-                }
+                let name = self.db.name().expect("a server database");
+                self.must_execute(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false"))
+                    .await;
+                self.must_execute(&format!(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                     WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+                ))
+                .await;
             }
             Backend::MySql => {
-                let user = server.user.as_deref().expect("database user");
-                let lock = format!("ALTER USER '{user}'@'%' ACCOUNT LOCK");
-                server_execute(self.backend, &server.admin_url, &lock)
-                    .await
-                    .unwrap_or_else(|e| panic!("`{lock}`: {e}"));
-                let mut conn = sqlx::mysql::MySqlConnectOptions::from_str(&server.admin_url)
+                let user = self.user.as_deref().expect("database user");
+                self.must_execute(&format!("ALTER USER '{user}'@'%' ACCOUNT LOCK"))
+                    .await;
+                let server_url = self.db.server_url().expect("a server database");
+                let mut conn = sqlx::mysql::MySqlConnectOptions::from_str(server_url)
                     .expect("server url")
                     .connect()
                     .await
@@ -251,86 +165,27 @@ impl TestDb {
 
     /// Ends the outage of [`TestDb::deny_connections`].
     pub async fn allow_connections(&self) {
-        let server = self.server.as_ref().expect("a server database");
         let sql = match self.backend {
-            Backend::Postgres => format!("ALTER DATABASE {} ALLOW_CONNECTIONS true", server.name),
+            Backend::Postgres => format!(
+                "ALTER DATABASE {} ALLOW_CONNECTIONS true",
+                self.db.name().expect("a server database")
+            ),
             Backend::MySql => format!(
                 "ALTER USER '{}'@'%' ACCOUNT UNLOCK",
-                server.user.as_deref().expect("database user")
+                self.user.as_deref().expect("database user")
             ),
             Backend::Sqlite => unreachable!("no outage for SQLite"),
         };
-        server_execute(self.backend, &server.admin_url, &sql)
-            .await
-            .unwrap_or_else(|e| panic!("`{sql}`: {e}"));
+        self.must_execute(&sql).await;
     }
 
-    pub async fn drop_database(mut self) {
-        if let Some(server) = self.server.take() {
-            server.drop_all().await;
-        }
+    pub async fn drop_database(self) {
+        self.db.drop_database().await;
     }
 }
 
 fn new_token() -> String {
     format!("token-{:016x}", fastrand::u64(..))
-}
-
-/// Runs one statement on the server over a connection of its own.
-async fn server_execute(backend: Backend, url: &str, sql: &str) -> Result<(), String> {
-    let work = async {
-        match backend {
-            Backend::Postgres => {
-                let mut conn = sqlx::postgres::PgConnectOptions::from_str(url)?
-                    .connect()
-                    .await?;
-                conn.execute(sqlx::AssertSqlSafe(sql.to_owned())).await?;
-                conn.close().await
-            }
-            Backend::MySql => {
-                let mut conn = sqlx::mysql::MySqlConnectOptions::from_str(url)?
-                    .connect()
-                    .await?;
-                conn.execute(sqlx::AssertSqlSafe(sql.to_owned())).await?;
-                conn.close().await
-            }
-            Backend::Sqlite => Ok(()),
-        }
-    };
-    match tokio::time::timeout(CONNECT_TIMEOUT, work).await {
-        Ok(result) => result.map_err(|e| e.to_string()),
-        Err(_) => Err(format!("no answer within {CONNECT_TIMEOUT:?}")),
-    }
-}
-
-/// `url` with its database name replaced by `name`, keeping any query string.
-fn with_database(url: &str, name: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let authority_start = base.find("://").map_or(0, |i| i + 3);
-    let host_end = base[authority_start..]
-        .find('/')
-        .map_or(base.len(), |i| authority_start + i);
-    let mut out = format!("{}/{name}", &base[..host_end]);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
-}
-
-/// `url` with its credentials replaced.
-fn with_user(url: &str, user: &str, password: &str) -> String {
-    let start = url.find("://").map_or(0, |i| i + 3);
-    let rest = &url[start..];
-    let host = match (rest.find('@'), rest.find('/')) {
-        (Some(at), Some(slash)) if at < slash => &rest[at + 1..],
-        (Some(at), None) => &rest[at + 1..],
-        _ => rest,
-    };
-    format!("{}{user}:{password}@{host}", &url[..start])
 }
 
 // ---- child processes ----
@@ -904,27 +759,6 @@ pub fn env_secs(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_get_their_database_and_user_replaced() {
-        assert_eq!(
-            with_database("mysql://root@127.0.0.1:3306/test?ssl-mode=disabled", "x"),
-            "mysql://root@127.0.0.1:3306/x?ssl-mode=disabled"
-        );
-        assert_eq!(
-            with_user("mysql://root@127.0.0.1:3306/x", "u", "pw"),
-            "mysql://u:pw@127.0.0.1:3306/x"
-        );
-        assert_eq!(
-            with_user("mysql://127.0.0.1:3306/x", "u", "pw"),
-            "mysql://u:pw@127.0.0.1:3306/x"
-        );
-    }
 }
 
 // ---- an HTTP receiver for webhooks ----
