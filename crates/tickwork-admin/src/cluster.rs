@@ -16,8 +16,7 @@ use std::time::Duration;
 use tickwork_core::misfire::{self, FireDecision};
 use tickwork_core::{MisfireStrategy, TriggerType};
 use tickwork_store::{
-    AdoptParams, CatchUp, CatchUpQuery, LeaseKey, LeaseRequest, MarkMisfired, NodeBeat, OwnedRuns,
-    Run,
+    AdoptParams, CatchUp, LeaseKey, LeaseRequest, MarkMisfired, NodeBeat, OwnedRuns, Run,
 };
 use tracing::{debug, info, warn};
 
@@ -437,29 +436,17 @@ impl Admin {
 
     async fn catch_up(&self, run: Run, late_since: i64, now: i64) -> CatchUpOutcome {
         let store = &self.inner.store;
-        // A run that already is a catch-up stays the one; otherwise the job may have one for
-        // these fires from a claim, on this node or another.
-        if run.trigger_type != TriggerType::Misfire {
-            let query = CatchUpQuery {
-                job_id: run.job_id,
-                since: late_since,
-            };
-            match store.runs_catch_up_exists(query).await {
-                Ok(true) => return CatchUpOutcome::Misfire(run),
-                Ok(false) => {}
-                Err(e) => {
-                    warn!(run_id = run.id, error = %e, "catch-up check failed; run held");
-                    self.hold(run, "catch-up check failed");
-                    return CatchUpOutcome::Gone;
-                }
-            }
-        }
         let request = CatchUp {
             run_id: run.id,
             node_id: self.inner.config.node_id.clone(),
             at: now,
+            late_since,
         };
         match store.run_catch_up(request).await {
+            // The job has its catch-up already, from a claim or another node.
+            Ok(Some(same)) if same.trigger_type != TriggerType::Misfire => {
+                CatchUpOutcome::Misfire(same)
+            }
             Ok(Some(caught)) => {
                 info!(
                     run_id = caught.id,

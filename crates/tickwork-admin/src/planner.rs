@@ -3,7 +3,7 @@
 //! claim transaction.
 
 use tickwork_core::schedule::Schedule;
-use tickwork_core::{ScheduleType, TriggerType, misfire};
+use tickwork_core::{ScheduleType, misfire};
 use tickwork_store::{Job, JobPlan, PlannedFire};
 
 /// `next_fire_at` of a fixed-delay job whose run is under way: the completion sets the real
@@ -18,18 +18,6 @@ pub struct PlanLimits {
     pub max_fires_per_job: usize,
 }
 
-/// The trigger type a job's own schedule gives its runs.
-pub fn scheduled_trigger_type(kind: ScheduleType) -> TriggerType {
-    match kind {
-        ScheduleType::Cron => TriggerType::Cron,
-        ScheduleType::FixRate => TriggerType::FixRate,
-        ScheduleType::FixDelay => TriggerType::FixDelay,
-        ScheduleType::Once => TriggerType::Once,
-        // A job with no schedule is never claimed; if it is, it fires nothing.
-        ScheduleType::None => TriggerType::Manual,
-    }
-}
-
 /// Plans one claimed job at `now`. `schedule` is the job's parsed schedule (`None` when it no
 /// longer parses: the job is stopped rather than fired wrongly).
 pub fn plan_job(job: &Job, schedule: Option<&Schedule>, now: i64, limits: PlanLimits) -> JobPlan {
@@ -37,7 +25,7 @@ pub fn plan_job(job: &Job, schedule: Option<&Schedule>, now: i64, limits: PlanLi
         return JobPlan::default();
     };
     let kind = schedule.kind();
-    let trigger = scheduled_trigger_type(kind);
+    let trigger = kind.trigger_type();
     let until = now.saturating_add(limits.lookahead_ms);
 
     // Every fire in [first, until], capped: the cap keeps a 10 ms job from writing a huge
@@ -88,8 +76,8 @@ pub fn plan_job(job: &Job, schedule: Option<&Schedule>, now: i64, limits: PlanLi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tickwork_core::MisfireStrategy;
     use tickwork_core::run::RunState;
+    use tickwork_core::{MisfireStrategy, TriggerType};
     use tickwork_store::{JobSpec, JobStatus};
 
     fn job(kind: ScheduleType, conf: &str, next: i64, misfire: MisfireStrategy) -> (Job, Schedule) {

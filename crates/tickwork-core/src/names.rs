@@ -178,6 +178,20 @@ named_enum! {
     }
 }
 
+impl ScheduleType {
+    /// The trigger type a job's own schedule gives its runs.
+    pub const fn trigger_type(self) -> TriggerType {
+        match self {
+            ScheduleType::Cron => TriggerType::Cron,
+            ScheduleType::FixRate => TriggerType::FixRate,
+            ScheduleType::FixDelay => TriggerType::FixDelay,
+            ScheduleType::Once => TriggerType::Once,
+            // A job with no schedule is never claimed; if it is, it fires nothing.
+            ScheduleType::None => TriggerType::Manual,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

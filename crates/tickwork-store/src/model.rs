@@ -616,14 +616,9 @@ pub struct CatchUp {
     pub run_id: i64,
     pub node_id: String,
     pub at: i64,
-}
-
-/// Whether job `job_id` has a catch-up run (trigger type `misfire`) scheduled at or after
-/// `since`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CatchUpQuery {
-    pub job_id: i64,
-    pub since: i64,
+    /// The earliest late fire of the job: a catch-up of the job scheduled at or after it
+    /// (written by a claim, or by another node) already covers this run.
+    pub late_since: i64,
 }
 
 /// Runs that look lost: `dispatched` before `dispatched_before`, and their executor has not

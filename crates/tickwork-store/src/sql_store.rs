@@ -524,6 +524,7 @@ impl<B: Backend> SqlStore<B> {
             next.push((job.id, plan.next_fire_at));
         }
 
+        Self::skip_second_catch_ups(&mut tx, &jobs, &mut fires).await?;
         let ids = Self::insert_fires(&mut tx, &jobs, &fires, params).await?;
 
         let mut last_fire: HashMap<i64, i64> = HashMap::new();
@@ -581,6 +582,56 @@ impl<B: Backend> SqlStore<B> {
         }
         result.runs.sort_by_key(|r| (r.scheduled_at, r.id));
         Ok(result)
+    }
+
+    /// A job gets one catch-up for its late fires (FIRE_ONCE_NOW). After an outage a node
+    /// may have made one of the job's earlier planned runs that catch-up (see
+    /// [`Store::run_catch_up`]); then this claim records its own catch-up as misfired. The
+    /// job's row lock, held here and taken by `run_catch_up`, orders the two.
+    async fn skip_second_catch_ups(
+        conn: &mut Conn<B>,
+        jobs: &[Job],
+        fires: &mut [NewFire],
+    ) -> Result<(), Error> {
+        // Per job given a catch-up: its earliest late fire.
+        let mut late_since: HashMap<i64, i64> = HashMap::new();
+        for f in fires.iter() {
+            let job_id = jobs[f.job].id;
+            if f.fire.trigger_type == TriggerType::Misfire && f.fire.state == RunState::Planned {
+                late_since.entry(job_id).or_insert(i64::MAX);
+            }
+        }
+        if late_since.is_empty() {
+            return Ok(());
+        }
+        for f in fires.iter() {
+            let late =
+                f.fire.state == RunState::Misfired || f.fire.trigger_type == TriggerType::Misfire;
+            if let (true, Some(since)) = (late, late_since.get_mut(&jobs[f.job].id)) {
+                *since = (*since).min(f.fire.fire_key);
+            }
+        }
+        let mut q =
+            Query::new("SELECT job_id, MAX(scheduled_at) FROM tw_runs WHERE trigger_type = ")
+                .one_off();
+        q.push_bind(TriggerType::Misfire.as_str())
+            .push(" AND job_id IN ");
+        q.push_list(late_since.keys().copied());
+        q.push(" GROUP BY job_id");
+        let caught: HashSet<i64> = B::fetch_all::<(i64, i64)>(conn, q)
+            .await?
+            .into_iter()
+            .filter(|(job_id, at)| late_since.get(job_id).is_some_and(|since| at >= since))
+            .map(|(job_id, _)| job_id)
+            .collect();
+        for f in fires.iter_mut() {
+            let job = &jobs[f.job];
+            if caught.contains(&job.id) && f.fire.trigger_type == TriggerType::Misfire {
+                f.fire =
+                    PlannedFire::misfired(f.fire.fire_key, job.spec.schedule_type.trigger_type());
+            }
+        }
+        Ok(())
     }
 
     /// Writes the fires with multi-row inserts that skip ledger collisions, and returns the
@@ -1496,6 +1547,42 @@ impl<B: Backend> Store for SqlStore<B> {
     }
 
     async fn run_catch_up(&self, catch_up: CatchUp) -> Result<Option<Run>, Error> {
+        let mut tx = B::begin_write(&self.pool).await?;
+        // The job's row lock orders this against a claim of the same job, which may write a
+        // catch-up of its own (see `skip_second_catch_ups`).
+        let lock = Query::new(format!(
+            "SELECT id FROM tw_jobs WHERE id = (SELECT job_id FROM tw_runs WHERE id = ?){}",
+            B::KIND.for_update()
+        ))
+        .bind(catch_up.run_id);
+        B::fetch_all::<(i64,)>(&mut *tx, lock).await?;
+        let find = Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs WHERE id = ?"))
+            .bind(catch_up.run_id);
+        let Some(run) = B::fetch_all::<RunRow>(&mut *tx, find).await?.pop() else {
+            tx.commit().await?;
+            return Ok(None);
+        };
+        let run = Run::try_from(run)?;
+        if run.state != RunState::Planned
+            || run.owner_node.as_deref() != Some(catch_up.node_id.as_str())
+        {
+            tx.commit().await?;
+            return Ok(None);
+        }
+        if run.trigger_type != TriggerType::Misfire {
+            let exists = Query::new(
+                "SELECT id FROM tw_runs WHERE job_id = ? AND trigger_type = ? \
+                 AND scheduled_at >= ? LIMIT 1",
+            )
+            .bind(run.job_id)
+            .bind(TriggerType::Misfire.as_str())
+            .bind(catch_up.late_since);
+            if !B::fetch_all::<(i64,)>(&mut *tx, exists).await?.is_empty() {
+                // The job has its catch-up already: this run stays as it is, to be misfired.
+                tx.commit().await?;
+                return Ok(Some(run));
+            }
+        }
         let q = Query::new(
             "UPDATE tw_runs SET scheduled_at = ?, trigger_type = ? \
              WHERE id = ? AND state = 'planned' AND owner_node = ?",
@@ -1504,21 +1591,13 @@ impl<B: Backend> Store for SqlStore<B> {
         .bind(TriggerType::Misfire.as_str())
         .bind(catch_up.run_id)
         .bind(catch_up.node_id.as_str());
-        if self.execute(q).await? == 0 {
-            return Ok(None);
-        }
-        self.run_find(catch_up.run_id).await
-    }
-
-    async fn runs_catch_up_exists(&self, query: CatchUpQuery) -> Result<bool, Error> {
-        let q = Query::new(
-            "SELECT id FROM tw_runs WHERE job_id = ? AND trigger_type = ? \
-             AND scheduled_at >= ? LIMIT 1",
-        )
-        .bind(query.job_id)
-        .bind(TriggerType::Misfire.as_str())
-        .bind(query.since);
-        Ok(self.fetch_optional::<(i64,)>(q).await?.is_some())
+        B::execute(&mut *tx, q).await?;
+        tx.commit().await?;
+        Ok(Some(Run {
+            scheduled_at: catch_up.at,
+            trigger_type: TriggerType::Misfire,
+            ..run
+        }))
     }
 
     async fn runs_find_lost(&self, query: LostQuery) -> Result<Vec<Run>, Error> {

@@ -162,11 +162,11 @@ pub trait Store: Send + Sync + 'static {
     async fn runs_mark_misfired(&self, misfired: MarkMisfired) -> Result<u64, Error>;
 
     /// Makes a planned run of `node_id` its job's catch-up: it fires at `at` with trigger type
-    /// `misfire`. `None` when the run is no longer planned or no longer `node_id`'s.
+    /// `misfire`, unless the job already has a catch-up scheduled at or after `late_since`
+    /// (then the run comes back unchanged, for the caller to misfire). Checked and written
+    /// under the job's row lock, so that a claim and a takeover never both catch up. `None`
+    /// when the run is no longer planned or no longer `node_id`'s.
     async fn run_catch_up(&self, catch_up: CatchUp) -> Result<Option<Run>, Error>;
-
-    /// Whether the job already has a catch-up run scheduled at or after `since`.
-    async fn runs_catch_up_exists(&self, query: CatchUpQuery) -> Result<bool, Error>;
 
     /// Dispatched runs that look lost (see [`LostQuery`]), oldest dispatch first. The caller
     /// completes them as `lost` through the usual completion path.

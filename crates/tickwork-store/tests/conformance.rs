@@ -2178,7 +2178,6 @@ async fn misfire_marking_catch_up_and_ownership(ctx: Ctx) {
     let store = &*ctx.store;
     let g = group(store, "misfire").await;
     let job = running_job(store, g.id, "misfire", NOW).await;
-    let other_job = running_job(store, g.id, "misfire-other", NOW + 3_600_000).await;
     let claimed = store
         .jobs_claim_due(claim("me", NOW, 400, 1), &fixed_rate(100, NOW + 400))
         .await
@@ -2240,17 +2239,12 @@ async fn misfire_marking_catch_up_and_ownership(ctx: Ctx) {
     assert_eq!(again, 0);
 
     // The catch-up keeps the ledger key and moves the instant.
-    let since = NOW + 9_500;
-    let query = CatchUpQuery {
-        job_id: job.id,
-        since,
-    };
-    assert!(!store.runs_catch_up_exists(query).await.unwrap());
     let caught = store
         .run_catch_up(CatchUp {
             run_id: runs[3].id,
             node_id: "me".to_owned(),
             at: NOW + 9_500,
+            late_since: NOW,
         })
         .await
         .unwrap()
@@ -2259,25 +2253,33 @@ async fn misfire_marking_catch_up_and_ownership(ctx: Ctx) {
     assert_eq!(caught.trigger_type, TriggerType::Misfire);
     assert_eq!(caught.fire_key, runs[3].fire_key);
     assert_eq!(caught.state, RunState::Planned);
-    assert!(store.runs_catch_up_exists(query).await.unwrap());
-    assert!(
-        !store
-            .runs_catch_up_exists(CatchUpQuery {
-                job_id: job.id,
-                since: since + 1
-            })
-            .await
-            .unwrap()
-    );
-    assert!(
-        !store
-            .runs_catch_up_exists(CatchUpQuery {
-                job_id: other_job.id,
-                since: 0
-            })
-            .await
-            .unwrap()
-    );
+    // The job has its catch-up now: another late run of it comes back unchanged, to be
+    // misfired, however it got there (the second node of a takeover, say).
+    let second = store
+        .run_catch_up(CatchUp {
+            run_id: runs[2].id,
+            node_id: "me".to_owned(),
+            at: NOW + 9_600,
+            late_since: NOW,
+        })
+        .await
+        .unwrap()
+        .expect("planned run of me");
+    assert_eq!(second, store.run_get(runs[2].id).await.unwrap());
+    assert_eq!(second.trigger_type, TriggerType::FixRate);
+    assert_eq!(second.scheduled_at, runs[2].scheduled_at);
+    // A catch-up before the late fires began does not count.
+    let other_late = store
+        .run_catch_up(CatchUp {
+            run_id: runs[2].id,
+            node_id: "me".to_owned(),
+            at: NOW + 9_700,
+            late_since: NOW + 9_501,
+        })
+        .await
+        .unwrap()
+        .expect("planned run of me");
+    assert_eq!(other_late.trigger_type, TriggerType::Misfire);
     // Not "me"'s, or no longer planned: nothing happens.
     for (run_id, node) in [
         (foreign.id, "me"),
@@ -2289,11 +2291,84 @@ async fn misfire_marking_catch_up_and_ownership(ctx: Ctx) {
                 run_id,
                 node_id: node.to_owned(),
                 at: NOW,
+                late_since: NOW,
             })
             .await
             .unwrap();
         assert_eq!(none, None);
     }
+}
+
+/// A planner giving a due job's first fire as misfired and the next as its catch-up.
+fn catch_up_planner(job: &Job, now: i64) -> JobPlan {
+    let first = job.next_fire_at.expect("a claimed job has a next fire");
+    JobPlan {
+        fires: vec![
+            PlannedFire::misfired(first, TriggerType::FixRate),
+            PlannedFire {
+                fire_key: first + 100,
+                scheduled_at: now,
+                trigger_type: TriggerType::Misfire,
+                state: RunState::Planned,
+            },
+        ],
+        next_fire_at: Some(now + 3_600_000),
+    }
+}
+
+async fn one_catch_up_per_job_between_claims_and_takeovers(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "catch-up").await;
+    // A job whose planned runs a node took over after an outage, and made one its catch-up.
+    let taken = running_job(store, g.id, "taken-over", NOW).await;
+    let runs = store
+        .jobs_claim_due(claim("b", NOW, 200, 10), &fixed_rate(100, NOW + 200))
+        .await
+        .unwrap()
+        .runs;
+    let caught = store
+        .run_catch_up(CatchUp {
+            run_id: runs[0].id,
+            node_id: "b".to_owned(),
+            at: NOW + 9_000,
+            late_since: NOW,
+        })
+        .await
+        .unwrap()
+        .expect("planned run of b");
+    assert_eq!(caught.trigger_type, TriggerType::Misfire);
+    // A job nobody caught up.
+    let fresh = running_job(store, g.id, "fresh", NOW + 5_000).await;
+
+    // The claim after the outage: the taken-over job's catch-up is recorded as misfired.
+    let claimed = store
+        .jobs_claim_due(claim("a", NOW + 9_000, 0, 10), &catch_up_planner)
+        .await
+        .unwrap();
+    assert_eq!(claimed.jobs, 2);
+    let fired: Vec<(i64, TriggerType)> = claimed
+        .runs
+        .iter()
+        .map(|r| (r.job_id, r.trigger_type))
+        .collect();
+    assert_eq!(fired, [(fresh.id, TriggerType::Misfire)]);
+    assert_eq!(claimed.misfired, 3);
+    let taken_runs = all_runs(store, Some(taken.id)).await;
+    let catch_ups: Vec<i64> = taken_runs
+        .iter()
+        .filter(|r| r.trigger_type == TriggerType::Misfire)
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(
+        catch_ups,
+        [caught.id],
+        "one catch-up for the job: {taken_runs:?}"
+    );
+    let skipped = taken_runs
+        .iter()
+        .find(|r| r.fire_key == Some(NOW + 400))
+        .expect("the claim's catch-up fire is in the ledger");
+    assert_eq!(skipped.state, RunState::Misfired);
 }
 
 async fn lost_run_selection(ctx: Ctx) {
@@ -3702,6 +3777,7 @@ conformance!(
     adopt_orphaned_takes_runs_of_dead_and_departed_nodes,
     adoption_race_two_adopters_never_share_a_run,
     misfire_marking_catch_up_and_ownership,
+    one_catch_up_per_job_between_claims_and_takeovers,
     lost_run_selection,
     alarms_are_queued_once,
     retention_purges_in_batches,
