@@ -212,11 +212,17 @@ fn announce_console(addr: std::net::SocketAddr, generated: Option<&str>) -> std:
     match generated {
         Some(password) => {
             let rule = "=".repeat(72);
+            let user = tickwork_admin::auth::FIRST_ADMIN;
+            writeln!(err, "{rule}")?;
+            writeln!(err, " First start: created the console account {user:?}.")?;
+            writeln!(err, " Console:  {url}")?;
+            writeln!(err, " Login:    {user}")?;
+            writeln!(err, " Password: {password}")?;
             writeln!(
                 err,
-                "{rule}\n First start: created the console account {user:?}.\n                  Console:  {url}\n Login:    {user}\n Password: {password}\n                  This password is shown only this once; change it after logging in.\n{rule}",
-                user = tickwork_admin::auth::FIRST_ADMIN,
+                " This password is shown only this once; change it after logging in."
             )?;
+            writeln!(err, "{rule}")?;
         }
         None => writeln!(err, "console: {url}")?,
     }
