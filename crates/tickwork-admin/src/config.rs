@@ -250,6 +250,13 @@ impl Config {
         if self.node_id.trim().is_empty() || self.node_id.len() > 64 {
             return Err(Error::Invalid("node_id must be 1 to 64 characters".into()));
         }
+        // MySQL compares strings without their trailing spaces: "a" and "a " would be one
+        // node to it and two to the others.
+        if self.node_id.trim() != self.node_id {
+            return Err(Error::Invalid(
+                "node_id must not start or end with white space".into(),
+            ));
+        }
         let c = &self.cluster;
         let ms = |d: Duration| d.as_millis();
         // A node fences itself when its heartbeat is older than half of node_dead_after, so a
@@ -621,5 +628,20 @@ mod tests {
         assert!(err.contains("monitor.lost_run_interval_ms"), "{err}");
         let err = file("[cluster]\nheartbeat_ms = 1\n").unwrap_err();
         assert!(err.contains("heartbeat_ms"), "{err}");
+    }
+
+    #[test]
+    fn node_ids_are_checked() {
+        for (id, wanted) in [
+            ("", "1 to 64 characters"),
+            ("   ", "1 to 64 characters"),
+            (&"n".repeat(65), "1 to 64 characters"),
+            ("node-a ", "white space"),
+            (" node-a", "white space"),
+        ] {
+            let err = file(&format!("node_id = {id:?}\n")).unwrap_err();
+            assert!(err.contains(wanted), "{id:?}: {err}");
+        }
+        assert_eq!(file("node_id = \"node a\"\n").unwrap().node_id, "node a");
     }
 }

@@ -312,6 +312,14 @@ where
 /// How often a batch write that lost a deadlock is tried again.
 const DEADLOCK_RETRIES: u32 = 5;
 
+/// The owners whose planned runs may be adopted (see `orphan_owners`).
+struct Orphans {
+    /// Owners without a recent heartbeat (or without a row: they left).
+    dead: Vec<String>,
+    /// Some planned run has no owner.
+    unowned: bool,
+}
+
 /// One fire of a claim, before it is written.
 struct NewFire {
     /// Index into the claimed jobs.
@@ -784,6 +792,53 @@ impl<B: Backend> SqlStore<B> {
     /// key that had to wait for another transaction's row locks can come back without those
     /// rows: the result is compared with a plain read of the same rows, and the lock taken
     /// again until both agree.
+    /// Who may hold orphaned planned runs: the owners of planned runs, other than
+    /// `params.node_id`, without a heartbeat since `params.dead_before`, and whether some
+    /// planned run has no owner at all. `None`: nobody. The owners are found by walking the
+    /// `(state, owner_node)` index one owner at a time, a few probes for a few nodes, where
+    /// one scan would visit every planned run of every live node at each adoption round.
+    async fn orphan_owners(&self, params: &AdoptParams) -> Result<Option<Orphans>, Error> {
+        let mut conn = self.pool.acquire().await?;
+        let unowned = Query::new(
+            "SELECT id FROM tw_runs WHERE state = 'planned' AND owner_node IS NULL LIMIT 1",
+        );
+        let unowned = B::fetch_optional::<(i64,)>(&mut *conn, unowned)
+            .await?
+            .is_some();
+        let mut owners = Vec::new();
+        let mut after = String::new();
+        loop {
+            let next = Query::new(
+                "SELECT owner_node FROM tw_runs WHERE state = 'planned' AND owner_node > ? \
+                 ORDER BY owner_node LIMIT 1",
+            )
+            .bind(after.as_str());
+            let Some((owner,)) = B::fetch_optional::<(String,)>(&mut *conn, next).await? else {
+                break;
+            };
+            after.clone_from(&owner);
+            if owner != params.node_id {
+                owners.push(owner);
+            }
+        }
+        if !owners.is_empty() {
+            let mut live = Query::new("SELECT id FROM tw_nodes WHERE heartbeat_at >= ? AND id IN ")
+                .bind(params.dead_before)
+                .one_off();
+            live.push_list(owners.iter().map(String::as_str));
+            let live: HashSet<String> = B::fetch_all::<(String,)>(&mut *conn, live)
+                .await?
+                .into_iter()
+                .map(|(id,)| id)
+                .collect();
+            owners.retain(|o| !live.contains(o));
+        }
+        Ok((unowned || !owners.is_empty()).then_some(Orphans {
+            dead: owners,
+            unowned,
+        }))
+    }
+
     async fn lock_runs(conn: &mut Conn<B>, ids: &[i64]) -> Result<Vec<(i64, String)>, Error> {
         const TRIES: usize = 10;
         for _ in 0..TRIES {
@@ -1463,19 +1518,34 @@ impl<B: Backend> Store for SqlStore<B> {
         if params.limit == 0 {
             return Ok(Vec::new());
         }
+        let Some(orphans) = self.orphan_owners(&params).await? else {
+            return Ok(Vec::new());
+        };
         let mut tx = B::begin_write(&self.pool).await?;
         // Lock first, then move: a run another adopter holds is skipped, and one it already
-        // moved has a live owner by the time this scan reaches it.
-        let select = Query::new(format!(
-            "SELECT id FROM tw_runs WHERE state = 'planned' AND (owner_node IS NULL OR \
-             (owner_node <> ? AND NOT EXISTS (SELECT 1 FROM tw_nodes \
-             WHERE tw_nodes.id = tw_runs.owner_node AND tw_nodes.heartbeat_at >= ?))) \
-             ORDER BY scheduled_at, id LIMIT ?{}",
-            B::KIND.skip_locked()
-        ))
-        .bind(params.node_id.as_str())
-        .bind(params.dead_before)
-        .bind(i64::from(params.limit));
+        // moved has a live owner by the time this scan reaches it. The scan visits only the
+        // runs of the owners found dead above; liveness is checked again here, under the lock.
+        let mut select = Query::new("SELECT id FROM tw_runs WHERE state = 'planned' AND (");
+        if orphans.unowned {
+            select.push("owner_node IS NULL");
+        }
+        if !orphans.dead.is_empty() {
+            if orphans.unowned {
+                select.push(" OR ");
+            }
+            select.push("(owner_node IN ");
+            select.push_list(orphans.dead.iter().map(String::as_str));
+            select.push(
+                " AND NOT EXISTS (SELECT 1 FROM tw_nodes \
+                 WHERE tw_nodes.id = tw_runs.owner_node AND tw_nodes.heartbeat_at >= ",
+            );
+            select.push_bind(params.dead_before);
+            select.push("))");
+        }
+        select.push(") ORDER BY scheduled_at, id LIMIT ");
+        select.push_bind(i64::from(params.limit));
+        select.push(B::KIND.skip_locked());
+        let select = select.one_off();
         let ids: Vec<i64> = B::fetch_all::<(i64,)>(&mut *tx, select)
             .await?
             .into_iter()
