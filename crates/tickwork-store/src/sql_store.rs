@@ -1555,7 +1555,8 @@ impl<B: Backend> Store for SqlStore<B> {
         for chunk in ids.chunks(ROWS_PER_STATEMENT) {
             let mut q = Query::new("UPDATE tw_runs SET owner_node = ").one_off();
             q.push_bind(params.node_id.as_str());
-            q.push(" WHERE state = 'planned' AND id IN ");
+            q.push(" WHERE ").push(B::KIND.state_beside_ids());
+            q.push(" = 'planned' AND id IN ");
             q.push_list(chunk.iter().copied());
             B::execute(&mut *tx, q).await?;
             let mut read =
@@ -1577,9 +1578,9 @@ impl<B: Backend> Store for SqlStore<B> {
     async fn runs_still_owned(&self, query: OwnedRuns) -> Result<Vec<i64>, Error> {
         let mut owned = Vec::with_capacity(query.run_ids.len());
         for chunk in query.run_ids.chunks(ROWS_PER_STATEMENT) {
-            let mut q =
-                Query::new("SELECT id FROM tw_runs WHERE state = 'planned' AND owner_node = ")
-                    .one_off();
+            let mut q = Query::new("SELECT id FROM tw_runs WHERE ").one_off();
+            q.push(B::KIND.state_beside_ids());
+            q.push(" = 'planned' AND owner_node = ");
             q.push_bind(query.node_id.as_str());
             q.push(" AND id IN ");
             q.push_list(chunk.iter().copied());
@@ -1606,7 +1607,8 @@ impl<B: Backend> Store for SqlStore<B> {
                 Query::new("UPDATE tw_runs SET state = 'misfired', trigger_msg = ").one_off();
             q.push_bind(reason.clone());
             q.push(", finished_at = ").push_bind(misfired.at);
-            q.push(" WHERE state = 'planned' AND owner_node = ")
+            q.push(" WHERE ").push(B::KIND.state_beside_ids());
+            q.push(" = 'planned' AND owner_node = ")
                 .push_bind(misfired.node_id.as_str());
             q.push(" AND id IN ");
             q.push_list(chunk.iter().copied());
@@ -1709,7 +1711,10 @@ impl<B: Backend> Store for SqlStore<B> {
         for chunk in ids.chunks(ROWS_PER_STATEMENT) {
             let mut q = Query::new("UPDATE tw_runs SET alarm_status = ").one_off();
             q.push_bind(alarm::QUEUED);
-            q.push(" WHERE alarm_status = ").push_bind(alarm::UNDECIDED);
+            // `+ 0`: every new run is undecided, so an index on the column is no help next
+            // to the ids (see `Kind::state_beside_ids`).
+            q.push(" WHERE alarm_status + 0 = ")
+                .push_bind(alarm::UNDECIDED);
             q.push(" AND id IN ");
             q.push_list(chunk.iter().copied());
             B::execute(&mut *tx, q).await?;
