@@ -2109,6 +2109,14 @@ async fn adopt_orphaned_takes_runs_of_dead_and_departed_nodes(ctx: Ctx) {
         .unwrap();
     let ids: HashSet<i64> = later.iter().map(|r| r.id).collect();
     assert!(ids.contains(&of_alive.id) && ids.contains(&of_me.id));
+    // Every owner alive, one run without an owner: that run alone.
+    beat(store, "other", NOW).await;
+    let unowned = planned(store, job.id, None, NOW + 600).await;
+    let taken = store
+        .runs_adopt_orphaned(adopt("me", NOW - 5000, 100))
+        .await
+        .unwrap();
+    assert_eq!(taken.iter().map(|r| r.id).collect::<Vec<_>>(), [unowned.id]);
     assert_invalid(store.runs_adopt_orphaned(adopt("", NOW, 1)).await);
     assert!(
         store
