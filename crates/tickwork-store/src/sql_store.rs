@@ -784,14 +784,6 @@ impl<B: Backend> SqlStore<B> {
         Ok(())
     }
 
-    /// Locks the runs `ids` by primary key and returns their (id, state).
-    ///
-    /// The state is not part of the lock's WHERE: InnoDB could then scan the state index,
-    /// and under READ COMMITTED a locking scan there misses a row whose state another
-    /// transaction is changing. And on MariaDB (seen on 10.11) even a locking read by primary
-    /// key that had to wait for another transaction's row locks can come back without those
-    /// rows: the result is compared with a plain read of the same rows, and the lock taken
-    /// again until both agree.
     /// Who may hold orphaned planned runs: the owners of planned runs, other than
     /// `params.node_id`, without a heartbeat since `params.dead_before`, and whether some
     /// planned run has no owner at all. `None`: nobody. The owners are found by walking the
@@ -839,6 +831,14 @@ impl<B: Backend> SqlStore<B> {
         }))
     }
 
+    /// Locks the runs `ids` by primary key and returns their (id, state).
+    ///
+    /// The state is not part of the lock's WHERE: InnoDB could then scan the state index,
+    /// and under READ COMMITTED a locking scan there misses a row whose state another
+    /// transaction is changing. And on MariaDB (seen on 10.11) even a locking read by primary
+    /// key that had to wait for another transaction's row locks can come back without those
+    /// rows: the result is compared with a plain read of the same rows, and the lock taken
+    /// again until both agree.
     async fn lock_runs(conn: &mut Conn<B>, ids: &[i64]) -> Result<Vec<(i64, String)>, Error> {
         const TRIES: usize = 10;
         for _ in 0..TRIES {
