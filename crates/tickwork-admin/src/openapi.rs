@@ -520,6 +520,11 @@ fn t(kind: &str) -> Value {
     json!({ "type": kind })
 }
 
+/// A string of at most `n` characters.
+fn str_max(n: u64) -> Value {
+    json!({ "type": "string", "maxLength": n })
+}
+
 fn nullable(kind: &str) -> Value {
     json!({ "type": [kind, "null"] })
 }
@@ -556,9 +561,19 @@ fn schemas() -> Value {
                     t("string")
                 },
             ),
-            ("group_id", t("integer")),
-            ("description", t("string")),
-            ("owner", t("string")),
+            (
+                "group_id",
+                if input {
+                    int_in(1, i64::MAX)
+                } else {
+                    t("integer")
+                },
+            ),
+            (
+                "description",
+                if input { str_max(255) } else { t("string") },
+            ),
+            ("owner", if input { str_max(64) } else { t("string") }),
             ("alarm_channels", t("string")),
             ("schedule_type", schedule.clone()),
             ("schedule_conf", t("string")),
@@ -575,11 +590,42 @@ fn schemas() -> Value {
             ("handler", t("string")),
             ("params", t("string")),
             ("block_strategy", block.clone()),
-            ("timeout_s", t("integer")),
-            ("retry_count", t("integer")),
-            ("retry_backoff_ms", t("integer")),
-            ("child_job_ids", ints()),
-            ("priority", t("integer")),
+            (
+                "timeout_s",
+                if input {
+                    int_in(0, i64::from(i32::MAX))
+                } else {
+                    t("integer")
+                },
+            ),
+            (
+                "retry_count",
+                if input { int_in(0, 100) } else { t("integer") },
+            ),
+            (
+                "retry_backoff_ms",
+                if input {
+                    int_in(0, 86_400_000)
+                } else {
+                    t("integer")
+                },
+            ),
+            (
+                "child_job_ids",
+                if input {
+                    json!({ "type": "array", "items": int_in(1, i64::MAX) })
+                } else {
+                    ints()
+                },
+            ),
+            (
+                "priority",
+                if input {
+                    int_in(i64::from(i32::MIN), i64::from(i32::MAX))
+                } else {
+                    t("integer")
+                },
+            ),
             ("glue_type", glue.clone()),
             ("glue_source", t("string")),
         ];
@@ -766,6 +812,31 @@ fn alarm_schemas() -> Value {
     })
 }
 
+/// Operations that call an executor while the client waits, and so can answer 502.
+const EXECUTOR_CALLS: &[(&str, &str)] = &[("get", "/runs/{id}/log"), ("post", "/runs/{id}/kill")];
+
+/// An integer schema with the service's bounds. Every integer of the API is 64-bit.
+fn int_in(min: i64, max: i64) -> Value {
+    json!({ "type": "integer", "format": "int64", "minimum": min, "maximum": max })
+}
+
+/// The schema of a query parameter, as strict as the service that reads it.
+fn query_schema(name: &str, kind: &str) -> Value {
+    if kind != "integer" {
+        return json!({ "type": kind });
+    }
+    match name {
+        "page" => int_in(1, i64::MAX),
+        "from_line" => int_in(1, i64::from(i32::MAX)),
+        "size" | "limit" => int_in(1, 1000),
+        "n" => int_in(1, 100),
+        "offset" => int_in(0, i64::MAX),
+        "before" => int_in(1, i64::MAX),
+        // Ids in filters, and instants: any value; one that matches nothing lists nothing.
+        _ => int_in(i64::MIN, i64::MAX),
+    }
+}
+
 fn error_response(description: &str) -> Value {
     json!({
         "description": description,
@@ -779,14 +850,14 @@ fn operation(op: &Op) -> Value {
         if let Some(name) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
             params.push(json!({
                 "name": name, "in": "path", "required": true,
-                "schema": { "type": "integer", "minimum": 1 },
+                "schema": int_in(1, i64::MAX),
             }));
         }
     }
     for (name, kind, description) in op.query {
         params.push(json!({
             "name": name, "in": "query", "required": false,
-            "description": description, "schema": { "type": kind },
+            "description": description, "schema": query_schema(name, kind),
         }));
     }
     let success = if op.method == "post" && op.path == "/tokens" {
@@ -814,7 +885,8 @@ fn operation(op: &Op) -> Value {
         "403".into(),
         error_response("the caller's role may not do this"),
     );
-    if op.path.contains('{') {
+    // `DELETE /runs` names a job or group in its query.
+    if op.path.contains('{') || (op.method, op.path) == ("delete", "/runs") {
         responses.insert("404".into(), error_response("no such id"));
     }
     if op.method != "get" {
@@ -823,9 +895,19 @@ fn operation(op: &Op) -> Value {
             error_response("conflicts with the current state"),
         );
     }
+    if EXECUTOR_CALLS.contains(&(op.method, op.path)) {
+        responses.insert(
+            "502".into(),
+            error_response("the executor could not be reached or refused (code executor_error)"),
+        );
+    }
     responses.insert(
         "500".into(),
         error_response("internal error (details in the log)"),
+    );
+    responses.insert(
+        "503".into(),
+        error_response("the database did not answer in time (code unavailable)"),
     );
     let id = format!(
         "{}{}",

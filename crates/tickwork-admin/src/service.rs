@@ -1057,6 +1057,9 @@ impl Admin {
     /// A run's log from line `from_line` on, read from its executor. `is_end` is true once
     /// the run is final and nothing new is left.
     pub async fn run_log(&self, id: i64, from_line: i32) -> Result<LogResult, Error> {
+        if from_line < 1 {
+            return Err(invalid("from_line", "lines count from 1"));
+        }
         let run = self.inner.store.run_get(id).await?;
         let Some(address) = run.executor_address.clone() else {
             return Ok(LogResult {
