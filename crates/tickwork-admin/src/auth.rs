@@ -9,12 +9,20 @@
 //!
 //! Login rate limit: at most [`AuthConfig::login_max_failures`] failed logins per client IP
 //! and username within [`AuthConfig::login_window`]; further attempts are refused without
-//! checking the password until the oldest failure leaves the window. The counts are in
-//! memory, per admin node, and start empty after a restart.
+//! checking the password until the oldest failure leaves the window. An attempt takes its
+//! place in the count before its password is checked (and keeps it unless it succeeds), so
+//! concurrent attempts cannot outrun the limit. At most
+//! [`AuthConfig::max_concurrent_logins`] password checks run at once (each takes an Argon2id
+//! buffer of 19 MiB); a login beyond that is refused at once. The counts are in memory, per
+//! admin node, and start empty after a restart.
+//!
+//! Every secret (session ids, CSRF tokens, API and access tokens, generated passwords) comes
+//! from the operating system's generator and carries at least 128 bits.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -26,6 +34,7 @@ use subtle::ConstantTimeEq;
 use tickwork_store::{
     ApiTokenTouch, Session, SessionPurge, SessionTouch, Store, User, UserNew, UserRole,
 };
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{info, warn};
 
 use crate::Error;
@@ -33,14 +42,22 @@ use crate::timer::now_ms;
 
 /// The name of the console's session cookie.
 pub const SESSION_COOKIE: &str = "tw_session";
+/// The name of the cookie that holds the login form's CSRF token (before any session).
+pub const LOGIN_CSRF_COOKIE: &str = "tw_login_csrf";
 /// Every per-user API token starts with this, so that leaked tokens are easy to scan for.
 pub const API_TOKEN_PREFIX: &str = "tw_";
 /// The name of the first admin account.
 pub const FIRST_ADMIN: &str = "admin";
+/// The message of a login refused because [`AuthConfig::max_concurrent_logins`] password
+/// checks are running.
+pub const LOGINS_BUSY: &str = "too many logins at once; try again in a moment";
 /// Shortest accepted password.
 pub const MIN_PASSWORD_CHARS: usize = 10;
-/// Longest accepted password (Argon2 takes any length; this bounds the work per login).
-pub const MAX_PASSWORD_BYTES: usize = 1024;
+/// Longest accepted password, in characters (Argon2 takes any length; this bounds the work
+/// per login).
+pub const MAX_PASSWORD_CHARS: usize = 1024;
+/// Length of a generated password: 24 characters of a 57-letter alphabet, 140 bits.
+pub const GENERATED_PASSWORD_CHARS: usize = 24;
 
 /// A `last_seen_at` or `last_used_at` younger than this is not written again, so that a busy
 /// page or script does not write on every request.
@@ -214,6 +231,8 @@ pub struct AuthConfig {
     /// Failed logins per client IP and username within `login_window` before refusing.
     pub login_max_failures: u32,
     pub login_window: Duration,
+    /// Password checks of logins that may run at once; more are refused at once.
+    pub max_concurrent_logins: usize,
     /// The first admin's password when no user exists yet; generated when `None`.
     pub initial_admin_password: Option<String>,
 }
@@ -226,6 +245,7 @@ impl Default for AuthConfig {
             secure_cookie: false,
             login_max_failures: 5,
             login_window: Duration::from_secs(300),
+            max_concurrent_logins: 4,
             initial_admin_password: None,
         }
     }
@@ -240,6 +260,18 @@ pub fn check_csrf(info: &SessionInfo, presented: &str) -> Result<(), Error> {
     } else {
         Err(Error::Forbidden(
             "the form is stale or forged (csrf token mismatch); reload the page".into(),
+        ))
+    }
+}
+
+/// Checks the login form's CSRF token against the one of its cookie (double submit), in
+/// constant time.
+pub fn check_login_csrf(cookie: &str, presented: &str) -> Result<(), Error> {
+    if !cookie.is_empty() && bool::from(cookie.as_bytes().ct_eq(presented.as_bytes())) {
+        Ok(())
+    } else {
+        Err(Error::Forbidden(
+            "the login form is stale or forged (csrf token mismatch); reload the page".into(),
         ))
     }
 }
@@ -266,17 +298,45 @@ pub(crate) fn digest(secret: &str) -> String {
     hex(&Sha256::digest(secret.as_bytes()))
 }
 
-/// A strong generated password: 20 characters of an alphabet without look-alikes.
+/// A new secret token (the executors' access token, the built-in API token): 256 bits from
+/// the operating system's generator, hex-encoded.
+pub fn generate_token() -> Result<String, Error> {
+    random_hex(32)
+}
+
+/// The alphabet of generated passwords: no look-alikes (0 O 1 l I).
+const PASSWORD_ALPHABET: &[u8] = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+
+/// A strong generated password: [`GENERATED_PASSWORD_CHARS`] characters of an alphabet
+/// without look-alikes, each drawn uniformly from the operating system's generator.
 pub fn generate_password() -> Result<String, Error> {
-    const ALPHABET: &[u8] = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
-    let mut buf = [0u8; 20];
-    getrandom::fill(&mut buf)
-        .map_err(|e| Error::Internal(format!("no randomness from the system: {e}")))?;
-    // 256 is not a multiple of the alphabet's size; the bias is below 1 bit over 20 chars.
-    Ok(buf
-        .iter()
-        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
-        .collect())
+    let n = PASSWORD_ALPHABET.len();
+    // Bytes at or above the largest multiple of the alphabet's size are dropped, so that
+    // every letter is equally likely.
+    let limit = (256 / n * n) as u8;
+    let mut out = String::with_capacity(GENERATED_PASSWORD_CHARS);
+    let mut buf = [0u8; 32];
+    while out.len() < GENERATED_PASSWORD_CHARS {
+        getrandom::fill(&mut buf)
+            .map_err(|e| Error::Internal(format!("no randomness from the system: {e}")))?;
+        out.extend(
+            buf.iter()
+                .filter(|b| **b < limit)
+                .map(|b| PASSWORD_ALPHABET[*b as usize % n] as char)
+                .take(GENERATED_PASSWORD_CHARS - out.len()),
+        );
+    }
+    Ok(out)
+}
+
+/// Checks a password's length in characters: the longest is [`MAX_PASSWORD_CHARS`].
+fn check_password_max(password: &str) -> Result<(), Error> {
+    if password.chars().count() > MAX_PASSWORD_CHARS {
+        return Err(Error::Invalid(format!(
+            "password: must be at most {MAX_PASSWORD_CHARS} characters"
+        )));
+    }
+    Ok(())
 }
 
 /// Checks a new password's length.
@@ -286,12 +346,7 @@ pub fn validate_password(password: &str) -> Result<(), Error> {
             "password: must be at least {MIN_PASSWORD_CHARS} characters"
         )));
     }
-    if password.len() > MAX_PASSWORD_BYTES {
-        return Err(Error::Invalid(format!(
-            "password: must be at most {MAX_PASSWORD_BYTES} bytes"
-        )));
-    }
-    Ok(())
+    check_password_max(password)
 }
 
 /// Hashes a password with Argon2id on the blocking pool.
@@ -320,18 +375,29 @@ pub async fn verify_password(password: &str, hash: &str) -> Result<bool, Error> 
 }
 
 /// A hash that matches no password, checked when the username is unknown so that a wrong
-/// username takes as long as a wrong password.
+/// username takes as long as a wrong password. Its password needs no secrecy: it is checked
+/// only for names without an account, which fail whatever the result.
 static DECOY_HASH: OnceLock<String> = OnceLock::new();
 
-async fn decoy_hash() -> Result<String, Error> {
-    if let Some(h) = DECOY_HASH.get() {
-        return Ok(h.clone());
-    }
-    let h = hash_password(&random_hex(16)?).await?;
-    Ok(DECOY_HASH.get_or_init(|| h).clone())
+/// Whether `password` matches the PHC string `hash` (the decoy when `None`); blocking.
+fn verify_blocking(password: &str, hash: Option<&str>) -> bool {
+    let hash = match hash {
+        Some(h) => h,
+        None => DECOY_HASH.get_or_init(|| {
+            Argon2::default()
+                .hash_password(b"decoy: no account has this password")
+                .map(|h| h.to_string())
+                .unwrap_or_default()
+        }),
+    };
+    Argon2::default()
+        .verify_password(password.as_bytes(), hash)
+        .is_ok()
 }
 
-/// Failed logins per (client IP, username), in memory.
+/// Failed logins per (client IP, username), in memory. An attempt is entered when it is
+/// let through to the password check ([`LoginLimiter::reserve`]) and stays a failure unless
+/// it succeeds or is released unchecked.
 #[derive(Default)]
 struct LoginLimiter {
     failures: Mutex<HashMap<(IpAddr, String), Vec<Instant>>>,
@@ -341,21 +407,34 @@ impl LoginLimiter {
     /// Entries kept before old ones are swept, bounding memory under a spray of names.
     const SWEEP_ABOVE: usize = 10_000;
 
-    fn blocked(&self, key: &(IpAddr, String), max: u32, window: Duration) -> bool {
-        let mut map = self.failures.lock().expect("login limiter lock");
-        let Some(times) = map.get_mut(key) else {
-            return false;
-        };
-        times.retain(|t| t.elapsed() < window);
-        times.len() >= max as usize
-    }
-
-    fn failed(&self, key: (IpAddr, String), window: Duration) {
+    /// Takes one attempt of `key` in one step with the check, so that concurrent attempts
+    /// cannot all pass it: `None` when `max` attempts are in the window already.
+    fn reserve(&self, key: &(IpAddr, String), max: u32, window: Duration) -> Option<Instant> {
         let mut map = self.failures.lock().expect("login limiter lock");
         if map.len() > Self::SWEEP_ABOVE {
             map.retain(|_, times| times.iter().any(|t| t.elapsed() < window));
         }
-        map.entry(key).or_default().push(Instant::now());
+        let times = map.entry(key.clone()).or_default();
+        times.retain(|t| t.elapsed() < window);
+        if times.len() >= max as usize {
+            return None;
+        }
+        let at = Instant::now();
+        times.push(at);
+        Some(at)
+    }
+
+    /// Gives back an attempt whose password was not checked.
+    fn release(&self, key: &(IpAddr, String), at: Instant) {
+        let mut map = self.failures.lock().expect("login limiter lock");
+        if let Some(times) = map.get_mut(key) {
+            if let Some(i) = times.iter().position(|t| *t == at) {
+                times.remove(i);
+            }
+            if times.is_empty() {
+                map.remove(key);
+            }
+        }
     }
 
     fn succeeded(&self, key: &(IpAddr, String)) {
@@ -366,6 +445,25 @@ impl LoginLimiter {
     }
 }
 
+/// Counts a password check while it runs, and the most that ran at once.
+struct Checking<'a> {
+    running: &'a AtomicUsize,
+}
+
+impl<'a> Checking<'a> {
+    fn enter(running: &'a AtomicUsize, peak: &AtomicUsize) -> Self {
+        let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+        peak.fetch_max(now, Ordering::SeqCst);
+        Checking { running }
+    }
+}
+
+impl Drop for Checking<'_> {
+    fn drop(&mut self) {
+        self.running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Logins, sessions and API credentials. Reachable as `Admin::auth` and `AppState::auth`.
 pub struct Auth {
     store: Arc<dyn Store>,
@@ -373,15 +471,23 @@ pub struct Auth {
     /// The built-in API token: an admin credential, as before per-user tokens existed.
     builtin_token: String,
     limiter: LoginLimiter,
+    /// One permit per password check of a login that may run at once.
+    checks: Arc<Semaphore>,
+    /// Password checks running now, and the most that ran at once.
+    checks_running: Arc<AtomicUsize>,
+    checks_peak: Arc<AtomicUsize>,
 }
 
 impl Auth {
     pub fn new(store: Arc<dyn Store>, config: AuthConfig, builtin_token: &str) -> Self {
         Auth {
             store,
+            checks: Arc::new(Semaphore::new(config.max_concurrent_logins.max(1))),
             config,
             builtin_token: builtin_token.to_owned(),
             limiter: LoginLimiter::default(),
+            checks_running: Arc::default(),
+            checks_peak: Arc::default(),
         }
     }
 
@@ -389,44 +495,51 @@ impl Auth {
         &self.config
     }
 
+    /// The permits of password checks of logins: one is taken for each check while it runs
+    /// (`available_permits` says how many more may start now).
+    pub fn password_check_permits(&self) -> &Arc<Semaphore> {
+        &self.checks
+    }
+
+    /// The most password checks of logins that ran at once since the start.
+    pub fn password_checks_peak(&self) -> usize {
+        self.checks_peak.load(Ordering::SeqCst)
+    }
+
     /// Opens a session for `username`. Rate limited per client IP and username; a wrong
-    /// username, a wrong password and a disabled account give the same error.
+    /// username, a wrong password and a disabled account give the same error. A password
+    /// longer than [`MAX_PASSWORD_CHARS`] is refused as invalid input and counts nothing.
     pub async fn login(
         &self,
         username: &str,
         password: &str,
         client_ip: IpAddr,
     ) -> Result<NewSession, Error> {
+        check_password_max(password)?;
         let key = (client_ip, username.trim().to_lowercase());
         let c = &self.config;
-        if self
+        let Some(attempt) = self
             .limiter
-            .blocked(&key, c.login_max_failures, c.login_window)
-        {
+            .reserve(&key, c.login_max_failures, c.login_window)
+        else {
             warn!(ip = %client_ip, user = %key.1, "login refused: too many failures");
             return Err(Error::RateLimited(format!(
                 "too many failed logins; try again in {} minutes",
                 c.login_window.as_secs().div_ceil(60)
             )));
-        }
-        let user = match self.store.user_get_by_username(username.trim()).await {
-            Ok(u) => Some(u),
-            Err(tickwork_store::Error::NotFound { .. }) => None,
-            Err(e) => return Err(e.into()),
         };
-        let password = &password[..password.len().min(MAX_PASSWORD_BYTES)];
-        let hash = match &user {
-            Some(u) => u.password_hash.clone(),
-            None => decoy_hash().await?,
-        };
-        let matches = verify_password(password, &hash).await?;
-        let user = match user {
-            Some(u) if matches && !u.disabled => u,
-            _ => {
-                self.limiter.failed(key, c.login_window);
-                info!(ip = %client_ip, "failed login");
-                return Err(Error::Unauthorized("wrong username or password".into()));
+        let user = match self.check_password(username.trim(), password).await {
+            Ok(user) => user,
+            Err(e) => {
+                // Nothing was checked: the attempt does not count.
+                self.limiter.release(&key, attempt);
+                return Err(e);
             }
+        };
+        // A failure keeps its place in the count.
+        let Some(user) = user else {
+            info!(ip = %client_ip, "failed login");
+            return Err(Error::Unauthorized("wrong username or password".into()));
         };
         self.limiter.succeeded(&key);
         let now = now_ms();
@@ -455,11 +568,52 @@ impl Auth {
         })
     }
 
+    /// The enabled user `username` if `password` is theirs, `None` otherwise. Refused at once
+    /// with `RateLimited` when [`AuthConfig::max_concurrent_logins`] checks are running.
+    async fn check_password(&self, username: &str, password: &str) -> Result<Option<User>, Error> {
+        let permit: OwnedSemaphorePermit = self
+            .checks
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| Error::RateLimited(LOGINS_BUSY.into()))?;
+        let user = match self.store.user_get_by_username(username).await {
+            Ok(u) => Some(u),
+            Err(tickwork_store::Error::NotFound { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let hash = user.as_ref().map(|u| u.password_hash.clone());
+        let password = password.to_owned();
+        let (running, peak) = (self.checks_running.clone(), self.checks_peak.clone());
+        // The permit moves into the task: a caller that goes away does not free it while the
+        // check still holds its memory.
+        let matches = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let _checking = Checking::enter(&running, &peak);
+            verify_blocking(&password, hash.as_deref())
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("password check task failed: {e}")))?;
+        Ok(user.filter(|u| matches && !u.disabled))
+    }
+
     fn purge_at(&self, now: i64) -> SessionPurge {
         SessionPurge {
             now,
-            idle_before: now - self.config.session_idle.as_millis() as i64,
+            idle_before: now - self.idle_limit_ms(),
         }
+    }
+
+    /// How often a session's `last_seen_at` is written while it is used: at most every
+    /// minute, and often enough for short idle timeouts.
+    fn session_touch_every_ms(&self) -> i64 {
+        TOUCH_EVERY_MS.min(self.config.session_idle.as_millis() as i64 / 4)
+    }
+
+    /// Time since the written `last_seen_at` after which a session has been idle for at least
+    /// `session_idle`: uses younger than the touch interval are not written, so the real last
+    /// use may be up to that interval later than the stored one, and never earlier.
+    fn idle_limit_ms(&self) -> i64 {
+        self.config.session_idle.as_millis() as i64 + self.session_touch_every_ms()
     }
 
     /// The live session with this id, or `None` when it is unknown, expired (idle or
@@ -473,8 +627,7 @@ impl Auth {
             return Ok(None);
         };
         let now = now_ms();
-        let idle = self.config.session_idle.as_millis() as i64;
-        if now >= s.expires_at || now - s.last_seen_at >= idle {
+        if now >= s.expires_at || now - s.last_seen_at >= self.idle_limit_ms() {
             self.store.session_delete(&id_hash).await?;
             return Ok(None);
         }
@@ -486,7 +639,7 @@ impl Auth {
             }
             Err(e) => return Err(e.into()),
         };
-        if now - s.last_seen_at >= TOUCH_EVERY_MS {
+        if now - s.last_seen_at >= self.session_touch_every_ms() {
             self.store
                 .session_touch(SessionTouch { id_hash, now })
                 .await?;
@@ -683,24 +836,76 @@ mod tests {
         let key = (ip, "alice".to_owned());
         let w = Duration::from_secs(60);
         for _ in 0..5 {
-            assert!(!l.blocked(&key, 5, w));
-            l.failed(key.clone(), w);
+            assert!(l.reserve(&key, 5, w).is_some());
         }
-        assert!(l.blocked(&key, 5, w));
-        assert!(!l.blocked(&(ip, "bob".to_owned()), 5, w));
-        assert!(!l.blocked(&([10, 0, 0, 2].into(), "alice".to_owned()), 5, w));
-        assert!(!l.blocked(&key, 5, Duration::ZERO));
+        assert!(l.reserve(&key, 5, w).is_none());
+        assert!(l.reserve(&(ip, "bob".to_owned()), 5, w).is_some());
+        assert!(
+            l.reserve(&([10, 0, 0, 2].into(), "alice".to_owned()), 5, w)
+                .is_some()
+        );
+        assert!(l.reserve(&key, 5, Duration::ZERO).is_some());
+        // A released attempt gives its place back; a success clears the count.
+        let other = (ip, "carol".to_owned());
+        let first = l.reserve(&other, 1, w).unwrap();
+        assert!(l.reserve(&other, 1, w).is_none());
+        l.release(&other, first);
+        assert!(l.reserve(&other, 1, w).is_some());
+        l.succeeded(&other);
+        assert!(l.reserve(&other, 1, w).is_some());
+    }
+
+    /// Bits of a secret drawn uniformly from an alphabet of `alphabet` letters.
+    fn bits(chars: usize, alphabet: usize) -> f64 {
+        chars as f64 * (alphabet as f64).log2()
     }
 
     #[test]
-    fn generated_secrets_are_long_and_distinct() {
-        let a = generate_password().unwrap();
-        let b = generate_password().unwrap();
-        assert_eq!(a.len(), 20);
-        assert_ne!(a, b);
-        assert!(validate_password(&a).is_ok());
-        assert_eq!(random_hex(32).unwrap().len(), 64);
+    fn tokens_come_from_the_os_generator_with_at_least_128_bits() {
+        let is_hex = |s: &str| {
+            s.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        };
+        let tokens: std::collections::HashSet<String> =
+            (0..200).map(|_| generate_token().unwrap()).collect();
+        assert_eq!(tokens.len(), 200, "tokens repeat");
+        for t in &tokens {
+            assert_eq!(t.len(), 64, "{t}");
+            assert!(is_hex(t), "{t}");
+            assert!(bits(t.len(), 16) >= 128.0);
+        }
+        // Session ids and CSRF tokens.
+        let id = random_hex(32).unwrap();
+        assert!(is_hex(&id) && bits(id.len(), 16) >= 128.0);
         assert_eq!(digest("x").len(), 64);
+
+        let passwords: std::collections::HashSet<String> =
+            (0..200).map(|_| generate_password().unwrap()).collect();
+        assert_eq!(passwords.len(), 200, "passwords repeat");
+        for p in &passwords {
+            assert_eq!(p.chars().count(), GENERATED_PASSWORD_CHARS);
+            assert!(p.bytes().all(|b| PASSWORD_ALPHABET.contains(&b)), "{p}");
+            assert!(validate_password(p).is_ok());
+        }
+        assert!(bits(GENERATED_PASSWORD_CHARS, PASSWORD_ALPHABET.len()) >= 128.0);
+        // Every letter is used: the draw is not stuck on part of the alphabet.
+        let used: std::collections::HashSet<u8> =
+            passwords.iter().flat_map(|p| p.bytes()).collect();
+        assert_eq!(used.len(), PASSWORD_ALPHABET.len());
+    }
+
+    #[test]
+    fn passwords_are_limited_in_characters_not_bytes() {
+        // 1,024 characters, 1,034 bytes, a two-byte character across byte 1,024.
+        let p = format!("{}{}é{}", "é".repeat(9), "a".repeat(1005), "a".repeat(9));
+        assert_eq!((p.len(), p.chars().count()), (1034, 1024));
+        assert!(!p.is_char_boundary(1024));
+        assert!(validate_password(&p).is_ok());
+        let longer = format!("{p}a");
+        match validate_password(&longer) {
+            Err(Error::Invalid(m)) => assert!(m.contains("at most 1024 characters"), "{m}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[tokio::test]

@@ -289,6 +289,12 @@ impl Config {
                 "auth.login_max_failures must be at least 1".into(),
             ));
         }
+        if !(1..=256).contains(&a.max_concurrent_logins) {
+            return Err(Error::Invalid(format!(
+                "auth.max_concurrent_logins ({}) is out of range 1-256",
+                a.max_concurrent_logins
+            )));
+        }
         let m = &self.monitor;
         for (name, d) in [
             ("cluster.adopt_interval_ms", c.adopt_interval),
@@ -332,7 +338,8 @@ impl Config {
     }
 }
 
-/// `<hostname>-<random>`: unique per process start, readable in the ledger.
+/// `<hostname>-<random>`: unique per process start, readable in the ledger. The suffix is
+/// 128 bits from the operating system's generator; the host name is cut to fit 64 bytes.
 pub fn default_node_id() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
@@ -342,9 +349,20 @@ pub fn default_node_id() -> String {
     } else {
         host
     };
-    let host: String = host.chars().take(40).collect();
-    format!("{host}-{:08x}", fastrand::u32(..))
+    let mut cut = String::new();
+    for ch in host.chars() {
+        if cut.len() + ch.len_utf8() > NODE_HOST_BYTES {
+            break;
+        }
+        cut.push(ch);
+    }
+    let suffix = crate::auth::random_hex(16)
+        .expect("the operating system's random generator is needed for the node id");
+    format!("{cut}-{suffix}")
 }
+
+/// The host name part of a generated node id: with `-` and 32 hex digits, 64 bytes at most.
+const NODE_HOST_BYTES: usize = 31;
 
 /// The configuration as written in a TOML file (and overlaid by env and flags): every field
 /// optional, unknown keys refused.
@@ -386,6 +404,8 @@ pub struct AuthFile {
     pub secure_cookie: Option<bool>,
     pub login_max_failures: Option<u32>,
     pub login_window_s: Option<u64>,
+    /// Password checks of logins that may run at once (each takes 19 MiB).
+    pub max_concurrent_logins: Option<usize>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -548,6 +568,9 @@ impl ConfigFile {
         if let Some(v) = a.login_window_s {
             c.auth.login_window = secs(v);
         }
+        if let Some(v) = a.max_concurrent_logins {
+            c.auth.max_concurrent_logins = v;
+        }
         c.validate()?;
         Ok(c)
     }
@@ -643,5 +666,32 @@ mod tests {
             assert!(err.contains(wanted), "{id:?}: {err}");
         }
         assert_eq!(file("node_id = \"node a\"\n").unwrap().node_id, "node a");
+    }
+
+    #[test]
+    fn node_id_suffix_has_128_bits_from_the_os_generator() {
+        let ids: std::collections::HashSet<String> = (0..100).map(|_| default_node_id()).collect();
+        assert_eq!(ids.len(), 100, "node ids repeat");
+        for id in &ids {
+            let (host, suffix) = id.rsplit_once('-').unwrap();
+            assert!(!host.is_empty(), "{id}");
+            assert_eq!(suffix.len(), 32, "{id}");
+            assert!(suffix.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+            assert!(id.len() <= 64, "{id}");
+        }
+        let mut c = file("").unwrap();
+        c.node_id = ids.into_iter().next().unwrap();
+        c.validate().expect("a generated node id is valid");
+    }
+
+    #[test]
+    fn concurrent_logins_are_bounded() {
+        assert_eq!(AuthConfig::default().max_concurrent_logins, 4);
+        let c = file("[auth]\nmax_concurrent_logins = 2\n").unwrap();
+        assert_eq!(c.auth.max_concurrent_logins, 2);
+        for n in [0, 257] {
+            let err = file(&format!("[auth]\nmax_concurrent_logins = {n}\n")).unwrap_err();
+            assert!(err.contains("auth.max_concurrent_logins"), "{err}");
+        }
     }
 }

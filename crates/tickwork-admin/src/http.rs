@@ -217,7 +217,7 @@ async fn read(body: Body) -> Result<Bytes, ApiError> {
 /// Reads a JSON body with our own error message (unknown fields, wrong types, syntax).
 async fn json<T: DeserializeOwned>(body: Body) -> Result<T, ApiError> {
     let body = read(body).await?;
-    serde_json::from_slice(&body).map_err(|e| Error::Invalid(format!("invalid json: {e}")).into())
+    json_object(&body)
 }
 
 /// Reads an optional JSON body: empty means the type's default.
@@ -226,7 +226,25 @@ async fn json_or_default<T: DeserializeOwned + Default>(body: Body) -> Result<T,
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    serde_json::from_slice(&body).map_err(|e| Error::Invalid(format!("invalid json: {e}")).into())
+    json_object(&body)
+}
+
+/// Decodes a body that must be a JSON object. Serde would also fill a struct from an array
+/// of its fields in order; no client means that, so anything but an object is refused.
+fn json_object<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(
+            Error::Invalid("invalid json: the request body must be a JSON object".into()).into(),
+        );
+    }
+    serde_json::from_slice(body).map_err(|e| Error::Invalid(format!("invalid json: {e}")).into())
+}
+
+/// The token of an `Authorization: Bearer <token>` header; the scheme's case does not matter
+/// (RFC 7235).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once([' ', '\t'])?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 /// Reads query parameters with our own error message.
@@ -262,7 +280,7 @@ async fn require_api_token(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(bearer_token);
     match admin.auth().api_principal(bearer).await {
         Ok(p) => {
             req.extensions_mut().insert(p);
@@ -821,9 +839,21 @@ async fn token_create(
     State(a): State<Admin>,
     Extension(p): Caller,
     body: Body,
-) -> Result<(StatusCode, axum::Json<tickwork_protocol::api::TokenCreated>), ApiError> {
+) -> Result<
+    (
+        StatusCode,
+        [(header::HeaderName, &'static str); 1],
+        axum::Json<tickwork_protocol::api::TokenCreated>,
+    ),
+    ApiError,
+> {
     let created = a.token_create(&p, json::<TokenInput>(body).await?).await?;
-    Ok((StatusCode::CREATED, axum::Json(created)))
+    // The secret is in this answer only: no cache may keep it.
+    Ok((
+        StatusCode::CREATED,
+        [(header::CACHE_CONTROL, "no-store")],
+        axum::Json(created),
+    ))
 }
 
 async fn token_revoke(

@@ -1622,3 +1622,609 @@ async fn first_admin_is_created_once_with_the_configured_password() {
     assert_eq!(h.admin.auth().ensure_first_admin().await.unwrap(), None);
     h.stop().await;
 }
+
+// ---- hardening of logins, sessions, tokens and redirects ----
+
+/// The console over HTTP, without following redirects, cookies handled by hand.
+struct Browser {
+    base: String,
+    http: reqwest::Client,
+}
+
+/// The value of cookie `name` set by an answer.
+fn set_cookie(resp: &reqwest::Response, name: &str) -> Option<String> {
+    resp.headers()
+        .get_all(reqwest::header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| v.strip_prefix(&format!("{name}=")))
+        .map(|v| v.split(';').next().unwrap_or("").to_owned())
+}
+
+fn location(resp: &reqwest::Response) -> String {
+    resp.headers()
+        .get(reqwest::header::LOCATION)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_default()
+}
+
+impl Browser {
+    fn new(h: &Harness) -> Browser {
+        Browser {
+            base: h.base.clone(),
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+        }
+    }
+
+    /// Opens the login page: the form's CSRF token, as its cookie holds it.
+    async fn login_token(&self) -> String {
+        let resp = self
+            .http
+            .get(format!("{}/login", self.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let token = set_cookie(&resp, "tw_login_csrf").expect("login csrf cookie");
+        let page = resp.text().await.unwrap();
+        assert!(page.contains(&token), "the form carries the token");
+        token
+    }
+
+    /// Posts the login form with `token` (as cookie and field) and extra `headers`.
+    async fn post_login(
+        &self,
+        token: &str,
+        form: &[(&str, &str)],
+        headers: &[(&str, &str)],
+    ) -> reqwest::Response {
+        let mut fields: Vec<(&str, &str)> = vec![("_csrf", token)];
+        fields.extend_from_slice(form);
+        let mut req = self
+            .http
+            .post(format!("{}/login", self.base))
+            .header("cookie", format!("tw_login_csrf={token}"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(serde_urlencoded::to_string(&fields).unwrap());
+        // As a browser sends it from our page, unless the test names another.
+        if !headers.iter().any(|(k, _)| *k == "origin") {
+            req = req.header("origin", self.base.clone());
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        req.send().await.unwrap()
+    }
+
+    /// Signs in through the form; the session cookie.
+    async fn login(&self, user: &str, password: &str) -> String {
+        let token = self.login_token().await;
+        let resp = self
+            .post_login(&token, &[("username", user), ("password", password)], &[])
+            .await;
+        assert_eq!(resp.status(), 303, "login of {user}");
+        set_cookie(&resp, "tw_session").expect("session cookie")
+    }
+
+    async fn get(&self, path: &str, session: Option<&str>) -> reqwest::Response {
+        let mut req = self.http.get(format!("{}{path}", self.base));
+        if let Some(s) = session {
+            req = req.header("cookie", format!("tw_session={s}"));
+        }
+        req.send().await.unwrap()
+    }
+}
+
+#[tokio::test]
+async fn concurrent_logins_are_bounded_and_excess_is_refused_at_once() {
+    let h = Harness::start_with("[auth]\nlogin_max_failures = 1\n").await;
+    let auth = h.admin.auth().clone();
+    let bound = auth.config().max_concurrent_logins;
+    assert_eq!(bound, 4);
+    let ip: IpAddr = [10, 9, 9, 9].into();
+
+    // Every check running: a login is refused at once (it would wait forever otherwise),
+    // over HTTP with 429, and counts as nothing.
+    let held = auth
+        .password_check_permits()
+        .clone()
+        .try_acquire_many_owned(bound as u32)
+        .unwrap();
+    let refused = tokio::time::timeout(
+        Duration::from_secs(10),
+        auth.login("admin", ADMIN_PASSWORD, ip),
+    )
+    .await
+    .expect("answered at once");
+    assert!(
+        matches!(&refused, Err(Error::RateLimited(m)) if m.contains("at once")),
+        "{refused:?}"
+    );
+    let b = Browser::new(&h);
+    let token = b.login_token().await;
+    let resp = b
+        .post_login(
+            &token,
+            &[("username", "admin"), ("password", ADMIN_PASSWORD)],
+            &[],
+        )
+        .await;
+    assert_eq!(resp.status(), 429);
+    assert!(set_cookie(&resp, "tw_session").is_none());
+    drop(held);
+    // The refused attempts were not counted (one failure would block this user and address).
+    auth.login("admin", ADMIN_PASSWORD, ip)
+        .await
+        .expect("nothing was counted");
+
+    // Many bad logins at once: never more checks than the bound, the rest refused at once.
+    let tasks: Vec<_> = (0..60)
+        .map(|i| {
+            let auth = auth.clone();
+            tokio::spawn(async move { auth.login(&format!("user{i}"), "wrong password", ip).await })
+        })
+        .collect();
+    let (mut checked, mut busy) = (0, 0);
+    for t in tasks {
+        match t.await.unwrap() {
+            Err(Error::Unauthorized(_)) => checked += 1,
+            Err(Error::RateLimited(m)) if m.contains("at once") => busy += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(checked + busy, 60);
+    assert!(checked >= 1);
+    let peak = auth.password_checks_peak();
+    assert!((1..=bound).contains(&peak), "peak {peak} of {bound}");
+    assert_eq!(auth.password_check_permits().available_permits(), bound);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_wrong_passwords_check_at_most_the_failure_limit() {
+    let h =
+        Harness::start_with("[auth]\nlogin_max_failures = 5\nmax_concurrent_logins = 64\n").await;
+    let auth = h.admin.auth().clone();
+    let ip: IpAddr = [10, 7, 7, 7].into();
+    let tasks: Vec<_> = (0..40)
+        .map(|_| {
+            let auth = auth.clone();
+            tokio::spawn(async move { auth.login("admin", "wrong password", ip).await })
+        })
+        .collect();
+    let (mut checked, mut limited) = (0, 0);
+    for t in tasks {
+        match t.await.unwrap() {
+            Err(Error::Unauthorized(_)) => checked += 1,
+            Err(Error::RateLimited(m)) if m.contains("failed logins") => limited += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((checked, limited), (5, 35), "checked passwords");
+    assert!(matches!(
+        auth.login("admin", ADMIN_PASSWORD, ip).await,
+        Err(Error::RateLimited(_))
+    ));
+    h.stop().await;
+}
+
+/// Log lines written while a test runs.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_password_with_a_multibyte_character_at_byte_1024_logs_in_without_panic() {
+    // On the test's thread (current-thread runtime): the admin's tasks log here too.
+    let logs = Captured::default();
+    let writer = logs.clone();
+    let _guard = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish(),
+    );
+    let h = Harness::start_with("[auth]\nlogin_max_failures = 1\n").await;
+    let marker = "Zq7-secret-marker";
+    // 1,024 characters in 1,034 bytes; a two-byte character spans byte 1,024.
+    let exact = format!(
+        "{}{marker}{}é{}",
+        "é".repeat(9),
+        "a".repeat(1005 - marker.len()),
+        "a".repeat(9)
+    );
+    assert_eq!((exact.len(), exact.chars().count()), (1034, 1024));
+    assert!(!exact.is_char_boundary(1024));
+    let users_before = h.get("/users", "/users", BUILTIN).await.ok();
+    h.call(
+        Method::POST,
+        "/users",
+        "/users",
+        BUILTIN,
+        Some(json!({ "username": "mb", "password": exact, "role": "viewer" })),
+    )
+    .await
+    .ok();
+    let b = Browser::new(&h);
+    b.login("mb", &exact).await;
+    let ip: IpAddr = [10, 3, 3, 3].into();
+    h.admin
+        .auth()
+        .login("mb", &exact, ip)
+        .await
+        .expect("login with 1,024 characters");
+
+    // One character more: a clear error, nothing created, nothing counted.
+    let longer = format!("{exact}a");
+    let a = h
+        .call(
+            Method::POST,
+            "/users",
+            "/users",
+            BUILTIN,
+            Some(json!({ "username": "mb2", "password": longer, "role": "viewer" })),
+        )
+        .await;
+    a.refused(400, "invalid_input");
+    assert_eq!(a.body["field"], "password", "{a:?}");
+    assert!(
+        a.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 1024 characters")
+    );
+    let users_after = h.get("/users", "/users", BUILTIN).await.ok();
+    assert_eq!(
+        users_after.as_array().unwrap().len(),
+        users_before.as_array().unwrap().len() + 1
+    );
+    match h.admin.auth().login("mb", &longer, ip).await {
+        Err(Error::Invalid(m)) => assert!(m.contains("at most 1024 characters"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    // The password of the report: 1,034 bytes, a two-byte character at byte 1,023.
+    let reported = format!(
+        "{marker}{}é{}",
+        "a".repeat(1023 - marker.len()),
+        "a".repeat(9)
+    );
+    assert_eq!(reported.len(), 1034);
+    assert!(!reported.is_char_boundary(1024));
+    let token = b.login_token().await;
+    let resp = b
+        .post_login(&token, &[("username", "mb"), ("password", &reported)], &[])
+        .await;
+    assert_eq!(resp.status(), 400);
+    assert!(resp.text().await.unwrap().contains("1024"));
+    // Neither was counted as a failure (the limit is one).
+    h.admin
+        .auth()
+        .login("mb", &exact, ip)
+        .await
+        .expect("over-long attempts count nothing");
+    h.admin
+        .auth()
+        .login("mb", "wrong password", ip)
+        .await
+        .unwrap_err();
+    h.stop().await;
+    let logs = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+    assert!(logs.contains("failed login"), "logs were captured: {logs}");
+    assert!(!logs.contains(marker), "a password was logged: {logs}");
+}
+
+#[tokio::test]
+async fn open_redirects_are_refused_by_lang_and_login() {
+    let h = Harness::start().await;
+    let b = Browser::new(&h);
+    let hostile = [
+        "/\t/evil.example",
+        "/\n/evil.example",
+        "/\r\n/evil.example",
+        "/ /evil.example",
+        "/\u{0}/evil.example",
+        "/\u{a0}/evil.example",
+        "//evil.example",
+        "///evil.example",
+        "/\\evil.example",
+        "\\\\evil.example",
+        "/\\/evil.example",
+        "https://evil.example/",
+        "javascript:alert(1)",
+        "evil.example",
+        " /jobs",
+        "",
+    ];
+    let q = |k: &str, v: &str| serde_urlencoded::to_string([(k, v)]).unwrap();
+    for value in hostile {
+        let resp = b
+            .get(&format!("/lang?to=en&{}", q("back", value)), None)
+            .await;
+        assert_eq!(
+            (resp.status().as_u16(), location(&resp)),
+            (303, "/".to_owned()),
+            "/lang back={value:?}"
+        );
+    }
+    // Raw, as in the report.
+    let resp = b.get("/lang?back=/%09/evil.example&to=en", None).await;
+    assert_eq!(location(&resp), "/");
+
+    let session = b.login("admin", ADMIN_PASSWORD).await;
+    for value in hostile {
+        let resp = b
+            .get(&format!("/login?{}", q("next", value)), Some(&session))
+            .await;
+        assert_eq!(
+            (resp.status().as_u16(), location(&resp)),
+            (303, "/".to_owned()),
+            "/login next={value:?}"
+        );
+        let token = b.login_token().await;
+        let resp = b
+            .post_login(
+                &token,
+                &[
+                    ("username", "admin"),
+                    ("password", ADMIN_PASSWORD),
+                    ("next", value),
+                ],
+                &[],
+            )
+            .await;
+        assert_eq!(
+            (resp.status().as_u16(), location(&resp)),
+            (303, "/".to_owned()),
+            "login form next={value:?}"
+        );
+    }
+    // Paths of the site are still followed.
+    let resp = b.get("/lang?to=zh&back=/jobs%3Fpage%3D2", None).await;
+    assert_eq!(location(&resp), "/jobs?page=2");
+    let resp = b.get("/login?next=/runs", Some(&session)).await;
+    assert_eq!(location(&resp), "/runs");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn cross_site_logins_are_refused() {
+    let h = Harness::start().await;
+    let b = Browser::new(&h);
+    let good = [("username", "admin"), ("password", ADMIN_PASSWORD)];
+    let token = b.login_token().await;
+    for (what, headers) in [
+        ("foreign origin", vec![("origin", "http://evil.example")]),
+        ("null origin", vec![("origin", "null")]),
+        (
+            "same host, other port",
+            vec![("origin", "http://127.0.0.1:1")],
+        ),
+        (
+            "ours and a foreign one",
+            vec![
+                ("origin", b.base.as_str()),
+                ("origin", "http://evil.example"),
+            ],
+        ),
+    ] {
+        let resp = b.post_login(&token, &good, &headers).await;
+        assert_eq!(resp.status(), 403, "{what}");
+        assert!(set_cookie(&resp, "tw_session").is_none(), "{what}");
+        let page = resp.text().await.unwrap();
+        assert!(page.contains("another site"), "{what}: {page}");
+    }
+    // A foreign referer without an origin.
+    let resp = b
+        .http
+        .post(format!("{}/login", b.base))
+        .header("cookie", format!("tw_login_csrf={token}"))
+        .header("referer", "https://evil.example/form")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(serde_urlencoded::to_string([("_csrf", token.as_str()), good[0], good[1]]).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403);
+    // Without the form's token, or with another one than the cookie's.
+    let zeros = "0".repeat(64);
+    for (cookie, field) in [
+        ("", ""),
+        (token.as_str(), ""),
+        (token.as_str(), zeros.as_str()),
+    ] {
+        let mut fields = vec![good[0], good[1]];
+        if !field.is_empty() {
+            fields.push(("_csrf", field));
+        }
+        let resp = b
+            .http
+            .post(format!("{}/login", b.base))
+            .header("cookie", format!("tw_login_csrf={cookie}"))
+            .header("origin", b.base.clone())
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(serde_urlencoded::to_string(&fields).unwrap())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 403, "cookie {cookie:?} field {field:?}");
+        assert!(set_cookie(&resp, "tw_session").is_none());
+        assert!(
+            set_cookie(&resp, "tw_login_csrf").is_some(),
+            "a fresh form to try again"
+        );
+    }
+    // From our own form it works (with and without a proxy's host).
+    let resp = b.post_login(&token, &good, &[]).await;
+    assert_eq!(resp.status(), 303);
+    assert!(set_cookie(&resp, "tw_session").is_some());
+    let resp = b
+        .post_login(
+            &token,
+            &good,
+            &[
+                ("origin", "https://console.example"),
+                ("x-forwarded-host", "console.example"),
+            ],
+        )
+        .await;
+    assert_eq!(resp.status(), 303);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn lower_case_bearer_scheme_is_accepted() {
+    let h = Harness::start().await;
+    let http = reqwest::Client::new();
+    for (value, status) in [
+        (format!("bearer {BUILTIN}"), 200),
+        (format!("BEARER {BUILTIN}"), 200),
+        (format!("Bearer   {BUILTIN}"), 200),
+        (format!("Bearer {BUILTIN}"), 200),
+        (format!("Basic {BUILTIN}"), 401),
+        (format!("bearer{BUILTIN}"), 401),
+        ("bearer wrong".to_owned(), 401),
+    ] {
+        let resp = http
+            .get(format!("{}/openapi/v1/me", h.base))
+            .header("authorization", &value)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), status, "{value}");
+    }
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn answers_with_a_new_token_are_not_stored_by_caches() {
+    let h = Harness::start().await;
+    let resp = reqwest::Client::new()
+        .post(format!("{}/openapi/v1/tokens", h.base))
+        .bearer_auth(BUILTIN)
+        .json(&json!({ "name": "ci", "user_id": 1 }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    assert_eq!(resp.headers()["cache-control"], "no-store");
+
+    let b = Browser::new(&h);
+    let session = b.login("admin", ADMIN_PASSWORD).await;
+    let page = b.get("/tokens", Some(&session)).await.text().await.unwrap();
+    let csrf = page
+        .split("name=\"_csrf\" value=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("csrf field")
+        .to_owned();
+    let resp = b
+        .http
+        .post(format!("{}/tokens", b.base))
+        .header("cookie", format!("tw_session={session}"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(serde_urlencoded::to_string([("_csrf", csrf.as_str()), ("name", "console")]).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["cache-control"], "no-store");
+    assert!(resp.text().await.unwrap().contains("tw_"), "the new secret");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn idle_sessions_never_expire_before_the_idle_time() {
+    let h = Harness::start().await;
+    let idle = Duration::from_secs(2);
+    let auth = tickwork_admin::Auth::new(
+        h.admin.store().clone(),
+        tickwork_admin::auth::AuthConfig {
+            session_idle: idle,
+            ..Default::default()
+        },
+        "",
+    );
+    let ip: IpAddr = [127, 0, 0, 1].into();
+    let s = auth.login("admin", ADMIN_PASSWORD, ip).await.unwrap();
+    let mut last_use = std::time::Instant::now();
+    // Used every 1.2 s: never idle for 2 s, so it lives on.
+    for round in 0..3 {
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let gap = last_use.elapsed();
+        let alive = auth.session(&s.session_id).await.unwrap().is_some();
+        last_use = std::time::Instant::now();
+        if gap < idle {
+            assert!(alive, "round {round}: ended after {gap:?} of idleness");
+        }
+    }
+    // Idle for longer than the timeout (plus the touch interval of a quarter of it): ended.
+    tokio::time::sleep(idle + idle / 4 + Duration::from_millis(300)).await;
+    assert!(auth.session(&s.session_id).await.unwrap().is_none());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn json_bodies_that_are_not_objects_are_refused() {
+    let h = Harness::start().await;
+    let groups = h.get("/groups", "/groups", BUILTIN).await.ok();
+    let g = h.group("objapp").await;
+    let job = h.shell_job(g, BUILTIN).await.ok();
+    let job_id = job["id"].as_i64().unwrap();
+    let runs_before = h.get("/runs", "/runs?size=1", BUILTIN).await.ok()["total"].clone();
+    for body in [
+        r#"["arrayapp", "Array app", "auto", []]"#,
+        "[]",
+        "null",
+        "\"arrayapp\"",
+        "42",
+    ] {
+        let a = h
+            .raw(
+                Method::POST,
+                "/groups",
+                "/groups",
+                Some(BUILTIN),
+                Some(body),
+            )
+            .await;
+        a.refused(400, "invalid_input");
+        assert!(
+            a.body["message"].as_str().unwrap().contains("JSON object"),
+            "{a:?}"
+        );
+        let a = h
+            .raw(
+                Method::POST,
+                "/jobs/{id}/trigger",
+                &format!("/jobs/{job_id}/trigger"),
+                Some(BUILTIN),
+                Some(body),
+            )
+            .await;
+        a.refused(400, "invalid_input");
+    }
+    let after = h.get("/groups", "/groups", BUILTIN).await.ok();
+    assert_eq!(
+        after.as_array().unwrap().len(),
+        groups.as_array().unwrap().len() + 1,
+        "only the object created a group"
+    );
+    assert_eq!(
+        h.get("/runs", "/runs?size=1", BUILTIN).await.ok()["total"],
+        runs_before
+    );
+    h.stop().await;
+}

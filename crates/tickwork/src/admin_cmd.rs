@@ -131,7 +131,7 @@ fn stored_token(data_dir: &Path, name: &str) -> anyhow::Result<String> {
             return Ok(t);
         }
     }
-    let token = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
+    let token = tickwork_admin::auth::generate_token()?;
     write_private(&path, &token)
         .with_context(|| format!("cannot write the generated token to {}", path.display()))?;
     tracing::info!(file = %path.display(), "generated a new {name}");

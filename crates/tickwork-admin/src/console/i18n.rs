@@ -178,6 +178,14 @@ static EN: &[(&str, &str)] = &[
     ("log_following", "Following the log…"),
     ("login", "Sign in"),
     (
+        "login_busy",
+        "Too many sign-ins at this moment; try again in a moment",
+    ),
+    (
+        "login_cross_site",
+        "Sign-in refused: the form was sent from another site. Open this page directly and sign in again",
+    ),
+    (
         "login_slow_down",
         "Too many attempts; wait a minute and try again",
     ),
@@ -210,6 +218,10 @@ static EN: &[(&str, &str)] = &[
     (
         "password_keep_hint",
         "email only; empty keeps the stored password",
+    ),
+    (
+        "password_too_long",
+        "The password is at most 1024 characters",
     ),
     ("port", "Port"),
     ("port_hint", "email only; empty: 25, 587 or 465 by TLS mode"),
@@ -394,6 +406,11 @@ static ZH: &[(&str, &str)] = &[
     ("log_end", "日志结束"),
     ("log_following", "正在跟踪日志…"),
     ("login", "登录"),
+    ("login_busy", "当前登录请求过多，请稍后再试"),
+    (
+        "login_cross_site",
+        "登录被拒绝：表单来自其他网站。请直接打开本页面后重新登录",
+    ),
     ("login_slow_down", "尝试次数过多，请稍等一分钟再试"),
     ("login_title", "登录 Tickwork"),
     ("logout", "退出"),
@@ -422,6 +439,7 @@ static ZH: &[(&str, &str)] = &[
     ("params", "任务参数"),
     ("password", "密码"),
     ("password_keep_hint", "仅邮件；留空则保留已保存的密码"),
+    ("password_too_long", "密码最多 1024 个字符"),
     ("port", "端口"),
     ("port_hint", "仅邮件；留空则按 TLS 模式使用 25、587 或 465"),
     ("prev", "上一页"),

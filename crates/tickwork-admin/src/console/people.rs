@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use askama::Template;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::response::Response;
 use serde::Deserialize;
 use tickwork_protocol::api::{
@@ -240,9 +240,15 @@ pub async fn token_create(State(a): State<Admin>, v: Visitor, body: Bytes) -> Re
         user_id: None,
     };
     match v.ops(&a).token_create(input).await {
-        // Shown on this answer only: the secret is never stored.
+        // Shown on this answer only: the secret is never stored, nor kept by any cache.
         Ok(created) => {
-            tokens_page(&a, &v, Some(created.secret), String::new(), StatusCode::OK).await
+            let mut res =
+                tokens_page(&a, &v, Some(created.secret), String::new(), StatusCode::OK).await;
+            res.headers_mut().insert(
+                header::CACHE_CONTROL,
+                header::HeaderValue::from_static("no-store"),
+            );
+            res
         }
         Err(e) => {
             let mut res = tokens_page(

@@ -10,7 +10,10 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::auth::{Principal, Role, SESSION_COOKIE, SessionInfo, check_csrf};
+use super::auth::{
+    self, LOGIN_CSRF_COOKIE, LOGINS_BUSY, Principal, Role, SESSION_COOKIE, SessionInfo, check_csrf,
+    check_login_csrf,
+};
 use super::i18n::Lang;
 use super::ops::{self, Ops};
 use super::ui::{self, Ctx, Form};
@@ -250,6 +253,8 @@ struct LoginPage {
     lang: Lang,
     username: String,
     next: String,
+    /// The form's CSRF token, also in the [`LOGIN_CSRF_COOKIE`] cookie (double submit).
+    csrf: String,
     error: Option<&'static str>,
 }
 
@@ -266,6 +271,7 @@ pub struct LoginQuery {
 }
 
 pub async fn login_form(
+    State(admin): State<Admin>,
     headers: HeaderMap,
     visitor: Option<Visitor>,
     axum::extract::Query(q): axum::extract::Query<LoginQuery>,
@@ -273,12 +279,94 @@ pub async fn login_form(
     if visitor.is_some() {
         return ui::see_other(&q.next);
     }
-    ui::render(&LoginPage {
-        lang: choose_lang(&headers, None),
-        username: String::new(),
-        next: ui::safe_path(&q.next).to_owned(),
-        error: None,
-    })
+    let next = ui::safe_path(&q.next).to_owned();
+    login_page(&admin, &headers, StatusCode::OK, String::new(), next, None)
+}
+
+/// The login page with its form's CSRF token: the browser's own when its cookie holds a
+/// well-formed one, else a new one, set in the cookie.
+fn login_page(
+    admin: &Admin,
+    headers: &HeaderMap,
+    status: StatusCode,
+    username: String,
+    next: String,
+    error: Option<&'static str>,
+) -> Response {
+    let lang = choose_lang(headers, None);
+    let kept = cookie(headers, LOGIN_CSRF_COOKIE)
+        .filter(|t| t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit()))
+        .map(str::to_owned);
+    let csrf = match kept.map_or_else(|| auth::random_hex(32), Ok) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::error!(error = %e, "console: no login csrf token");
+            return (StatusCode::INTERNAL_SERVER_ERROR, "try again").into_response();
+        }
+    };
+    let cookie = format!(
+        "{LOGIN_CSRF_COOKIE}={csrf}; Path=/login; HttpOnly; SameSite=Strict; Max-Age=86400{}",
+        if admin.auth().config().secure_cookie {
+            "; Secure"
+        } else {
+            ""
+        }
+    );
+    let mut res = ui::render_status(
+        status,
+        &LoginPage {
+            lang,
+            username,
+            next,
+            csrf,
+            error: error.map(|k| lang.t(k)),
+        },
+    );
+    if let Ok(v) = cookie.parse() {
+        res.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    res
+}
+
+/// Whether a form was posted from our own pages: its `Origin` (or, without one, its
+/// `Referer`) names the host it was sent to (`Host`, or `X-Forwarded-Host` behind a proxy:
+/// a browser does not let a foreign page set either). Clients that send neither are not
+/// browsers (those send `Origin` with every form post); the CSRF cookie still applies.
+fn posted_from_this_site(headers: &HeaderMap) -> bool {
+    let name = if headers.contains_key(header::ORIGIN) {
+        header::ORIGIN
+    } else {
+        header::REFERER
+    };
+    // Every value must name this site: a second header cannot vouch for a foreign first.
+    headers
+        .get_all(&name)
+        .iter()
+        .all(|source| names_this_host(headers, source))
+}
+
+/// Whether the URL `source` has the host (and port) this request was sent to.
+fn names_this_host(headers: &HeaderMap, source: &header::HeaderValue) -> bool {
+    let Some(url) = source.to_str().ok().and_then(|s| url::Url::parse(s).ok()) else {
+        return false;
+    };
+    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+        return false;
+    };
+    [header::HOST.as_str(), "x-forwarded-host"]
+        .iter()
+        .filter_map(|name| headers.get(*name)?.to_str().ok())
+        .filter_map(|v| v.split(',').next())
+        .map(str::trim)
+        .any(|authority| {
+            let (h, p) = match authority.rsplit_once(':') {
+                Some((h, p)) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => {
+                    (h, p.parse::<u16>().ok())
+                }
+                _ => (authority, Some(port)),
+            };
+            h.eq_ignore_ascii_case(host) && p == Some(port)
+        })
 }
 
 /// Largest login form.
@@ -292,12 +380,35 @@ pub async fn login_submit(State(admin): State<Admin>, req: Request) -> Response 
         .await
         .unwrap_or_default();
     let form = Form::parse(&body);
-    let lang = choose_lang(&headers, None);
     let username = form.get("username").trim().to_owned();
     let next = ui::safe_path(form.get("next")).to_owned();
     let ip = peer
         .map(|ConnectInfo(a)| a.ip())
         .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    // Login CSRF: a foreign page must not sign a browser in (as the attacker's account).
+    let refused = if !posted_from_this_site(&headers) {
+        Some("login_cross_site")
+    } else if check_login_csrf(
+        cookie(&headers, LOGIN_CSRF_COOKIE).unwrap_or(""),
+        form.get("_csrf"),
+    )
+    .is_err()
+    {
+        Some("csrf_failed")
+    } else {
+        None
+    };
+    if let Some(reason) = refused {
+        tracing::warn!(ip = %ip, reason, "login refused: not posted by our login form");
+        return login_page(
+            &admin,
+            &headers,
+            StatusCode::FORBIDDEN,
+            username,
+            next,
+            Some(reason),
+        );
+    }
     match admin
         .auth()
         .login(&username, form.get("password"), ip)
@@ -313,8 +424,11 @@ pub async fn login_submit(State(admin): State<Admin>, req: Request) -> Response 
         }
         Err(e) => {
             let (status, error) = match e {
-                Error::Unauthorized(_) | Error::Invalid(_) => {
-                    (StatusCode::UNAUTHORIZED, "bad_credentials")
+                Error::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "bad_credentials"),
+                // The only input a login checks: the password's length.
+                Error::Invalid(_) => (StatusCode::BAD_REQUEST, "password_too_long"),
+                Error::RateLimited(m) if m == LOGINS_BUSY => {
+                    (StatusCode::TOO_MANY_REQUESTS, "login_busy")
                 }
                 Error::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "login_slow_down"),
                 other => {
@@ -322,15 +436,7 @@ pub async fn login_submit(State(admin): State<Admin>, req: Request) -> Response 
                     (StatusCode::INTERNAL_SERVER_ERROR, "error")
                 }
             };
-            ui::render_status(
-                status,
-                &LoginPage {
-                    lang,
-                    username,
-                    next,
-                    error: Some(lang.t(error)),
-                },
-            )
+            login_page(&admin, &headers, status, username, next, Some(error))
         }
     }
 }

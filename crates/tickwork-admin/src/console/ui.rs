@@ -250,13 +250,15 @@ pub fn see_other(to: &str) -> Response {
     Redirect::to(safe_path(to)).into_response()
 }
 
-/// `to` if it is a local path, else `/`.
+/// `to` if it is a path of this site, else `/`: it starts with one `/` and holds no `\\`
+/// (browsers read it as `/`), no white space and no control character (browsers drop tabs
+/// and line breaks, so `/<tab>/evil.example` would become `//evil.example`).
 pub fn safe_path(to: &str) -> &str {
-    if to.starts_with('/') && !to.starts_with("//") && !to.contains('\\') {
-        to
-    } else {
-        "/"
-    }
+    let local = to.starts_with('/')
+        && !to.starts_with("//")
+        && !to.contains('\\')
+        && !to.chars().any(|c| c.is_whitespace() || c.is_control());
+    if local { to } else { "/" }
 }
 
 /// `path` with `ok=<key>` added to its query (a translated success banner).
