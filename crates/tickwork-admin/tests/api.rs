@@ -1948,6 +1948,76 @@ async fn group_token_rotation_invalidates_the_old_token_at_once() {
     h.stop().await;
 }
 
+/// The console's groups page: a button gives a group a new token, shown on that answer only
+/// (not cached); the page itself says only whether a group has its own token.
+#[tokio::test]
+async fn console_rotates_a_group_token_and_shows_it_once() {
+    let h = Harness::start().await;
+    let g = h.group("console-tok").await;
+    let s = h
+        .admin
+        .auth()
+        .login("admin", ADMIN_PASSWORD, [127, 0, 0, 1].into())
+        .await
+        .expect("login");
+    let cookie = format!("{}={}", tickwork_admin::SESSION_COOKIE, s.session_id);
+    let page = |path: String| {
+        h.http
+            .get(format!("{}{path}", h.base))
+            .header("cookie", &cookie)
+            .send()
+    };
+    let before = page("/groups".into()).await.unwrap().text().await.unwrap();
+    assert!(
+        before.contains(&format!("id=\"rotate-token-{g}\"")),
+        "no button"
+    );
+    assert!(before.contains("global token"), "{before}");
+
+    let post = |csrf: String| {
+        h.http
+            .post(format!("{}/groups/{g}/token", h.base))
+            .header("cookie", &cookie)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("_csrf={csrf}"))
+            .send()
+    };
+    // A forged form changes nothing.
+    let forged = post("forged".into()).await.unwrap();
+    assert_eq!(forged.status(), 403);
+    let view = h
+        .get("/groups/{id}", &format!("/groups/{g}"), BUILTIN)
+        .await
+        .ok();
+    assert_eq!(view["has_token"], false);
+
+    let resp = post(s.csrf_token.clone()).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        resp.headers()
+            .get("cache-control")
+            .map(|v| v.to_str().unwrap()),
+        Some("no-store")
+    );
+    let shown = resp.text().await.unwrap();
+    let start = shown.find("twg_").expect("the new token on the page");
+    let token: String = shown[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    assert_eq!(
+        h.register("registry", &token, "console-tok", "http://10.0.0.1:9999")
+            .await
+            .0,
+        200
+    );
+
+    let after = page("/groups".into()).await.unwrap().text().await.unwrap();
+    assert!(!after.contains(&token), "the token is shown again");
+    assert!(after.contains("own token"), "{after}");
+    h.stop().await;
+}
+
 // ---- OpenAPI ----
 
 #[tokio::test]
