@@ -99,10 +99,12 @@ pub(crate) struct CachedJob {
     schedule: Option<Schedule>,
 }
 
-/// A group's live addresses, read at `at`.
+/// A group's live addresses, read at `at`, and the client that calls them with the group's
+/// token.
 pub(crate) struct CachedAddresses {
     app_name: String,
     addresses: Arc<Vec<String>>,
+    client: ExecutorClient,
     at: Instant,
     /// Read again before the cache time is over (its executors changed).
     expired: bool,
@@ -359,6 +361,15 @@ impl Admin {
             .lock()
             .expect("groups lock")
             .remove(&group_id);
+    }
+
+    /// The client that calls `group`'s executors: with the group's own token, or the global
+    /// one when it has none.
+    pub(crate) fn client_for(&self, group: &Group) -> ExecutorClient {
+        match &group.access_token {
+            Some(token) => self.inner.client.with_token(token),
+            None => self.inner.client.clone(),
+        }
     }
 
     /// Puts a run into the timer (manual, API, retry and child runs).
@@ -662,7 +673,7 @@ impl Admin {
             }
             return;
         }
-        let candidates = match self.addresses(cached.job.spec.group_id).await {
+        let (candidates, client) = match self.executors(cached.job.spec.group_id).await {
             Ok(a) => a,
             Err(Error::NotFound(m)) => {
                 let outcome = DispatchOutcome {
@@ -691,7 +702,9 @@ impl Admin {
             self.hold(run, "fence closed before dispatch");
             return;
         }
-        let outcome = self.route_and_call(&run, &cached, &candidates).await;
+        let outcome = self
+            .route_and_call(&run, &cached, &candidates, &client)
+            .await;
         self.to_ledger(run, outcome);
     }
 
@@ -707,6 +720,7 @@ impl Admin {
         run: &Run,
         cached: &CachedJob,
         candidates: &Arc<Vec<String>>,
+        client: &ExecutorClient,
     ) -> DispatchOutcome {
         let refused = |msg: String| DispatchOutcome {
             run_id: run.id,
@@ -773,14 +787,7 @@ impl Admin {
             .metrics
             .lateness
             .observe_ms(now.saturating_sub(run.scheduled_at));
-        let outcome = dispatch(
-            &self.inner.client,
-            &self.inner.router,
-            &req,
-            candidates,
-            now,
-        )
-        .await;
+        let outcome = dispatch(client, &self.inner.router, &req, candidates, now).await;
         self.count_slow(run.job_id, started.elapsed());
         outcome
     }
@@ -790,14 +797,25 @@ impl Admin {
     /// is still used while a background task reads the new list: dispatch never waits for
     /// the database unless the group was never read (or its executors just changed).
     pub(crate) async fn addresses(&self, group_id: i64) -> Result<Arc<Vec<String>>, Error> {
+        Ok(self.executors(group_id).await?.0)
+    }
+
+    /// A group's live addresses (as [`Admin::addresses`]) and the client that calls them
+    /// with the group's token.
+    pub(crate) async fn executors(
+        &self,
+        group_id: i64,
+    ) -> Result<(Arc<Vec<String>>, ExecutorClient), Error> {
         let ttl = self.inner.config.registry.address_cache;
         // The list to fall back on when a read that must be waited for fails.
         let fallback = {
             let mut groups = self.inner.groups.lock().expect("groups lock");
             match groups.get_mut(&group_id) {
-                Some(c) if !c.expired && c.at.elapsed() < ttl => return Ok(c.addresses.clone()),
+                Some(c) if !c.expired && c.at.elapsed() < ttl => {
+                    return Ok((c.addresses.clone(), c.client.clone()));
+                }
                 // Its executors changed: read now.
-                Some(c) if c.expired => Some(c.addresses.clone()),
+                Some(c) if c.expired => Some((c.addresses.clone(), c.client.clone())),
                 // Merely old: keep using it while a background task reads the new list.
                 Some(c) => {
                     if !c.refreshing {
@@ -805,7 +823,7 @@ impl Admin {
                         let admin = self.clone();
                         tokio::spawn(async move { admin.refresh_addresses(group_id).await });
                     }
-                    return Ok(c.addresses.clone());
+                    return Ok((c.addresses.clone(), c.client.clone()));
                 }
                 None => None,
             }
@@ -848,7 +866,10 @@ impl Admin {
     }
 
     /// Reads a group's addresses from the database into the cache.
-    async fn load_addresses(&self, group_id: i64) -> Result<Arc<Vec<String>>, Error> {
+    async fn load_addresses(
+        &self,
+        group_id: i64,
+    ) -> Result<(Arc<Vec<String>>, ExecutorClient), Error> {
         let group: Group = self.inner.store.group_get(group_id).await?;
         let addresses = if group.address_mode == tickwork_store::AddressMode::Manual {
             group.addresses.clone()
@@ -863,17 +884,19 @@ impl Admin {
                 .await?
         };
         let addresses = Arc::new(addresses);
+        let client = self.client_for(&group);
         self.inner.groups.lock().expect("groups lock").insert(
             group_id,
             CachedAddresses {
                 app_name: group.app_name,
                 addresses: addresses.clone(),
+                client: client.clone(),
                 at: Instant::now(),
                 expired: false,
                 refreshing: false,
             },
         );
-        Ok(addresses)
+        Ok((addresses, client))
     }
 
     // ---- ledger ----

@@ -56,6 +56,14 @@ impl ExecutorClient {
         }
     }
 
+    /// The same client (same connections) sending `token` instead: the token of the executor
+    /// group being called.
+    pub fn with_token(&self, token: &str) -> Self {
+        let mut c = self.clone();
+        c.token = token.to_owned();
+        c
+    }
+
     /// `POST <address>/run`: code 200 means queued, not done.
     pub async fn run(&self, address: &str, param: &TriggerParam) -> CallOutcome {
         self.call(address, "run", Some(tickwork_protocol::encode(param)))

@@ -70,6 +70,7 @@ rest_api! {
     "/groups" => { get: groups_list, post: group_create }
     "/groups/{id}" => { get: group_get, put: group_update, delete: group_delete }
     "/groups/{id}/instances" => { get: group_instances }
+    "/groups/{id}/token" => { post: group_token_rotate }
     "/jobs" => { get: jobs_list, post: job_create }
     "/jobs/{id}" => { get: job_get, put: job_update, delete: job_delete }
     "/jobs/{id}/start" => { post: job_start }
@@ -349,10 +350,16 @@ async fn executor_call(
         .get(ACCESS_TOKEN_HEADER)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    let expected = &admin.config().access_token;
-    if !expected.is_empty() && token != expected {
-        return Envelope::fail(msg::WRONG_TOKEN);
-    }
+    // A group's own token, or the global one; which groups it acts for is checked per call
+    // and per callback item.
+    let auth = match admin.executor_auth(token).await {
+        Ok(Some(auth)) => auth,
+        Ok(None) => return Envelope::fail(msg::WRONG_TOKEN),
+        Err(e) => {
+            error!(error = ?e, call = name, "database error checking an executor token");
+            return Envelope::fail("the admin could not check this request; try again");
+        }
+    };
     let body = match axum::body::to_bytes(body, EXECUTOR_BODY_LIMIT).await {
         Ok(b) => b,
         Err(_) => {
@@ -366,15 +373,15 @@ async fn executor_call(
     }
     let result = match name {
         "registry" => match tickwork_protocol::decode::<RegistryParam>(&body) {
-            Ok(p) => admin.registry_beat(p).await,
+            Ok(p) => admin.registry_beat(&auth, p).await,
             Err(e) => Err(Error::Invalid(e.to_string())),
         },
         "registryRemove" => match tickwork_protocol::decode::<RegistryParam>(&body) {
-            Ok(p) => admin.registry_remove(p).await,
+            Ok(p) => admin.registry_remove(&auth, p).await,
             Err(e) => Err(Error::Invalid(e.to_string())),
         },
         _ => match tickwork_protocol::decode::<Vec<HandleCallbackParam>>(&body) {
-            Ok(items) => admin.callbacks(items).await,
+            Ok(items) => admin.callbacks(&auth, items).await,
             Err(e) => Err(Error::Invalid(e.to_string())),
         },
     };
@@ -515,6 +522,21 @@ async fn group_instances(
     Path(g): Path<String>,
 ) -> ApiResult<Vec<tickwork_protocol::api::InstanceView>> {
     ok(a.group_instances(id("id", &g)?).await?)
+}
+
+/// Sets a new executor token for the group and shows it this once (never cached).
+async fn group_token_rotate(
+    State(a): State<Admin>,
+    Extension(p): Caller,
+    Path(g): Path<String>,
+) -> Result<Response, ApiError> {
+    let created = a.group_rotate_token(&p, id("id", &g)?).await?;
+    Ok((
+        StatusCode::CREATED,
+        [(header::CACHE_CONTROL, "no-store")],
+        axum::Json(created),
+    )
+        .into_response())
 }
 
 #[derive(Deserialize)]

@@ -30,6 +30,7 @@ pub use auth::{Auth, NewSession, Principal, Role, SESSION_COOKIE, SessionInfo, c
 pub use cluster::MAINTENANCE_LEASE;
 pub use config::Config;
 pub use error::Error;
+pub use service::{ExecutorAuth, ExecutorCaller};
 pub use tickwork_protocol::api::{
     GroupInput, GroupView, JobInput, JobQuery, JobView, RunQuery, RunView, TriggerInput,
 };

@@ -12,6 +12,7 @@ use tickwork_core::run::RunState;
 use tickwork_store::{AddressMode, LostQuery, RunComplete, RunPurge, RunReport, TimeRange};
 use tracing::{info, warn};
 
+use crate::executor_client::ExecutorClient;
 use crate::timer::now_ms;
 use crate::{Admin, Error};
 
@@ -127,24 +128,30 @@ impl Admin {
         if candidates.is_empty() {
             return Ok(0);
         }
-        let mut manual: HashMap<i64, Vec<String>> = HashMap::new();
+        // Each group's manual list, and the client with its token.
+        let mut manual: HashMap<i64, (Vec<String>, Option<ExecutorClient>)> = HashMap::new();
         let mut beats: HashMap<String, bool> = HashMap::new();
         let mut lost = Vec::new();
         for run in candidates {
             let address = run.executor_address.clone().unwrap_or_default();
             if let std::collections::hash_map::Entry::Vacant(slot) = manual.entry(run.group_id) {
                 let list = match self.inner.store.group_get(run.group_id).await {
-                    Ok(g) if g.address_mode == AddressMode::Manual => g.addresses,
-                    Ok(_) | Err(tickwork_store::Error::NotFound { .. }) => Vec::new(),
+                    Ok(g) if g.address_mode == AddressMode::Manual => {
+                        let client = self.client_for(&g);
+                        (g.addresses, Some(client))
+                    }
+                    Ok(_) | Err(tickwork_store::Error::NotFound { .. }) => (Vec::new(), None),
                     Err(e) => return Err(e.into()),
                 };
                 slot.insert(list);
             }
-            if manual[&run.group_id].contains(&address) {
+            if let (list, Some(client)) = &manual[&run.group_id]
+                && list.contains(&address)
+            {
                 let alive = match beats.get(&address) {
                     Some(&alive) => alive,
                     None => {
-                        let alive = self.inner.client.beat(&address).await.is_success();
+                        let alive = client.beat(&address).await.is_success();
                         beats.insert(address.clone(), alive);
                         alive
                     }

@@ -96,6 +96,16 @@ const OPS: &[Op] = &[
         answer: "InstanceList",
     },
     Op {
+        method: "post",
+        path: "/groups/{id}/token",
+        summary: "Give the group a new executor access token (replacing its own, or the global \
+                  token, at once); the token is shown only in this answer",
+        roles: "admin, or an operator of the group",
+        query: &[],
+        body: None,
+        answer: "GroupToken",
+    },
+    Op {
         method: "get",
         path: "/jobs",
         summary: "List jobs by group, status and text",
@@ -671,9 +681,21 @@ fn schemas() -> Value {
         "Group": object(&[
             ("id", t("integer")), ("app_name", t("string")), ("title", t("string")),
             ("address_mode", t("string")), ("addresses", strings()),
-            ("live_addresses", strings()), ("updated_at", t("integer")),
-        ], &["id", "app_name", "title", "address_mode", "addresses", "live_addresses", "updated_at"], false),
+            ("live_addresses", strings()),
+            ("has_token", json!({
+                "type": "boolean",
+                "description": "the group has its own executor access token (else the global one applies)",
+            })),
+            ("updated_at", t("integer")),
+        ], &["id", "app_name", "title", "address_mode", "addresses", "live_addresses", "has_token", "updated_at"], false),
         "GroupList": array_of("Group"),
+        "GroupToken": object(&[
+            ("group_id", t("integer")),
+            ("token", json!({
+                "type": "string",
+                "description": "twg_…; executors of the group send it in XXL-JOB-ACCESS-TOKEN; shown only here",
+            })),
+        ], &["group_id", "token"], false),
         "Instance": object(&[
             ("address", t("string")), ("last_heartbeat", t("integer")), ("alive", t("boolean")),
         ], &["address", "last_heartbeat", "alive"], false),
@@ -860,7 +882,7 @@ fn operation(op: &Op) -> Value {
             "description": description, "schema": query_schema(name, kind),
         }));
     }
-    let success = if op.method == "post" && op.path == "/tokens" {
+    let success = if op.method == "post" && matches!(op.path, "/tokens" | "/groups/{id}/token") {
         "201"
     } else {
         "200"

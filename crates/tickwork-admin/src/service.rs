@@ -3,25 +3,77 @@
 //! [`Principal`], checks its role here (not in the HTTP handlers or the console), and writes
 //! an audit record with the target before and after.
 
+use std::collections::HashMap;
+
+use subtle::ConstantTimeEq;
 use tickwork_core::run::RunState;
 use tickwork_core::schedule::Schedule;
 use tickwork_core::{GlueType, ScheduleType, TriggerType};
 use tickwork_protocol::api::{
-    CopyInput, DayRuns, GroupInput, GroupView, InstanceView, JobInput, JobQuery, JobView,
-    LatenessView, Page, RunQuery, RunView, ScriptInput, ScriptVersionView, StatsView, TriggerInput,
+    CopyInput, DayRuns, GroupInput, GroupTokenView, GroupView, InstanceView, JobInput, JobQuery,
+    JobView, LatenessView, Page, RunQuery, RunView, ScriptInput, ScriptVersionView, StatsView,
+    TriggerInput,
 };
 use tickwork_protocol::{HandleCallbackParam, LogParam, LogResult, RegistryParam};
 use tickwork_store::{
-    AddressMode, Group, GroupNew, GroupUpdate, Job, JobFilter, JobNew, JobSpec, JobStatus,
-    JobStatusChange, JobUpdate, PageReq, RegistryBeat, RegistryKey, Run, RunClear, RunComplete,
-    RunFilter, RunNew, ScriptVersion, ScriptVersionKey, ScriptVersionNew, TimeRange,
+    AddressMode, Group, GroupNew, GroupTokenSet, GroupUpdate, Job, JobFilter, JobNew, JobSpec,
+    JobStatus, JobStatusChange, JobUpdate, PageReq, RegistryBeat, RegistryKey, Run, RunClear,
+    RunComplete, RunFilter, RunNew, ScriptVersion, ScriptVersionKey, ScriptVersionNew, TimeRange,
 };
 use tracing::{info, warn};
 
 use crate::audit::Target;
 use crate::auth::Principal;
+use crate::executor_client::ExecutorClient;
 use crate::timer::now_ms;
 use crate::{Admin, Error};
+
+/// Who an executor call comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecutorCaller {
+    /// The admin's global token: acts for the groups without a token of their own (and for
+    /// app names no group has yet).
+    Global,
+    /// A group's own token: acts for that group only.
+    Group(i64),
+}
+
+/// An executor call's caller, with the groups as they were when its token was checked.
+pub struct ExecutorAuth {
+    caller: ExecutorCaller,
+    groups: Vec<Group>,
+}
+
+impl ExecutorAuth {
+    pub fn caller(&self) -> ExecutorCaller {
+        self.caller
+    }
+
+    /// The caller a group's executors must be: the group itself when it has a token.
+    fn expected(group: Option<&Group>) -> ExecutorCaller {
+        match group {
+            Some(g) if g.access_token.is_some() => ExecutorCaller::Group(g.id),
+            _ => ExecutorCaller::Global,
+        }
+    }
+
+    /// Whether the caller may report results of runs of `group_id`.
+    fn may_act_for(&self, group_id: i64) -> bool {
+        self.caller == Self::expected(self.groups.iter().find(|g| g.id == group_id))
+    }
+
+    /// `Forbidden` unless the caller may register or remove executors of `app_name`.
+    fn check_app(&self, app_name: &str) -> Result<(), Error> {
+        let group = self.groups.iter().find(|g| g.app_name == app_name);
+        if self.caller == Self::expected(group) {
+            Ok(())
+        } else {
+            Err(Error::Forbidden(format!(
+                "registryKey: this access token may not register executors of {app_name:?}"
+            )))
+        }
+    }
+}
 
 /// Longest accepted job params, script source and similar texts.
 const MAX_TEXT: usize = 64 * 1024;
@@ -149,8 +201,29 @@ pub(crate) fn invalid(field: &str, msg: impl std::fmt::Display) -> Error {
 impl Admin {
     // ---- executor API ----
 
+    /// Who an executor call comes from, by its access token (compared in constant time):
+    /// a group's own token, or the global one. `None`: no such token.
+    pub async fn executor_auth(&self, token: &str) -> Result<Option<ExecutorAuth>, Error> {
+        let groups = self.inner.store.groups_list().await?;
+        let presented = token.as_bytes();
+        let mut caller = None;
+        // Every group's token is compared, so the time taken does not say which matched.
+        for g in &groups {
+            if let Some(t) = &g.access_token
+                && bool::from(t.as_bytes().ct_eq(presented))
+            {
+                caller = Some(ExecutorCaller::Group(g.id));
+            }
+        }
+        let global = self.inner.config.access_token.as_bytes();
+        if caller.is_none() && !presented.is_empty() && bool::from(global.ct_eq(presented)) {
+            caller = Some(ExecutorCaller::Global);
+        }
+        Ok(caller.map(|caller| ExecutorAuth { caller, groups }))
+    }
+
     /// `api/registry`: an executor's heartbeat.
-    pub async fn registry_beat(&self, p: RegistryParam) -> Result<(), Error> {
+    pub async fn registry_beat(&self, auth: &ExecutorAuth, p: RegistryParam) -> Result<(), Error> {
         if !p.is_complete() {
             return Err(Error::Invalid(
                 tickwork_protocol::msg::ILLEGAL_ARGUMENT.into(),
@@ -161,6 +234,7 @@ impl Admin {
             address: p.registry_value.trim().to_owned(),
             now: now_ms(),
         };
+        auth.check_app(&beat.app_name)?;
         self.inner.store.registry_heartbeat(beat.clone()).await?;
         // A new executor becomes routable at its first beat, not after the cache expires.
         self.executor_seen(&beat.app_name, &beat.address);
@@ -169,7 +243,11 @@ impl Admin {
 
     /// `api/registryRemove`: an executor is shutting down. Its address leaves every group's
     /// list at once, so no run goes to it from now on.
-    pub async fn registry_remove(&self, p: RegistryParam) -> Result<(), Error> {
+    pub async fn registry_remove(
+        &self,
+        auth: &ExecutorAuth,
+        p: RegistryParam,
+    ) -> Result<(), Error> {
         if !p.is_complete() {
             return Err(Error::Invalid(
                 tickwork_protocol::msg::ILLEGAL_ARGUMENT.into(),
@@ -179,6 +257,7 @@ impl Admin {
             app_name: p.registry_key.trim().to_owned(),
             address: p.registry_value.trim().to_owned(),
         };
+        auth.check_app(&key.app_name)?;
         self.inner.store.registry_remove(key.clone()).await?;
         info!(app = %key.app_name, address = %key.address, "executor deregistered");
         self.executor_gone(&key.app_name, &key.address);
@@ -186,11 +265,38 @@ impl Admin {
     }
 
     /// `api/callback`: run results. Each is recorded before this returns, so an executor
-    /// whose callback was answered with success never needs to resend it.
-    pub async fn callbacks(&self, items: Vec<HandleCallbackParam>) -> Result<(), Error> {
+    /// whose callback was answered with success never needs to resend it. A result for a run
+    /// of a group the caller's token does not stand for is refused; the others are recorded,
+    /// and the answer names the refused ones.
+    pub async fn callbacks(
+        &self,
+        auth: &ExecutorAuth,
+        items: Vec<HandleCallbackParam>,
+    ) -> Result<(), Error> {
         let at = now_ms();
+        let ids: Vec<i64> = items.iter().map(|i| i.log_id).collect();
+        let owners: HashMap<i64, i64> = self
+            .inner
+            .store
+            .runs_groups(&ids)
+            .await?
+            .into_iter()
+            .map(|r| (r.run_id, r.group_id))
+            .collect();
         let mut batch = Vec::with_capacity(items.len());
+        let mut refused = Vec::new();
         for item in items {
+            // Unknown runs go on: the store ignores them, as it does repeated results.
+            if let Some(&group_id) = owners.get(&item.log_id)
+                && !auth.may_act_for(group_id)
+            {
+                warn!(
+                    log_id = item.log_id,
+                    group_id, "callback refused: the run belongs to another executor group"
+                );
+                refused.push(item.log_id);
+                continue;
+            }
             let Some(state) = RunState::from_handle_code(item.handle_code) else {
                 warn!(
                     log_id = item.log_id,
@@ -213,6 +319,12 @@ impl Admin {
                 ignored = batch.len() - done,
                 "repeated or unknown callbacks ignored"
             );
+        }
+        if !refused.is_empty() {
+            return Err(Error::Forbidden(format!(
+                "logId: {refused:?} are runs of another executor group; this access token may \
+                 not report them (the other results were recorded)"
+            )));
         }
         Ok(())
     }
@@ -337,6 +449,55 @@ impl Admin {
         .await
     }
 
+    /// Gives a group a new executor access token, generated by the operating system's random
+    /// generator; the one it had (or, for a group that had none, the global token) stops
+    /// working for its executors at once. The token is in this answer only: audit records
+    /// and views say just `has_token`. Admins, and operators of the group (they deploy its
+    /// executors).
+    pub async fn group_rotate_token(
+        &self,
+        by: &Principal,
+        id: i64,
+    ) -> Result<GroupTokenView, Error> {
+        by.require_group(id)?;
+        let before = self.group_get(id).await?;
+        // 192 bits; the prefix lets secret scanners recognise a leaked one.
+        let token = format!("twg_{}", crate::auth::random_hex(24)?);
+        let g = self
+            .inner
+            .store
+            .group_set_token(GroupTokenSet {
+                id,
+                token: Some(token.clone()),
+                now: now_ms(),
+            })
+            .await?;
+        self.forget_group(id);
+        let view = self.group_view(g).await?;
+        self.audit(
+            by,
+            "group.token_rotate",
+            Target::Group(id),
+            Some(&before),
+            Some(&view),
+        )
+        .await?;
+        info!(group_id = id, "executor group access token rotated");
+        Ok(GroupTokenView {
+            group_id: id,
+            token,
+        })
+    }
+
+    /// The client that calls a group's executors, with the group's token as stored now.
+    pub(crate) async fn group_client(&self, group_id: i64) -> Result<ExecutorClient, Error> {
+        match self.inner.store.group_get(group_id).await {
+            Ok(g) => Ok(self.client_for(&g)),
+            Err(tickwork_store::Error::NotFound { .. }) => Ok(self.inner.client.clone()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// The registered instances of a group's app, alive or not yet swept, with their last
     /// heartbeat.
     pub async fn group_instances(&self, id: i64) -> Result<Vec<InstanceView>, Error> {
@@ -380,6 +541,7 @@ impl Admin {
             address_mode: g.address_mode.as_str().to_owned(),
             addresses: g.addresses,
             live_addresses: live.as_ref().clone(),
+            has_token: g.access_token.is_some(),
             updated_at: g.updated_at,
         })
     }
@@ -1027,7 +1189,8 @@ impl Admin {
             .executor_address
             .clone()
             .ok_or_else(|| Error::Conflict(format!("run {id} has no executor address")))?;
-        let out = self.inner.client.kill(&address, run.job_id as i32).await;
+        let client = self.group_client(run.group_id).await?;
+        let out = client.kill(&address, run.job_id as i32).await;
         if !out.is_success() {
             return Err(Error::Executor(format!(
                 "executor {address} refused the kill: {}",
@@ -1070,8 +1233,8 @@ impl Admin {
             });
         };
         let out = self
-            .inner
-            .client
+            .group_client(run.group_id)
+            .await?
             .log(
                 &address,
                 &LogParam {

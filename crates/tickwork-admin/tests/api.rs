@@ -302,6 +302,17 @@ async fn every_endpoint_answers_as_documented() {
         .await
         .ok();
     assert_eq!(inst, json!([]));
+    let rotated = h
+        .call(
+            Method::POST,
+            "/groups/{id}/token",
+            &format!("/groups/{g}/token"),
+            BUILTIN,
+            None,
+        )
+        .await;
+    assert_eq!(rotated.status, 201, "{rotated:?}");
+    assert!(rotated.body["token"].as_str().unwrap().starts_with("twg_"));
 
     // jobs
     let job = h.shell_job(g, BUILTIN).await.ok();
@@ -949,6 +960,12 @@ async fn operators_change_only_their_groups_and_viewers_change_nothing() {
     let viewer_changes: Vec<(Method, &str, String, Option<Value>)> = vec![
         (
             Method::POST,
+            "/groups/{id}/token",
+            format!("/groups/{a}/token"),
+            None,
+        ),
+        (
+            Method::POST,
             "/jobs",
             "/jobs".into(),
             Some(json!({ "group_id": a, "handler": "h" })),
@@ -1512,6 +1529,492 @@ async fn changes_are_audited_with_before_and_after_and_no_secrets() {
         ),
         (Some(2), 1)
     );
+    h.stop().await;
+}
+
+// ---- executor group tokens ----
+
+const GLOBAL_ACCESS: &str = "api-test-access-token";
+
+impl Harness {
+    /// `POST /api/<method>` of the executor API with `token`: the envelope's code and message.
+    async fn executor_call(&self, method: &str, token: &str, body: Value) -> (i64, String) {
+        let resp = self
+            .http
+            .post(format!("{}/api/{method}", self.base))
+            .header("XXL-JOB-ACCESS-TOKEN", token)
+            .json(&body)
+            .send()
+            .await
+            .expect("executor call");
+        assert_eq!(resp.status(), 200);
+        let env: Value = resp.json().await.expect("envelope");
+        (
+            env["code"].as_i64().unwrap(),
+            env["msg"].as_str().unwrap_or("").to_owned(),
+        )
+    }
+
+    async fn register(&self, method: &str, token: &str, app: &str, address: &str) -> (i64, String) {
+        self.executor_call(
+            method,
+            token,
+            json!({ "registryGroup": "EXECUTOR", "registryKey": app, "registryValue": address }),
+        )
+        .await
+    }
+
+    /// Gives group `g` a new executor token (as an admin) and returns it.
+    async fn rotate(&self, g: i64) -> String {
+        let a = self
+            .call(
+                Method::POST,
+                "/groups/{id}/token",
+                &format!("/groups/{g}/token"),
+                BUILTIN,
+                None,
+            )
+            .await;
+        assert_eq!(a.status, 201, "{a:?}");
+        assert_eq!(a.body["group_id"], g);
+        a.body["token"].as_str().unwrap().to_owned()
+    }
+
+    /// The registered addresses of group `g`'s app.
+    async fn instances(&self, g: i64) -> Vec<String> {
+        let list = self
+            .get(
+                "/groups/{id}/instances",
+                &format!("/groups/{g}/instances"),
+                BUILTIN,
+            )
+            .await
+            .ok();
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["address"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// A run of a new job of group `g`, dispatched to `address` (as the ledger records it).
+    async fn dispatched_run(&self, g: i64, address: &str) -> i64 {
+        let job = self.shell_job(g, BUILTIN).await.ok();
+        let store = self.admin.store();
+        let now = tickwork_admin::timer::now_ms();
+        let run = store
+            .run_insert(tickwork_store::RunNew::new(
+                job["id"].as_i64().unwrap(),
+                tickwork_core::TriggerType::Manual,
+                now + 3_600_000,
+            ))
+            .await
+            .unwrap();
+        store
+            .runs_mark_dispatched(&[tickwork_store::Dispatched {
+                run_id: run.id,
+                address: address.to_owned(),
+                trigger_code: 200,
+                trigger_msg: None,
+                at: now,
+            }])
+            .await
+            .unwrap();
+        run.id
+    }
+
+    async fn run_state(&self, run: i64) -> String {
+        self.get("/runs/{id}", &format!("/runs/{run}"), BUILTIN)
+            .await
+            .ok()["state"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    async fn callback(&self, token: &str, runs: &[i64]) -> (i64, String) {
+        let items: Vec<Value> = runs
+            .iter()
+            .map(|r| json!({ "logId": r, "logDateTim": 0, "handleCode": 200, "handleMsg": "done" }))
+            .collect();
+        self.executor_call("callback", token, Value::Array(items))
+            .await
+    }
+}
+
+/// One executor token used to cover every group: the holder of group A's token could
+/// register into B, remove B's executors and complete B's runs. Now a group's token acts for
+/// its own group only, the global token only for groups without their own token.
+#[tokio::test]
+async fn group_token_cannot_register_remove_or_complete_for_another_group() {
+    let h = Harness::start().await;
+    let (a, b, c) = (
+        h.group("tok-a").await,
+        h.group("tok-b").await,
+        h.group("tok-c").await,
+    );
+    let ta = h.rotate(a).await;
+    let tb = h.rotate(b).await;
+    assert_ne!(ta, tb);
+
+    // B's executor registers with B's token; A's token cannot register into B.
+    assert_eq!(
+        h.register("registry", &tb, "tok-b", "http://10.0.0.2:9999")
+            .await
+            .0,
+        200
+    );
+    let (code, msg) = h
+        .register("registry", &ta, "tok-b", "http://10.6.6.6:9999")
+        .await;
+    assert_eq!(code, 500, "{msg}");
+    assert!(msg.contains("may not register"), "{msg}");
+    assert_eq!(h.instances(b).await, ["http://10.0.0.2:9999"]);
+    // ... nor remove B's executors.
+    let (code, _) = h
+        .register("registryRemove", &ta, "tok-b", "http://10.0.0.2:9999")
+        .await;
+    assert_eq!(code, 500);
+    assert_eq!(h.instances(b).await, ["http://10.0.0.2:9999"]);
+    // Nor may it act for an app without a group, or a group without a token.
+    assert_eq!(
+        h.register("registry", &ta, "no-such-group", "http://10.6.6.6:9999")
+            .await
+            .0,
+        500
+    );
+    assert_eq!(
+        h.register("registry", &ta, "tok-c", "http://10.6.6.6:9999")
+            .await
+            .0,
+        500
+    );
+    assert!(h.instances(c).await.is_empty());
+    // A's own token works for A.
+    assert_eq!(
+        h.register("registry", &ta, "tok-a", "http://10.0.0.1:9999")
+            .await
+            .0,
+        200
+    );
+    assert_eq!(h.instances(a).await, ["http://10.0.0.1:9999"]);
+
+    // Callbacks: A's token reports A's run, not B's; B's run stays as it was, and the other
+    // item of the same batch is recorded.
+    let ra = h.dispatched_run(a, "http://10.0.0.1:9999").await;
+    let rb = h.dispatched_run(b, "http://10.0.0.2:9999").await;
+    let (code, msg) = h.callback(&ta, &[rb, ra]).await;
+    assert_eq!(code, 500, "{msg}");
+    assert!(msg.starts_with(&format!("logId: [{rb}] ")), "{msg}");
+    assert_eq!(h.run_state(ra).await, "succeeded");
+    assert_eq!(h.run_state(rb).await, "dispatched");
+    let run_b = h
+        .get("/runs/{id}", &format!("/runs/{rb}"), BUILTIN)
+        .await
+        .ok();
+    assert_eq!(run_b["handle_code"], 0, "{run_b}");
+    // B's token completes it.
+    assert_eq!(h.callback(&tb, &[rb]).await.0, 200);
+    assert_eq!(h.run_state(rb).await, "succeeded");
+
+    // B's token removes B's executor.
+    assert_eq!(
+        h.register("registryRemove", &tb, "tok-b", "http://10.0.0.2:9999")
+            .await
+            .0,
+        200
+    );
+    assert!(h.instances(b).await.is_empty());
+
+    // A token no group has, and no token at all, are wrong.
+    let (code, msg) = h
+        .register(
+            "registry",
+            "twg_not-a-token-of-anyone",
+            "tok-a",
+            "http://x:1",
+        )
+        .await;
+    assert_eq!((code, msg.as_str()), (500, "The access token is wrong."));
+    assert_eq!(
+        h.register("registry", "", "tok-c", "http://x:1").await.0,
+        500
+    );
+    h.stop().await;
+}
+
+/// A group with its own token no longer accepts the global one; groups without one keep
+/// working with it (the migration path).
+#[tokio::test]
+async fn global_token_is_refused_for_a_group_with_its_own_token() {
+    let h = Harness::start().await;
+    let (a, c) = (h.group("glob-a").await, h.group("glob-c").await);
+    // Before a token is set, the global token serves every group.
+    assert_eq!(
+        h.register("registry", GLOBAL_ACCESS, "glob-a", "http://10.0.0.1:9999")
+            .await
+            .0,
+        200
+    );
+    let ra = h.dispatched_run(a, "http://10.0.0.1:9999").await;
+    let ta = h.rotate(a).await;
+
+    let (code, msg) = h
+        .register("registry", GLOBAL_ACCESS, "glob-a", "http://10.6.6.6:9999")
+        .await;
+    assert_eq!(code, 500, "{msg}");
+    assert_eq!(h.instances(a).await, ["http://10.0.0.1:9999"]);
+    assert_eq!(
+        h.register(
+            "registryRemove",
+            GLOBAL_ACCESS,
+            "glob-a",
+            "http://10.0.0.1:9999"
+        )
+        .await
+        .0,
+        500
+    );
+    assert_eq!(h.instances(a).await, ["http://10.0.0.1:9999"]);
+    assert_eq!(h.callback(GLOBAL_ACCESS, &[ra]).await.0, 500);
+    assert_eq!(h.run_state(ra).await, "dispatched");
+    assert_eq!(h.callback(&ta, &[ra]).await.0, 200);
+    assert_eq!(h.run_state(ra).await, "succeeded");
+
+    // The group without a token, and app names without a group, still use the global one.
+    let rc = h.dispatched_run(c, "http://10.0.0.3:9999").await;
+    assert_eq!(
+        h.register("registry", GLOBAL_ACCESS, "glob-c", "http://10.0.0.3:9999")
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        h.register(
+            "registry",
+            GLOBAL_ACCESS,
+            "not-yet-a-group",
+            "http://10.0.0.4:9999"
+        )
+        .await
+        .0,
+        200
+    );
+    assert_eq!(h.callback(GLOBAL_ACCESS, &[rc]).await.0, 200);
+    assert_eq!(h.run_state(rc).await, "succeeded");
+    assert_eq!(
+        h.callback(&ta, &[rc]).await.0,
+        500,
+        "a group token for a run of a tokenless group"
+    );
+    h.stop().await;
+}
+
+/// Rotation: the old token stops working at once, the new one is shown once (not cached),
+/// never in views or audit records; admins and operators of the group may rotate, nobody else.
+#[tokio::test]
+async fn group_token_rotation_invalidates_the_old_token_at_once() {
+    let h = Harness::start().await;
+    let (a, b) = (h.group("rot-a").await, h.group("rot-b").await);
+    let view = h
+        .get("/groups/{id}", &format!("/groups/{a}"), BUILTIN)
+        .await
+        .ok();
+    assert_eq!(view["has_token"], false);
+
+    let resp = h
+        .http
+        .post(format!("{}/openapi/v1/groups/{a}/token", h.base))
+        .bearer_auth(BUILTIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    assert_eq!(
+        resp.headers()
+            .get("cache-control")
+            .map(|v| v.to_str().unwrap()),
+        Some("no-store")
+    );
+    let old = resp.json::<Value>().await.unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // At least 128 bits from the generator: 48 hex digits after the prefix.
+    assert_eq!(old.len(), "twg_".len() + 48, "{old}");
+    assert_eq!(
+        h.register("registry", &old, "rot-a", "http://10.0.0.1:9999")
+            .await
+            .0,
+        200
+    );
+
+    let new = h.rotate(a).await;
+    assert_ne!(new, old);
+    let (code, msg) = h
+        .register("registry", &old, "rot-a", "http://10.0.0.2:9999")
+        .await;
+    assert_eq!((code, msg.as_str()), (500, "The access token is wrong."));
+    assert_eq!(
+        h.register("registry", &new, "rot-a", "http://10.0.0.2:9999")
+            .await
+            .0,
+        200
+    );
+
+    // Views say only whether there is a token.
+    let view = h
+        .get("/groups/{id}", &format!("/groups/{a}"), BUILTIN)
+        .await
+        .ok();
+    assert_eq!(view["has_token"], true);
+    let list = h.get("/groups", "/groups", BUILTIN).await.ok().to_string();
+    assert!(!list.contains(&new) && !list.contains(&old), "{list}");
+    let audit = h.get("/audit", "/audit?size=1000", BUILTIN).await.ok();
+    let text = audit.to_string();
+    assert!(
+        !text.contains(&new) && !text.contains(&old),
+        "a group token in the audit log"
+    );
+    let rotations: Vec<&Value> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "group.token_rotate")
+        .collect();
+    assert_eq!(rotations.len(), 2);
+    assert_eq!(rotations[0]["target_id"], a.to_string());
+    assert_eq!(rotations[0]["after"]["has_token"], true);
+
+    // Roles: an operator of A may rotate A, not B; a viewer nothing; refusals change nothing.
+    let (_, op) = h.user_with_token("rota", "operator", &[a]).await;
+    let (_, viewer) = h.user_with_token("vera", "viewer", &[]).await;
+    let by_op = h
+        .call(
+            Method::POST,
+            "/groups/{id}/token",
+            &format!("/groups/{a}/token"),
+            &op,
+            None,
+        )
+        .await;
+    assert_eq!(by_op.status, 201, "{by_op:?}");
+    let latest = by_op.body["token"].as_str().unwrap().to_owned();
+    assert_eq!(
+        h.register("registry", &new, "rot-a", "http://10.0.0.3:9999")
+            .await
+            .0,
+        500
+    );
+    let audit_before = h.audit_total().await;
+    for (token, path) in [
+        (&op, format!("/groups/{b}/token")),
+        (&viewer, format!("/groups/{a}/token")),
+    ] {
+        h.call(Method::POST, "/groups/{id}/token", &path, token, None)
+            .await
+            .refused(403, "forbidden");
+    }
+    h.call(
+        Method::POST,
+        "/groups/{id}/token",
+        "/groups/9999/token",
+        BUILTIN,
+        None,
+    )
+    .await
+    .refused(404, "not_found");
+    h.call(
+        Method::POST,
+        "/groups/{id}/token",
+        "/groups/x/token",
+        BUILTIN,
+        None,
+    )
+    .await
+    .refused(400, "invalid_input");
+    assert_eq!(h.audit_total().await, audit_before);
+    let b_view = h
+        .get("/groups/{id}", &format!("/groups/{b}"), BUILTIN)
+        .await
+        .ok();
+    assert_eq!(b_view["has_token"], false);
+    assert_eq!(
+        h.register("registry", &latest, "rot-a", "http://10.0.0.3:9999")
+            .await
+            .0,
+        200
+    );
+    h.stop().await;
+}
+
+/// The console's groups page: a button gives a group a new token, shown on that answer only
+/// (not cached); the page itself says only whether a group has its own token.
+#[tokio::test]
+async fn console_rotates_a_group_token_and_shows_it_once() {
+    let h = Harness::start().await;
+    let g = h.group("console-tok").await;
+    let s = h
+        .admin
+        .auth()
+        .login("admin", ADMIN_PASSWORD, [127, 0, 0, 1].into())
+        .await
+        .expect("login");
+    let cookie = format!("{}={}", tickwork_admin::SESSION_COOKIE, s.session_id);
+    let page = |path: String| {
+        h.http
+            .get(format!("{}{path}", h.base))
+            .header("cookie", &cookie)
+            .send()
+    };
+    let before = page("/groups".into()).await.unwrap().text().await.unwrap();
+    assert!(
+        before.contains(&format!("id=\"rotate-token-{g}\"")),
+        "no button"
+    );
+    assert!(before.contains("global token"), "{before}");
+
+    let post = |csrf: String| {
+        h.http
+            .post(format!("{}/groups/{g}/token", h.base))
+            .header("cookie", &cookie)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("_csrf={csrf}"))
+            .send()
+    };
+    // A forged form changes nothing.
+    let forged = post("forged".into()).await.unwrap();
+    assert_eq!(forged.status(), 403);
+    let view = h
+        .get("/groups/{id}", &format!("/groups/{g}"), BUILTIN)
+        .await
+        .ok();
+    assert_eq!(view["has_token"], false);
+
+    let resp = post(s.csrf_token.clone()).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        resp.headers()
+            .get("cache-control")
+            .map(|v| v.to_str().unwrap()),
+        Some("no-store")
+    );
+    let shown = resp.text().await.unwrap();
+    let start = shown.find("twg_").expect("the new token on the page");
+    let token: String = shown[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    assert_eq!(
+        h.register("registry", &token, "console-tok", "http://10.0.0.1:9999")
+            .await
+            .0,
+        200
+    );
+
+    let after = page("/groups".into()).await.unwrap().text().await.unwrap();
+    assert!(!after.contains(&token), "the token is shown again");
+    assert!(after.contains("own token"), "{after}");
     h.stop().await;
 }
 

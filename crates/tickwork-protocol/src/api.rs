@@ -32,7 +32,27 @@ pub struct GroupView {
     pub address_mode: String,
     pub addresses: Vec<String>,
     pub live_addresses: Vec<String>,
+    /// Whether the group has its own executor access token (never the token itself); without
+    /// one its executors use the admin's global token.
+    #[serde(default)]
+    pub has_token: bool,
     pub updated_at: i64,
+}
+
+/// A group's new executor access token, shown once when it is set or rotated.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupTokenView {
+    pub group_id: i64,
+    pub token: String,
+}
+
+impl std::fmt::Debug for GroupTokenView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupTokenView")
+            .field("group_id", &self.group_id)
+            .field("token", &"***")
+            .finish()
+    }
 }
 
 /// A job as clients write it. Every field but `group_id` has a default; names are the JSON

@@ -26,7 +26,7 @@ pub(crate) fn split_list(s: &str) -> impl Iterator<Item = &str> {
 }
 
 pub(crate) const GROUP_COLUMNS: &str =
-    "id, app_name, title, address_mode, addresses, created_at, updated_at";
+    "id, app_name, title, address_mode, addresses, access_token, created_at, updated_at";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct GroupRow {
@@ -35,6 +35,7 @@ pub(crate) struct GroupRow {
     title: String,
     address_mode: String,
     addresses: String,
+    access_token: Option<String>,
     created_at: i64,
     updated_at: i64,
 }
@@ -49,6 +50,7 @@ impl TryFrom<GroupRow> for Group {
             addresses: split_list(&r.addresses).map(str::to_owned).collect(),
             app_name: r.app_name,
             title: r.title,
+            access_token: r.access_token,
             created_at: r.created_at,
             updated_at: r.updated_at,
         })

@@ -165,6 +165,16 @@ fn check_page(page: PageReq) -> Result<(i64, i64), Error> {
     Ok((offset, page.limit as i64))
 }
 
+/// An executor access token travels in an HTTP header: 16 to 128 visible ASCII characters.
+fn check_token(token: &str) -> Result<(), Error> {
+    if !(16..=128).contains(&token.len()) || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(Error::Invalid(
+            "access_token must be 16 to 128 visible ascii characters".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
 /// Validates a group and joins its address list for storage.
 fn group_fields(app_name: &str, title: &str, addresses: &[String]) -> Result<String, Error> {
     check_required("app_name", app_name, APP_NAME_MAX)?;
@@ -1002,6 +1012,7 @@ impl<B: Backend> Store for SqlStore<B> {
             title: group.title,
             address_mode: group.address_mode,
             addresses: split_list(&addresses).map(str::to_owned).collect(),
+            access_token: None,
             created_at: group.now,
             updated_at: group.now,
         })
@@ -1071,6 +1082,20 @@ impl<B: Backend> Store for SqlStore<B> {
     async fn groups_list(&self) -> Result<Vec<Group>, Error> {
         let q = Query::new(format!("SELECT {GROUP_COLUMNS} FROM tw_groups ORDER BY id"));
         convert(self.fetch_all::<GroupRow>(q).await?)
+    }
+
+    async fn group_set_token(&self, set: GroupTokenSet) -> Result<Group, Error> {
+        if let Some(t) = &set.token {
+            check_token(t)?;
+        }
+        let q = Query::new("UPDATE tw_groups SET access_token = ?, updated_at = ? WHERE id = ?")
+            .bind(set.token.clone())
+            .bind(set.now)
+            .bind(set.id);
+        // No row changed is either no such group (the read says so) or, on MySQL, the same
+        // values again.
+        self.execute(q).await?;
+        self.group_get(set.id).await
     }
 
     // ---- executor registry ----
@@ -1593,6 +1618,21 @@ impl<B: Backend> Store for SqlStore<B> {
         }
         owned.sort_unstable();
         Ok(owned)
+    }
+
+    async fn runs_groups(&self, run_ids: &[i64]) -> Result<Vec<RunGroup>, Error> {
+        let mut out = Vec::with_capacity(run_ids.len());
+        for chunk in run_ids.chunks(ROWS_PER_STATEMENT) {
+            let mut q = Query::new("SELECT id, group_id FROM tw_runs WHERE id IN ").one_off();
+            q.push_list(chunk.iter().copied());
+            out.extend(
+                self.fetch_all::<(i64, i64)>(q)
+                    .await?
+                    .into_iter()
+                    .map(|(run_id, group_id)| RunGroup { run_id, group_id }),
+            );
+        }
+        Ok(out)
     }
 
     async fn runs_mark_misfired(&self, misfired: MarkMisfired) -> Result<u64, Error> {

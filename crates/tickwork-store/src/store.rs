@@ -39,6 +39,10 @@ pub trait Store: Send + Sync + 'static {
     /// Every group, by id.
     async fn groups_list(&self) -> Result<Vec<Group>, Error>;
 
+    /// Sets (`Some`) or clears (`None`) a group's own executor access token and moves its
+    /// `updated_at`; the group as it is now. The old token is gone at once.
+    async fn group_set_token(&self, set: GroupTokenSet) -> Result<Group, Error>;
+
     // ---- executor registry ----
 
     /// Records a heartbeat: inserts the (app, address) row or moves its `updated_at`.
@@ -156,6 +160,10 @@ pub trait Store: Send + Sync + 'static {
     /// The ids among `run_ids` that are still `planned` and owned by `node_id` (a node checks
     /// this before firing runs it held or adopted, in case another node took them meanwhile).
     async fn runs_still_owned(&self, query: OwnedRuns) -> Result<Vec<i64>, Error>;
+
+    /// The executor group of each run among `run_ids` that exists (for checking that a
+    /// callback comes from the run's own group); in no particular order.
+    async fn runs_groups(&self, run_ids: &[i64]) -> Result<Vec<RunGroup>, Error>;
 
     /// Ends planned runs of `node_id` as `misfired` (never run); how many changed. Runs no
     /// longer planned or owned by someone else are left alone.

@@ -3750,10 +3750,140 @@ async fn alarm_delivery_claimers_never_share_a_delivery(ctx: Ctx) {
     stores[1].close().await;
 }
 
+/// Each group holds its own executor token: set, rotated (the old one gone at once), kept by
+/// an update of the group's other fields, cleared; bad tokens change nothing.
+async fn group_token_is_per_group_and_rotates_at_once(ctx: Ctx) {
+    let store = &*ctx.store;
+    let a = group(store, "tokens-a").await;
+    let b = group(store, "tokens-b").await;
+    assert_eq!(a.access_token, None, "a new group uses the global token");
+    let first = "a-first-token-0123456789abcdef".to_owned();
+    let set = store
+        .group_set_token(GroupTokenSet {
+            id: a.id,
+            token: Some(first.clone()),
+            now: NOW + 1,
+        })
+        .await
+        .unwrap();
+    assert_eq!(set.access_token.as_deref(), Some(first.as_str()));
+    assert_eq!(set.updated_at, NOW + 1);
+    assert_eq!(store.group_get(a.id).await.unwrap(), set);
+    assert_eq!(store.group_get_by_app_name("tokens-a").await.unwrap(), set);
+    assert_eq!(store.group_get(b.id).await.unwrap().access_token, None);
+    assert!(
+        !format!("{set:?}").contains(&first),
+        "a group's debug form shows its token: {set:?}"
+    );
+
+    // Rotation replaces the token at once.
+    let second = "a-second-token-0123456789abcdef".to_owned();
+    store
+        .group_set_token(GroupTokenSet {
+            id: a.id,
+            token: Some(second.clone()),
+            now: NOW + 2,
+        })
+        .await
+        .unwrap();
+    let listed = store.groups_list().await.unwrap();
+    assert_eq!(listed[0].access_token.as_deref(), Some(second.as_str()));
+    assert_eq!(listed[1].access_token, None);
+
+    // Editing the group keeps its token.
+    let updated = store
+        .group_update(GroupUpdate {
+            id: a.id,
+            app_name: "tokens-a2".to_owned(),
+            title: "renamed".to_owned(),
+            address_mode: AddressMode::Auto,
+            addresses: Vec::new(),
+            now: NOW + 3,
+        })
+        .await
+        .unwrap();
+    assert_eq!(updated.access_token.as_deref(), Some(second.as_str()));
+
+    // Bad tokens and unknown groups change nothing.
+    for bad in ["short", "has a space in the middle!", &"x".repeat(129), ""] {
+        assert_invalid(
+            store
+                .group_set_token(GroupTokenSet {
+                    id: a.id,
+                    token: Some(bad.to_owned()),
+                    now: NOW + 4,
+                })
+                .await,
+        );
+    }
+    assert_not_found(
+        store
+            .group_set_token(GroupTokenSet {
+                id: a.id + b.id + 100,
+                token: Some(first.clone()),
+                now: NOW + 4,
+            })
+            .await,
+    );
+    assert_eq!(store.group_get(a.id).await.unwrap(), updated);
+
+    // Cleared: back to the global token.
+    let cleared = store
+        .group_set_token(GroupTokenSet {
+            id: a.id,
+            token: None,
+            now: NOW + 5,
+        })
+        .await
+        .unwrap();
+    assert_eq!(cleared.access_token, None);
+    // Clearing again is no error (MySQL reports no changed row).
+    store
+        .group_set_token(GroupTokenSet {
+            id: a.id,
+            token: None,
+            now: NOW + 5,
+        })
+        .await
+        .unwrap();
+}
+
+/// The group of each run, for checking a callback against its caller's group.
+async fn runs_groups_names_the_group_of_each_run(ctx: Ctx) {
+    let store = &*ctx.store;
+    let a = group(store, "rg-a").await;
+    let b = group(store, "rg-b").await;
+    let ja = store.job_create(job_new(a.id, "rg-ja")).await.unwrap();
+    let jb = store.job_create(job_new(b.id, "rg-jb")).await.unwrap();
+    let ra = planned(store, ja.id, None, NOW).await;
+    let rb = planned(store, jb.id, None, NOW).await;
+    let mut got = store
+        .runs_groups(&[rb.id, ra.id, rb.id + 1000])
+        .await
+        .unwrap();
+    got.sort_by_key(|g| g.run_id);
+    assert_eq!(
+        got,
+        vec![
+            RunGroup {
+                run_id: ra.id,
+                group_id: a.id
+            },
+            RunGroup {
+                run_id: rb.id,
+                group_id: b.id
+            },
+        ]
+    );
+    assert!(store.runs_groups(&[]).await.unwrap().is_empty());
+}
+
 conformance!(
     migrations_apply_twice,
     group_crud,
     group_conflicts_and_validation,
+    group_token_is_per_group_and_rotates_at_once,
+    runs_groups_names_the_group_of_each_run,
     registry_heartbeat_upserts_and_lists_sorted,
     registry_remove_and_sweep,
     job_crud_round_trips_every_field,

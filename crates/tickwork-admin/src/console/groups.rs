@@ -1,5 +1,6 @@
 //! Executor groups (automatic or manual addresses) with their live instances and each
-//! instance's last heartbeat; create, edit and delete.
+//! instance's last heartbeat; create, edit and delete; a new executor token for a group
+//! (shown once).
 
 use std::collections::HashMap;
 
@@ -8,7 +9,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use tickwork_protocol::api::{GroupInput, GroupView};
+use tickwork_protocol::api::{GroupInput, GroupTokenView, GroupView};
 
 use super::session::Visitor;
 use super::ui::{self, Ctx, Field, Form, Opt};
@@ -26,6 +27,8 @@ pub struct GroupRow {
     pub g: GroupView,
     pub instances: Vec<Instance>,
     pub can_change: bool,
+    /// May give the group a new executor token (admins, operators of the group).
+    pub can_rotate: bool,
 }
 
 #[derive(Template)]
@@ -34,6 +37,8 @@ struct GroupsPage {
     c: Ctx,
     rows: Vec<GroupRow>,
     fields: Vec<Field>,
+    /// A group's new executor token, on the answer to its rotation only.
+    new_token: Option<GroupTokenView>,
 }
 
 #[derive(Template)]
@@ -103,6 +108,17 @@ async fn page(
     errors: HashMap<String, String>,
     status: StatusCode,
 ) -> Response {
+    page_with_token(a, v, values, errors, status, None).await
+}
+
+async fn page_with_token(
+    a: &Admin,
+    v: &Visitor,
+    values: &HashMap<&str, String>,
+    errors: HashMap<String, String>,
+    status: StatusCode,
+    new_token: Option<GroupTokenView>,
+) -> Response {
     let (groups, registry) = match tokio::try_join!(a.groups_list(), async {
         a.store().registry_list().await.map_err(Error::from)
     }) {
@@ -126,6 +142,7 @@ async fn page(
             instances.sort_by(|a, b| a.address.cmp(&b.address));
             GroupRow {
                 can_change: v.principal.is_admin(),
+                can_rotate: v.principal.can_change_group(g.id),
                 instances,
                 g,
             }
@@ -136,7 +153,15 @@ async fn page(
     if let Some(rest) = ui::place_errors(&mut f, errors) {
         c.err = Some(rest);
     }
-    ui::render_status(status, &GroupsPage { c, rows, fields: f })
+    ui::render_status(
+        status,
+        &GroupsPage {
+            c,
+            rows,
+            fields: f,
+            new_token,
+        },
+    )
 }
 
 pub async fn list(State(a): State<Admin>, v: Visitor) -> Response {
@@ -231,6 +256,37 @@ pub async fn delete(
     }
     match v.ops(&a).group_delete(id).await {
         Ok(()) => ui::see_other(&ui::with_ok("/groups", "deleted")),
+        Err(e) => v.fail("/groups", e),
+    }
+}
+
+/// Gives a group a new executor token and shows it on this answer only, which no cache keeps.
+pub async fn rotate_token(
+    State(a): State<Admin>,
+    v: Visitor,
+    Path(id): Path<i64>,
+    body: Bytes,
+) -> Response {
+    if let Err(res) = v.form(&body) {
+        return *res;
+    }
+    match v.ops(&a).group_rotate_token(id).await {
+        Ok(created) => {
+            let mut res = page_with_token(
+                &a,
+                &v,
+                &HashMap::new(),
+                HashMap::new(),
+                StatusCode::OK,
+                Some(created),
+            )
+            .await;
+            res.headers_mut().insert(
+                axum::http::header::CACHE_CONTROL,
+                axum::http::HeaderValue::from_static("no-store"),
+            );
+            res
+        }
         Err(e) => v.fail("/groups", e),
     }
 }

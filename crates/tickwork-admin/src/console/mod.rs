@@ -61,6 +61,7 @@ pub fn router() -> Router<Admin> {
             get(groups::edit_form).post(groups::update),
         )
         .route("/groups/{id}/delete", post(groups::delete))
+        .route("/groups/{id}/token", post(groups::rotate_token))
         .route("/jobs/{id}/script", get(scripts::page).post(scripts::save))
         .route("/jobs/{id}/script/restore", post(scripts::restore))
         .route("/users", get(people::users).post(people::user_create))

@@ -3,9 +3,9 @@
 
 use tickwork_core::TriggerType;
 use tickwork_protocol::api::{
-    AlarmChannelInput, AlarmChannelView, AlarmTestResult, GroupInput, GroupView, JobInput, JobView,
-    RunView, ScriptInput, ScriptVersionView, TokenCreated, TokenInput, TokenView, TriggerInput,
-    UserInput, UserUpdateInput, UserView,
+    AlarmChannelInput, AlarmChannelView, AlarmTestResult, GroupInput, GroupTokenView, GroupView,
+    JobInput, JobView, RunView, ScriptInput, ScriptVersionView, TokenCreated, TokenInput,
+    TokenView, TriggerInput, UserInput, UserUpdateInput, UserView,
 };
 
 use super::auth::Principal;
@@ -78,6 +78,10 @@ impl Ops<'_> {
 
     pub async fn group_delete(&self, id: i64) -> Result<(), Error> {
         self.a.group_delete(self.p, id).await
+    }
+
+    pub async fn group_rotate_token(&self, id: i64) -> Result<GroupTokenView, Error> {
+        self.a.group_rotate_token(self.p, id).await
     }
 
     pub async fn user_create(&self, input: UserInput) -> Result<UserView, Error> {

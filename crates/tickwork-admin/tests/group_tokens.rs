@@ -1,0 +1,126 @@
+//! Executor groups with their own access tokens, end to end: a real admin process and real
+//! SDK executor processes. An executor configured with its group's token registers, and its
+//! runs are dispatched (after a `/beat` probe), logged, killed and completed with that token;
+//! one with the global token is refused; a rotation locks the old token out at once.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::{Api, Backend, Child, TestDb, wait_for};
+
+#[test]
+#[ignore = "the child process role of this test binary"]
+fn child() {
+    support::child_main();
+}
+
+const WAIT: Duration = Duration::from_secs(60);
+
+async fn run_of(api: &Api, run: i64) -> Value {
+    let (status, body) = api.call("GET", &format!("runs/{run}"), None).await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// Waits until run `run` is in `state`.
+async fn reaches(api: &Api, run: i64, state: &str) -> Value {
+    wait_for(&format!("run {run} to be {state}"), WAIT, || async {
+        let r = run_of(api, run).await;
+        (r["state"] == state).then_some(r)
+    })
+    .await
+}
+
+async fn trigger(api: &Api, job: i64) -> i64 {
+    api.post(&format!("jobs/{job}/trigger"), json!({})).await["id"]
+        .as_i64()
+        .expect("run id")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn executor_with_its_group_token_registers_and_completes_runs_end_to_end() {
+    let Some(db) = TestDb::create(Backend::Sqlite).await else {
+        return;
+    };
+    let logs = support::log_dir();
+    let admin = Child::admin(&logs, "node-tokens", &db, "").await;
+    let api = Api::new(&admin.address);
+    let group = api.group("tokens-e2e").await;
+    let token = api.post(&format!("groups/{group}/token"), json!({})).await["token"]
+        .as_str()
+        .expect("token")
+        .to_owned();
+
+    // An executor still on the global token is refused by this group.
+    let stale = Child::executor(&logs, "stale", "tokens-e2e", &admin.address, &db.token).await;
+    wait_for("the global token to be refused", WAIT, || async {
+        stale
+            .log_tail(50)
+            .contains("may not register")
+            .then_some(())
+    })
+    .await;
+
+    let executor = Child::executor(&logs, "own", "tokens-e2e", &admin.address, &token).await;
+    wait_for("the executor to register", WAIT, || async {
+        let (_, list) = api
+            .call("GET", &format!("groups/{group}/instances"), None)
+            .await;
+        let list = list.as_array()?.clone();
+        let addresses: Vec<&str> = list.iter().filter_map(|i| i["address"].as_str()).collect();
+        (addresses == [executor.address.as_str()]).then_some(())
+    })
+    .await;
+
+    // Dispatch (with a /beat probe first), callback and log, all with the group's token.
+    let count = api
+        .post(
+            "jobs",
+            json!({ "group_id": group, "handler": "count", "route_strategy": "FAILOVER" }),
+        )
+        .await["id"]
+        .as_i64()
+        .expect("job id");
+    let run = trigger(&api, count).await;
+    let done = reaches(&api, run, "succeeded").await;
+    assert_eq!(done["executor_address"], executor.address.as_str());
+    let (status, log) = api.call("GET", &format!("runs/{run}/log"), None).await;
+    assert_eq!(
+        status, 200,
+        "the log was not read with the group's token: {log}"
+    );
+
+    // Kill with the group's token.
+    let slow = api
+        .post(
+            "jobs",
+            json!({ "group_id": group, "handler": "slow", "params": "120s" }),
+        )
+        .await["id"]
+        .as_i64()
+        .expect("job id");
+    let long = trigger(&api, slow).await;
+    reaches(&api, long, "dispatched").await;
+    let (status, killed) = api.call("POST", &format!("runs/{long}/kill"), None).await;
+    assert_eq!(status, 200, "{killed}");
+    assert_eq!(killed["state"], "killed");
+
+    // A rotation locks the executor's token out at once: the admin now sends the new token,
+    // which the executor refuses, and the run fails instead of running.
+    api.post(&format!("groups/{group}/token"), json!({})).await;
+    let refused = trigger(&api, count).await;
+    let failed = reaches(&api, refused, "failed").await;
+    assert!(
+        failed["trigger_msg"]
+            .as_str()
+            .unwrap_or("")
+            .contains("access token"),
+        "{failed}"
+    );
+    drop(executor);
+    drop(stale);
+    drop(admin);
+    db.drop_database().await;
+}
