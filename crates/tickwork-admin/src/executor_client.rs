@@ -7,9 +7,11 @@ use serde::de::DeserializeOwned;
 use tickwork_protocol::{
     ACCESS_TOKEN_HEADER, Envelope, IdleBeatParam, KillParam, LogParam, LogResult, TriggerParam,
 };
+use tracing::{debug, warn};
 
 /// The outcome of one call: the executor's envelope code and message, or a transport failure
-/// (connection refused, timeout, non-200 status, unreadable body), which counts as code 500.
+/// (unreachable, redirect, non-200 status, over-size or unreadable body), which counts as
+/// code 500.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallOutcome<T = serde_json::Value> {
     pub code: i32,
@@ -48,6 +50,8 @@ impl ExecutorClient {
             .connect_timeout(timeout)
             .pool_max_idle_per_host(64)
             .tcp_nodelay(true)
+            // A redirect would carry `/run` and the access token to another host.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .expect("the HTTP client's fixed configuration is valid");
         ExecutorClient {
@@ -110,28 +114,82 @@ impl ExecutorClient {
         if let Some(body) = body {
             req = req.body(body);
         }
-        let resp = match req.send().await {
+        let mut resp = match req.send().await {
             Ok(r) => r,
-            Err(e) => return CallOutcome::transport(describe(&e, &url)),
+            Err(e) => return no_answer(&url, &e),
         };
         let status = resp.status();
-        if !status.is_success() {
-            return CallOutcome::transport(format!("{url} answered http status {status}"));
+        if status.is_redirection() {
+            // Never followed: that would resend the run and the token to another host.
+            return CallOutcome::transport(format!(
+                "{url}: executor answered a redirect ({})",
+                status.as_u16()
+            ));
         }
-        let bytes = match resp.bytes().await {
-            Ok(b) => b,
-            Err(e) => return CallOutcome::transport(describe(&e, &url)),
+        if !status.is_success() {
+            return CallOutcome::transport(format!(
+                "{url}: executor answered http status {status}"
+            ));
+        }
+        let limit = answer_limit(method);
+        let too_large = || {
+            CallOutcome::transport(format!(
+                "{url}: executor answer over the {limit} byte limit"
+            ))
         };
+        if resp.content_length().is_some_and(|n| n > limit as u64) {
+            return too_large();
+        }
+        // Read chunk by chunk, so that an endless or huge answer costs at most `limit`.
+        let mut bytes = Vec::new();
+        loop {
+            match resp.chunk().await {
+                Ok(Some(chunk)) => {
+                    if bytes.len() + chunk.len() > limit {
+                        return too_large();
+                    }
+                    bytes.extend_from_slice(&chunk);
+                }
+                Ok(None) => break,
+                Err(e) => return no_answer(&url, &e),
+            }
+        }
         match tickwork_protocol::decode::<Envelope<T>>(&bytes) {
             Ok(env) => CallOutcome {
                 code: env.code,
                 msg: env.msg,
                 payload: env.payload,
             },
-            Err(e) => CallOutcome::transport(format!("{url} answered an unreadable body: {e}")),
+            Err(e) => {
+                debug!(url = %url, error = %e, "unreadable executor answer");
+                CallOutcome::transport(format!("{url}: executor answered an unreadable body"))
+            }
         }
     }
 }
+
+/// The phrases of the transport failures above (metrics tell them from executor refusals).
+pub(crate) const TRANSPORT_PHRASES: [&str; 5] = [
+    ": executor unreachable",
+    ": executor answered a redirect",
+    ": executor answered http status ",
+    ": executor answer over the ",
+    ": executor answered an unreadable body",
+];
+
+/// The most the admin reads of an answer to `method`: a log page can be large, the other
+/// answers are a few fields.
+fn answer_limit(method: &str) -> usize {
+    match method {
+        "log" => LOG_ANSWER_LIMIT,
+        _ => SMALL_ANSWER_LIMIT,
+    }
+}
+
+/// The most the admin reads of a `/log` answer.
+pub const LOG_ANSWER_LIMIT: usize = 4 * 1024 * 1024;
+/// The most the admin reads of a `/run`, `/kill`, `/beat` or `/idleBeat` answer.
+pub const SMALL_ANSWER_LIMIT: usize = 64 * 1024;
 
 /// `<address>/<method>`, stripping one trailing slash of the registered address (which is
 /// kept byte for byte elsewhere).
@@ -141,14 +199,19 @@ pub fn join(address: &str, method: &str) -> String {
     format!("{base}/{method}")
 }
 
-fn describe(e: &reqwest::Error, url: &str) -> String {
-    if e.is_timeout() {
-        format!("{url} timed out")
+/// A call that got no (complete) answer. What the caller sees says only that: whether the
+/// host refused, timed out or reset would tell an open port from a closed one. The cause is
+/// logged.
+fn no_answer<T>(url: &str, e: &reqwest::Error) -> CallOutcome<T> {
+    let cause = if e.is_timeout() {
+        "timeout"
     } else if e.is_connect() {
-        format!("{url} refused the connection or could not be reached")
+        "connect"
     } else {
-        format!("{url} failed: {e}")
-    }
+        "other"
+    };
+    warn!(url, cause, error = %e, "executor call failed");
+    CallOutcome::transport(format!("{url}: executor unreachable"))
 }
 
 #[cfg(test)]

@@ -700,6 +700,7 @@ async fn runs_list(
 #[serde(deny_unknown_fields)]
 struct ClearParams {
     before: Option<i64>,
+    before_days: Option<i64>,
     job_id: Option<i64>,
     group_id: Option<i64>,
 }
@@ -710,9 +711,21 @@ async fn runs_clear(
     uri: axum::http::Uri,
 ) -> ApiResult<serde_json::Value> {
     let q: ClearParams = query(uri.query())?;
-    let before = q
-        .before
-        .ok_or_else(|| Error::Invalid("before: is required (epoch milliseconds)".into()))?;
+    let before = match (q.before, q.before_days) {
+        (Some(before), None) => before,
+        (None, Some(days)) => a.clear_before_days(days)?,
+        (Some(_), Some(_)) => {
+            return Err(
+                Error::Invalid("before_days: give before or before_days, not both".into()).into(),
+            );
+        }
+        (None, None) => {
+            return Err(Error::Invalid(
+                "before: is required (epoch milliseconds), or before_days".into(),
+            )
+            .into());
+        }
+    };
     let deleted = a.runs_clear(&p, before, q.job_id, q.group_id).await?;
     ok(serde_json::json!({ "deleted": deleted }))
 }

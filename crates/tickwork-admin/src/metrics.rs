@@ -121,16 +121,12 @@ impl DispatchCause {
     /// failures as code 500 with one of a few fixed phrases, which are matched here (a unit
     /// test pins them).
     pub(crate) fn of(outcome: &DispatchOutcome) -> DispatchCause {
-        const TRANSPORT: [&str; 5] = [
-            " timed out",
-            " refused the connection or could not be reached",
-            " answered http status ",
-            " answered an unreadable body",
-            " failed: ",
-        ];
         if outcome.address.is_none() {
             DispatchCause::NoExecutor
-        } else if TRANSPORT.iter().any(|p| outcome.trigger_msg.contains(p)) {
+        } else if crate::executor_client::TRANSPORT_PHRASES
+            .iter()
+            .any(|p| outcome.trigger_msg.contains(p))
+        {
             DispatchCause::Transport
         } else {
             DispatchCause::Refused
@@ -529,10 +525,11 @@ mod tests {
         };
         // The phrases of `executor_client`'s transport failures.
         for msg in [
-            "http://e:1/run timed out",
-            "http://e:1/run refused the connection or could not be reached",
-            "http://e:1/run answered http status 404 Not Found",
-            "http://e:1/run answered an unreadable body: eof",
+            "http://e:1/run: executor unreachable",
+            "http://e:1/run: executor answered a redirect (302)",
+            "http://e:1/run: executor answered http status 404 Not Found",
+            "http://e:1/run: executor answer over the 65536 byte limit",
+            "http://e:1/run: executor answered an unreadable body",
         ] {
             assert_eq!(
                 DispatchCause::of(&client_phrase(msg)),

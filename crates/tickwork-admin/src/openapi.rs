@@ -257,7 +257,12 @@ const OPS: &[Op] = &[
             (
                 "before",
                 "integer",
-                "required: runs scheduled before this instant (epoch ms)",
+                "runs scheduled before this instant (epoch ms); this or before_days is required",
+            ),
+            (
+                "before_days",
+                "integer",
+                "runs scheduled more than this many days ago (1 to 36500)",
             ),
             ("job_id", "integer", "only this job's runs"),
             ("group_id", "integer", "only this group's runs"),

@@ -18,7 +18,8 @@ use tickwork_protocol::{HandleCallbackParam, LogParam, LogResult, RegistryParam}
 use tickwork_store::{
     AddressMode, Group, GroupNew, GroupTokenSet, GroupUpdate, Job, JobFilter, JobNew, JobSpec,
     JobStatus, JobStatusChange, JobUpdate, PageReq, RegistryBeat, RegistryKey, Run, RunClear,
-    RunComplete, RunFilter, RunNew, ScriptVersion, ScriptVersionKey, ScriptVersionNew, TimeRange,
+    RunComplete, RunFilter, RunKillIntent, RunNew, ScriptVersion, ScriptVersionKey,
+    ScriptVersionNew, TimeRange,
 };
 use tracing::{info, warn};
 
@@ -79,6 +80,8 @@ impl ExecutorAuth {
 const MAX_TEXT: usize = 64 * 1024;
 /// Longest accepted script source.
 const MAX_SOURCE: usize = 1024 * 1024;
+/// The furthest back "clear runs older than N days" reaches: a hundred years.
+pub const MAX_CLEAR_DAYS: i64 = 36_500;
 
 /// The API view of a stored job.
 pub(crate) fn job_view(j: Job) -> JobView {
@@ -192,6 +195,12 @@ fn script_audit(v: &ScriptVersionView) -> serde_json::Value {
         "source": v.source,
         "comment": v.comment,
     })
+}
+
+/// Whether jobs of this glue type carry their source (every glue type, Groovy included:
+/// the editor and its versions serve them all; only where they run differs).
+pub(crate) fn has_source(t: GlueType) -> bool {
+    t != GlueType::Bean
 }
 
 pub(crate) fn invalid(field: &str, msg: impl std::fmt::Display) -> Error {
@@ -548,9 +557,11 @@ impl Admin {
 
     // ---- jobs ----
 
-    /// Checks a job definition and turns it into the stored spec with its parsed schedule.
+    /// Checks a job definition and turns it into the stored spec with its parsed schedule;
+    /// `by` must be allowed to change the group of every child job it lists.
     async fn job_spec(
         &self,
+        by: &Principal,
         input: &JobInput,
         own_id: Option<i64>,
     ) -> Result<(JobSpec, Schedule), Error> {
@@ -585,7 +596,7 @@ impl Admin {
         if handler.len() > 255 {
             return Err(invalid("handler", "must be at most 255 characters"));
         }
-        if i.glue_type.is_script() && i.glue_source.trim().is_empty() {
+        if has_source(i.glue_type) && i.glue_source.trim().is_empty() {
             return Err(invalid(
                 "glue_source",
                 format!("a {} job needs a script", i.glue_type),
@@ -620,6 +631,15 @@ impl Admin {
                 return Err(invalid("child_job_ids", "a job cannot be its own child"));
             }
             match self.inner.store.job_get(child).await {
+                // A child fires when its parent succeeds: listing it is changing what its
+                // group runs.
+                Ok(c) if !by.can_change_group(c.spec.group_id) => {
+                    return Err(Error::Forbidden(format!(
+                        "child_job_ids: job {child} is in executor group {}, which {} ({}) \
+                         may not change",
+                        c.spec.group_id, by.username, by.role
+                    )));
+                }
                 Ok(_) => {}
                 Err(tickwork_store::Error::NotFound { .. }) => {
                     return Err(invalid(
@@ -676,7 +696,7 @@ impl Admin {
     /// script version 1.
     pub async fn job_create(&self, by: &Principal, input: JobInput) -> Result<JobView, Error> {
         by.require_group(input.group_id)?;
-        let (spec, schedule) = self.job_spec(&input, None).await?;
+        let (spec, schedule) = self.job_spec(by, &input, None).await?;
         let key = match input.key.as_deref().map(str::trim) {
             Some(k) if !k.is_empty() => {
                 validate_key(k)?;
@@ -702,7 +722,7 @@ impl Admin {
             })
             .await?;
         self.wake_scheduler();
-        if job.spec.glue_type.is_script() {
+        if has_source(job.spec.glue_type) {
             self.script_version_record(by, &job, "created").await?;
         }
         let view = job_view(job);
@@ -745,7 +765,7 @@ impl Admin {
         script_comment: &str,
     ) -> Result<(JobView, JobView), Error> {
         let id = old.id;
-        let (spec, schedule) = self.job_spec(&input, Some(id)).await?;
+        let (spec, schedule) = self.job_spec(by, &input, Some(id)).await?;
         if let Some(k) = input.key.as_deref().map(str::trim)
             && !k.is_empty()
             && k != old.key
@@ -776,7 +796,7 @@ impl Admin {
         self.wake_scheduler();
         let script_changed = old.spec.glue_type != job.spec.glue_type
             || old.spec.glue_source != job.spec.glue_source;
-        if script_changed && job.spec.glue_type.is_script() {
+        if script_changed && has_source(job.spec.glue_type) {
             self.script_version_record(by, &job, script_comment).await?;
         }
         Ok((job_view(old), job_view(job)))
@@ -930,10 +950,10 @@ impl Admin {
     ) -> Result<ScriptVersionView, Error> {
         let job = self.job_for_change(by, job_id).await?;
         let glue_type = glue_type.unwrap_or(job.spec.glue_type);
-        if !glue_type.is_script() {
+        if !has_source(glue_type) {
             return Err(invalid(
                 "glue_type",
-                format!("{glue_type} is not a script type"),
+                format!("{glue_type} has no source to edit; its code is the executor's handler"),
             ));
         }
         let before = self
@@ -1054,7 +1074,7 @@ impl Admin {
         input: TriggerInput,
         trigger_type: TriggerType,
     ) -> Result<RunView, Error> {
-        self.job_for_change(by, id).await?;
+        let job = self.job_for_change(by, id).await?;
         if let Some(p) = &input.params
             && p.len() > MAX_TEXT
         {
@@ -1062,13 +1082,7 @@ impl Admin {
         }
         let address = match input.address.as_deref().map(str::trim) {
             None | Some("") => None,
-            Some(a) if a.starts_with("http://") || a.starts_with("https://") => Some(a.to_owned()),
-            Some(a) => {
-                return Err(invalid(
-                    "address",
-                    format!("{a:?} must start with http:// or https://"),
-                ));
-            }
+            Some(a) => Some(self.group_address(job.spec.group_id, a).await?),
         };
         let now = now_ms();
         let mut new = RunNew::new(id, trigger_type, now);
@@ -1087,6 +1101,38 @@ impl Admin {
         )
         .await?;
         Ok(view)
+    }
+
+    /// `address` as the group knows it, when it is one of the group's executors: a registered
+    /// live instance or an address of its manual list. The run, its script and the access
+    /// token go there, so no other address is accepted.
+    async fn group_address(&self, group_id: i64, address: &str) -> Result<String, Error> {
+        let g = self.inner.store.group_get(group_id).await?;
+        let dead_after = self.inner.config.registry.dead_after.as_millis() as i64;
+        let live = self
+            .inner
+            .store
+            .registry_live(tickwork_store::LiveQuery {
+                app_name: g.app_name.clone(),
+                alive_since: now_ms() - dead_after,
+            })
+            .await?;
+        // The same executor, written with or without its trailing slash.
+        let bare = |a: &str| a.trim().trim_end_matches('/').to_owned();
+        let wanted = bare(address);
+        live.into_iter()
+            .chain(g.addresses)
+            .find(|a| bare(a) == wanted)
+            .ok_or_else(|| {
+                invalid(
+                    "address",
+                    format!(
+                        "{address:?} is not an executor of group {:?}; choose one of its \
+                         live instances or listed addresses",
+                        g.app_name
+                    ),
+                )
+            })
     }
 
     /// The next `n` fires of a schedule, before it is saved.
@@ -1133,6 +1179,25 @@ impl Admin {
         Ok(paged(p, req, run_view))
     }
 
+    /// The instant `days` days ago, for "clear runs older than N days": 1 to
+    /// [`MAX_CLEAR_DAYS`], computed without overflow.
+    pub fn clear_before_days(&self, days: i64) -> Result<i64, Error> {
+        let out_of_range = || {
+            invalid(
+                "before_days",
+                format!("{days} is out of range 1-{MAX_CLEAR_DAYS}"),
+            )
+        };
+        if !(1..=MAX_CLEAR_DAYS).contains(&days) {
+            return Err(out_of_range());
+        }
+        days.checked_mul(86_400_000)
+            .and_then(|back| now_ms().checked_sub(back))
+            // Further back than 1970: nothing is that old, and nothing is cleared.
+            .map(|before| before.max(1))
+            .ok_or_else(out_of_range)
+    }
+
     /// Deletes final runs scheduled before `before`: of one job or group the caller may
     /// change, or (admins only) of every job. Pending runs are never cleared. How many went.
     pub async fn runs_clear(
@@ -1174,7 +1239,9 @@ impl Admin {
         Ok(deleted)
     }
 
-    /// Kills a dispatched run: `/kill` on its executor, then the run ends as `killed`.
+    /// Kills a dispatched run: the kill is recorded, `/kill` goes to its executor, then the
+    /// run ends as `killed` (whether the executor's failure report or the kill's answer comes
+    /// first), with no retry and no alarm.
     pub async fn run_kill(&self, by: &Principal, id: i64) -> Result<RunView, Error> {
         let run = self.inner.store.run_get(id).await?;
         by.require_group(run.group_id)?;
@@ -1190,8 +1257,27 @@ impl Admin {
             .clone()
             .ok_or_else(|| Error::Conflict(format!("run {id} has no executor address")))?;
         let client = self.group_client(run.group_id).await?;
+        // Recorded before `/kill`: the executor reports the killed run as failed, and that
+        // callback may reach this or another admin before the kill's answer does.
+        let intent = |at| RunKillIntent { run_id: id, at };
+        if !self
+            .inner
+            .store
+            .run_kill_intent(intent(Some(now_ms())))
+            .await?
+        {
+            let now = self.inner.store.run_get(id).await?;
+            return Err(Error::Conflict(format!(
+                "run {id} is {}, only a dispatched run can be killed",
+                now.state
+            )));
+        }
         let out = client.kill(&address, run.job_id as i32).await;
         if !out.is_success() {
+            // The run goes on: a failure it reports later is its own, not the kill.
+            if let Err(e) = self.inner.store.run_kill_intent(intent(None)).await {
+                warn!(run_id = id, error = %e, "kill intent not withdrawn");
+            }
             return Err(Error::Executor(format!(
                 "executor {address} refused the kill: {}",
                 out.msg.unwrap_or_default()

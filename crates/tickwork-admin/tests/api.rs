@@ -2502,6 +2502,473 @@ async fn open_redirects_are_refused_by_lang_and_login() {
     h.stop().await;
 }
 
+// ---- dispatch hardening ----
+
+/// What a [`FakeExecutor`] answers on one path.
+#[derive(Clone)]
+enum Behaviour {
+    /// `{"code":200}`.
+    Success,
+    /// `302 Found` to this URL.
+    Redirect(String),
+    /// A success envelope padded to this many bytes, with its length announced.
+    Large(usize),
+    /// A chunked answer that never ends.
+    Endless,
+}
+
+/// A raw HTTP executor: records the path of every request and answers as told.
+#[derive(Clone)]
+struct FakeExecutor {
+    base: String,
+    paths: std::sync::Arc<Mutex<Vec<String>>>,
+}
+
+impl FakeExecutor {
+    async fn start(behave: fn(&str) -> Behaviour) -> FakeExecutor {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let fake = FakeExecutor {
+            base: format!("http://{}", listener.local_addr().unwrap()),
+            paths: Default::default(),
+        };
+        let paths = fake.paths.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let paths = paths.clone();
+                tokio::spawn(async move {
+                    // One request per connection: the head, then its announced body.
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 8192];
+                    let head_end = loop {
+                        let Ok(n) = conn.read(&mut chunk).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break i + 4;
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+                    let length = head
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse::<usize>().ok())?
+                        })
+                        .unwrap_or(0);
+                    while buf.len() < head_end + length {
+                        let Ok(n) = conn.read(&mut chunk).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            break;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                    }
+                    let path = head.split(' ').nth(1).unwrap_or("").to_owned();
+                    paths.lock().unwrap().push(path.clone());
+                    let answer = match behave(&path) {
+                        Behaviour::Success => {
+                            let body = r#"{"code":200,"msg":null}"#;
+                            format!(
+                                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                                body.len()
+                            )
+                        }
+                        Behaviour::Redirect(to) => format!(
+                            "HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\n\
+                             Connection: close\r\n\r\n"
+                        ),
+                        Behaviour::Large(n) => {
+                            let body = format!(r#"{{"code":200,"msg":"{}"}}"#, "x".repeat(n));
+                            format!(
+                                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                                body.len()
+                            )
+                        }
+                        Behaviour::Endless => {
+                            let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                                        Transfer-Encoding: chunked\r\n\r\n";
+                            if conn.write_all(head.as_bytes()).await.is_err() {
+                                return;
+                            }
+                            let piece = format!("10000\r\n{}\r\n", "x".repeat(0x10000));
+                            // Until the admin hangs up (at most 1 GiB).
+                            for _ in 0..16 * 1024 {
+                                if conn.write_all(piece.as_bytes()).await.is_err() {
+                                    return;
+                                }
+                            }
+                            return;
+                        }
+                    };
+                    let _ = conn.write_all(answer.as_bytes()).await;
+                    let _ = conn.shutdown().await;
+                });
+            }
+        });
+        fake
+    }
+
+    fn paths(&self) -> Vec<String> {
+        self.paths.lock().unwrap().clone()
+    }
+}
+
+impl Harness {
+    /// A manual group whose one executor is `address`; its id.
+    async fn manual_group(&self, app: &str, address: &str) -> i64 {
+        self.call(
+            Method::POST,
+            "/groups",
+            "/groups",
+            BUILTIN,
+            Some(json!({
+                "app_name": app, "title": app, "address_mode": "manual", "addresses": [address],
+            })),
+        )
+        .await
+        .ok()["id"]
+            .as_i64()
+            .unwrap()
+    }
+
+    /// A BEAN job of `group` with no schedule; its id.
+    async fn bean_job(&self, group: i64) -> i64 {
+        self.call(
+            Method::POST,
+            "/jobs",
+            "/jobs",
+            BUILTIN,
+            Some(json!({
+                "group_id": group, "schedule_type": "NONE", "handler": "demo",
+            })),
+        )
+        .await
+        .ok()["id"]
+            .as_i64()
+            .unwrap()
+    }
+
+    /// Triggers `job` as the built-in admin; the run's id.
+    async fn trigger(&self, job: i64, body: Value) -> Answer {
+        self.call(
+            Method::POST,
+            "/jobs/{id}/trigger",
+            &format!("/jobs/{job}/trigger"),
+            BUILTIN,
+            Some(body),
+        )
+        .await
+    }
+
+    /// Waits until run `id` is final; the run.
+    async fn final_run(&self, id: i64) -> Value {
+        self.run_past(id, &["planned", "dispatched"]).await
+    }
+
+    /// Waits until run `id` is in none of `states`; the run.
+    async fn run_past(&self, id: i64, states: &[&str]) -> Value {
+        for _ in 0..600 {
+            let run = self
+                .get("/runs/{id}", &format!("/runs/{id}"), BUILTIN)
+                .await
+                .ok();
+            if !states.contains(&run["state"].as_str().unwrap_or("")) {
+                return run;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("run {id} did not end");
+    }
+
+    async fn runs_of(&self, job: i64) -> Vec<Value> {
+        self.get("/runs", &format!("/runs?job_id={job}"), BUILTIN)
+            .await
+            .ok()["items"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    /// An admin's console session: its cookie and CSRF token, and a client that shows
+    /// redirects instead of following them.
+    async fn console(&self) -> (String, String, reqwest::Client) {
+        let s = self
+            .admin
+            .auth()
+            .login("admin", ADMIN_PASSWORD, [127, 0, 0, 1].into())
+            .await
+            .unwrap();
+        let cookie = self.admin.auth().session_cookie(&s);
+        let cookie = cookie.split(';').next().unwrap().to_owned();
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        (cookie, s.csrf_token, client)
+    }
+
+    /// Posts a console form; the status and the `Location` it redirects to.
+    async fn console_post(&self, path: &str, fields: &[(&str, &str)]) -> (u16, String) {
+        let (cookie, csrf, client) = self.console().await;
+        let mut form = vec![("_csrf", csrf.as_str())];
+        form.extend_from_slice(fields);
+        let resp = client
+            .post(format!("{}{path}", self.base))
+            .header("cookie", cookie)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(serde_urlencoded::to_string(&form).unwrap())
+            .send()
+            .await
+            .unwrap();
+        let location = resp
+            .headers()
+            .get("location")
+            .map(|l| l.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        (resp.status().as_u16(), location)
+    }
+}
+
+/// Registers `address` as a live executor of `app`, as an executor's heartbeat does.
+async fn register(h: &Harness, app: &str, address: &str) {
+    let resp = h
+        .http
+        .post(format!("{}/api/registry", h.base))
+        .header("XXL-JOB-ACCESS-TOKEN", "api-test-access-token")
+        .json(&json!({
+            "registryGroup": "EXECUTOR", "registryKey": app, "registryValue": address,
+        }))
+        .send()
+        .await
+        .unwrap();
+    let envelope: Value = resp.json().await.unwrap();
+    assert_eq!(envelope["code"], 200, "{envelope}");
+}
+
+#[tokio::test]
+async fn trigger_address_outside_the_group_is_refused() {
+    let h = Harness::start().await;
+    let own = FakeExecutor::start(|_| Behaviour::Success).await;
+    let foreign = FakeExecutor::start(|_| Behaviour::Success).await;
+    let listed = FakeExecutor::start(|_| Behaviour::Success).await;
+    let group_a = h.group("app-a").await;
+    h.group("app-b").await;
+    register(&h, "app-a", &format!("{}/", own.base)).await;
+    register(&h, "app-b", &format!("{}/", foreign.base)).await;
+    let job = h.bean_job(group_a).await;
+
+    // Another group's executor, or any other URL: refused, no run, nothing sent.
+    for address in [
+        format!("{}/", foreign.base),
+        foreign.base.clone(),
+        listed.base.clone(),
+        "http://127.0.0.1:1/".to_owned(),
+    ] {
+        let a = h.trigger(job, json!({ "address": address })).await;
+        a.refused(400, "invalid_input");
+        let msg = a.body["message"].as_str().unwrap();
+        assert!(msg.starts_with("address:"), "{msg}");
+        assert!(msg.contains("app-a"), "names the group: {msg}");
+    }
+    let (status, location) = h
+        .console_post(
+            &format!("/jobs/{job}/trigger"),
+            &[("address", &format!("{}/", foreign.base))],
+        )
+        .await;
+    assert_eq!(status, 303);
+    assert!(
+        location.contains("err=address"),
+        "the console says why: {location}"
+    );
+    assert!(h.runs_of(job).await.is_empty(), "no run was created");
+
+    // The group's own executor, with or without its trailing slash, is fine.
+    for address in [own.base.clone(), format!("{}/", own.base)] {
+        let run = h.trigger(job, json!({ "address": address })).await.ok();
+        // The fake executor accepts the run and never reports back.
+        let run = h.run_past(run["id"].as_i64().unwrap(), &["planned"]).await;
+        assert_eq!(run["state"], "dispatched", "{run}");
+        assert_eq!(run["executor_address"], format!("{}/", own.base), "{run}");
+    }
+    assert_eq!(own.paths(), ["/run", "/run"]);
+    // So is an address of a manual group's list.
+    let manual = h.manual_group("app-m", &listed.base).await;
+    let listed_job = h.bean_job(manual).await;
+    let run = h
+        .trigger(
+            listed_job,
+            json!({ "address": format!("{}/", listed.base) }),
+        )
+        .await
+        .ok();
+    h.run_past(run["id"].as_i64().unwrap(), &["planned"]).await;
+    assert_eq!(listed.paths(), ["/run"]);
+    assert!(foreign.paths().is_empty(), "{:?}", foreign.paths());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn operator_cannot_make_another_groups_job_a_child() {
+    let h = Harness::start().await;
+    let group_a = h.group("app-a").await;
+    let group_b = h.group("app-b").await;
+    let (_, op) = h.user_with_token("opa", "operator", &[group_a]).await;
+    let job_b = h.bean_job(group_b).await;
+    let own_child = h.bean_job(group_a).await;
+    let job = |children: Vec<i64>| {
+        json!({
+            "group_id": group_a, "schedule_type": "NONE", "handler": "demo",
+            "child_job_ids": children,
+        })
+    };
+    let check = |a: Answer| {
+        a.refused(403, "forbidden");
+        let msg = a.body["message"].as_str().unwrap().to_owned();
+        assert!(msg.contains("child_job_ids"), "{msg}");
+        assert!(msg.contains(&format!("job {job_b}")), "{msg}");
+    };
+
+    let jobs_before = h.job_count().await;
+    check(
+        h.call(
+            Method::POST,
+            "/jobs",
+            "/jobs",
+            &op,
+            Some(job(vec![own_child, job_b])),
+        )
+        .await,
+    );
+    assert_eq!(h.job_count().await, jobs_before, "nothing created");
+
+    let mine = h
+        .call(
+            Method::POST,
+            "/jobs",
+            "/jobs",
+            &op,
+            Some(job(vec![own_child])),
+        )
+        .await
+        .ok();
+    let id = mine["id"].as_i64().unwrap();
+    check(
+        h.call(
+            Method::PUT,
+            "/jobs/{id}",
+            &format!("/jobs/{id}"),
+            &op,
+            Some(job(vec![job_b])),
+        )
+        .await,
+    );
+    let now = h.get("/jobs/{id}", &format!("/jobs/{id}"), &op).await.ok();
+    assert_eq!(now["child_job_ids"], json!([own_child]), "nothing saved");
+    assert_eq!(now["version"], mine["version"], "nothing saved");
+
+    // A job of group A that an admin linked to B cannot be copied by the operator.
+    let linked = h
+        .call(
+            Method::POST,
+            "/jobs",
+            "/jobs",
+            BUILTIN,
+            Some(job(vec![job_b])),
+        )
+        .await
+        .ok();
+    let jobs_before = h.job_count().await;
+    check(
+        h.call(
+            Method::POST,
+            "/jobs/{id}/copy",
+            &format!("/jobs/{}/copy", linked["id"]),
+            &op,
+            Some(json!({})),
+        )
+        .await,
+    );
+    assert_eq!(h.job_count().await, jobs_before, "nothing copied");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn executor_redirect_is_not_followed_and_errors_do_not_map_ports() {
+    let h = Harness::start().await;
+    let receiver = FakeExecutor::start(|_| Behaviour::Success).await;
+    // The redirect target is only known once the receiver runs: kept in a static.
+    static TARGET: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TARGET.set(receiver.base.clone()).unwrap();
+    let redirector =
+        FakeExecutor::start(|path| Behaviour::Redirect(format!("{}{path}", TARGET.get().unwrap())))
+            .await;
+    let group = h.manual_group("redirecting", &redirector.base).await;
+    let job = h.bean_job(group).await;
+    let run = h.trigger(job, json!({})).await.ok();
+    let run = h.final_run(run["id"].as_i64().unwrap()).await;
+    assert_eq!(run["state"], "failed", "{run}");
+    let msg = run["trigger_msg"].as_str().unwrap();
+    assert!(msg.contains("executor answered a redirect (302)"), "{msg}");
+    assert_eq!(redirector.paths(), ["/run"]);
+    assert!(receiver.paths().is_empty(), "{:?}", receiver.paths());
+
+    // A closed port reads as unreachable, nothing more.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let group = h.manual_group("closed", &closed).await;
+    let job = h.bean_job(group).await;
+    let run = h.trigger(job, json!({})).await.ok();
+    let run = h.final_run(run["id"].as_i64().unwrap()).await;
+    let msg = run["trigger_msg"].as_str().unwrap();
+    assert!(msg.ends_with("executor unreachable"), "{msg}");
+    for detail in ["refused", "connect", "error", "tcp", "os "] {
+        assert!(!msg.to_lowercase().contains(detail), "{msg}");
+    }
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn oversize_executor_answers_are_refused_not_read_whole() {
+    let h = Harness::start().await;
+    let fake = FakeExecutor::start(|path| match path {
+        "/run" => Behaviour::Endless,
+        "/log" => Behaviour::Large(5 * 1024 * 1024),
+        _ => Behaviour::Success,
+    })
+    .await;
+    let group = h.manual_group("oversize", &fake.base).await;
+    let job = h.bean_job(group).await;
+    let run = h.trigger(job, json!({})).await.ok();
+    let id = run["id"].as_i64().unwrap();
+    let run = h.final_run(id).await;
+    assert_eq!(run["state"], "failed", "{run}");
+    let msg = run["trigger_msg"].as_str().unwrap();
+    assert!(
+        msg.contains("executor answer over the 65536 byte limit"),
+        "{msg}"
+    );
+
+    let log = h
+        .get("/runs/{id}/log", &format!("/runs/{id}/log"), BUILTIN)
+        .await;
+    log.refused(502, "executor_error");
+    let msg = log.body["message"].as_str().unwrap();
+    assert!(msg.contains("over the 4194304 byte limit"), "{msg}");
+    h.stop().await;
+}
+
 #[tokio::test]
 async fn cross_site_logins_are_refused() {
     let h = Harness::start().await;
@@ -2680,6 +3147,107 @@ async fn idle_sessions_never_expire_before_the_idle_time() {
 }
 
 #[tokio::test]
+async fn groovy_glue_jobs_have_the_script_editor_and_versions() {
+    let h = Harness::start().await;
+    let group = h.group("java-app").await;
+    let job = h
+        .call(
+            Method::POST,
+            "/jobs",
+            "/jobs",
+            BUILTIN,
+            Some(json!({
+                "group_id": group, "schedule_type": "NONE", "glue_type": "GLUE_GROOVY",
+                "glue_source": "class A implements IJobHandler { void execute() {} }",
+            })),
+        )
+        .await
+        .ok();
+    let id = job["id"].as_i64().unwrap();
+    let saved = h
+        .call(
+            Method::PUT,
+            "/jobs/{id}/script",
+            &format!("/jobs/{id}/script"),
+            BUILTIN,
+            Some(json!({ "source": "class B implements IJobHandler {}", "comment": "b" })),
+        )
+        .await
+        .ok();
+    assert_eq!(saved["glue_type"], "GLUE_GROOVY", "{saved}");
+    assert_eq!(saved["version"], 2, "{saved}");
+    let versions = h
+        .get(
+            "/jobs/{id}/script/versions",
+            &format!("/jobs/{id}/script/versions"),
+            BUILTIN,
+        )
+        .await
+        .ok();
+    let numbers: Vec<i64> = versions
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version"].as_i64().unwrap())
+        .collect();
+    assert_eq!(numbers, [2, 1], "the creation is version 1: {versions}");
+    let restored = h
+        .call(
+            Method::POST,
+            "/jobs/{id}/script/versions/{version}/restore",
+            &format!("/jobs/{id}/script/versions/1/restore"),
+            BUILTIN,
+            None,
+        )
+        .await
+        .ok();
+    assert_eq!(restored["version"], 3, "{restored}");
+    let now = h
+        .get("/jobs/{id}", &format!("/jobs/{id}"), BUILTIN)
+        .await
+        .ok();
+    assert_eq!(
+        now["glue_source"],
+        "class A implements IJobHandler { void execute() {} }"
+    );
+
+    // The console's editor serves it too.
+    let (cookie, _, client) = h.console().await;
+    let page = client
+        .get(format!("{}/jobs/{id}/script", h.base))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    let (status, location) = h
+        .console_post(
+            &format!("/jobs/{id}/script"),
+            &[
+                ("source", "class C implements IJobHandler {}"),
+                ("comment", "c"),
+            ],
+        )
+        .await;
+    assert_eq!(status, 303, "saved, not refused ({location})");
+    assert!(location.contains("ok=script_saved"), "{location}");
+    let job_page = client
+        .get(format!("{}/jobs/{id}", h.base))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        job_page.contains("id=\"script-link\""),
+        "the job links its script"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn json_bodies_that_are_not_objects_are_refused() {
     let h = Harness::start().await;
     let groups = h.get("/groups", "/groups", BUILTIN).await.ok();
@@ -2729,5 +3297,56 @@ async fn json_bodies_that_are_not_objects_are_refused() {
         h.get("/runs", "/runs?size=1", BUILTIN).await.ok()["total"],
         runs_before
     );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn clearing_runs_older_than_a_huge_number_of_days_is_refused() {
+    let h = Harness::start().await;
+    let group = h.group("clear-app").await;
+    let job = h.bean_job(group).await;
+    // No executor: the run fails at dispatch and is final, so clearing could take it.
+    let run = h.trigger(job, json!({})).await.ok();
+    h.final_run(run["id"].as_i64().unwrap()).await;
+    let audit_before = h.audit_total().await;
+
+    for days in ["213503982334", "0", "-1", "36501"] {
+        let a = h
+            .call(
+                Method::DELETE,
+                "/runs",
+                &format!("/runs?before_days={days}&job_id={job}"),
+                BUILTIN,
+                None,
+            )
+            .await;
+        a.refused(400, "invalid_input");
+        let msg = a.body["message"].as_str().unwrap();
+        assert!(msg.starts_with("before_days:"), "{msg}");
+        let (status, location) = h
+            .console_post(
+                "/runs/clear",
+                &[("before_days", days), ("job_id", &job.to_string())],
+            )
+            .await;
+        assert_eq!(status, 303, "{days}");
+        assert!(location.contains("err=before_days"), "{location}");
+        assert_eq!(h.runs_of(job).await.len(), 1, "nothing deleted ({days})");
+    }
+    assert_eq!(h.audit_total().await, audit_before, "nothing changed");
+
+    // In range: only runs older than that go (none here).
+    let cleared = h
+        .call(
+            Method::DELETE,
+            "/runs",
+            &format!("/runs?before_days=36500&job_id={job}"),
+            BUILTIN,
+            None,
+        )
+        .await
+        .ok();
+    assert_eq!(cleared["deleted"], 0);
+    assert_eq!(h.runs_of(job).await.len(), 1);
     h.stop().await;
 }

@@ -67,6 +67,8 @@ pub struct AdminSettings {
     pub lookahead_ms: u64,
     pub claim_interval_ms: u64,
     pub misfire_threshold_ms: u64,
+    /// More of the admin's TOML file, after the `[scheduler]` section (other sections).
+    pub extra_toml: &'static str,
 }
 
 impl Default for AdminSettings {
@@ -75,6 +77,7 @@ impl Default for AdminSettings {
             lookahead_ms: 1000,
             claim_interval_ms: 200,
             misfire_threshold_ms: 5000,
+            extra_toml: "",
         }
     }
 }
@@ -168,8 +171,8 @@ impl Cluster {
         let s = self.settings;
         let config = dir.join("admin.toml");
         let toml = format!(
-            "[scheduler]\nlookahead_ms = {}\nclaim_interval_ms = {}\nmisfire_threshold_ms = {}\n",
-            s.lookahead_ms, s.claim_interval_ms, s.misfire_threshold_ms
+            "[scheduler]\nlookahead_ms = {}\nclaim_interval_ms = {}\nmisfire_threshold_ms = {}\n{}",
+            s.lookahead_ms, s.claim_interval_ms, s.misfire_threshold_ms, s.extra_toml
         );
         std::fs::write(&config, toml).expect("write admin.toml");
         self.admin_starts += 1;

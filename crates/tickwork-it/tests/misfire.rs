@@ -19,6 +19,7 @@ async fn misfire_policies(mut c: Cluster) {
         lookahead_ms: LOOKAHEAD_MS as u64,
         claim_interval_ms: 100,
         misfire_threshold_ms: THRESHOLD_MS as u64,
+        ..AdminSettings::default()
     };
     let api = c.start_admin().await;
     let (group, _) = c.executor_group("it-app", 1).await;

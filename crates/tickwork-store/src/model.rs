@@ -566,6 +566,14 @@ pub struct RunComplete {
     pub at: i64,
 }
 
+/// An operator's kill of a dispatched run, recorded before `/kill` is sent (`at`), or
+/// withdrawn when the executor refused it (`None`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunKillIntent {
+    pub run_id: i64,
+    pub at: Option<i64>,
+}
+
 /// Which runs to list, newest first. The time range applies to `scheduled_at`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RunFilter {

@@ -76,6 +76,9 @@ const CLAIM_RETRIES: u32 = 3;
 /// The failed states that call for an alarm (a kill is an operator's own decision).
 const ALARM_STATES: &str = "('failed', 'timed_out', 'lost')";
 
+/// The results that become `killed` when a kill of the run was asked for.
+const KILLABLE_RESULTS: [RunState; 2] = [RunState::Failed, RunState::TimedOut];
+
 /// The states retention may delete: every final one.
 const FINAL_STATES: &str =
     "('succeeded', 'failed', 'timed_out', 'killed', 'lost', 'misfired', 'skipped')";
@@ -424,6 +427,14 @@ impl<B: Backend> SqlStore<B> {
             q.push(" AND ").push(B::KIND.state_beside_ids());
             q.push(" IN ('planned', 'dispatched')");
             B::execute(&mut *tx, q).await?;
+            // A failure reported after a kill was asked for is that kill.
+            let mut killed = Query::new(
+                "UPDATE tw_runs SET state = 'killed' WHERE kill_requested_at IS NOT NULL \
+                 AND state IN ('failed', 'timed_out') AND id IN ",
+            )
+            .one_off();
+            killed.push_list(rows.iter().map(id));
+            B::execute(&mut *tx, killed).await?;
             let mut read =
                 Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs WHERE id IN ")).one_off();
             read.push_list(rows.iter().map(id));
@@ -1474,11 +1485,17 @@ impl<B: Backend> Store for SqlStore<B> {
                 complete.state
             )));
         }
+        // A failure reported after a kill was asked for is that kill.
+        let state = if KILLABLE_RESULTS.contains(&complete.state) {
+            "CASE WHEN kill_requested_at IS NULL THEN ? ELSE 'killed' END"
+        } else {
+            "?"
+        };
         // `planned` too: an executor may call back before the dispatch batch is written.
-        let q = Query::new(
-            "UPDATE tw_runs SET state = ?, handle_code = ?, handle_msg = ?, finished_at = ? \
-             WHERE id = ? AND state IN ('planned', 'dispatched')",
-        )
+        let q = Query::new(format!(
+            "UPDATE tw_runs SET state = {state}, handle_code = ?, handle_msg = ?, \
+             finished_at = ? WHERE id = ? AND state IN ('planned', 'dispatched')"
+        ))
         .bind(complete.state.as_str())
         .bind(complete.handle_code)
         .bind(clip(complete.handle_msg.as_deref()))
@@ -1492,6 +1509,15 @@ impl<B: Backend> Store for SqlStore<B> {
 
     async fn runs_complete(&self, batch: &[RunComplete]) -> Result<Vec<Run>, Error> {
         retry_deadlocks(|| self.runs_complete_once(batch)).await
+    }
+
+    async fn run_kill_intent(&self, intent: RunKillIntent) -> Result<bool, Error> {
+        let q = Query::new(
+            "UPDATE tw_runs SET kill_requested_at = ? WHERE id = ? AND state = 'dispatched'",
+        )
+        .bind(intent.at)
+        .bind(intent.run_id);
+        Ok(self.execute(q).await? > 0)
     }
 
     async fn run_get(&self, id: i64) -> Result<Run, Error> {

@@ -127,10 +127,17 @@ pub trait Store: Send + Sync + 'static {
     /// (its siblings are written with their shard by `run_insert`).
     async fn run_set_shard(&self, shard: RunShard) -> Result<(), Error>;
 
-    /// Moves a pending run to its final state with its result. `None` when the run is
-    /// unknown or already final: a repeated callback changes nothing. `state` must be a
+    /// Moves a pending run to its final state with its result (`failed` and `timed_out` become
+    /// `killed` when a kill was requested, see [`Store::run_kill_intent`]). `None` when the
+    /// run is unknown or already final: a repeated callback changes nothing. `state` must be a
     /// result state (succeeded, failed, timed_out, killed, lost), else `Invalid`.
     async fn run_complete(&self, complete: RunComplete) -> Result<Option<Run>, Error>;
+
+    /// Records (or withdraws) the kill intent of a `dispatched` run, so that every admin sees
+    /// it: from then on a failed or timed-out result of the run ends it as `killed` (the
+    /// executor reports a killed run as failed, and may do so before `/kill` has answered).
+    /// `false`, and no change, when the run is unknown or not dispatched.
+    async fn run_kill_intent(&self, intent: RunKillIntent) -> Result<bool, Error>;
 
     /// Completes many runs in one transaction, as [`Store::run_complete`] does one: returns
     /// the runs that reached their final state now. Unknown and already final runs are left

@@ -3878,6 +3878,91 @@ async fn runs_groups_names_the_group_of_each_run(ctx: Ctx) {
     assert!(store.runs_groups(&[]).await.unwrap().is_empty());
 }
 
+/// A kill recorded on a dispatched run turns a failure or timeout reported after it into
+/// `killed` (executors report a killed run as failed); success stays success, and a withdrawn
+/// intent changes nothing.
+async fn kill_intent_turns_a_later_failure_into_killed(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "kill-app").await;
+    let job = running_job(store, g.id, "kill-job", NOW).await;
+    let intent = |run_id, at| RunKillIntent { run_id, at };
+    let mut runs = Vec::new();
+    for _ in 0..5 {
+        let r = planned(store, job.id, Some("n1"), NOW).await;
+        runs.push(r.id);
+    }
+    // Only a dispatched run takes a kill.
+    assert!(
+        !store
+            .run_kill_intent(intent(runs[0], Some(NOW)))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .run_kill_intent(intent(999_999, Some(NOW)))
+            .await
+            .unwrap()
+    );
+    for &id in &runs {
+        dispatch(store, id, "http://e:1/", NOW).await;
+    }
+    for &id in &runs[..4] {
+        assert!(store.run_kill_intent(intent(id, Some(NOW))).await.unwrap());
+    }
+    // Withdrawn: the executor refused the kill.
+    assert!(store.run_kill_intent(intent(runs[3], None)).await.unwrap());
+    let result = |run_id, state: RunState| RunComplete {
+        run_id,
+        handle_code: state.handle_code().max(500),
+        handle_msg: Some("job killed".into()),
+        state,
+        at: NOW + 1,
+    };
+    let batch = store
+        .runs_complete(&[
+            result(runs[0], RunState::Failed),
+            result(runs[3], RunState::Failed),
+            result(runs[4], RunState::Failed),
+        ])
+        .await
+        .unwrap();
+    let states: HashMap<i64, RunState> = batch.iter().map(|r| (r.id, r.state)).collect();
+    assert_eq!(states[&runs[0]], RunState::Killed, "{batch:?}");
+    assert_eq!(states[&runs[3]], RunState::Failed, "withdrawn: {batch:?}");
+    assert_eq!(states[&runs[4]], RunState::Failed, "no kill: {batch:?}");
+    let timed_out = store
+        .run_complete(result(runs[1], RunState::TimedOut))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(timed_out.state, RunState::Killed);
+    let succeeded = store
+        .run_complete(result(runs[2], RunState::Succeeded))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(succeeded.state, RunState::Succeeded);
+    // Final runs take no kill, and the kill's own answer changes nothing.
+    assert!(
+        !store
+            .run_kill_intent(intent(runs[0], Some(NOW)))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store
+            .run_complete(result(runs[0], RunState::Killed))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store.run_get(runs[0]).await.unwrap().state,
+        RunState::Killed
+    );
+}
+
 conformance!(
     migrations_apply_twice,
     group_crud,
@@ -3905,6 +3990,7 @@ conformance!(
     run_skip_ends_only_planned_runs,
     run_set_shard_records_a_broadcast_shard,
     runs_complete_finishes_a_batch_once,
+    kill_intent_turns_a_later_failure_into_killed,
     run_mark_trigger_failed_ends_the_run,
     run_insert_manual_runs_have_no_fire_key_and_coexist,
     runs_list_filters,

@@ -621,7 +621,7 @@ pub async fn detail(State(a): State<Admin>, v: Visitor, Path(id): Path<i64>) -> 
         group: names.get(&job.group_id).cloned().unwrap_or_default(),
         running: job.status == "running",
         can_change: v.can_change(job.group_id),
-        is_script: job.glue_type.is_script(),
+        is_script: crate::service::has_source(job.glue_type),
         fires,
         runs,
         c,

@@ -261,17 +261,17 @@ pub async fn clear(State(a): State<Admin>, v: Visitor, body: Bytes) -> Response 
         Ok(f) => f,
         Err(res) => return *res,
     };
-    let days = match form.get("before_days").trim().parse::<i64>() {
-        Ok(d) if d >= 0 => d,
-        _ => {
-            return ui::see_other(&ui::with_err(
-                "/runs",
-                &format!("{}: {}", v.t("before_days"), v.t("bad_number")),
-            ));
-        }
+    let Ok(days) = form.get("before_days").trim().parse::<i64>() else {
+        return ui::see_other(&ui::with_err(
+            "/runs",
+            &format!("{}: {}", v.t("before_days"), v.t("bad_number")),
+        ));
+    };
+    let before = match a.clear_before_days(days) {
+        Ok(b) => b,
+        Err(e) => return v.fail("/runs", e),
     };
     let job_id = form.get("job_id").trim().parse::<i64>().ok();
-    let before = crate::timer::now_ms() - days * 86_400_000;
     match v.ops(&a).runs_clear(before, job_id).await {
         Ok(_) => ui::see_other(&ui::with_ok("/runs", "runs_cleared")),
         Err(e) => v.fail("/runs", e),
