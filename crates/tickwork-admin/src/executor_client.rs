@@ -47,6 +47,9 @@ impl ExecutorClient {
             .timeout(timeout)
             .connect_timeout(timeout)
             .pool_max_idle_per_host(64)
+            // Below the executor's default header-read timeout (30 s), which also closes idle
+            // connections: a job every 30 s would otherwise race the close.
+            .pool_idle_timeout(Duration::from_secs(20))
             .tcp_nodelay(true)
             .build()
             .expect("the HTTP client's fixed configuration is valid");
