@@ -34,6 +34,37 @@ pub struct Config {
     pub alarm: AlarmConfig,
     /// Console sessions, logins and the first admin.
     pub auth: AuthConfig,
+    /// Limits of the HTTP server.
+    pub http: HttpConfig,
+}
+
+/// Limits of the HTTP server (`[http]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// A connection that has not sent a complete request head this long after it opened or
+    /// after its previous response is closed (idle keep-alive connections too).
+    pub header_read_timeout: Duration,
+    /// Connections served at once; more wait until one ends.
+    pub max_connections: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        let limits = tickwork_serve::Limits::default();
+        HttpConfig {
+            header_read_timeout: limits.header_read_timeout,
+            max_connections: limits.max_connections,
+        }
+    }
+}
+
+impl HttpConfig {
+    pub fn limits(&self) -> tickwork_serve::Limits {
+        tickwork_serve::Limits {
+            header_read_timeout: self.header_read_timeout,
+            max_connections: self.max_connections,
+        }
+    }
 }
 
 /// Claim and timer settings.
@@ -218,6 +249,7 @@ impl Config {
             monitor: MonitorConfig::default(),
             alarm: AlarmConfig::default(),
             auth: AuthConfig::default(),
+            http: HttpConfig::default(),
         }
     }
 
@@ -334,6 +366,24 @@ impl Config {
                 ms(a.send_timeout)
             )));
         }
+        let range = tickwork_serve::HEADER_READ_TIMEOUT_RANGE;
+        if !range.contains(&self.http.header_read_timeout) {
+            return Err(Error::Invalid(format!(
+                "http.header_read_timeout_ms ({}) is out of range {}-{}",
+                ms(self.http.header_read_timeout),
+                ms(*range.start()),
+                ms(*range.end())
+            )));
+        }
+        let range = tickwork_serve::MAX_CONNECTIONS_RANGE;
+        if !range.contains(&self.http.max_connections) {
+            return Err(Error::Invalid(format!(
+                "http.max_connections ({}) is out of range {}-{}",
+                self.http.max_connections,
+                range.start(),
+                range.end()
+            )));
+        }
         Ok(())
     }
 }
@@ -390,6 +440,16 @@ pub struct ConfigFile {
     pub alarm: AlarmFile,
     #[serde(default)]
     pub auth: AuthFile,
+    #[serde(default)]
+    pub http: HttpFile,
+}
+
+/// `[http]`: limits of the HTTP server.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpFile {
+    pub header_read_timeout_ms: Option<u64>,
+    pub max_connections: Option<usize>,
 }
 
 /// `[auth]`: sessions, logins, the first admin.
@@ -571,6 +631,13 @@ impl ConfigFile {
         if let Some(v) = a.max_concurrent_logins {
             c.auth.max_concurrent_logins = v;
         }
+        set(
+            &mut c.http.header_read_timeout,
+            self.http.header_read_timeout_ms,
+        );
+        if let Some(v) = self.http.max_connections {
+            c.http.max_connections = v;
+        }
         c.validate()?;
         Ok(c)
     }
@@ -651,6 +718,27 @@ mod tests {
         assert!(err.contains("monitor.lost_run_interval_ms"), "{err}");
         let err = file("[cluster]\nheartbeat_ms = 1\n").unwrap_err();
         assert!(err.contains("heartbeat_ms"), "{err}");
+    }
+
+    #[test]
+    fn http_keys_are_read_and_checked() {
+        let c = file("[http]\nheader_read_timeout_ms = 2500\nmax_connections = 40\n").unwrap();
+        assert_eq!(c.http.header_read_timeout, Duration::from_millis(2500));
+        assert_eq!(c.http.max_connections, 40);
+        let d = file("").unwrap();
+        assert_eq!(d.http, HttpConfig::default());
+        assert_eq!(d.http.header_read_timeout, Duration::from_secs(30));
+        for (text, want) in [
+            (
+                "[http]\nheader_read_timeout_ms = 5\n",
+                "http.header_read_timeout_ms",
+            ),
+            ("[http]\nmax_connections = 0\n", "http.max_connections"),
+            ("[http]\nidle_ms = 1\n", "idle_ms"),
+        ] {
+            let err = file(text).unwrap_err();
+            assert!(err.contains(want), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -49,6 +49,9 @@ impl ExecutorClient {
             .timeout(timeout)
             .connect_timeout(timeout)
             .pool_max_idle_per_host(64)
+            // Below the executor's default header-read timeout (30 s), which also closes idle
+            // connections: a job every 30 s would otherwise race the close.
+            .pool_idle_timeout(Duration::from_secs(20))
             .tcp_nodelay(true)
             // A redirect would carry `/run` and the access token to another host.
             .redirect(reqwest::redirect::Policy::none())

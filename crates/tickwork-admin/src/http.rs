@@ -35,18 +35,16 @@ const EXECUTOR_BODY_LIMIT: usize = 5 * 1024 * 1024;
 /// Largest body of a JSON API call: a job with a 1 MiB script fits.
 const API_BODY_LIMIT: usize = 2 * 1024 * 1024;
 
-/// Serves the admin on `listener` until `stop` is cancelled.
+/// Serves the admin on `listener` until `stop` is cancelled, within the configured limits
+/// (header-read timeout, connection cap); handlers get the client's address as
+/// `ConnectInfo<SocketAddr>`.
 pub async fn serve(
     admin: Admin,
     listener: TcpListener,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        router(admin).into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move { stop.cancelled().await })
-    .await
+    let limits = admin.config().http.limits();
+    tickwork_serve::serve(listener, router(admin), limits, stop).await
 }
 
 /// Declares the REST API once: the router and [`API_ROUTES`] (what the OpenAPI document must

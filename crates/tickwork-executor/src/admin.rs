@@ -32,6 +32,9 @@ impl AdminClient {
         let http = reqwest::Client::builder()
             .connect_timeout(config.admin_timeout)
             .timeout(config.admin_timeout)
+            // Below the admin's default header-read timeout (30 s), which also closes idle
+            // connections: a call every 30 s would otherwise race the close.
+            .pool_idle_timeout(std::time::Duration::from_secs(20))
             .tcp_nodelay(true)
             .build()
             .map_err(Error::HttpClient)?;

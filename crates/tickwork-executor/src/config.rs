@@ -88,6 +88,11 @@ pub struct ExecutorConfig {
     pub kill_grace: Duration,
     /// Run logs older than this many days are deleted once a day; values below 3 disable it.
     pub log_retention_days: u32,
+    /// The HTTP server closes a connection that has not sent a complete request head this
+    /// long after it opened or after its previous response (idle keep-alive ones too).
+    pub header_read_timeout: Duration,
+    /// Connections the HTTP server serves at once; more wait until one ends.
+    pub max_connections: usize,
 }
 
 impl ExecutorConfig {
@@ -112,6 +117,8 @@ impl ExecutorConfig {
             idle_timeout: Duration::from_secs(90),
             kill_grace: Duration::from_secs(5),
             log_retention_days: 30,
+            header_read_timeout: tickwork_serve::Limits::default().header_read_timeout,
+            max_connections: tickwork_serve::Limits::default().max_connections,
         }
     }
 
@@ -173,15 +180,58 @@ impl ExecutorConfig {
                 "callback retry max must not be below callback retry min".into(),
             ));
         }
+        let range = tickwork_serve::HEADER_READ_TIMEOUT_RANGE;
+        if !range.contains(&self.header_read_timeout) {
+            return Err(Error::Config(format!(
+                "header read timeout {:?} is out of range {:?}-{:?}",
+                self.header_read_timeout,
+                range.start(),
+                range.end()
+            )));
+        }
+        let range = tickwork_serve::MAX_CONNECTIONS_RANGE;
+        if !range.contains(&self.max_connections) {
+            return Err(Error::Config(format!(
+                "max connections {} is out of range {}-{}",
+                self.max_connections,
+                range.start(),
+                range.end()
+            )));
+        }
+        let token = self.access_token.trim();
+        if token == WELL_KNOWN_TOKEN {
+            return Err(Error::Config(format!(
+                "access token {WELL_KNOWN_TOKEN:?} is XXL-JOB's well-known default: set a secret token"
+            )));
+        }
+        // Without a token anyone who reaches the port runs shell commands here.
+        if self.scripts_enabled && token.is_empty() && !self.listen.ip().is_loopback() {
+            return Err(Error::Config(format!(
+                "scripts are enabled without an access token while listening on {}: set a token, \
+                 or listen on a loopback address (127.0.0.1) only",
+                self.listen
+            )));
+        }
         Ok(())
     }
 
-    /// Whether the access token is a weak one worth a warning: empty, or XXL's shipped default.
+    /// Whether the access token is empty, which is worth a warning (anyone who reaches the
+    /// port may call the executor). XXL's well-known default is refused by [`Self::validate`].
     pub fn token_is_weak(&self) -> bool {
-        let t = self.access_token.trim();
-        t.is_empty() || t == "default_token"
+        self.access_token.trim().is_empty()
+    }
+
+    /// The HTTP server's limits.
+    pub fn http_limits(&self) -> tickwork_serve::Limits {
+        tickwork_serve::Limits {
+            header_read_timeout: self.header_read_timeout,
+            max_connections: self.max_connections,
+        }
     }
 }
+
+/// XXL-JOB's shipped access token: known to everyone, so no protection at all.
+pub const WELL_KNOWN_TOKEN: &str = "default_token";
 
 /// Reads a duration written as `<n>ms`, `<n>s`, `<n>m` or `<n>h`; a bare number is seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, Error> {

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use bytes::Bytes;
 use tickwork_protocol::RegistryParam;
 use tokio::task::JoinHandle;
@@ -237,6 +236,16 @@ impl ExecutorBuilder {
         self
     }
 
+    pub fn header_read_timeout(mut self, timeout: Duration) -> Self {
+        self.config.header_read_timeout = timeout;
+        self
+    }
+
+    pub fn max_connections(mut self, max: usize) -> Self {
+        self.config.max_connections = max;
+        self
+    }
+
     /// Validates the configuration, binds the listen address, and starts serving, registering
     /// and sending callbacks.
     pub async fn start(self) -> Result<RunningExecutor, Error> {
@@ -245,11 +254,11 @@ impl ExecutorBuilder {
         config.validate()?;
         if config.token_is_weak() {
             tracing::warn!(
-                "the access token is empty or the well-known default_token: anyone who can reach this executor can run its jobs"
+                "the access token is empty: anyone who can reach this executor can run its jobs"
             );
         }
         let folder = &config.log_folder;
-        std::fs::create_dir_all(folder)
+        crate::runlog::create_private_dir(folder)
             .map_err(|e| Error::io("cannot create log folder", folder, e))?;
         let spool_dir = folder.join("callbacklogs");
         let spool = Arc::new(
@@ -304,15 +313,12 @@ impl ExecutorBuilder {
             runtime: Arc::clone(&runtime),
             token: config.access_token.trim().to_owned(),
         }));
-        let listener = listener.tap_io(|tcp| {
-            // Small request/response pairs: Nagle would add delay for nothing.
-            let _ = tcp.set_nodelay(true);
-        });
-        let server = tokio::spawn(
-            axum::serve(listener, app)
-                .with_graceful_shutdown(server_stop.clone().cancelled_owned())
-                .into_future(),
-        );
+        let server = tokio::spawn(tickwork_serve::serve(
+            listener,
+            app,
+            config.http_limits(),
+            server_stop.clone(),
+        ));
 
         let registration = Bytes::from(tickwork_protocol::encode(&RegistryParam::executor(
             &config.app_name,

@@ -2,9 +2,11 @@
 //! and run as `<interpreter> <file> <params> <shardIndex> <shardTotal>` in its own process
 //! group, with stdout and stderr appended to the run log. A kill or timeout ends the whole
 //! group (SIGTERM, then SIGKILL after the grace period) and the child is always reaped.
+//! Script files are readable by the executor's user only (0600, their folder 0700).
 
 use std::fs;
-use std::io;
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -125,7 +127,7 @@ fn write_source(dir: &Path, file: &Path, spec: &ScriptSpec) -> io::Result<()> {
     if file.exists() {
         return Ok(());
     }
-    fs::create_dir_all(dir)?;
+    crate::runlog::create_private_dir(dir)?;
     let prefix = format!("{}_", spec.job_id);
     for entry in fs::read_dir(dir)? {
         let path = entry?.path();
@@ -139,7 +141,16 @@ fn write_source(dir: &Path, file: &Path, spec: &ScriptSpec) -> io::Result<()> {
         }
     }
     let tmp = dir.join(format!(".{}_{}.tmp", spec.job_id, spec.updated));
-    fs::write(&tmp, spec.source.as_bytes())?;
+    // A leftover from a crash may have other permissions: start afresh.
+    let _ = fs::remove_file(&tmp);
+    let mut out = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    out.write_all(spec.source.as_bytes())?;
+    drop(out);
     fs::rename(&tmp, file)
 }
 

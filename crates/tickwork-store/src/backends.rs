@@ -97,6 +97,25 @@ fn numbered(sql: String) -> String {
     numbered_placeholders(&sql)
 }
 
+/// How long the one direct connection attempt after a pool time-out may take.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A pool that could not connect in time (it retries a refused connection until then) says
+/// only "timed out": one direct attempt names the real cause (connection refused, ...).
+async fn explain_timeout<C>(e: sqlx::Error, options: &C) -> sqlx::Error
+where
+    C: sqlx::ConnectOptions,
+    C::Connection: Sized,
+{
+    if !matches!(e, sqlx::Error::PoolTimedOut) {
+        return e;
+    }
+    match tokio::time::timeout(PROBE_TIMEOUT, options.connect()).await {
+        Ok(Err(cause)) => cause,
+        _ => e,
+    }
+}
+
 /// A URL the driver cannot parse. The URL itself is not repeated: it may hold a password.
 fn bad_url(_: sqlx::Error) -> Error {
     Error::Invalid("the database url is not valid".to_owned())
@@ -128,7 +147,10 @@ impl Backend for SqliteBackend {
         } else {
             pool.max_connections(options.max_connections.unwrap_or(4))
         };
-        Ok(pool.connect_with(connect).await?)
+        match pool.connect_with(connect.clone()).await {
+            Ok(pool) => Ok(pool),
+            Err(e) => Err(explain_timeout(e, &connect).await.into()),
+        }
     }
 
     async fn migrate(pool: &Pool<Sqlite>) -> Result<(), Error> {
@@ -154,11 +176,15 @@ impl Backend for PostgresBackend {
 
     async fn open(url: &str, options: &StoreOptions) -> Result<Pool<Postgres>, Error> {
         let connect = PgConnectOptions::from_str(url).map_err(bad_url)?;
-        Ok(PgPoolOptions::new()
+        match PgPoolOptions::new()
             .max_connections(options.max_connections.unwrap_or(10))
             .acquire_timeout(options.acquire_timeout)
-            .connect_with(connect)
-            .await?)
+            .connect_with(connect.clone())
+            .await
+        {
+            Ok(pool) => Ok(pool),
+            Err(e) => Err(explain_timeout(e, &connect).await.into()),
+        }
     }
 
     async fn migrate(pool: &Pool<Postgres>) -> Result<(), Error> {
@@ -189,7 +215,7 @@ impl Backend for MySqlBackend {
             None => url.to_owned(),
         };
         let connect = MySqlConnectOptions::from_str(&url).map_err(bad_url)?;
-        Ok(MySqlPoolOptions::new()
+        let opened = MySqlPoolOptions::new()
             .max_connections(options.max_connections.unwrap_or(10))
             .acquire_timeout(options.acquire_timeout)
             // READ COMMITTED, as on PostgreSQL. Under InnoDB's default REPEATABLE READ a claim's
@@ -204,8 +230,12 @@ impl Backend for MySqlBackend {
                     Ok(())
                 })
             })
-            .connect_with(connect)
-            .await?)
+            .connect_with(connect.clone())
+            .await;
+        match opened {
+            Ok(pool) => Ok(pool),
+            Err(e) => Err(explain_timeout(e, &connect).await.into()),
+        }
     }
 
     async fn migrate(pool: &Pool<MySql>) -> Result<(), Error> {

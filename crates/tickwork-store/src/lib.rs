@@ -59,16 +59,23 @@ impl Default for StoreOptions {
 ///
 /// Schemes: `sqlite://path` (add `?mode=rwc` to create the file; `sqlite::memory:` for a
 /// throw-away database), `postgres://` or `postgresql://`, `mysql://` or `mariadb://`.
+///
+/// Any failure is an [`Error::Open`] naming the cause and the URL without its password.
 pub async fn connect(url: &str, options: &StoreOptions) -> Result<Arc<dyn Store>, Error> {
     let scheme = url.split_once(':').map(|(s, _)| s).unwrap_or_default();
-    Ok(match scheme {
-        "sqlite" => Arc::new(SqliteStore::open(url, options).await?),
-        "postgres" | "postgresql" => Arc::new(PostgresStore::open(url, options).await?),
-        "mysql" | "mariadb" => Arc::new(MySqlStore::open(url, options).await?),
-        _ => {
-            return Err(Error::Invalid(format!(
-                "database url scheme {scheme:?} is not one of sqlite, postgres, mysql, mariadb"
-            )));
-        }
-    })
+    let opened: Result<Arc<dyn Store>, Error> = match scheme {
+        "sqlite" => SqliteStore::open(url, options)
+            .await
+            .map(|s| Arc::new(s) as Arc<dyn Store>),
+        "postgres" | "postgresql" => PostgresStore::open(url, options)
+            .await
+            .map(|s| Arc::new(s) as Arc<dyn Store>),
+        "mysql" | "mariadb" => MySqlStore::open(url, options)
+            .await
+            .map(|s| Arc::new(s) as Arc<dyn Store>),
+        _ => Err(Error::Invalid(format!(
+            "database url scheme {scheme:?} is not one of sqlite, postgres, mysql, mariadb"
+        ))),
+    };
+    opened.map_err(|e| error::open_error(url, e))
 }

@@ -61,6 +61,14 @@ pub struct AdminArgs {
     /// Time zone of jobs created without one [default: UTC].
     #[arg(long, env = "TICKWORK_TIME_ZONE", value_name = "ZONE")]
     pub time_zone: Option<String>,
+    /// Close a connection that has not sent a complete request head within this many
+    /// milliseconds (`[http] header_read_timeout_ms`) [default: 30000].
+    #[arg(long, env = "TICKWORK_HTTP_HEADER_READ_TIMEOUT_MS", value_name = "MS")]
+    pub http_header_read_timeout_ms: Option<u64>,
+    /// Connections served at once; more wait until one ends (`[http] max_connections`)
+    /// [default: 512].
+    #[arg(long, env = "TICKWORK_HTTP_MAX_CONNECTIONS", value_name = "N")]
+    pub http_max_connections: Option<usize>,
 }
 
 fn input(msg: impl Into<String>) -> anyhow::Error {
@@ -95,11 +103,17 @@ pub fn resolve(args: AdminArgs) -> anyhow::Result<Config> {
     if args.admin_password.is_some() {
         file.auth.admin_password = args.admin_password;
     }
+    if args.http_header_read_timeout_ms.is_some() {
+        file.http.header_read_timeout_ms = args.http_header_read_timeout_ms;
+    }
+    if args.http_max_connections.is_some() {
+        file.http.max_connections = args.http_max_connections;
+    }
     let data_dir = file
         .data_dir
         .clone()
         .unwrap_or_else(|| PathBuf::from("tickwork-data"));
-    std::fs::create_dir_all(&data_dir)
+    create_private_dir(&data_dir)
         .with_context(|| format!("cannot create the data folder {}", data_dir.display()))?;
     if file.database_url.is_none() {
         let db = data_dir.join("tickwork.db");
@@ -110,9 +124,11 @@ pub fn resolve(args: AdminArgs) -> anyhow::Result<Config> {
         Some("") => tracing::warn!(
             "the executor access token is empty: any client can register executors and post results"
         ),
-        Some("default_token") => tracing::warn!(
-            "the executor access token is XXL-JOB's well-known default_token: set a secret one"
-        ),
+        Some(t) if t.trim() == tickwork_executor::config::WELL_KNOWN_TOKEN => {
+            return Err(input(
+                "the access token \"default_token\" is XXL-JOB's well-known default: set a secret token",
+            ));
+        }
         Some(_) => {}
     }
     if file.api_token.as_deref().is_none_or(str::is_empty) {
@@ -136,6 +152,41 @@ fn stored_token(data_dir: &Path, name: &str) -> anyhow::Result<String> {
         .with_context(|| format!("cannot write the generated token to {}", path.display()))?;
     tracing::info!(file = %path.display(), "generated a new {name}");
     Ok(token)
+}
+
+/// Creates the data folder readable by the owner only (0700): it holds the tokens and the
+/// SQLite database with the alarm channels' secrets. A folder that exists is left as it is.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// The file of a `sqlite://FILE?mode=rwc` URL (the admin may create it), if it does not
+/// exist yet.
+fn sqlite_file_to_create(url: &str) -> Option<PathBuf> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let creates = query.split('&').any(|pair| pair == "mode=rwc");
+    // A percent-encoded name is decoded by the driver; leave such files to it.
+    let plain = !path.is_empty() && path != ":memory:" && !path.contains('%');
+    (creates && plain && !Path::new(path).exists()).then(|| PathBuf::from(path))
+}
+
+/// Creates an empty SQLite database file readable by the owner only (0600): SQLite would
+/// create it with 0644, and gives its -wal and -shm files the database file's mode.
+fn create_private_file(path: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    // A failure (missing folder, no permission) is left to the driver, which names it.
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path);
 }
 
 fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
@@ -178,9 +229,12 @@ pub async fn start(config: Config) -> anyhow::Result<StartedAdmin> {
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let local_addr = listener.local_addr()?;
+    if let Some(path) = sqlite_file_to_create(&config.database_url) {
+        create_private_file(&path);
+    }
     let store = tickwork_store::connect(&config.database_url, &Default::default())
         .await
-        .map_err(|e| anyhow::anyhow!("cannot open the database: {e:#}"))?;
+        .map_err(|e| anyhow::anyhow!("cannot open the database: {e}"))?;
     tracing::info!(backend = store.backend(), node = %config.node_id, "database ready");
     let running = Admin::start(config, store.clone()).await?;
     announce_console(local_addr, running.generated_admin_password.as_deref())?;

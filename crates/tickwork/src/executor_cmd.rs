@@ -23,7 +23,8 @@ use crate::InputError;
 #[derive(Debug, Clone, Default, Args)]
 pub struct ExecutorArgs {
     /// A TOML file with any of the settings below (keys: app, admin, token, listen, address,
-    /// logs, enable_scripts, shutdown, shutdown_timeout, http_allow, log_retention_days).
+    /// logs, enable_scripts, shutdown, shutdown_timeout, http_allow, log_retention_days,
+    /// header_read_timeout, max_connections).
     #[arg(long, env = "TICKWORK_EXECUTOR_CONFIG", value_name = "PATH")]
     pub config: Option<PathBuf>,
     /// The app name this executor registers under (the executor group's AppName).
@@ -72,6 +73,17 @@ pub struct ExecutorArgs {
     /// Days run logs are kept; below 3 keeps them forever [default: 30].
     #[arg(long, env = "TICKWORK_LOG_RETENTION_DAYS", value_name = "DAYS")]
     pub log_retention_days: Option<u32>,
+    /// A connection that has not sent a complete request head within this time is closed,
+    /// e.g. 30s [default: 30s].
+    #[arg(
+        long,
+        env = "TICKWORK_EXECUTOR_HEADER_READ_TIMEOUT",
+        value_name = "DURATION"
+    )]
+    pub header_read_timeout: Option<String>,
+    /// Connections served at once; more wait until one ends [default: 512].
+    #[arg(long, env = "TICKWORK_EXECUTOR_MAX_CONNECTIONS", value_name = "N")]
+    pub max_connections: Option<usize>,
 }
 
 fn parse_mode(s: &str) -> Result<ShutdownMode, String> {
@@ -94,6 +106,8 @@ struct FileConfig {
     shutdown_timeout: Option<String>,
     http_allow: Option<Vec<String>>,
     log_retention_days: Option<u32>,
+    header_read_timeout: Option<String>,
+    max_connections: Option<usize>,
 }
 
 /// `admin = "http://a,http://b"` or `admin = ["http://a", "http://b"]`.
@@ -178,6 +192,13 @@ fn resolve(args: ExecutorArgs, file: FileConfig) -> anyhow::Result<Settings> {
     }
     if let Some(days) = args.log_retention_days.or(file.log_retention_days) {
         config.log_retention_days = days;
+    }
+    if let Some(text) = args.header_read_timeout.or(file.header_read_timeout) {
+        config.header_read_timeout =
+            parse_duration(&text).map_err(|e| input(format!("header read timeout: {e}")))?;
+    }
+    if let Some(n) = args.max_connections.or(file.max_connections) {
+        config.max_connections = n;
     }
     config.validate().map_err(|e| input(e.to_string()))?;
     let http_allow = args.http_allow.or(file.http_allow).unwrap_or_default();

@@ -444,3 +444,155 @@ async fn configuration_errors_exit_with_a_clear_message() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("app name is required"));
 }
+
+/// Runs `tickwork executor` with `args`, expecting it to refuse to start; its exit code and
+/// stderr.
+async fn refused(args: &[&str], envs: &[(&str, &str)]) -> (Option<i32>, String) {
+    let out = tokio::time::timeout(
+        DEADLINE,
+        Command::new(env!("CARGO_BIN_EXE_tickwork"))
+            .arg("executor")
+            .args(args)
+            .env_clear()
+            .envs(envs.iter().copied())
+            .output(),
+    )
+    .await
+    .expect("the executor gives up in time")
+    .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn scripts_without_a_token_on_all_interfaces_refuse_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().to_str().unwrap();
+    let (code, stderr) = refused(
+        &[
+            "--app",
+            "a",
+            "--listen",
+            "0.0.0.0:0",
+            "--logs",
+            logs,
+            "--enable-scripts",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("scripts are enabled without an access token while listening on 0.0.0.0:0"),
+        "{stderr}"
+    );
+    // The same from the environment (an empty token is no token).
+    let (code, stderr) = refused(
+        &["--app", "a", "--logs", logs],
+        &[("TICKWORK_ENABLE_SCRIPTS", "true"), ("TICKWORK_TOKEN", "")],
+    )
+    .await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("without an access token"), "{stderr}");
+
+    // On loopback only, it starts (with a warning).
+    let mut p = start(
+        &[
+            "--app",
+            "a",
+            "--listen",
+            "127.0.0.1:0",
+            "--logs",
+            logs,
+            "--enable-scripts",
+        ],
+        &[],
+    )
+    .await;
+    p.sigterm();
+    assert_eq!(p.exit_code().await, 0);
+    assert!(p.stderr.lock().unwrap().contains("access token is empty"));
+}
+
+#[tokio::test]
+async fn the_well_known_default_token_is_refused_by_the_executor() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().to_str().unwrap();
+    let args = ["--app", "a", "--listen", "127.0.0.1:0", "--logs", logs];
+    let mut with_flag = args.to_vec();
+    with_flag.extend(["--token", "default_token"]);
+    for (args, envs) in [
+        (with_flag.as_slice(), &[][..]),
+        (&args[..], &[("TICKWORK_TOKEN", "default_token")][..]),
+    ] {
+        let (code, stderr) = refused(args, envs).await;
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(
+            stderr.contains("\"default_token\" is XXL-JOB's well-known default"),
+            "{stderr}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn half_sent_requests_are_closed_after_the_configured_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("executor.toml");
+    std::fs::write(
+        &config,
+        "app = \"a\"\ntoken = \"tok\"\nlisten = \"127.0.0.1:0\"\nmax_connections = 2\nheader_read_timeout = \"1h\"\n",
+    )
+    .unwrap();
+    let logs = dir.path().join("logs");
+    // The flag beats the file's timeout; the file's cap applies.
+    let mut p = start(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--logs",
+            logs.to_str().unwrap(),
+            "--header-read-timeout",
+            "1s",
+        ],
+        &[],
+    )
+    .await;
+    let started = tokio::time::Instant::now();
+    let mut slow = Vec::new();
+    for _ in 0..2 {
+        let mut s = TcpStream::connect(p.addr).await.unwrap();
+        s.write_all(b"POST /beat HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        slow.push(s);
+    }
+    // Both slots are held; the timeout frees them and the call is answered.
+    assert_eq!(post(p.addr, "/beat", "tok", b"").await, SUCCESS);
+    for mut s in slow {
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(DEADLINE, s.read_to_end(&mut rest))
+            .await
+            .expect("the executor closes a half-sent request");
+        assert!(
+            read.is_ok() || read.is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset)
+        );
+    }
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    p.sigterm();
+    assert_eq!(p.exit_code().await, 0);
+
+    let (code, stderr) = refused(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--header-read-timeout",
+            "5ms",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("header read timeout"), "{stderr}");
+}

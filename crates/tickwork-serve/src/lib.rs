@@ -1,0 +1,144 @@
+//! The HTTP/1.1 server loop of the admin and the executor. `axum::serve` has neither a
+//! header-read timeout nor a connection cap, so half-sent requests stayed open forever and
+//! enough of them exhausted the process's file descriptors. This loop serves an axum
+//! [`Router`] with hyper's HTTP/1 connection builder and adds:
+//!
+//! - a **header-read timeout**: a connection that has not sent a complete request head this
+//!   long after it opened (or after its previous response) is closed; idle keep-alive
+//!   connections therefore close after the same time;
+//! - a **connection cap**: at the cap the loop stops accepting until a connection ends. New
+//!   connections wait in the kernel's listen backlog instead of costing a file descriptor each,
+//!   and a legitimate client is served late rather than refused (accept-and-close would turn a
+//!   dispatch or callback into an error). The timeout bounds how long a slow client holds a
+//!   slot, so the wait is bounded too;
+//! - the client's address as `ConnectInfo<SocketAddr>` on every request, as
+//!   `into_make_service_with_connect_info` gave it;
+//! - a **graceful stop**: when the token is cancelled the loop stops accepting, idle
+//!   connections close, requests in flight finish, and [`serve`] returns once every
+//!   connection has ended.
+//!
+//! It knows nothing about the admin or the executor: both depend on it, not on each other.
+
+use std::ops::RangeInclusive;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ConnectInfo;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower_service::Service;
+
+/// Accepted header-read timeouts: below 100 ms a slow network fails honest clients.
+pub const HEADER_READ_TIMEOUT_RANGE: RangeInclusive<Duration> =
+    Duration::from_millis(100)..=Duration::from_secs(3600);
+/// Accepted connection caps.
+pub const MAX_CONNECTIONS_RANGE: RangeInclusive<usize> = 1..=1_000_000;
+
+/// How long the loop waits after an accept error that is not about one connection (such as
+/// running out of file descriptors) before accepting again.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
+
+/// The limits of one server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// A connection that has not sent a complete request head this long after it opened or
+    /// after its previous response is closed (idle keep-alive connections too).
+    pub header_read_timeout: Duration,
+    /// Connections served at once; more wait in the listen backlog until one ends.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    /// 30 s (hyper's own default) and 512 connections, well below the usual limit of 1024
+    /// open files, which the process also needs for its database, logs and outgoing calls.
+    fn default() -> Self {
+        Limits {
+            header_read_timeout: Duration::from_secs(30),
+            max_connections: 512,
+        }
+    }
+}
+
+/// Serves `router` on `listener` within `limits` until `stop` is cancelled, then stops
+/// gracefully (see the crate documentation). Accept errors are logged and retried, never
+/// returned, so the result is always `Ok` (the type matches `axum::serve`'s).
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let connections = TaskTracker::new();
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
+    loop {
+        // A slot first: at the cap nothing is accepted until a connection ends.
+        let slot = tokio::select! {
+            _ = stop.cancelled() => break,
+            slot = Arc::clone(&slots).acquire_owned() => slot.expect("the semaphore is never closed"),
+        };
+        let (tcp, remote) = tokio::select! {
+            _ = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) if is_connection_error(&e) => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::select! {
+                        _ = stop.cancelled() => break,
+                        _ = tokio::time::sleep(ACCEPT_ERROR_PAUSE) => continue,
+                    }
+                }
+            },
+        };
+        // Small request/response pairs: Nagle would add delay for nothing.
+        let _ = tcp.set_nodelay(true);
+        let router = router.clone();
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+            request.extensions_mut().insert(ConnectInfo(remote));
+            // A router is cheap to clone; calling one needs `&mut`.
+            router.clone().call(request)
+        });
+        let conn = builder.serve_connection(TokioIo::new(tcp), service);
+        let stop = stop.clone();
+        connections.spawn(async move {
+            let _slot = slot;
+            let mut conn = pin!(conn);
+            let outcome = tokio::select! {
+                outcome = conn.as_mut() => outcome,
+                _ = stop.cancelled() => {
+                    // Idle connections close now; a request in flight finishes first.
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = outcome {
+                tracing::debug!(%remote, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    connections.close();
+    connections.wait().await;
+    Ok(())
+}
+
+/// Errors about one connection that was reset or aborted before it was accepted: the next
+/// accept is fine.
+fn is_connection_error(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    matches!(
+        e.kind(),
+        ConnectionRefused | ConnectionAborted | ConnectionReset
+    )
+}

@@ -1,0 +1,190 @@
+//! The server loop over real sockets: half-sent requests are closed after the header-read
+//! timeout, the connection cap holds new connections until a slot frees, handlers see the
+//! client's address, and a stop lets requests in flight finish.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{ConnectInfo, State};
+use axum::routing;
+use tickwork_serve::{Limits, serve};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Generous: the machine running the tests may be loaded.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+#[derive(Default)]
+struct Gate {
+    entered: Notify,
+    release: Notify,
+}
+
+async fn held(State(gate): State<Arc<Gate>>) -> &'static str {
+    gate.entered.notify_one();
+    gate.release.notified().await;
+    "done"
+}
+
+struct Server {
+    addr: SocketAddr,
+    stop: CancellationToken,
+    task: JoinHandle<std::io::Result<()>>,
+    gate: Arc<Gate>,
+}
+
+async fn start(header_read_timeout: Duration, max_connections: usize) -> Server {
+    let gate = Arc::new(Gate::default());
+    let router = Router::new()
+        .route("/", routing::get(|| async { "ok" }))
+        .route(
+            "/ip",
+            routing::get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move {
+                peer.ip().to_string()
+            }),
+        )
+        .route("/held", routing::get(held))
+        .with_state(Arc::clone(&gate));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    let limits = Limits {
+        header_read_timeout,
+        max_connections,
+    };
+    let task = tokio::spawn(serve(listener, router, limits, stop.clone()));
+    Server {
+        addr,
+        stop,
+        task,
+        gate,
+    }
+}
+
+/// A GET on a fresh connection; the body, or `None` when nothing came within `wait`.
+async fn get_within(addr: SocketAddr, path: &str, wait: Duration) -> Option<String> {
+    let exchange = async {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let head = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+        s.write_all(head.as_bytes()).await.unwrap();
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).await.unwrap();
+        reply
+    };
+    let reply = tokio::time::timeout(wait, exchange).await.ok()?;
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    Some(reply.split_once("\r\n\r\n").unwrap().1.to_owned())
+}
+
+async fn get(addr: SocketAddr, path: &str) -> String {
+    get_within(addr, path, DEADLINE)
+        .await
+        .unwrap_or_else(|| panic!("no answer to GET {path}"))
+}
+
+/// A connection that sent part of a request head and then nothing more.
+async fn half_sent(addr: SocketAddr) -> TcpStream {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: test\r\n")
+        .await
+        .unwrap();
+    s
+}
+
+/// Reads until the server closes the connection; fails the test if it stays open.
+async fn closed_by_server(mut s: TcpStream) -> Vec<u8> {
+    let mut rest = Vec::new();
+    match tokio::time::timeout(DEADLINE, s.read_to_end(&mut rest)).await {
+        Ok(Ok(_)) => rest,
+        // A reset is a close too.
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => rest,
+        Ok(Err(e)) => panic!("reading the slow connection failed: {e}"),
+        Err(_) => panic!("the server kept a half-sent request open"),
+    }
+}
+
+#[tokio::test]
+async fn half_sent_request_is_closed_after_the_header_read_timeout() {
+    let timeout = Duration::from_millis(300);
+    let server = start(timeout, 16).await;
+    let started = tokio::time::Instant::now();
+    let slow = half_sent(server.addr).await;
+    let rest = closed_by_server(slow).await;
+    assert!(started.elapsed() >= timeout, "closed before the timeout");
+    assert!(
+        !String::from_utf8_lossy(&rest).contains(" 200 "),
+        "a half-sent request got an answer"
+    );
+    // An idle connection (nothing sent at all) is closed the same way.
+    let idle = TcpStream::connect(server.addr).await.unwrap();
+    closed_by_server(idle).await;
+    // And the server still answers.
+    assert_eq!(get(server.addr, "/").await, "ok");
+}
+
+#[tokio::test]
+async fn slow_connections_below_the_cap_do_not_delay_answers() {
+    // A timeout long enough that the slow connections stay open throughout.
+    let server = start(Duration::from_secs(600), 8).await;
+    let mut slow = Vec::new();
+    for _ in 0..7 {
+        slow.push(half_sent(server.addr).await);
+    }
+    assert_eq!(get(server.addr, "/").await, "ok");
+    assert_eq!(get(server.addr, "/ip").await, "127.0.0.1");
+}
+
+#[tokio::test]
+async fn at_the_cap_new_connections_wait_for_a_free_slot() {
+    let server = start(Duration::from_secs(600), 3).await;
+    let mut slow = Vec::new();
+    for _ in 0..3 {
+        slow.push(half_sent(server.addr).await);
+    }
+    // Every slot is taken by a slow client: a new request is not served...
+    let waiting = tokio::spawn(get_within(server.addr, "/", DEADLINE));
+    assert_eq!(
+        get_within(server.addr, "/", Duration::from_millis(300)).await,
+        None,
+        "served past the connection cap"
+    );
+    // ...until one of them goes away.
+    drop(slow.pop());
+    assert_eq!(waiting.await.unwrap().as_deref(), Some("ok"));
+}
+
+#[tokio::test]
+async fn at_the_cap_slow_connections_time_out_and_answers_resume() {
+    let server = start(Duration::from_millis(500), 2).await;
+    let slow = [half_sent(server.addr).await, half_sent(server.addr).await];
+    assert_eq!(get(server.addr, "/").await, "ok");
+    for s in slow {
+        closed_by_server(s).await;
+    }
+}
+
+#[tokio::test]
+async fn stop_finishes_requests_in_flight_then_returns() {
+    let server = start(Duration::from_secs(600), 8).await;
+    let entered = server.gate.entered.notified();
+    let in_flight = tokio::spawn(get_within(server.addr, "/held", DEADLINE));
+    entered.await;
+    let idle = TcpStream::connect(server.addr).await.unwrap();
+    server.stop.cancel();
+    // The idle connection is closed at once, the request in flight is not cut.
+    closed_by_server(idle).await;
+    assert!(!in_flight.is_finished());
+    server.gate.release.notify_one();
+    assert_eq!(in_flight.await.unwrap().as_deref(), Some("done"));
+    tokio::time::timeout(DEADLINE, server.task)
+        .await
+        .expect("serve returns after the stop")
+        .unwrap()
+        .unwrap();
+    assert!(TcpStream::connect(server.addr).await.is_err());
+}
