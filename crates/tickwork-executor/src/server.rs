@@ -10,6 +10,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use serde::Serialize;
+use subtle::ConstantTimeEq;
 use tickwork_protocol::{
     ACCESS_TOKEN_HEADER, Envelope, IdleBeatParam, KillParam, LogParam, TriggerParam, msg,
 };
@@ -96,7 +97,9 @@ async fn handle(state: &ServerState, request: Request) -> Vec<u8> {
             .get(ACCESS_TOKEN_HEADER)
             .map(|v| v.as_bytes())
             .filter(|v| !v.is_empty());
-        if given != Some(state.token.as_bytes()) {
+        // In constant time: the answer must not tell how much of a guess was right.
+        let right = given.is_some_and(|g| bool::from(g.ct_eq(state.token.as_bytes())));
+        if !right {
             return fail(msg::WRONG_TOKEN);
         }
     }

@@ -103,16 +103,21 @@ pub async fn run(remote: &Remote, command: RunCommand) -> anyhow::Result<()> {
         }
         RunCommand::Log { id, follow } => {
             let mut from = 1;
+            // Executors answer a long log a page at a time: ask until a page comes back empty
+            // (and, when following, until the run has ended).
             loop {
                 let log = client.run_log(id, from).await?;
-                if log.to_line >= log.from_line {
+                let got = log.to_line >= log.from_line;
+                if got {
                     print!("{}", log.content);
                     from = log.to_line + 1;
                 }
-                if !follow || log.end {
+                if log.end || (!got && !follow) {
                     break;
                 }
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                if !got {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
             }
         }
         RunCommand::Kill { id } => {
