@@ -21,6 +21,19 @@ const CHECKS: &str = "not_a_server_error,status_code_conformance,content_type_co
 response_headers_conformance,response_schema_conformance,negative_data_rejection,\
 missing_required_header,unsupported_method,ignored_auth";
 
+/// Path ids are those of the resources made first. A run's log and kill ask its executor while
+/// the client waits, and an executor that refuses (the group's token was rotated under it by a
+/// generated call) is answered 502 by design: a server error only for those two.
+const SCHEMATHESIS_CONFIG: &str = r#"
+[parameters]
+"path.id" = 1
+"path.version" = 1
+
+[[operations]]
+include-path-regex = '/runs/\{id\}/(log|kill)$'
+checks.not_a_server_error.expected-statuses = ["2xx", "3xx", "4xx", "502"]
+"#;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_api_conforms_to_its_openapi_document() {
     if !schemathesis_available().await {
@@ -79,11 +92,7 @@ async fn conformance(mut c: Cluster) {
 
     let dir = tempfile::tempdir().expect("temporary folder");
     let config = dir.path().join("schemathesis.toml");
-    std::fs::write(
-        &config,
-        "[parameters]\n\"path.id\" = 1\n\"path.version\" = 1\n",
-    )
-    .expect("write the Schemathesis config");
+    std::fs::write(&config, SCHEMATHESIS_CONFIG).expect("write the Schemathesis config");
     let out = tokio::process::Command::new("schemathesis")
         .arg("--config-file")
         .arg(&config)

@@ -1989,6 +1989,10 @@ impl<B: Backend> Store for SqlStore<B> {
                 .map(|(id,)| id)
                 .collect();
             if ids.is_empty() {
+                // Ended here, not by the drop: a dropped transaction is rolled back only when
+                // its connection is next used, and until then InnoDB keeps the locks of the
+                // rows this SELECT looked at, which the next claim would skip.
+                tx.commit().await?;
                 return Ok(Vec::new());
             }
             let mut q = Query::new("UPDATE tw_alarm_deliveries SET claimed_by = ").one_off();
@@ -2050,6 +2054,8 @@ impl<B: Backend> Store for SqlStore<B> {
             q.push(" AND state = 'pending' AND claimed_by = ")
                 .push_bind(finish.node_id.as_str());
             if B::execute(&mut *tx, q).await?.rows == 0 {
+                // Ended here for the same reason as in the claim: no locks left behind.
+                tx.commit().await?;
                 return Ok(false);
             }
             let run_status = match state {

@@ -314,6 +314,8 @@ mod tests {
             args(&[
                 "--app",
                 "a",
+                "--token",
+                "t",
                 "--enable-scripts",
                 "--http-allow",
                 "x.org,y.org:8080",
