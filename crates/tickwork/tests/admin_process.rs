@@ -5,29 +5,22 @@
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Output, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Output;
 use std::time::Duration;
 
-use tickwork_testkit::{Backend, server_execute, skip_or_fail, with_database, with_user};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
-use tokio::process::{Child, Command};
+mod support;
 
-const DEADLINE: Duration = Duration::from_secs(60);
+use support::{DEADLINE, Process, start_listening, tickwork};
+use tickwork_testkit::{Backend, server_execute, skip_or_fail, with_database, with_user};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::process::Command;
+
 const PASSWORD: &str = "hunter2-not-to-be-shown";
 
 fn admin(args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_tickwork"));
-    command
-        .arg("admin")
-        .args(args)
-        // No stray TICKWORK_* settings from the environment running the tests.
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
+    let mut command = tickwork("admin");
+    command.args(args);
     command
 }
 
@@ -49,49 +42,8 @@ fn text(out: &Output) -> String {
     )
 }
 
-/// A running admin and its captured stderr.
-struct Process {
-    child: Child,
-    addr: SocketAddr,
-    stderr: Arc<Mutex<String>>,
-}
-
 async fn start(args: &[&str]) -> Process {
-    let mut child = admin(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the tickwork binary starts");
-    let stderr = Arc::new(Mutex::new(String::new()));
-    let sink = stderr.clone();
-    let mut err_lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = err_lines.next_line().await {
-            let mut s = sink.lock().unwrap();
-            s.push_str(&line);
-            s.push('\n');
-        }
-    });
-    let mut out_lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let addr = tokio::time::timeout(DEADLINE, async {
-        while let Some(line) = out_lines.next_line().await.unwrap() {
-            if let Some(addr) = line.strip_prefix("admin listening on ") {
-                return addr.trim().parse::<SocketAddr>().unwrap();
-            }
-        }
-        panic!(
-            "the admin exited before listening: {}",
-            stderr.lock().unwrap()
-        );
-    })
-    .await
-    .expect("the admin prints its address");
-    tokio::spawn(async move { while let Ok(Some(_)) = out_lines.next_line().await {} });
-    Process {
-        child,
-        addr,
-        stderr,
-    }
+    start_listening(admin(args), "admin").await
 }
 
 impl Process {

@@ -6,16 +6,16 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod support;
+
+use support::{DEADLINE, Process, start_listening, tickwork};
 use tickwork_protocol::{HandleCallbackParam, RegistryParam, TriggerParam};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::process::{Child, Command};
-
-const DEADLINE: Duration = Duration::from_secs(60);
+use tokio::process::Command;
 
 async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = tokio::time::Instant::now() + DEADLINE;
@@ -147,59 +147,10 @@ fn trigger(job_id: i32, log_id: i64, handler: &str, params: &str, when: i64) -> 
 
 const SUCCESS: &str = r#"{"code":200,"msg":"Success"}"#;
 
-/// A running `tickwork executor` with its address and captured stderr.
-struct Process {
-    child: Child,
-    addr: SocketAddr,
-    stderr: Arc<Mutex<String>>,
-}
-
 async fn start(args: &[&str], envs: &[(&str, &str)]) -> Process {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_tickwork"));
-    command
-        .arg("executor")
-        .args(args)
-        // No stray TICKWORK_* settings from the environment running the tests.
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("RUST_LOG", "info")
-        .envs(envs.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = command.spawn().expect("the tickwork binary starts");
-    let stderr = Arc::new(Mutex::new(String::new()));
-    let sink = stderr.clone();
-    let mut err_lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = err_lines.next_line().await {
-            let mut s = sink.lock().unwrap();
-            s.push_str(&line);
-            s.push('\n');
-        }
-    });
-    let mut out_lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let addr = tokio::time::timeout(DEADLINE, async {
-        while let Some(line) = out_lines.next_line().await.unwrap() {
-            if let Some(addr) = line.strip_prefix("executor listening on ") {
-                return addr.trim().parse::<SocketAddr>().unwrap();
-            }
-        }
-        panic!(
-            "the executor exited before listening: {}",
-            stderr.lock().unwrap()
-        );
-    })
-    .await
-    .expect("the executor prints its address");
-    // Keep draining stdout so the process never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = out_lines.next_line().await {} });
-    Process {
-        child,
-        addr,
-        stderr,
-    }
+    let mut command = tickwork("executor");
+    command.args(args).envs(envs.iter().copied());
+    start_listening(command, "executor").await
 }
 
 impl Process {
