@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use argon2::Argon2;
 use argon2::password_hash::{PasswordHasher, PasswordVerifier};
+use argon2::{Algorithm, Argon2, Block, Params, PasswordHash, Version};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -379,8 +379,9 @@ pub async fn verify_password(password: &str, hash: &str) -> Result<bool, Error> 
 /// only for names without an account, which fail whatever the result.
 static DECOY_HASH: OnceLock<String> = OnceLock::new();
 
-/// Whether `password` matches the PHC string `hash` (the decoy when `None`); blocking.
-fn verify_blocking(password: &str, hash: Option<&str>) -> bool {
+/// Whether `password` matches the PHC string `hash` (the decoy when `None`), computed in
+/// `memory`; blocking.
+fn verify_blocking(password: &str, hash: Option<&str>, memory: &mut Vec<Block>) -> bool {
     let hash = match hash {
         Some(h) => h,
         None => DECOY_HASH.get_or_init(|| {
@@ -390,9 +391,64 @@ fn verify_blocking(password: &str, hash: Option<&str>) -> bool {
                 .unwrap_or_default()
         }),
     };
-    Argon2::default()
-        .verify_password(password.as_bytes(), hash)
+    let Ok(hash) = PasswordHash::new(hash) else {
+        return false;
+    };
+    let (Some(salt), Some(expected)) = (&hash.salt, &hash.hash) else {
+        return false;
+    };
+    let Ok(algorithm) = Algorithm::new(hash.algorithm.as_str()) else {
+        return false;
+    };
+    let version = match hash.version.map(Version::try_from) {
+        None => Version::default(),
+        Some(Ok(v)) => v,
+        Some(Err(_)) => return false,
+    };
+    let Ok(params) = Params::try_from(&hash) else {
+        return false;
+    };
+    let blocks = params.block_count();
+    if memory.len() < blocks {
+        memory.resize(blocks, Block::default());
+    }
+    let mut out = vec![0u8; expected.as_bytes().len()];
+    Argon2::new(algorithm, version, params)
+        .hash_password_into_with_memory(
+            password.as_bytes(),
+            salt.as_ref(),
+            &mut out,
+            &mut memory[..blocks],
+        )
         .is_ok()
+        && bool::from(out.as_slice().ct_eq(expected.as_bytes()))
+}
+
+/// Argon2's working memory for login checks, one buffer per check running and kept for the
+/// next. Bounding the checks alone did not bound memory: every check on a new blocking
+/// thread allocated 19 MiB afresh, and the allocator kept what each thread freed, so a
+/// burst of logins left the admin at a gigabyte. Reused buffers hold it at
+/// `max_concurrent_logins` of them.
+#[derive(Default)]
+struct HashMemory {
+    free: Mutex<Vec<Vec<Block>>>,
+}
+
+impl HashMemory {
+    fn take(&self) -> Vec<Block> {
+        self.free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default()
+    }
+
+    fn give_back(&self, memory: Vec<Block>) {
+        self.free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(memory);
+    }
 }
 
 /// Failed logins per (client IP, username), in memory. An attempt is entered when it is
@@ -476,6 +532,8 @@ pub struct Auth {
     /// Password checks running now, and the most that ran at once.
     checks_running: Arc<AtomicUsize>,
     checks_peak: Arc<AtomicUsize>,
+    /// Working memory of the password checks, reused.
+    memory: Arc<HashMemory>,
 }
 
 impl Auth {
@@ -488,6 +546,7 @@ impl Auth {
             limiter: LoginLimiter::default(),
             checks_running: Arc::default(),
             checks_peak: Arc::default(),
+            memory: Arc::default(),
         }
     }
 
@@ -502,6 +561,15 @@ impl Auth {
     }
 
     /// The most password checks of logins that ran at once since the start.
+    /// Argon2 working buffers kept for login checks: never more than ran at once.
+    pub fn password_check_buffers(&self) -> usize {
+        self.memory
+            .free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
     pub fn password_checks_peak(&self) -> usize {
         self.checks_peak.load(Ordering::SeqCst)
     }
@@ -584,12 +652,16 @@ impl Auth {
         let hash = user.as_ref().map(|u| u.password_hash.clone());
         let password = password.to_owned();
         let (running, peak) = (self.checks_running.clone(), self.checks_peak.clone());
+        let memory = self.memory.clone();
         // The permit moves into the task: a caller that goes away does not free it while the
         // check still holds its memory.
         let matches = tokio::task::spawn_blocking(move || {
             let _permit = permit;
             let _checking = Checking::enter(&running, &peak);
-            verify_blocking(&password, hash.as_deref())
+            let mut buffer = memory.take();
+            let matches = verify_blocking(&password, hash.as_deref(), &mut buffer);
+            memory.give_back(buffer);
+            matches
         })
         .await
         .map_err(|e| Error::Internal(format!("password check task failed: {e}")))?;

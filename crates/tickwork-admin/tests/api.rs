@@ -2286,6 +2286,39 @@ async fn concurrent_logins_are_bounded_and_excess_is_refused_at_once() {
     h.stop().await;
 }
 
+/// The checks reuse their Argon2 memory: after bursts of logins there are as many 19 MiB
+/// buffers as checks ran at once, where a fresh one per check had kept the admin at a
+/// gigabyte (the allocator keeps what each blocking thread freed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_memory_is_reused_not_grown_per_check() {
+    let h = Harness::start().await;
+    let auth = h.admin.auth().clone();
+    for burst in 0..3u8 {
+        let tasks: Vec<_> = (0..20u8)
+            .map(|i| {
+                let auth = auth.clone();
+                // Unknown users: every check that is let through runs the decoy hash.
+                let ip: IpAddr = [10, 3, burst, i].into();
+                tokio::spawn(async move { auth.login(&format!("nobody{i}"), "wrong", ip).await })
+            })
+            .collect();
+        for t in tasks {
+            let r = t.await.unwrap();
+            assert!(
+                matches!(r, Err(Error::Unauthorized(_) | Error::RateLimited(_))),
+                "{r:?}"
+            );
+        }
+    }
+    let peak = auth.password_checks_peak();
+    let buffers = auth.password_check_buffers();
+    assert!(
+        (1..=peak).contains(&buffers),
+        "{buffers} buffers kept after at most {peak} checks at once"
+    );
+    h.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_wrong_passwords_check_at_most_the_failure_limit() {
     let h =
