@@ -34,37 +34,8 @@ pub struct Config {
     pub alarm: AlarmConfig,
     /// Console sessions, logins and the first admin.
     pub auth: AuthConfig,
-    /// Limits of the HTTP server.
-    pub http: HttpConfig,
-}
-
-/// Limits of the HTTP server (`[http]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HttpConfig {
-    /// A connection that has not sent a complete request head this long after it opened or
-    /// after its previous response is closed (idle keep-alive connections too).
-    pub header_read_timeout: Duration,
-    /// Connections served at once; more wait until one ends.
-    pub max_connections: usize,
-}
-
-impl Default for HttpConfig {
-    fn default() -> Self {
-        let limits = tickwork_serve::Limits::default();
-        HttpConfig {
-            header_read_timeout: limits.header_read_timeout,
-            max_connections: limits.max_connections,
-        }
-    }
-}
-
-impl HttpConfig {
-    pub fn limits(&self) -> tickwork_serve::Limits {
-        tickwork_serve::Limits {
-            header_read_timeout: self.header_read_timeout,
-            max_connections: self.max_connections,
-        }
-    }
+    /// Limits of the HTTP server (`[http]`).
+    pub http: tickwork_serve::Limits,
 }
 
 /// Claim and timer settings.
@@ -249,7 +220,7 @@ impl Config {
             monitor: MonitorConfig::default(),
             alarm: AlarmConfig::default(),
             auth: AuthConfig::default(),
-            http: HttpConfig::default(),
+            http: tickwork_serve::Limits::default(),
         }
     }
 
@@ -366,24 +337,9 @@ impl Config {
                 ms(a.send_timeout)
             )));
         }
-        let range = tickwork_serve::HEADER_READ_TIMEOUT_RANGE;
-        if !range.contains(&self.http.header_read_timeout) {
-            return Err(Error::Invalid(format!(
-                "http.header_read_timeout_ms ({}) is out of range {}-{}",
-                ms(self.http.header_read_timeout),
-                ms(*range.start()),
-                ms(*range.end())
-            )));
-        }
-        let range = tickwork_serve::MAX_CONNECTIONS_RANGE;
-        if !range.contains(&self.http.max_connections) {
-            return Err(Error::Invalid(format!(
-                "http.max_connections ({}) is out of range {}-{}",
-                self.http.max_connections,
-                range.start(),
-                range.end()
-            )));
-        }
+        self.http
+            .check("http.header_read_timeout_ms", "http.max_connections")
+            .map_err(Error::Invalid)?;
         Ok(())
     }
 }
@@ -726,7 +682,7 @@ mod tests {
         assert_eq!(c.http.header_read_timeout, Duration::from_millis(2500));
         assert_eq!(c.http.max_connections, 40);
         let d = file("").unwrap();
-        assert_eq!(d.http, HttpConfig::default());
+        assert_eq!(d.http, tickwork_serve::Limits::default());
         assert_eq!(d.http.header_read_timeout, Duration::from_secs(30));
         for (text, want) in [
             (

@@ -43,7 +43,7 @@ pub async fn serve(
     listener: TcpListener,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
-    let limits = admin.config().http.limits();
+    let limits = admin.config().http;
     tickwork_serve::serve(listener, router(admin), limits, stop).await
 }
 

@@ -180,24 +180,9 @@ impl ExecutorConfig {
                 "callback retry max must not be below callback retry min".into(),
             ));
         }
-        let range = tickwork_serve::HEADER_READ_TIMEOUT_RANGE;
-        if !range.contains(&self.header_read_timeout) {
-            return Err(Error::Config(format!(
-                "header read timeout {:?} is out of range {:?}-{:?}",
-                self.header_read_timeout,
-                range.start(),
-                range.end()
-            )));
-        }
-        let range = tickwork_serve::MAX_CONNECTIONS_RANGE;
-        if !range.contains(&self.max_connections) {
-            return Err(Error::Config(format!(
-                "max connections {} is out of range {}-{}",
-                self.max_connections,
-                range.start(),
-                range.end()
-            )));
-        }
+        self.http_limits()
+            .check("header read timeout", "max connections")
+            .map_err(Error::Config)?;
         let token = self.access_token.trim();
         if token == WELL_KNOWN_TOKEN {
             return Err(Error::Config(format!(

@@ -66,6 +66,33 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// `Err` naming the limit out of its range, under the name the caller's configuration
+    /// gives it.
+    pub fn check(&self, timeout_name: &str, connections_name: &str) -> Result<(), String> {
+        let ms = |d: &Duration| d.as_millis();
+        let range = HEADER_READ_TIMEOUT_RANGE;
+        if !range.contains(&self.header_read_timeout) {
+            return Err(format!(
+                "{timeout_name} ({} ms) is out of range {}-{} ms",
+                ms(&self.header_read_timeout),
+                ms(range.start()),
+                ms(range.end())
+            ));
+        }
+        let range = MAX_CONNECTIONS_RANGE;
+        if !range.contains(&self.max_connections) {
+            return Err(format!(
+                "{connections_name} ({}) is out of range {}-{}",
+                self.max_connections,
+                range.start(),
+                range.end()
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Serves `router` on `listener` within `limits` until `stop` is cancelled, then stops
 /// gracefully (see the crate documentation). Accept errors are logged and retried, never
 /// returned, so the result is always `Ok` (the type matches `axum::serve`'s).
