@@ -3505,69 +3505,6 @@ fn claim_of(node: &str, now: i64, limit: u32) -> DeliveryClaim {
     }
 }
 
-/// A claim that finds nothing due must not leave its transaction to the connection pool: on
-/// MariaDB the rows it looked at stayed locked until the pool got round to rolling it back,
-/// and a claim from another connection meanwhile skipped them (an occasional failure of the
-/// test below under load). The window is a race, so this does not fail on every run without
-/// the fix.
-async fn alarm_claim_that_finds_nothing_leaves_no_row_locks(ctx: Ctx) {
-    let store = &*ctx.store;
-    let g = group(store, "nolocks").await;
-    let hook = store
-        .alarm_channel_create(channel_new("hook", AlarmKind::Webhook))
-        .await
-        .unwrap();
-    let run = failed_run_queued(store, &g, "nolocks", "hook").await;
-    store
-        .alarm_deliveries_queue(AlarmDeliveriesQueue {
-            runs: vec![RunAlarm {
-                run_id: run.id,
-                channel_ids: vec![hook.id],
-            }],
-            now: NOW,
-        })
-        .await
-        .unwrap();
-    // Connected before, so that nothing gives a dropped transaction time to end.
-    let other = ctx.connect_again().await;
-    let claimed = store
-        .alarm_deliveries_claim_due(claim_of("n1", NOW, 10))
-        .await
-        .unwrap();
-    assert_eq!(claimed.len(), 1);
-    // Held by n1: nothing for n2, and a finish by the wrong node changes nothing. Both look
-    // at the row and find nothing to do.
-    assert!(
-        store
-            .alarm_deliveries_claim_due(claim_of("n2", NOW + 5_000, 10))
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert!(
-        !store
-            .alarm_delivery_finish(DeliveryFinish {
-                id: claimed[0].id,
-                node_id: "n2".to_owned(),
-                outcome: DeliveryOutcome::Sent,
-                now: NOW + 5_000,
-            })
-            .await
-            .unwrap()
-    );
-    // Another connection, at once after the hold: the row is free to take.
-    let taken = other
-        .alarm_deliveries_claim_due(claim_of("n3", NOW + 10_000, 10))
-        .await
-        .unwrap();
-    assert_eq!(
-        taken.len(),
-        1,
-        "the row is still locked by an unfinished claim"
-    );
-    other.close().await;
-}
-
 async fn alarm_delivery_claim_retry_and_finish(ctx: Ctx) {
     let store = &*ctx.store;
     let g = group(store, "claims").await;
@@ -4079,7 +4016,6 @@ conformance!(
     runs_clear_deletes_only_final_runs_matching,
     alarm_channel_crud,
     alarm_deliveries_are_queued_once_per_run_and_channel,
-    alarm_claim_that_finds_nothing_leaves_no_row_locks,
     alarm_delivery_claim_retry_and_finish,
     alarm_delivery_claimers_never_share_a_delivery,
 );
