@@ -9,8 +9,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
+use tickwork_admin::Config;
 use tickwork_admin::config::ConfigFile;
-use tickwork_admin::{Admin, Config};
 use tokio_util::sync::CancellationToken;
 
 use crate::InputError;
@@ -236,7 +236,7 @@ pub async fn start(config: Config) -> anyhow::Result<StartedAdmin> {
         .await
         .map_err(|e| anyhow::anyhow!("cannot open the database: {e}"))?;
     tracing::info!(backend = store.backend(), node = %config.node_id, "database ready");
-    let running = Admin::start(config, store.clone()).await?;
+    let running = tickwork_admin::start(config, store.clone()).await?;
     announce_console(local_addr, running.generated_admin_password.as_deref())?;
     let stop = CancellationToken::new();
     let server = tokio::spawn(tickwork_admin::http::serve(
