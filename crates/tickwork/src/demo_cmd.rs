@@ -18,7 +18,7 @@ const DEMO_APP: &str = "tickwork-demo";
 
 /// Settings of `tickwork demo`.
 #[derive(Debug, Clone, Args)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// Address of the admin.
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "IP:PORT")]
     pub listen: SocketAddr,
@@ -111,7 +111,7 @@ async fn seed(admin: &Service) -> anyhow::Result<()> {
 }
 
 /// Runs the demo until SIGTERM or SIGINT.
-pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     crate::init_logging();
     let mut signals = crate::StopSignals::new()?;
     let config = admin_cmd::resolve(AdminArgs {
