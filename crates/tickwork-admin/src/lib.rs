@@ -29,7 +29,7 @@ pub use config::Config;
 pub use error::Error;
 pub use pipeline::cluster::MAINTENANCE_LEASE;
 pub use pipeline::complete::retry_delay_ms;
-pub use pipeline::executor_api::{ExecutorAuth, ExecutorCaller};
+pub use pipeline::executor_api::{ExecutorApi, ExecutorAuth, ExecutorCaller};
 pub use pipeline::{Scheduler, Stats, planner, timer};
 pub use service::{PipelineHandle, Service};
 pub use tickwork_protocol::api::{

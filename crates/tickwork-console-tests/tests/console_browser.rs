@@ -10,7 +10,8 @@ use tickwork_console_tests::{ADMIN_PASSWORD, APP, Console};
 use tickwork_protocol::api::{JobQuery, RunQuery};
 
 async fn jobs_total(a: &Service) -> u64 {
-    a.jobs_list(JobQuery::default())
+    a.jobs()
+        .list(JobQuery::default())
         .await
         .expect("jobs list")
         .total
@@ -199,7 +200,8 @@ async fn admin_runs_the_console() {
     }
     let runs = c
         .admin
-        .runs_list(RunQuery::default())
+        .runs()
+        .list(RunQuery::default())
         .await
         .expect("runs")
         .total;
@@ -221,7 +223,7 @@ async fn admin_runs_the_console() {
     .await;
     assert!(c.text("#versions").await.contains("restored version 1"));
     c.shot("script-restored").await;
-    let job = c.admin.job_get(long_id).await.expect("job");
+    let job = c.admin.jobs().get(long_id).await.expect("job");
     assert!(job.glue_source.contains("long run started"));
 
     // A viewer, created on the users page.
@@ -290,7 +292,7 @@ async fn admin_runs_the_console() {
     c.wait_css("#flash-err").await;
     assert!(c.text("#flash-err").await.contains("not allowed"));
     c.shot("viewer-forbidden").await;
-    let job = c.admin.job_get(job_id).await.expect("job");
+    let job = c.admin.jobs().get(job_id).await.expect("job");
     assert_eq!(job.status, "stopped", "the viewer's start changed nothing");
     // Without the CSRF token nothing happens either.
     c.driver
@@ -298,7 +300,11 @@ async fn admin_runs_the_console() {
         .await
         .expect("forged delete");
     c.wait_css("#message").await;
-    c.admin.job_get(job_id).await.expect("the job still exists");
+    c.admin
+        .jobs()
+        .get(job_id)
+        .await
+        .expect("the job still exists");
     c.shot("viewer-bad-csrf").await;
 
     c.finish().await;

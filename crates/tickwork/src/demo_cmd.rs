@@ -78,7 +78,8 @@ fn sample_jobs(group_id: i64) -> Vec<(&'static str, JobInput)> {
 /// Creates the demo's group and jobs unless a previous run of the demo already did.
 async fn seed(admin: &Service) -> anyhow::Result<()> {
     let group = match admin
-        .groups_list()
+        .groups()
+        .list()
         .await?
         .into_iter()
         .find(|g| g.app_name == DEMO_APP)
@@ -86,7 +87,8 @@ async fn seed(admin: &Service) -> anyhow::Result<()> {
         Some(g) => g,
         None => {
             admin
-                .group_create(
+                .groups()
+                .create(
                     &Principal::system(),
                     GroupInput {
                         app_name: DEMO_APP.to_owned(),
@@ -99,13 +101,13 @@ async fn seed(admin: &Service) -> anyhow::Result<()> {
         }
     };
     for (key, mut input) in sample_jobs(group.id) {
-        match admin.job_get_by_key(key).await {
+        match admin.jobs().get_by_key(key).await {
             Ok(_) => continue,
             Err(tickwork_admin::Error::NotFound(_)) => {}
             Err(e) => return Err(e.into()),
         }
         input.key = Some(key.to_owned());
-        admin.job_create(&Principal::system(), input).await?;
+        admin.jobs().create(&Principal::system(), input).await?;
     }
     Ok(())
 }

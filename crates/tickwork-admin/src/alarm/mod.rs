@@ -3,13 +3,13 @@
 //!
 //! `mod.rs` holds the pure part: channel settings and their validation, masking for the API,
 //! rendering and signing, all plain functions tested with tables. `send` talks to the outside
-//! world; `deliver` is the lease holder's loop and the API operations.
+//! world. The lease holder's delivery loop is the pipeline's `alarm_delivery`; the API
+//! operations are the service's `alarms`.
 //!
 //! Invariant: each (run, channel) has one delivery row (a unique key), and a row is sent only
 //! by the node that claimed it in the database, so an alarm goes out at most once per
 //! attempt, whatever the admins do.
 
-pub(crate) mod deliver;
 mod send;
 
 pub(crate) use send::Senders;

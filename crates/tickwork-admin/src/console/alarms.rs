@@ -264,7 +264,7 @@ async fn page(
     errors: HashMap<String, String>,
     status: StatusCode,
 ) -> Response {
-    let channels = match a.alarm_channels_list(&v.principal).await {
+    let channels = match a.alarms().channels_list(&v.principal).await {
         Ok(c) => c,
         Err(e) => return v.not_found(e),
     };
@@ -275,7 +275,7 @@ async fn page(
         limit: Some(DELIVERIES),
         ..AlarmDeliveryQuery::default()
     };
-    let (deliveries, total) = match a.alarm_deliveries_list(&v.principal, query).await {
+    let (deliveries, total) = match a.alarms().deliveries_list(&v.principal, query).await {
         Ok(p) => (p.items, p.total),
         Err(e) => {
             c.err = Some(v.error_text(&e));
@@ -375,7 +375,7 @@ fn form_page(
 }
 
 pub async fn edit_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
-    match a.alarm_channel_get(&v.principal, id).await {
+    match a.alarms().channel_get(&v.principal, id).await {
         Ok(ch) => form_page(&v, id, &values_of_view(&ch), HashMap::new(), StatusCode::OK),
         Err(e) => v.not_found(e),
     }

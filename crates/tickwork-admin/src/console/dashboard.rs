@@ -59,7 +59,7 @@ async fn build(a: &Service, v: &Visitor) -> Result<DashboardPage, Error> {
     let tz = v.tz().clone();
     let now = Timestamp::now();
     let count = |status: Option<&str>| {
-        a.jobs_list(JobQuery {
+        a.jobs().list(JobQuery {
             status: status.map(str::to_owned),
             limit: Some(1),
             ..JobQuery::default()
@@ -68,8 +68,8 @@ async fn build(a: &Service, v: &Visitor) -> Result<DashboardPage, Error> {
     let (all, running, groups, registry) = tokio::try_join!(
         count(None),
         count(Some("running")),
-        a.groups_list(),
-        async { a.registry_entries().await },
+        a.groups().list(),
+        async { a.dashboard().registry_entries().await },
     )?;
 
     // Day boundaries, oldest first; the last one is tomorrow's midnight.
@@ -89,6 +89,7 @@ async fn build(a: &Service, v: &Visitor) -> Result<DashboardPage, Error> {
     let mut per_day = Vec::with_capacity(DAYS);
     for w in bounds.windows(2) {
         let counts = a
+            .dashboard()
             .run_state_counts(TimeRange {
                 from: Some(w[0]),
                 to: Some(w[1]),
@@ -144,7 +145,8 @@ async fn build(a: &Service, v: &Visitor) -> Result<DashboardPage, Error> {
 
     // Lateness: dispatch time minus the planned instant, from the newest runs of the period.
     let sample = a
-        .runs_list(RunQuery {
+        .runs()
+        .list(RunQuery {
             from: Some(bounds[0]),
             limit: Some(LATENESS_SAMPLE),
             ..RunQuery::default()

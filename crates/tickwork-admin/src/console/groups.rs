@@ -119,11 +119,12 @@ async fn page_with_token(
     status: StatusCode,
     new_token: Option<GroupTokenView>,
 ) -> Response {
-    let (groups, registry) =
-        match tokio::try_join!(a.groups_list(), async { a.registry_entries().await }) {
-            Ok(x) => x,
-            Err(e) => return v.not_found(e),
-        };
+    let (groups, registry) = match tokio::try_join!(a.groups().list(), async {
+        a.dashboard().registry_entries().await
+    }) {
+        Ok(x) => x,
+        Err(e) => return v.not_found(e),
+    };
     let mut c = v.ctx("groups");
     let now = crate::timer::now_ms();
     let rows = groups
@@ -208,7 +209,7 @@ fn form_page(
 }
 
 pub async fn edit_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
-    let g = match a.group_get(id).await {
+    let g = match a.groups().get(id).await {
         Ok(g) => g,
         Err(e) => return v.not_found(e),
     };

@@ -72,7 +72,7 @@ pub struct ListQuery {
 }
 
 pub async fn list(State(a): State<Service>, v: Visitor, Query(q): Query<ListQuery>) -> Response {
-    let groups = match a.groups_list().await {
+    let groups = match a.groups().list().await {
         Ok(g) => g,
         Err(e) => return v.not_found(e),
     };
@@ -84,7 +84,7 @@ pub async fn list(State(a): State<Service>, v: Visitor, Query(q): Query<ListQuer
         offset: Some(q.offset),
         limit: Some(PAGE),
     };
-    let page = match a.jobs_list(query).await {
+    let page = match a.jobs().list(query).await {
         Ok(p) => p,
         Err(e) => return v.not_found(e),
     };
@@ -426,7 +426,7 @@ fn defaults(a: &Service) -> Values {
 }
 
 pub async fn new_form(State(a): State<Service>, v: Visitor) -> Response {
-    let groups = match a.groups_list().await {
+    let groups = match a.groups().list().await {
         Ok(g) => g,
         Err(e) => return v.not_found(e),
     };
@@ -445,7 +445,7 @@ pub async fn new_form(State(a): State<Service>, v: Visitor) -> Response {
 }
 
 pub async fn copy_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
-    let (groups, job) = match tokio::try_join!(a.groups_list(), a.job_get(id)) {
+    let (groups, job) = match tokio::try_join!(a.groups().list(), a.jobs().get(id)) {
         Ok(x) => x,
         Err(e) => return v.not_found(e),
     };
@@ -473,7 +473,7 @@ pub async fn create(State(a): State<Service>, v: Visitor, body: Bytes) -> Respon
         Ok(f) => f,
         Err(res) => return *res,
     };
-    let groups = match a.groups_list().await {
+    let groups = match a.groups().list().await {
         Ok(g) => g,
         Err(e) => return v.not_found(e),
     };
@@ -514,7 +514,7 @@ fn error_map(v: &Visitor, e: Error) -> HashMap<String, String> {
 }
 
 pub async fn edit_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
-    let (groups, job) = match tokio::try_join!(a.groups_list(), a.job_get(id)) {
+    let (groups, job) = match tokio::try_join!(a.groups().list(), a.jobs().get(id)) {
         Ok(x) => x,
         Err(e) => return v.not_found(e),
     };
@@ -542,7 +542,7 @@ pub async fn update(
         Ok(f) => f,
         Err(res) => return *res,
     };
-    let (groups, job) = match tokio::try_join!(a.groups_list(), a.job_get(id)) {
+    let (groups, job) = match tokio::try_join!(a.groups().list(), a.jobs().get(id)) {
         Ok(x) => x,
         Err(e) => return v.not_found(e),
     };
@@ -592,12 +592,13 @@ struct JobPage {
 }
 
 pub async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
-    let (groups, job) = match tokio::try_join!(a.groups_list(), a.job_get(id)) {
+    let (groups, job) = match tokio::try_join!(a.groups().list(), a.jobs().get(id)) {
         Ok(x) => x,
         Err(e) => return v.not_found(e),
     };
     let runs = a
-        .runs_list(RunQuery {
+        .runs()
+        .list(RunQuery {
             job_id: Some(id),
             limit: Some(20),
             ..RunQuery::default()

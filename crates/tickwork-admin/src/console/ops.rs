@@ -19,28 +19,29 @@ pub struct Ops<'a> {
 
 impl Ops<'_> {
     pub async fn job_create(&self, input: JobInput) -> Result<JobView, Error> {
-        self.a.job_create(self.p, input).await
+        self.a.jobs().create(self.p, input).await
     }
 
     pub async fn job_update(&self, id: i64, input: JobInput) -> Result<JobView, Error> {
-        self.a.job_update(self.p, id, input).await
+        self.a.jobs().update(self.p, id, input).await
     }
 
     pub async fn job_delete(&self, id: i64) -> Result<(), Error> {
-        self.a.job_delete(self.p, id).await
+        self.a.jobs().delete(self.p, id).await
     }
 
     pub async fn job_start(&self, id: i64) -> Result<JobView, Error> {
-        self.a.job_start(self.p, id).await
+        self.a.jobs().start(self.p, id).await
     }
 
     pub async fn job_stop(&self, id: i64) -> Result<JobView, Error> {
-        self.a.job_stop(self.p, id).await
+        self.a.jobs().stop(self.p, id).await
     }
 
     pub async fn job_trigger(&self, id: i64, input: TriggerInput) -> Result<RunView, Error> {
         self.a
-            .job_trigger(self.p, id, input, TriggerType::Manual)
+            .jobs()
+            .trigger(self.p, id, input, TriggerType::Manual)
             .await
     }
 
@@ -49,7 +50,7 @@ impl Ops<'_> {
         job_id: i64,
         input: ScriptInput,
     ) -> Result<ScriptVersionView, Error> {
-        self.a.script_save(self.p, job_id, input).await
+        self.a.scripts().save(self.p, job_id, input).await
     }
 
     pub async fn script_restore(
@@ -57,54 +58,54 @@ impl Ops<'_> {
         job_id: i64,
         version: i64,
     ) -> Result<ScriptVersionView, Error> {
-        self.a.script_restore(self.p, job_id, version).await
+        self.a.scripts().restore(self.p, job_id, version).await
     }
 
     pub async fn run_kill(&self, id: i64) -> Result<RunView, Error> {
-        self.a.run_kill(self.p, id).await
+        self.a.runs().kill(self.p, id).await
     }
 
     pub async fn runs_clear(&self, before: i64, job_id: Option<i64>) -> Result<u64, Error> {
-        self.a.runs_clear(self.p, before, job_id, None).await
+        self.a.runs().clear(self.p, before, job_id, None).await
     }
 
     pub async fn group_create(&self, input: GroupInput) -> Result<GroupView, Error> {
-        self.a.group_create(self.p, input).await
+        self.a.groups().create(self.p, input).await
     }
 
     pub async fn group_update(&self, id: i64, input: GroupInput) -> Result<GroupView, Error> {
-        self.a.group_update(self.p, id, input).await
+        self.a.groups().update(self.p, id, input).await
     }
 
     pub async fn group_delete(&self, id: i64) -> Result<(), Error> {
-        self.a.group_delete(self.p, id).await
+        self.a.groups().delete(self.p, id).await
     }
 
     pub async fn group_rotate_token(&self, id: i64) -> Result<GroupTokenView, Error> {
-        self.a.group_rotate_token(self.p, id).await
+        self.a.groups().rotate_token(self.p, id).await
     }
 
     pub async fn user_create(&self, input: UserInput) -> Result<UserView, Error> {
-        self.a.user_create(self.p, input).await
+        self.a.users().create(self.p, input).await
     }
 
     pub async fn user_update(&self, id: i64, input: UserUpdateInput) -> Result<UserView, Error> {
-        self.a.user_update(self.p, id, input).await
+        self.a.users().update(self.p, id, input).await
     }
 
     pub async fn token_create(&self, input: TokenInput) -> Result<TokenCreated, Error> {
-        self.a.token_create(self.p, input).await
+        self.a.tokens().create(self.p, input).await
     }
 
     pub async fn token_revoke(&self, id: i64) -> Result<TokenView, Error> {
-        self.a.token_revoke(self.p, id).await
+        self.a.tokens().revoke(self.p, id).await
     }
 
     pub async fn alarm_channel_create(
         &self,
         input: AlarmChannelInput,
     ) -> Result<AlarmChannelView, Error> {
-        self.a.alarm_channel_create(self.p, input).await
+        self.a.alarms().channel_create(self.p, input).await
     }
 
     pub async fn alarm_channel_update(
@@ -112,15 +113,15 @@ impl Ops<'_> {
         id: i64,
         input: AlarmChannelInput,
     ) -> Result<AlarmChannelView, Error> {
-        self.a.alarm_channel_update(self.p, id, input).await
+        self.a.alarms().channel_update(self.p, id, input).await
     }
 
     pub async fn alarm_channel_delete(&self, id: i64) -> Result<(), Error> {
-        self.a.alarm_channel_delete(self.p, id).await
+        self.a.alarms().channel_delete(self.p, id).await
     }
 
     pub async fn alarm_channel_test(&self, id: i64) -> Result<AlarmTestResult, Error> {
-        self.a.alarm_channel_test(self.p, id).await
+        self.a.alarms().channel_test(self.p, id).await
     }
 }
 

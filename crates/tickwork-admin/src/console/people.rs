@@ -63,7 +63,7 @@ async fn users_page(
     errors: HashMap<String, String>,
     status: StatusCode,
 ) -> Response {
-    let users = match a.users_list(&v.principal).await {
+    let users = match a.users().list(&v.principal).await {
         Ok(u) => u,
         Err(e) => return v.not_found(e),
     };
@@ -201,7 +201,7 @@ async fn tokens_page(
     name: String,
     status: StatusCode,
 ) -> Response {
-    let tokens = match a.tokens_list(&v.principal).await {
+    let tokens = match a.tokens().list(&v.principal).await {
         Ok(t) => t,
         Err(e) => return v.not_found(e),
     };
@@ -329,7 +329,7 @@ pub async fn audit(State(a): State<Service>, v: Visitor, Query(q): Query<AuditPa
         size: Some(AUDIT_PAGE),
         ..AuditQuery::default()
     };
-    let page = match a.audit_list(&v.principal, query).await {
+    let page = match a.audit_log().list(&v.principal, query).await {
         Ok(p) => p,
         Err(e) => return v.not_found(e),
     };

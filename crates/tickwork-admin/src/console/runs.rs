@@ -93,7 +93,8 @@ pub struct ListQuery {
 /// `job id -> "#id description"` of (up to) the first thousand jobs, for names and the filter.
 async fn job_names(a: &Service) -> Result<Vec<(i64, String)>, Error> {
     let page = a
-        .jobs_list(JobQuery {
+        .jobs()
+        .list(JobQuery {
             limit: Some(1000),
             ..JobQuery::default()
         })
@@ -113,7 +114,8 @@ pub async fn list(State(a): State<Service>, v: Visitor, Query(q): Query<ListQuer
     let names: HashMap<i64, String> = jobs.iter().cloned().collect();
     let state = Some(q.state.clone()).filter(|s| !s.is_empty());
     let page = a
-        .runs_list(RunQuery {
+        .runs()
+        .list(RunQuery {
             job_id: q.job_id.parse().ok(),
             group_id: None,
             state,
@@ -177,12 +179,13 @@ struct RunPage {
 }
 
 pub async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
-    let run = match a.run_get(id).await {
+    let run = match a.runs().get(id).await {
         Ok(r) => r,
         Err(e) => return v.not_found(e),
     };
     let job = a
-        .job_get(run.job_id)
+        .jobs()
+        .get(run.job_id)
         .await
         .map(|j| format!("#{} {}", j.id, j.description))
         .unwrap_or_else(|_| format!("#{}", run.job_id));
@@ -231,8 +234,8 @@ pub async fn log(
     Path(id): Path<i64>,
     Query(q): Query<LogQuery>,
 ) -> Response {
-    let state = a.run_get(id).await.map(|r| r.state.as_str());
-    match a.run_log(id, q.from.max(1)).await {
+    let state = a.runs().get(id).await.map(|r| r.state.as_str());
+    match a.runs().log(id, q.from.max(1)).await {
         Ok(log) => {
             // The executor answers the last line it sent; the next request starts after it.
             let next = if log.to_line_num >= log.from_line_num {
@@ -267,7 +270,7 @@ pub async fn clear(State(a): State<Service>, v: Visitor, body: Bytes) -> Respons
             &format!("{}: {}", v.t("before_days"), v.t("bad_number")),
         ));
     };
-    let before = match a.clear_before_days(days) {
+    let before = match a.runs().clear_before_days(days) {
         Ok(b) => b,
         Err(e) => return v.fail("/runs", e),
     };

@@ -30,7 +30,7 @@ async fn show(
     id: i64,
     edited: Option<(String, String, String)>,
 ) -> Response {
-    let (job, versions) = match tokio::try_join!(a.job_get(id), a.script_versions(id)) {
+    let (job, versions) = match tokio::try_join!(a.jobs().get(id), a.scripts().versions(id)) {
         Ok(x) => x,
         Err(e) => return v.not_found(e),
     };

@@ -49,7 +49,7 @@ async fn executor_call(
         .unwrap_or("");
     // A group's own token, or the global one; which groups it acts for is checked per call
     // and per callback item.
-    let auth = match admin.executor_auth(token).await {
+    let auth = match admin.executor_api().executor_auth(token).await {
         Ok(Some(auth)) => auth,
         Ok(None) => return Envelope::fail(msg::WRONG_TOKEN),
         Err(e) => {
@@ -70,15 +70,15 @@ async fn executor_call(
     }
     let result = match name {
         "registry" => match tickwork_protocol::decode::<RegistryParam>(&body) {
-            Ok(p) => admin.registry_beat(&auth, p).await,
+            Ok(p) => admin.executor_api().registry_beat(&auth, p).await,
             Err(e) => Err(Error::Invalid(e.to_string())),
         },
         "registryRemove" => match tickwork_protocol::decode::<RegistryParam>(&body) {
-            Ok(p) => admin.registry_remove(&auth, p).await,
+            Ok(p) => admin.executor_api().registry_remove(&auth, p).await,
             Err(e) => Err(Error::Invalid(e.to_string())),
         },
         _ => match tickwork_protocol::decode::<Vec<HandleCallbackParam>>(&body) {
-            Ok(items) => admin.callbacks(&auth, items).await,
+            Ok(items) => admin.executor_api().callbacks(&auth, items).await,
             Err(e) => Err(Error::Invalid(e.to_string())),
         },
     };

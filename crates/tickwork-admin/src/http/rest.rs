@@ -239,7 +239,7 @@ async fn me(Extension(p): Caller) -> ApiResult<serde_json::Value> {
 }
 
 async fn groups_list(State(a): State<Service>) -> ApiResult<Vec<crate::GroupView>> {
-    ok(a.groups_list().await?)
+    ok(a.groups().list().await?)
 }
 
 async fn group_create(
@@ -247,11 +247,13 @@ async fn group_create(
     Extension(p): Caller,
     body: Body,
 ) -> ApiResult<crate::GroupView> {
-    ok(a.group_create(&p, json::<GroupInput>(body).await?).await?)
+    ok(a.groups()
+        .create(&p, json::<GroupInput>(body).await?)
+        .await?)
 }
 
 async fn group_get(State(a): State<Service>, Path(g): Path<String>) -> ApiResult<crate::GroupView> {
-    ok(a.group_get(id("id", &g)?).await?)
+    ok(a.groups().get(id("id", &g)?).await?)
 }
 
 async fn group_update(
@@ -261,7 +263,8 @@ async fn group_update(
     body: Body,
 ) -> ApiResult<crate::GroupView> {
     let g = id("id", &g)?;
-    ok(a.group_update(&p, g, json::<GroupInput>(body).await?)
+    ok(a.groups()
+        .update(&p, g, json::<GroupInput>(body).await?)
         .await?)
 }
 
@@ -271,7 +274,7 @@ async fn group_delete(
     Path(g): Path<String>,
 ) -> ApiResult<serde_json::Value> {
     let g = id("id", &g)?;
-    a.group_delete(&p, g).await?;
+    a.groups().delete(&p, g).await?;
     ok(serde_json::json!({ "deleted": g }))
 }
 
@@ -279,7 +282,7 @@ async fn group_instances(
     State(a): State<Service>,
     Path(g): Path<String>,
 ) -> ApiResult<Vec<tickwork_protocol::api::InstanceView>> {
-    ok(a.group_instances(id("id", &g)?).await?)
+    ok(a.groups().instances(id("id", &g)?).await?)
 }
 
 /// Sets a new executor token for the group and shows it this once (never cached).
@@ -288,7 +291,7 @@ async fn group_token_rotate(
     Extension(p): Caller,
     Path(g): Path<String>,
 ) -> Result<Response, ApiError> {
-    let created = a.group_rotate_token(&p, id("id", &g)?).await?;
+    let created = a.groups().rotate_token(&p, id("id", &g)?).await?;
     Ok((
         StatusCode::CREATED,
         [(header::CACHE_CONTROL, "no-store")],
@@ -315,14 +318,15 @@ async fn jobs_list(
 ) -> ApiResult<tickwork_protocol::api::Page<crate::JobView>> {
     let q: JobListParams = query(uri.query())?;
     let (offset, limit) = page_to_offset(q.page, q.size, q.offset, q.limit)?;
-    ok(a.jobs_list(JobQuery {
-        group_id: q.group_id,
-        status: q.status,
-        text: q.text,
-        offset,
-        limit,
-    })
-    .await?)
+    ok(a.jobs()
+        .list(JobQuery {
+            group_id: q.group_id,
+            status: q.status,
+            text: q.text,
+            offset,
+            limit,
+        })
+        .await?)
 }
 
 async fn job_create(
@@ -330,11 +334,11 @@ async fn job_create(
     Extension(p): Caller,
     body: Body,
 ) -> ApiResult<crate::JobView> {
-    ok(a.job_create(&p, json::<JobInput>(body).await?).await?)
+    ok(a.jobs().create(&p, json::<JobInput>(body).await?).await?)
 }
 
 async fn job_get(State(a): State<Service>, Path(j): Path<String>) -> ApiResult<crate::JobView> {
-    ok(a.job_get(id("id", &j)?).await?)
+    ok(a.jobs().get(id("id", &j)?).await?)
 }
 
 async fn job_update(
@@ -344,7 +348,9 @@ async fn job_update(
     body: Body,
 ) -> ApiResult<crate::JobView> {
     let j = id("id", &j)?;
-    ok(a.job_update(&p, j, json::<JobInput>(body).await?).await?)
+    ok(a.jobs()
+        .update(&p, j, json::<JobInput>(body).await?)
+        .await?)
 }
 
 async fn job_delete(
@@ -353,7 +359,7 @@ async fn job_delete(
     Path(j): Path<String>,
 ) -> ApiResult<serde_json::Value> {
     let j = id("id", &j)?;
-    a.job_delete(&p, j).await?;
+    a.jobs().delete(&p, j).await?;
     ok(serde_json::json!({ "deleted": j }))
 }
 
@@ -362,7 +368,7 @@ async fn job_start(
     Extension(p): Caller,
     Path(j): Path<String>,
 ) -> ApiResult<crate::JobView> {
-    ok(a.job_start(&p, id("id", &j)?).await?)
+    ok(a.jobs().start(&p, id("id", &j)?).await?)
 }
 
 async fn job_stop(
@@ -370,7 +376,7 @@ async fn job_stop(
     Extension(p): Caller,
     Path(j): Path<String>,
 ) -> ApiResult<crate::JobView> {
-    ok(a.job_stop(&p, id("id", &j)?).await?)
+    ok(a.jobs().stop(&p, id("id", &j)?).await?)
 }
 
 async fn job_trigger(
@@ -381,7 +387,7 @@ async fn job_trigger(
 ) -> ApiResult<crate::RunView> {
     let j = id("id", &j)?;
     let input: TriggerInput = json_or_default(body).await?;
-    ok(a.job_trigger(&p, j, input, TriggerType::Api).await?)
+    ok(a.jobs().trigger(&p, j, input, TriggerType::Api).await?)
 }
 
 async fn job_copy(
@@ -392,14 +398,14 @@ async fn job_copy(
 ) -> ApiResult<crate::JobView> {
     let j = id("id", &j)?;
     let input: CopyInput = json_or_default(body).await?;
-    ok(a.job_copy(&p, j, input).await?)
+    ok(a.jobs().copy(&p, j, input).await?)
 }
 
 async fn script_versions(
     State(a): State<Service>,
     Path(j): Path<String>,
 ) -> ApiResult<Vec<tickwork_protocol::api::ScriptVersionView>> {
-    ok(a.script_versions(id("id", &j)?).await?)
+    ok(a.scripts().versions(id("id", &j)?).await?)
 }
 
 async fn script_save(
@@ -409,7 +415,8 @@ async fn script_save(
     body: Body,
 ) -> ApiResult<tickwork_protocol::api::ScriptVersionView> {
     let j = id("id", &j)?;
-    ok(a.script_save(&p, j, json::<ScriptInput>(body).await?)
+    ok(a.scripts()
+        .save(&p, j, json::<ScriptInput>(body).await?)
         .await?)
 }
 
@@ -419,7 +426,7 @@ async fn script_restore(
     Path((j, v)): Path<(String, String)>,
 ) -> ApiResult<tickwork_protocol::api::ScriptVersionView> {
     let (j, v) = (id("id", &j)?, id("version", &v)?);
-    ok(a.script_restore(&p, j, v).await?)
+    ok(a.scripts().restore(&p, j, v).await?)
 }
 
 #[derive(Deserialize)]
@@ -442,16 +449,17 @@ async fn runs_list(
 ) -> ApiResult<tickwork_protocol::api::Page<crate::RunView>> {
     let q: RunListParams = query(uri.query())?;
     let (offset, limit) = page_to_offset(q.page, q.size, q.offset, q.limit)?;
-    ok(a.runs_list(RunQuery {
-        job_id: q.job_id,
-        group_id: q.group_id,
-        state: q.state,
-        from: q.from,
-        to: q.to,
-        offset,
-        limit,
-    })
-    .await?)
+    ok(a.runs()
+        .list(RunQuery {
+            job_id: q.job_id,
+            group_id: q.group_id,
+            state: q.state,
+            from: q.from,
+            to: q.to,
+            offset,
+            limit,
+        })
+        .await?)
 }
 
 #[derive(Deserialize)]
@@ -471,7 +479,7 @@ async fn runs_clear(
     let q: ClearParams = query(uri.query())?;
     let before = match (q.before, q.before_days) {
         (Some(before), None) => before,
-        (None, Some(days)) => a.clear_before_days(days)?,
+        (None, Some(days)) => a.runs().clear_before_days(days)?,
         (Some(_), Some(_)) => {
             return Err(
                 Error::Invalid("before_days: give before or before_days, not both".into()).into(),
@@ -484,12 +492,12 @@ async fn runs_clear(
             .into());
         }
     };
-    let deleted = a.runs_clear(&p, before, q.job_id, q.group_id).await?;
+    let deleted = a.runs().clear(&p, before, q.job_id, q.group_id).await?;
     ok(serde_json::json!({ "deleted": deleted }))
 }
 
 async fn run_get(State(a): State<Service>, Path(r): Path<String>) -> ApiResult<crate::RunView> {
-    ok(a.run_get(id("id", &r)?).await?)
+    ok(a.runs().get(id("id", &r)?).await?)
 }
 
 async fn run_kill(
@@ -497,7 +505,7 @@ async fn run_kill(
     Extension(p): Caller,
     Path(r): Path<String>,
 ) -> ApiResult<crate::RunView> {
-    ok(a.run_kill(&p, id("id", &r)?).await?)
+    ok(a.runs().kill(&p, id("id", &r)?).await?)
 }
 
 #[derive(Deserialize)]
@@ -513,7 +521,7 @@ async fn run_log(
 ) -> ApiResult<tickwork_protocol::api::RunLog> {
     let r = id("id", &r)?;
     let q: LogQuery = query(uri.query())?;
-    let log = a.run_log(r, q.from_line.unwrap_or(1)).await?;
+    let log = a.runs().log(r, q.from_line.unwrap_or(1)).await?;
     ok(tickwork_protocol::api::RunLog {
         from_line: log.from_line_num,
         to_line: log.to_line_num,
@@ -535,7 +543,7 @@ struct PreviewInput {
 
 async fn schedule_preview(State(a): State<Service>, body: Body) -> ApiResult<serde_json::Value> {
     let p: PreviewInput = json(body).await?;
-    let fires = a.schedule_preview(
+    let fires = a.jobs().schedule_preview(
         p.schedule_type,
         &p.schedule_conf,
         p.time_zone.as_deref(),
@@ -566,7 +574,7 @@ async fn schedule_preview_get(
         .unwrap_or("CRON")
         .parse()
         .map_err(|e| Error::Invalid(format!("type: {e}")))?;
-    let fires = a.schedule_preview(
+    let fires = a.jobs().schedule_preview(
         kind,
         q.conf.as_deref().unwrap_or(""),
         q.tz.as_deref(),
@@ -579,7 +587,7 @@ async fn users_list(
     State(a): State<Service>,
     Extension(p): Caller,
 ) -> ApiResult<Vec<tickwork_protocol::api::UserView>> {
-    ok(a.users_list(&p).await?)
+    ok(a.users().list(&p).await?)
 }
 
 async fn user_create(
@@ -587,7 +595,7 @@ async fn user_create(
     Extension(p): Caller,
     body: Body,
 ) -> ApiResult<tickwork_protocol::api::UserView> {
-    ok(a.user_create(&p, json::<UserInput>(body).await?).await?)
+    ok(a.users().create(&p, json::<UserInput>(body).await?).await?)
 }
 
 async fn user_get(
@@ -595,7 +603,7 @@ async fn user_get(
     Extension(p): Caller,
     Path(u): Path<String>,
 ) -> ApiResult<tickwork_protocol::api::UserView> {
-    ok(a.user_get(&p, id("id", &u)?).await?)
+    ok(a.users().get(&p, id("id", &u)?).await?)
 }
 
 async fn user_update(
@@ -605,7 +613,8 @@ async fn user_update(
     body: Body,
 ) -> ApiResult<tickwork_protocol::api::UserView> {
     let u = id("id", &u)?;
-    ok(a.user_update(&p, u, json::<UserUpdateInput>(body).await?)
+    ok(a.users()
+        .update(&p, u, json::<UserUpdateInput>(body).await?)
         .await?)
 }
 
@@ -616,7 +625,8 @@ async fn user_password(
     body: Body,
 ) -> ApiResult<serde_json::Value> {
     let u = id("id", &u)?;
-    a.user_set_password(&p, u, json::<PasswordInput>(body).await?)
+    a.users()
+        .set_password(&p, u, json::<PasswordInput>(body).await?)
         .await?;
     ok(serde_json::json!({ "changed": u }))
 }
@@ -625,7 +635,7 @@ async fn tokens_list(
     State(a): State<Service>,
     Extension(p): Caller,
 ) -> ApiResult<Vec<tickwork_protocol::api::TokenView>> {
-    ok(a.tokens_list(&p).await?)
+    ok(a.tokens().list(&p).await?)
 }
 
 async fn token_create(
@@ -640,7 +650,10 @@ async fn token_create(
     ),
     ApiError,
 > {
-    let created = a.token_create(&p, json::<TokenInput>(body).await?).await?;
+    let created = a
+        .tokens()
+        .create(&p, json::<TokenInput>(body).await?)
+        .await?;
     // The secret is in this answer only: no cache may keep it.
     Ok((
         StatusCode::CREATED,
@@ -654,7 +667,7 @@ async fn token_revoke(
     Extension(p): Caller,
     Path(t): Path<String>,
 ) -> ApiResult<tickwork_protocol::api::TokenView> {
-    ok(a.token_revoke(&p, id("id", &t)?).await?)
+    ok(a.tokens().revoke(&p, id("id", &t)?).await?)
 }
 
 async fn audit_list(
@@ -663,11 +676,11 @@ async fn audit_list(
     uri: axum::http::Uri,
 ) -> ApiResult<tickwork_protocol::api::Page<tickwork_protocol::api::AuditView>> {
     let q: AuditQuery = query(uri.query())?;
-    ok(a.audit_list(&p, q).await?)
+    ok(a.audit_log().list(&p, q).await?)
 }
 
 async fn stats(State(a): State<Service>) -> ApiResult<tickwork_protocol::api::StatsView> {
-    ok(a.dashboard_stats().await?)
+    ok(a.dashboard().stats().await?)
 }
 
 // ---- alarms ----
@@ -676,7 +689,7 @@ async fn alarm_channels_list(
     State(a): State<Service>,
     Extension(p): Caller,
 ) -> ApiResult<Vec<AlarmChannelView>> {
-    ok(a.alarm_channels_list(&p).await?)
+    ok(a.alarms().channels_list(&p).await?)
 }
 
 async fn alarm_channel_create(
@@ -685,7 +698,7 @@ async fn alarm_channel_create(
     body: Body,
 ) -> ApiResult<AlarmChannelView> {
     let input = json::<AlarmChannelInput>(body).await?;
-    ok(a.alarm_channel_create(&p, input).await?)
+    ok(a.alarms().channel_create(&p, input).await?)
 }
 
 async fn alarm_channel_get(
@@ -693,7 +706,7 @@ async fn alarm_channel_get(
     Extension(p): Caller,
     Path(c): Path<String>,
 ) -> ApiResult<AlarmChannelView> {
-    ok(a.alarm_channel_get(&p, id("id", &c)?).await?)
+    ok(a.alarms().channel_get(&p, id("id", &c)?).await?)
 }
 
 async fn alarm_channel_update(
@@ -704,7 +717,7 @@ async fn alarm_channel_update(
 ) -> ApiResult<AlarmChannelView> {
     let c = id("id", &c)?;
     let input = json::<AlarmChannelInput>(body).await?;
-    ok(a.alarm_channel_update(&p, c, input).await?)
+    ok(a.alarms().channel_update(&p, c, input).await?)
 }
 
 async fn alarm_channel_delete(
@@ -713,7 +726,7 @@ async fn alarm_channel_delete(
     Path(c): Path<String>,
 ) -> ApiResult<serde_json::Value> {
     let c = id("id", &c)?;
-    a.alarm_channel_delete(&p, c).await?;
+    a.alarms().channel_delete(&p, c).await?;
     ok(serde_json::json!({ "deleted": c }))
 }
 
@@ -722,7 +735,7 @@ async fn alarm_channel_test(
     Extension(p): Caller,
     Path(c): Path<String>,
 ) -> ApiResult<AlarmTestResult> {
-    ok(a.alarm_channel_test(&p, id("id", &c)?).await?)
+    ok(a.alarms().channel_test(&p, id("id", &c)?).await?)
 }
 
 async fn alarm_deliveries_list(
@@ -731,5 +744,5 @@ async fn alarm_deliveries_list(
     uri: axum::http::Uri,
 ) -> ApiResult<tickwork_protocol::api::Page<tickwork_protocol::api::AlarmDeliveryView>> {
     let q: AlarmDeliveryQuery = query(uri.query())?;
-    ok(a.alarm_deliveries_list(&p, q).await?)
+    ok(a.alarms().deliveries_list(&p, q).await?)
 }

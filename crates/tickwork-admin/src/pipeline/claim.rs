@@ -82,7 +82,7 @@ impl Scheduler {
                 continue;
             }
             if ok_rounds >= 2 {
-                self.resume_held().await;
+                self.adoption().resume_held().await;
             }
             // A random pause between half and all of the interval: admins that started
             // together would otherwise keep the same phase, and the one whose claim always

@@ -20,7 +20,9 @@ use tickwork_store::{
 };
 use tracing::{debug, info, warn};
 
-use super::Scheduler;
+use std::sync::Arc;
+
+use super::{Inner, Scheduler};
 use crate::Error;
 use crate::config::Config;
 use crate::timer::now_ms;
@@ -149,7 +151,254 @@ impl Scheduler {
     pub fn last_heartbeat(&self) -> i64 {
         self.inner.membership.last_beat()
     }
+}
 
+/// Runs this node takes over: a dead node's, its own after a restart, and the ones it held.
+#[derive(Clone)]
+pub(crate) struct Adoption {
+    pub(super) inner: Arc<Inner>,
+}
+
+impl Adoption {
+    fn scheduler(&self) -> Scheduler {
+        Scheduler {
+            inner: self.inner.clone(),
+        }
+    }
+
+    /// Adopts the planned runs of dead and departed nodes, every `adopt_interval`.
+    pub(crate) async fn adoption_loop(self) {
+        let config = &self.inner.config;
+        loop {
+            tokio::select! {
+                _ = self.inner.stop.cancelled() => return,
+                _ = tokio::time::sleep(config.cluster.adopt_interval) => {}
+            }
+            self.adopt_round().await;
+        }
+    }
+
+    /// One adoption round; how many runs were adopted.
+    pub(crate) async fn adopt_round(&self) -> usize {
+        let config = &self.inner.config;
+        let mut total = 0;
+        loop {
+            let now = now_ms();
+            if !self.inner.membership.may_adopt(now, config) || self.inner.stop.is_cancelled() {
+                return total;
+            }
+            let params = AdoptParams {
+                node_id: config.node_id.clone(),
+                dead_before: now - dead_after(config),
+                limit: ADOPT_BATCH,
+            };
+            let runs = match self.inner.store.runs_adopt_orphaned(params).await {
+                Ok(runs) => runs,
+                Err(e) => {
+                    warn!(error = %e, "adoption round failed");
+                    return total;
+                }
+            };
+            let n = runs.len();
+            if n == 0 {
+                return total;
+            }
+            total += n;
+            self.inner
+                .stats
+                .runs_adopted
+                .fetch_add(n as u64, Ordering::Relaxed);
+            let first = runs.first().map(|r| r.scheduled_at).unwrap_or_default();
+            info!(
+                runs = n,
+                oldest_late_ms = now - first,
+                "adopted planned runs of dead or departed nodes"
+            );
+            self.take_over(runs, Origin::Adopted).await;
+            if n < ADOPT_BATCH as usize {
+                return total;
+            }
+        }
+    }
+
+    /// Gives held runs back to the timer: those this node still owns, under their misfire
+    /// policy; the others went to another node meanwhile.
+    pub(crate) async fn resume_held(&self) {
+        let runs = std::mem::take(&mut *self.inner.held.lock().expect("held lock"));
+        if runs.is_empty() {
+            return;
+        }
+        let query = OwnedRuns {
+            node_id: self.inner.config.node_id.clone(),
+            run_ids: runs.iter().map(|r| r.id).collect(),
+        };
+        let owned = match self.inner.store.runs_still_owned(query).await {
+            Ok(owned) => owned,
+            Err(e) => {
+                warn!(error = %e, runs = runs.len(), "held runs not checked; kept for later");
+                self.inner.held.lock().expect("held lock").extend(runs);
+                return;
+            }
+        };
+        let total = runs.len();
+        let (mine, gone): (Vec<Run>, Vec<Run>) = runs
+            .into_iter()
+            .partition(|r| owned.binary_search(&r.id).is_ok());
+        self.inner
+            .stats
+            .runs_disowned
+            .fetch_add(gone.len() as u64, Ordering::Relaxed);
+        info!(runs = total, still_owned = mine.len(), "resuming held runs");
+        self.take_over(mine, Origin::Held).await;
+    }
+
+    /// Fires runs this node took over (adopted, re-armed, held) under their jobs' misfire
+    /// policies: a run on time fires at its instant; late ones are misfired under
+    /// `DO_NOTHING`, and under `FIRE_ONCE_NOW` one catch-up per job fires now unless the job
+    /// already has one for these fires (a claim after an outage writes its own). Runs with no
+    /// ledger key (manual, retry, child) always fire.
+    pub(crate) async fn take_over(&self, runs: Vec<Run>, origin: Origin) {
+        let config = &self.inner.config;
+        let now = now_ms();
+        let grace = match origin {
+            Origin::Restart | Origin::Adopted => failover_grace_ms(config),
+            Origin::Held => 0,
+        };
+        let threshold = config.scheduler.misfire_threshold.as_millis() as i64 + grace;
+        let verify = origin != Origin::Held;
+
+        let mut fire = Vec::new();
+        let mut misfired = Vec::new();
+        let mut by_job: BTreeMap<i64, Vec<Run>> = BTreeMap::new();
+        for run in runs {
+            if run.fire_key.is_some() {
+                by_job.entry(run.job_id).or_default().push(run);
+            } else {
+                fire.push(run);
+            }
+        }
+        for (job_id, runs) in by_job {
+            let strategy = match self.scheduler().job(job_id).await {
+                Ok(c) => c.job.spec.misfire_strategy,
+                // The job was deleted, and its runs with it.
+                Err(Error::NotFound(_)) => continue,
+                Err(e) => {
+                    warn!(job_id, error = %e, "job not loaded; its runs are held");
+                    for run in runs {
+                        self.scheduler().hold(run, "job not loaded");
+                    }
+                    continue;
+                }
+            };
+            let instants: Vec<i64> = runs.iter().map(|r| r.scheduled_at).collect();
+            let plan = misfire::plan(strategy, &instants, now, threshold);
+            let late_since = plan
+                .fires
+                .iter()
+                .filter(|f| f.decision != FireDecision::OnTime)
+                .map(|f| f.scheduled_at)
+                .min()
+                .unwrap_or(now);
+            let mut catch_up = None;
+            for (run, decision) in runs.into_iter().zip(plan.fires) {
+                match decision.decision {
+                    FireDecision::OnTime => fire.push(run),
+                    FireDecision::Misfired => misfired.push(run),
+                    FireDecision::CatchUp { .. } => catch_up = Some(run),
+                }
+            }
+            if let Some(run) = catch_up {
+                debug_assert_eq!(strategy, MisfireStrategy::FireOnceNow);
+                match self.catch_up(run, late_since, now).await {
+                    CatchUpOutcome::Fire(run) => fire.push(run),
+                    CatchUpOutcome::Misfire(run) => misfired.push(run),
+                    CatchUpOutcome::Gone => {}
+                }
+            }
+        }
+        if !misfired.is_empty() {
+            self.misfire(misfired, origin, threshold, now).await;
+        }
+        if !fire.is_empty() {
+            debug!(
+                runs = fire.len(),
+                origin = origin.as_str(),
+                "taken-over runs armed"
+            );
+            self.scheduler().arm_all(fire, verify);
+        }
+    }
+
+    async fn catch_up(&self, run: Run, late_since: i64, now: i64) -> CatchUpOutcome {
+        let store = &self.inner.store;
+        let request = CatchUp {
+            run_id: run.id,
+            node_id: self.inner.config.node_id.clone(),
+            at: now,
+            late_since,
+        };
+        match store.run_catch_up(request).await {
+            // The job has its catch-up already, from a claim or another node.
+            Ok(Some(same)) if same.trigger_type != TriggerType::Misfire => {
+                CatchUpOutcome::Misfire(same)
+            }
+            Ok(Some(caught)) => {
+                info!(
+                    run_id = caught.id,
+                    job_id = caught.job_id,
+                    fire_key = caught.fire_key,
+                    "late fires caught up once now (FIRE_ONCE_NOW)"
+                );
+                CatchUpOutcome::Fire(caught)
+            }
+            Ok(None) => CatchUpOutcome::Gone,
+            Err(e) => {
+                warn!(run_id = run.id, error = %e, "catch-up not written; run held");
+                self.scheduler().hold(run, "catch-up not written");
+                CatchUpOutcome::Gone
+            }
+        }
+    }
+
+    async fn misfire(&self, runs: Vec<Run>, origin: Origin, threshold: i64, now: i64) {
+        let request = MarkMisfired {
+            node_id: self.inner.config.node_id.clone(),
+            run_ids: runs.iter().map(|r| r.id).collect(),
+            reason: format!(
+                "misfired: more than {threshold} ms late when fired after a {}",
+                origin.as_str()
+            ),
+            at: now,
+        };
+        match self.inner.store.runs_mark_misfired(request).await {
+            Ok(n) => {
+                self.inner
+                    .stats
+                    .runs_misfired
+                    .fetch_add(n, Ordering::Relaxed);
+                info!(
+                    runs = n,
+                    origin = origin.as_str(),
+                    "late runs misfired under their misfire policy"
+                );
+            }
+            Err(e) => {
+                warn!(error = %e, runs = runs.len(), "misfires not recorded; runs held");
+                for run in runs {
+                    self.scheduler().hold(run, "misfire not recorded");
+                }
+            }
+        }
+    }
+}
+
+/// This node's membership: its heartbeat row, the fence, the maintenance lease.
+#[derive(Clone)]
+pub(crate) struct Heartbeat {
+    pub(super) inner: Arc<Inner>,
+}
+
+impl Heartbeat {
     /// The first heartbeat; the admin does not start without it.
     pub(crate) async fn join_cluster(&self) -> Result<(), Error> {
         let started = now_ms();
@@ -269,231 +518,6 @@ impl Scheduler {
                 error = %e,
                 "leaving the cluster failed: other nodes adopt this node's runs once its heartbeat expires"
             ),
-        }
-    }
-
-    /// Adopts the planned runs of dead and departed nodes, every `adopt_interval`.
-    pub(crate) async fn adoption_loop(self) {
-        let config = &self.inner.config;
-        loop {
-            tokio::select! {
-                _ = self.inner.stop.cancelled() => return,
-                _ = tokio::time::sleep(config.cluster.adopt_interval) => {}
-            }
-            self.adopt_round().await;
-        }
-    }
-
-    /// One adoption round; how many runs were adopted.
-    pub(crate) async fn adopt_round(&self) -> usize {
-        let config = &self.inner.config;
-        let mut total = 0;
-        loop {
-            let now = now_ms();
-            if !self.inner.membership.may_adopt(now, config) || self.inner.stop.is_cancelled() {
-                return total;
-            }
-            let params = AdoptParams {
-                node_id: config.node_id.clone(),
-                dead_before: now - dead_after(config),
-                limit: ADOPT_BATCH,
-            };
-            let runs = match self.inner.store.runs_adopt_orphaned(params).await {
-                Ok(runs) => runs,
-                Err(e) => {
-                    warn!(error = %e, "adoption round failed");
-                    return total;
-                }
-            };
-            let n = runs.len();
-            if n == 0 {
-                return total;
-            }
-            total += n;
-            self.inner
-                .stats
-                .runs_adopted
-                .fetch_add(n as u64, Ordering::Relaxed);
-            let first = runs.first().map(|r| r.scheduled_at).unwrap_or_default();
-            info!(
-                runs = n,
-                oldest_late_ms = now - first,
-                "adopted planned runs of dead or departed nodes"
-            );
-            self.take_over(runs, Origin::Adopted).await;
-            if n < ADOPT_BATCH as usize {
-                return total;
-            }
-        }
-    }
-
-    /// Gives held runs back to the timer: those this node still owns, under their misfire
-    /// policy; the others went to another node meanwhile.
-    pub(crate) async fn resume_held(&self) {
-        let runs = std::mem::take(&mut *self.inner.held.lock().expect("held lock"));
-        if runs.is_empty() {
-            return;
-        }
-        let query = OwnedRuns {
-            node_id: self.inner.config.node_id.clone(),
-            run_ids: runs.iter().map(|r| r.id).collect(),
-        };
-        let owned = match self.inner.store.runs_still_owned(query).await {
-            Ok(owned) => owned,
-            Err(e) => {
-                warn!(error = %e, runs = runs.len(), "held runs not checked; kept for later");
-                self.inner.held.lock().expect("held lock").extend(runs);
-                return;
-            }
-        };
-        let total = runs.len();
-        let (mine, gone): (Vec<Run>, Vec<Run>) = runs
-            .into_iter()
-            .partition(|r| owned.binary_search(&r.id).is_ok());
-        self.inner
-            .stats
-            .runs_disowned
-            .fetch_add(gone.len() as u64, Ordering::Relaxed);
-        info!(runs = total, still_owned = mine.len(), "resuming held runs");
-        self.take_over(mine, Origin::Held).await;
-    }
-
-    /// Fires runs this node took over (adopted, re-armed, held) under their jobs' misfire
-    /// policies: a run on time fires at its instant; late ones are misfired under
-    /// `DO_NOTHING`, and under `FIRE_ONCE_NOW` one catch-up per job fires now unless the job
-    /// already has one for these fires (a claim after an outage writes its own). Runs with no
-    /// ledger key (manual, retry, child) always fire.
-    pub(crate) async fn take_over(&self, runs: Vec<Run>, origin: Origin) {
-        let config = &self.inner.config;
-        let now = now_ms();
-        let grace = match origin {
-            Origin::Restart | Origin::Adopted => failover_grace_ms(config),
-            Origin::Held => 0,
-        };
-        let threshold = config.scheduler.misfire_threshold.as_millis() as i64 + grace;
-        let verify = origin != Origin::Held;
-
-        let mut fire = Vec::new();
-        let mut misfired = Vec::new();
-        let mut by_job: BTreeMap<i64, Vec<Run>> = BTreeMap::new();
-        for run in runs {
-            if run.fire_key.is_some() {
-                by_job.entry(run.job_id).or_default().push(run);
-            } else {
-                fire.push(run);
-            }
-        }
-        for (job_id, runs) in by_job {
-            let strategy = match self.job(job_id).await {
-                Ok(c) => c.job.spec.misfire_strategy,
-                // The job was deleted, and its runs with it.
-                Err(Error::NotFound(_)) => continue,
-                Err(e) => {
-                    warn!(job_id, error = %e, "job not loaded; its runs are held");
-                    for run in runs {
-                        self.hold(run, "job not loaded");
-                    }
-                    continue;
-                }
-            };
-            let instants: Vec<i64> = runs.iter().map(|r| r.scheduled_at).collect();
-            let plan = misfire::plan(strategy, &instants, now, threshold);
-            let late_since = plan
-                .fires
-                .iter()
-                .filter(|f| f.decision != FireDecision::OnTime)
-                .map(|f| f.scheduled_at)
-                .min()
-                .unwrap_or(now);
-            let mut catch_up = None;
-            for (run, decision) in runs.into_iter().zip(plan.fires) {
-                match decision.decision {
-                    FireDecision::OnTime => fire.push(run),
-                    FireDecision::Misfired => misfired.push(run),
-                    FireDecision::CatchUp { .. } => catch_up = Some(run),
-                }
-            }
-            if let Some(run) = catch_up {
-                debug_assert_eq!(strategy, MisfireStrategy::FireOnceNow);
-                match self.catch_up(run, late_since, now).await {
-                    CatchUpOutcome::Fire(run) => fire.push(run),
-                    CatchUpOutcome::Misfire(run) => misfired.push(run),
-                    CatchUpOutcome::Gone => {}
-                }
-            }
-        }
-        if !misfired.is_empty() {
-            self.misfire(misfired, origin, threshold, now).await;
-        }
-        if !fire.is_empty() {
-            debug!(
-                runs = fire.len(),
-                origin = origin.as_str(),
-                "taken-over runs armed"
-            );
-            self.arm_all(fire, verify);
-        }
-    }
-
-    async fn catch_up(&self, run: Run, late_since: i64, now: i64) -> CatchUpOutcome {
-        let store = &self.inner.store;
-        let request = CatchUp {
-            run_id: run.id,
-            node_id: self.inner.config.node_id.clone(),
-            at: now,
-            late_since,
-        };
-        match store.run_catch_up(request).await {
-            // The job has its catch-up already, from a claim or another node.
-            Ok(Some(same)) if same.trigger_type != TriggerType::Misfire => {
-                CatchUpOutcome::Misfire(same)
-            }
-            Ok(Some(caught)) => {
-                info!(
-                    run_id = caught.id,
-                    job_id = caught.job_id,
-                    fire_key = caught.fire_key,
-                    "late fires caught up once now (FIRE_ONCE_NOW)"
-                );
-                CatchUpOutcome::Fire(caught)
-            }
-            Ok(None) => CatchUpOutcome::Gone,
-            Err(e) => {
-                warn!(run_id = run.id, error = %e, "catch-up not written; run held");
-                self.hold(run, "catch-up not written");
-                CatchUpOutcome::Gone
-            }
-        }
-    }
-
-    async fn misfire(&self, runs: Vec<Run>, origin: Origin, threshold: i64, now: i64) {
-        let request = MarkMisfired {
-            node_id: self.inner.config.node_id.clone(),
-            run_ids: runs.iter().map(|r| r.id).collect(),
-            reason: format!(
-                "misfired: more than {threshold} ms late when fired after a {}",
-                origin.as_str()
-            ),
-            at: now,
-        };
-        match self.inner.store.runs_mark_misfired(request).await {
-            Ok(n) => {
-                self.inner
-                    .stats
-                    .runs_misfired
-                    .fetch_add(n, Ordering::Relaxed);
-                info!(
-                    runs = n,
-                    origin = origin.as_str(),
-                    "late runs misfired under their misfire policy"
-                );
-            }
-            Err(e) => {
-                warn!(error = %e, runs = runs.len(), "misfires not recorded; runs held");
-                for run in runs {
-                    self.hold(run, "misfire not recorded");
-                }
-            }
         }
     }
 }

@@ -68,11 +68,17 @@ impl ExecutorAuth {
     }
 }
 
-impl Scheduler {
+/// The executor API's operations on the pipeline.
+#[derive(Clone)]
+pub struct ExecutorApi {
+    pub(super) scheduler: Scheduler,
+}
+
+impl ExecutorApi {
     /// Who an executor call comes from, by its access token (compared in constant time):
     /// a group's own token, or the global one. `None`: no such token.
     pub async fn executor_auth(&self, token: &str) -> Result<Option<ExecutorAuth>, Error> {
-        let groups = self.inner.store.groups_list().await?;
+        let groups = self.scheduler.inner.store.groups_list().await?;
         let presented = token.as_bytes();
         let mut caller = None;
         // Every group's token is compared, so the time taken does not say which matched.
@@ -83,7 +89,7 @@ impl Scheduler {
                 caller = Some(ExecutorCaller::Group(g.id));
             }
         }
-        let global = self.inner.config.access_token.as_bytes();
+        let global = self.scheduler.inner.config.access_token.as_bytes();
         if caller.is_none() && !presented.is_empty() && bool::from(global.ct_eq(presented)) {
             caller = Some(ExecutorCaller::Global);
         }
@@ -103,9 +109,14 @@ impl Scheduler {
             now: now_ms(),
         };
         auth.check_app(&beat.app_name)?;
-        self.inner.store.registry_heartbeat(beat.clone()).await?;
+        self.scheduler
+            .inner
+            .store
+            .registry_heartbeat(beat.clone())
+            .await?;
         // A new executor becomes routable at its first beat, not after the cache expires.
-        self.inner
+        self.scheduler
+            .inner
             .addresses
             .executor_seen(&beat.app_name, &beat.address);
         Ok(())
@@ -128,9 +139,14 @@ impl Scheduler {
             address: p.registry_value.trim().to_owned(),
         };
         auth.check_app(&key.app_name)?;
-        self.inner.store.registry_remove(key.clone()).await?;
+        self.scheduler
+            .inner
+            .store
+            .registry_remove(key.clone())
+            .await?;
         info!(app = %key.app_name, address = %key.address, "executor deregistered");
-        self.inner
+        self.scheduler
+            .inner
             .addresses
             .executor_gone(&key.app_name, &key.address);
         Ok(())
@@ -152,7 +168,8 @@ impl Scheduler {
             HashMap::new()
         } else {
             let ids: Vec<i64> = items.iter().map(|i| i.log_id).collect();
-            self.inner
+            self.scheduler
+                .inner
                 .store
                 .runs_groups(&ids)
                 .await?
@@ -190,7 +207,7 @@ impl Scheduler {
                 at,
             });
         }
-        let done = self.complete_many(&batch).await?;
+        let done = self.scheduler.complete_many(&batch).await?;
         if done < batch.len() {
             info!(
                 ignored = batch.len() - done,

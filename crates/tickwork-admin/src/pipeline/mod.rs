@@ -8,6 +8,7 @@
 //! (heartbeat, fence, adoption, lease) and `monitor` (what the lease holder maintains).
 
 mod addresses;
+pub(crate) mod alarm_delivery;
 mod claim;
 pub(crate) mod cluster;
 pub(crate) mod complete;
@@ -209,7 +210,7 @@ impl Scheduler {
 
         // The first heartbeat comes before the first claim: no run is ever owned by a node
         // that has no heartbeat row.
-        scheduler.join_cluster().await?;
+        scheduler.heartbeat().join_cluster().await?;
         let own = scheduler
             .inner
             .store
@@ -217,7 +218,7 @@ impl Scheduler {
             .await?;
         if !own.is_empty() {
             info!(runs = own.len(), "re-arming planned runs of this node");
-            scheduler.take_over(own, Origin::Restart).await;
+            scheduler.adoption().take_over(own, Origin::Restart).await;
         }
 
         let s = &scheduler;
@@ -228,15 +229,15 @@ impl Scheduler {
         let slow = s.inner.config.dispatch.slow_concurrency;
         pipeline.spawn(s.clone().lane_loop(fast_rx, fast, 0));
         pipeline.spawn(s.clone().lane_loop(slow_rx, slow, 1));
-        pipeline.spawn(s.clone().adoption_loop());
+        pipeline.spawn(s.adoption().adoption_loop());
         for monitor in Monitor::ALL {
-            pipeline.spawn(s.clone().monitor_loop(monitor));
+            pipeline.spawn(s.maintenance().monitor_loop(monitor));
         }
-        pipeline.spawn(s.clone().alarm_loop());
+        pipeline.spawn(s.maintenance().alarm_loop());
         let mut ledger = JoinSet::new();
         ledger.spawn(s.clone().ledger_loop(ledger_rx));
         let mut cluster = JoinSet::new();
-        cluster.spawn(s.clone().membership_loop());
+        cluster.spawn(s.heartbeat().membership_loop());
         let tasks = Tasks {
             pipeline,
             ledger,
@@ -266,7 +267,32 @@ impl Scheduler {
         // The heartbeat ran until now so that no other node adopted what was in flight.
         inner.cluster_stop.cancel();
         while tasks.cluster.join_next().await.is_some() {}
-        self.leave_cluster().await;
+        self.heartbeat().leave_cluster().await;
+    }
+
+    /// What executors call: registry and callbacks.
+    pub fn executor_api(&self) -> executor_api::ExecutorApi {
+        executor_api::ExecutorApi {
+            scheduler: self.clone(),
+        }
+    }
+
+    pub(crate) fn maintenance(&self) -> monitor::Maintenance {
+        monitor::Maintenance {
+            inner: self.inner.clone(),
+        }
+    }
+
+    pub(crate) fn heartbeat(&self) -> cluster::Heartbeat {
+        cluster::Heartbeat {
+            inner: self.inner.clone(),
+        }
+    }
+
+    pub(crate) fn adoption(&self) -> cluster::Adoption {
+        cluster::Adoption {
+            inner: self.inner.clone(),
+        }
     }
 
     pub fn config(&self) -> &Config {

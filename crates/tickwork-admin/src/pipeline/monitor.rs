@@ -12,8 +12,11 @@ use tickwork_core::run::RunState;
 use tickwork_store::{AddressMode, LostQuery, RunComplete, RunPurge, RunReport, TimeRange};
 use tracing::{info, warn};
 
-use super::Scheduler;
+use std::sync::Arc;
+
+use super::{Inner, Scheduler};
 use crate::Error;
+use crate::config::Config;
 use crate::executor_client::ExecutorClient;
 use crate::timer::now_ms;
 
@@ -53,8 +56,7 @@ impl Monitor {
         }
     }
 
-    fn interval(self, admin: &Scheduler) -> Duration {
-        let c = &admin.inner.config;
+    fn interval(self, c: &Config) -> Duration {
         match self {
             Monitor::RegistrySweep => c.registry.sweep_interval,
             Monitor::LostRuns => c.monitor.lost_run_interval,
@@ -65,16 +67,28 @@ impl Monitor {
     }
 }
 
-impl Scheduler {
+/// What the lease holder maintains: the monitors here and the alarm delivery loop (`alarm`).
+#[derive(Clone)]
+pub(crate) struct Maintenance {
+    pub(super) inner: Arc<Inner>,
+}
+
+impl Maintenance {
+    pub(crate) fn scheduler(&self) -> Scheduler {
+        Scheduler {
+            inner: self.inner.clone(),
+        }
+    }
+
     /// Runs `monitor` every interval while this node holds the maintenance lease.
     pub(crate) async fn monitor_loop(self, monitor: Monitor) {
-        let interval = monitor.interval(&self);
+        let interval = monitor.interval(&self.inner.config);
         loop {
             tokio::select! {
                 _ = self.inner.stop.cancelled() => return,
                 _ = tokio::time::sleep(interval) => {}
             }
-            if !self.is_lease_holder() {
+            if !self.scheduler().is_lease_holder() {
                 continue;
             }
             let result = match monitor {
@@ -178,7 +192,7 @@ impl Scheduler {
                 at: now,
             });
         }
-        let n = self.complete_many(&lost).await?;
+        let n = self.scheduler().complete_many(&lost).await?;
         self.inner
             .stats
             .runs_lost

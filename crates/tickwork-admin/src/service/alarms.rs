@@ -12,13 +12,13 @@ use tickwork_store::{
     DeliveryState, PageReq,
 };
 
-use super::Service;
+use super::Alarms;
 use super::audit::Target;
 use crate::Error;
-use crate::alarm::deliver::channel_names;
 use crate::alarm::merge_hidden;
 use crate::alarm::{AlarmMessage, ChannelConfig};
 use crate::auth::Principal;
+use crate::pipeline::alarm_delivery::channel_names;
 use crate::timer::now_ms;
 use serde_json::{Map, Value};
 use tracing::info;
@@ -93,25 +93,18 @@ fn delivery_view(d: AlarmDelivery) -> AlarmDeliveryView {
     }
 }
 
-impl Service {
-    pub async fn alarm_channels_list(
-        &self,
-        _by: &Principal,
-    ) -> Result<Vec<AlarmChannelView>, Error> {
+impl Alarms<'_> {
+    pub async fn channels_list(self, _by: &Principal) -> Result<Vec<AlarmChannelView>, Error> {
         let channels = self.inner.store.alarm_channels_list().await?;
         Ok(channels.into_iter().map(channel_view).collect())
     }
 
-    pub async fn alarm_channel_get(
-        &self,
-        _by: &Principal,
-        id: i64,
-    ) -> Result<AlarmChannelView, Error> {
+    pub async fn channel_get(self, _by: &Principal, id: i64) -> Result<AlarmChannelView, Error> {
         Ok(channel_view(self.inner.store.alarm_channel_get(id).await?))
     }
 
-    pub async fn alarm_channel_create(
-        &self,
+    pub async fn channel_create(
+        self,
         by: &Principal,
         input: AlarmChannelInput,
     ) -> Result<AlarmChannelView, Error> {
@@ -134,14 +127,15 @@ impl Service {
         info!(channel = %channel.name, kind = %channel.kind, "alarm channel created");
         let view = channel_view(channel);
         let target = Target::AlarmChannel(view.id);
-        self.audit(by, "alarm_channel.create", target, None::<&()>, Some(&view))
+        self.inner
+            .audit(by, "alarm_channel.create", target, None::<&()>, Some(&view))
             .await?;
         Ok(view)
     }
 
     /// Rewrites a channel; a secret, password or URL the input leaves out is kept.
-    pub async fn alarm_channel_update(
-        &self,
+    pub async fn channel_update(
+        self,
         by: &Principal,
         id: i64,
         input: AlarmChannelInput,
@@ -172,39 +166,37 @@ impl Service {
             .await?;
         let (before, after) = (channel_view(old), channel_view(channel));
         let target = Target::AlarmChannel(id);
-        self.audit(
-            by,
-            "alarm_channel.update",
-            target,
-            Some(&before),
-            Some(&after),
-        )
-        .await?;
+        self.inner
+            .audit(
+                by,
+                "alarm_channel.update",
+                target,
+                Some(&before),
+                Some(&after),
+            )
+            .await?;
         Ok(after)
     }
 
-    pub async fn alarm_channel_delete(&self, by: &Principal, id: i64) -> Result<(), Error> {
+    pub async fn channel_delete(self, by: &Principal, id: i64) -> Result<(), Error> {
         by.require_admin()?;
         let before = channel_view(self.inner.store.alarm_channel_get(id).await?);
         self.inner.store.alarm_channel_delete(id, now_ms()).await?;
         let target = Target::AlarmChannel(id);
-        self.audit(
-            by,
-            "alarm_channel.delete",
-            target,
-            Some(&before),
-            None::<&()>,
-        )
-        .await?;
+        self.inner
+            .audit(
+                by,
+                "alarm_channel.delete",
+                target,
+                Some(&before),
+                None::<&()>,
+            )
+            .await?;
         Ok(())
     }
 
     /// Sends a test message on a channel now, outside the delivery queue.
-    pub async fn alarm_channel_test(
-        &self,
-        by: &Principal,
-        id: i64,
-    ) -> Result<AlarmTestResult, Error> {
+    pub async fn channel_test(self, by: &Principal, id: i64) -> Result<AlarmTestResult, Error> {
         by.require_admin()?;
         let channel = self.inner.store.alarm_channel_get(id).await?;
         let config = ChannelConfig::from_stored(channel.kind, &channel.config)?;
@@ -242,19 +234,20 @@ impl Service {
             elapsed_ms: started.elapsed().as_millis() as u64,
         };
         let target = Target::AlarmChannel(id);
-        self.audit(
-            by,
-            "alarm_channel.test",
-            target,
-            None::<&()>,
-            Some(&outcome),
-        )
-        .await?;
+        self.inner
+            .audit(
+                by,
+                "alarm_channel.test",
+                target,
+                None::<&()>,
+                Some(&outcome),
+            )
+            .await?;
         Ok(outcome)
     }
 
-    pub async fn alarm_deliveries_list(
-        &self,
+    pub async fn deliveries_list(
+        self,
         _by: &Principal,
         q: AlarmDeliveryQuery,
     ) -> Result<Page<AlarmDeliveryView>, Error> {
@@ -294,7 +287,7 @@ impl Service {
 
     /// Checks a job's alarm channel list: every name must be a channel. Returns it normalised
     /// (trimmed names, one comma between them).
-    pub(crate) async fn check_alarm_channels(&self, list: &str) -> Result<String, Error> {
+    pub(crate) async fn check_alarm_channels(self, list: &str) -> Result<String, Error> {
         let names: Vec<&str> = channel_names(list).collect();
         if names.is_empty() {
             return Ok(String::new());

@@ -10,7 +10,7 @@ use tickwork_protocol::api::{AuditQuery, AuditView, Page};
 use tickwork_store::{AuditEntry, AuditFilter, AuditNew, TimeRange};
 use tracing::error;
 
-use super::Service;
+use super::{AuditLog, Inner};
 use crate::Error;
 use crate::auth::Principal;
 use crate::service::{page, paged};
@@ -67,7 +67,7 @@ fn audit_view(e: AuditEntry) -> AuditView {
     }
 }
 
-impl Service {
+impl Inner {
     /// Records one change by `by`.
     pub(crate) async fn audit<B: Serialize + ?Sized, A: Serialize + ?Sized>(
         &self,
@@ -88,19 +88,17 @@ impl Service {
             before: to_json(before)?,
             after: to_json(after)?,
         };
-        if let Err(e) = self.inner.store.audit_append(entry).await {
+        if let Err(e) = self.store.audit_append(entry).await {
             error!(error = ?e, action, "the audit record of a change could not be written");
             return Err(e.into());
         }
         Ok(())
     }
+}
 
+impl AuditLog<'_> {
     /// One page of the audit log, newest first (admins only).
-    pub async fn audit_list(
-        &self,
-        by: &Principal,
-        q: AuditQuery,
-    ) -> Result<Page<AuditView>, Error> {
+    pub async fn list(self, by: &Principal, q: AuditQuery) -> Result<Page<AuditView>, Error> {
         by.require_admin()?;
         let size = q.size.unwrap_or(50);
         let number = q.page.unwrap_or(1);

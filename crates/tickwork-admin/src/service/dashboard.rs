@@ -4,14 +4,14 @@ use tickwork_core::run::RunState;
 use tickwork_protocol::api::{DayRuns, StatsView};
 use tickwork_store::{JobFilter, JobStatus, PageReq, RegistryEntry, TimeRange};
 
-use super::Service;
+use super::Dashboard;
 use crate::Error;
 use crate::timer::now_ms;
 
-impl Service {
+impl Dashboard<'_> {
     /// The dashboard's figures: counts of jobs, groups and live executors, today's runs by
     /// state, runs per day over the last 7 days (admin's zone), and dispatch lateness.
-    pub async fn dashboard_stats(&self) -> Result<StatsView, Error> {
+    pub async fn stats(self) -> Result<StatsView, Error> {
         let store = &self.inner.store;
         let count_jobs = |status: Option<JobStatus>| async move {
             Ok::<u64, Error>(
@@ -82,12 +82,12 @@ impl Service {
 
     /// Every registry row (alive or not yet swept), for the console's group and dashboard
     /// pages.
-    pub async fn registry_entries(&self) -> Result<Vec<RegistryEntry>, Error> {
+    pub async fn registry_entries(self) -> Result<Vec<RegistryEntry>, Error> {
         Ok(self.inner.store.registry_list().await?)
     }
 
     /// How many runs scheduled in `range` are in each state.
-    pub async fn run_state_counts(&self, range: TimeRange) -> Result<Vec<(RunState, u64)>, Error> {
+    pub async fn run_state_counts(self, range: TimeRange) -> Result<Vec<(RunState, u64)>, Error> {
         Ok(self.inner.store.runs_state_counts(range).await?)
     }
 }

@@ -9,16 +9,16 @@ use tickwork_store::{
 };
 
 use super::audit::Target;
-use super::{MAX_SOURCE, MAX_TEXT, Service, has_source, invalid, job_view, page, paged, run_view};
+use super::{Jobs, MAX_SOURCE, MAX_TEXT, has_source, invalid, job_view, page, paged, run_view};
 use crate::Error;
 use crate::auth::Principal;
 use crate::timer::now_ms;
 
-impl Service {
+impl Jobs<'_> {
     /// Checks a job definition and turns it into the stored spec with its parsed schedule;
     /// `by` must be allowed to change the group of every child job it lists.
     async fn job_spec(
-        &self,
+        self,
         by: &Principal,
         input: &JobInput,
         own_id: Option<i64>,
@@ -108,7 +108,11 @@ impl Service {
                 Err(e) => return Err(e.into()),
             }
         }
-        let alarm_channels = self.check_alarm_channels(&i.alarm_channels).await?;
+        let alarm_channels = self
+            .inner
+            .alarms()
+            .check_alarm_channels(&i.alarm_channels)
+            .await?;
         let spec = JobSpec {
             group_id: i.group_id,
             description: i.description.clone(),
@@ -152,7 +156,7 @@ impl Service {
 
     /// Creates a job in a group the caller may change. A script job's source becomes its
     /// script version 1.
-    pub async fn job_create(&self, by: &Principal, input: JobInput) -> Result<JobView, Error> {
+    pub async fn create(self, by: &Principal, input: JobInput) -> Result<JobView, Error> {
         by.require_group(input.group_id)?;
         let (spec, schedule) = self.job_spec(by, &input, None).await?;
         let key = match input.key.as_deref().map(str::trim) {
@@ -184,39 +188,36 @@ impl Service {
             self.script_version_record(by, &job, "created").await?;
         }
         let view = job_view(job);
-        self.audit(
-            by,
-            "job.create",
-            Target::Job(view.id),
-            None::<&()>,
-            Some(&view),
-        )
-        .await?;
+        self.inner
+            .audit(
+                by,
+                "job.create",
+                Target::Job(view.id),
+                None::<&()>,
+                Some(&view),
+            )
+            .await?;
         Ok(view)
     }
 
     /// Rewrites a job's definition; both its old and its new group must be the caller's. A
     /// changed script becomes a new script version.
-    pub async fn job_update(
-        &self,
-        by: &Principal,
-        id: i64,
-        input: JobInput,
-    ) -> Result<JobView, Error> {
+    pub async fn update(self, by: &Principal, id: i64, input: JobInput) -> Result<JobView, Error> {
         let old = self.inner.store.job_get(id).await?;
         by.require_group(old.spec.group_id)?;
         by.require_group(input.group_id)?;
         let (old, new) = self
             .job_write(old, input, by, "edited with the job")
             .await?;
-        self.audit(by, "job.update", Target::Job(id), Some(&old), Some(&new))
+        self.inner
+            .audit(by, "job.update", Target::Job(id), Some(&old), Some(&new))
             .await?;
         Ok(new)
     }
 
     /// Writes a job's new definition (checked) and records a changed script as a version.
     pub(super) async fn job_write(
-        &self,
+        self,
         old: Job,
         input: JobInput,
         by: &Principal,
@@ -262,7 +263,7 @@ impl Service {
 
     /// Appends the job's current script as a new version.
     pub(super) async fn script_version_record(
-        &self,
+        self,
         by: &Principal,
         job: &Job,
         comment: &str,
@@ -282,34 +283,30 @@ impl Service {
     }
 
     /// The job, when the caller may change it.
-    pub(super) async fn job_for_change(&self, by: &Principal, id: i64) -> Result<Job, Error> {
+    pub(super) async fn job_for_change(self, by: &Principal, id: i64) -> Result<Job, Error> {
         let job = self.inner.store.job_get(id).await?;
         by.require_group(job.spec.group_id)?;
         Ok(job)
     }
 
-    pub async fn job_delete(&self, by: &Principal, id: i64) -> Result<(), Error> {
+    pub async fn delete(self, by: &Principal, id: i64) -> Result<(), Error> {
         let old = self.job_for_change(by, id).await?;
         self.inner.store.job_delete(id).await?;
         self.inner.pipeline.forget_job(id);
-        self.audit(
-            by,
-            "job.delete",
-            Target::Job(id),
-            Some(&job_view(old)),
-            None::<&()>,
-        )
-        .await
+        self.inner
+            .audit(
+                by,
+                "job.delete",
+                Target::Job(id),
+                Some(&job_view(old)),
+                None::<&()>,
+            )
+            .await
     }
 
     /// Copies a job: a new, stopped job with the same definition and a new key, in the same
     /// group (its script history starts again at version 1).
-    pub async fn job_copy(
-        &self,
-        by: &Principal,
-        id: i64,
-        input: CopyInput,
-    ) -> Result<JobView, Error> {
+    pub async fn copy(self, by: &Principal, id: i64, input: CopyInput) -> Result<JobView, Error> {
         let old = self.job_for_change(by, id).await?;
         let view = job_view(old);
         let mut copy = JobInput::from(&view);
@@ -322,30 +319,31 @@ impl Service {
                 .take(255)
                 .collect(),
         };
-        let created = self.job_create(by, copy).await?;
-        self.audit(
-            by,
-            "job.copy",
-            Target::Job(created.id),
-            Some(&serde_json::json!({ "copied_from": id })),
-            Some(&created),
-        )
-        .await?;
+        let created = self.create(by, copy).await?;
+        self.inner
+            .audit(
+                by,
+                "job.copy",
+                Target::Job(created.id),
+                Some(&serde_json::json!({ "copied_from": id })),
+                Some(&created),
+            )
+            .await?;
         Ok(created)
     }
 
-    pub async fn job_get(&self, id: i64) -> Result<JobView, Error> {
+    pub async fn get(self, id: i64) -> Result<JobView, Error> {
         Ok(job_view(self.inner.store.job_get(id).await?))
     }
 
     /// One job by its stable key.
-    pub async fn job_get_by_key(&self, key: &str) -> Result<JobView, Error> {
+    pub async fn get_by_key(self, key: &str) -> Result<JobView, Error> {
         Ok(job_view(self.inner.store.job_get_by_key(key).await?))
     }
 
     /// One page of jobs: by group, status and text; `offset`/`limit` or the HTTP layer's
     /// `page`/`size`.
-    pub async fn jobs_list(&self, q: JobQuery) -> Result<Page<JobView>, Error> {
+    pub async fn list(self, q: JobQuery) -> Result<Page<JobView>, Error> {
         let status = match q.status.as_deref() {
             None | Some("") => None,
             Some(s) => Some(s.parse::<JobStatus>().map_err(|e| invalid("status", e))?),
@@ -365,7 +363,7 @@ impl Service {
     }
 
     /// Starts a job: its next fire is computed from now.
-    pub async fn job_start(&self, by: &Principal, id: i64) -> Result<JobView, Error> {
+    pub async fn start(self, by: &Principal, id: i64) -> Result<JobView, Error> {
         let job = self.job_for_change(by, id).await?;
         let before = job_view(job.clone());
         let schedule = Schedule::parse(
@@ -389,13 +387,14 @@ impl Service {
         self.inner.pipeline.forget_job(id);
         self.inner.pipeline.wake();
         let view = job_view(job);
-        self.audit(by, "job.start", Target::Job(id), Some(&before), Some(&view))
+        self.inner
+            .audit(by, "job.start", Target::Job(id), Some(&before), Some(&view))
             .await?;
         Ok(view)
     }
 
     /// Stops a job. Fires already claimed into the timer end as `skipped` when they come due.
-    pub async fn job_stop(&self, by: &Principal, id: i64) -> Result<JobView, Error> {
+    pub async fn stop(self, by: &Principal, id: i64) -> Result<JobView, Error> {
         let before = job_view(self.job_for_change(by, id).await?);
         let job = self
             .inner
@@ -409,15 +408,16 @@ impl Service {
             .await?;
         self.inner.pipeline.forget_job(id);
         let view = job_view(job);
-        self.audit(by, "job.stop", Target::Job(id), Some(&before), Some(&view))
+        self.inner
+            .audit(by, "job.stop", Target::Job(id), Some(&before), Some(&view))
             .await?;
         Ok(view)
     }
 
     /// Fires a job once now (manual or API trigger), with its own params or `input.params`,
     /// routed or sent to `input.address`.
-    pub async fn job_trigger(
-        &self,
+    pub async fn trigger(
+        self,
         by: &Principal,
         id: i64,
         input: TriggerInput,
@@ -441,21 +441,22 @@ impl Service {
         let run = self.inner.store.run_insert(new).await?;
         self.inner.pipeline.arm(run.clone());
         let view = run_view(run);
-        self.audit(
-            by,
-            "job.trigger",
-            Target::Run(view.id),
-            None::<&()>,
-            Some(&view),
-        )
-        .await?;
+        self.inner
+            .audit(
+                by,
+                "job.trigger",
+                Target::Run(view.id),
+                None::<&()>,
+                Some(&view),
+            )
+            .await?;
         Ok(view)
     }
 
     /// `address` as the group knows it, when it is one of the group's executors: a registered
     /// live instance or an address of its manual list. The run, its script and the access
     /// token go there, so no other address is accepted.
-    async fn group_address(&self, group_id: i64, address: &str) -> Result<String, Error> {
+    async fn group_address(self, group_id: i64, address: &str) -> Result<String, Error> {
         let g = self.inner.store.group_get(group_id).await?;
         let dead_after = self.inner.config.registry.dead_after.as_millis() as i64;
         let live = self
@@ -486,7 +487,7 @@ impl Service {
 
     /// The next `n` fires of a schedule, before it is saved.
     pub fn schedule_preview(
-        &self,
+        self,
         kind: ScheduleType,
         conf: &str,
         zone: Option<&str>,

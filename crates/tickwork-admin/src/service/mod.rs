@@ -61,6 +61,99 @@ pub(crate) struct Inner {
     pub(crate) senders: Senders,
 }
 
+/// The operations of one resource, borrowed from a [`Service`]: `service.jobs().create(..)`.
+/// Executor groups.
+#[derive(Clone, Copy)]
+pub struct Groups<'a> {
+    inner: &'a Inner,
+}
+
+/// Jobs and their schedules.
+#[derive(Clone, Copy)]
+pub struct Jobs<'a> {
+    inner: &'a Inner,
+}
+
+/// Job scripts and their versions.
+#[derive(Clone, Copy)]
+pub struct Scripts<'a> {
+    inner: &'a Inner,
+}
+
+/// The run ledger as operators see it.
+#[derive(Clone, Copy)]
+pub struct Runs<'a> {
+    inner: &'a Inner,
+}
+
+/// User accounts.
+#[derive(Clone, Copy)]
+pub struct Users<'a> {
+    inner: &'a Inner,
+}
+
+/// API tokens.
+#[derive(Clone, Copy)]
+pub struct Tokens<'a> {
+    inner: &'a Inner,
+}
+
+/// The audit log.
+#[derive(Clone, Copy)]
+pub struct AuditLog<'a> {
+    inner: &'a Inner,
+}
+
+/// Alarm channels and deliveries.
+#[derive(Clone, Copy)]
+pub struct Alarms<'a> {
+    inner: &'a Inner,
+}
+
+/// The dashboard's figures.
+#[derive(Clone, Copy)]
+pub struct Dashboard<'a> {
+    inner: &'a Inner,
+}
+
+impl Inner {
+    pub(crate) fn groups(&self) -> Groups<'_> {
+        Groups { inner: self }
+    }
+
+    pub(crate) fn jobs(&self) -> Jobs<'_> {
+        Jobs { inner: self }
+    }
+
+    pub(crate) fn scripts(&self) -> Scripts<'_> {
+        Scripts { inner: self }
+    }
+
+    pub(crate) fn runs(&self) -> Runs<'_> {
+        Runs { inner: self }
+    }
+
+    pub(crate) fn users(&self) -> Users<'_> {
+        Users { inner: self }
+    }
+
+    pub(crate) fn tokens(&self) -> Tokens<'_> {
+        Tokens { inner: self }
+    }
+
+    pub(crate) fn audit_log(&self) -> AuditLog<'_> {
+        AuditLog { inner: self }
+    }
+
+    pub(crate) fn alarms(&self) -> Alarms<'_> {
+        Alarms { inner: self }
+    }
+
+    pub(crate) fn dashboard(&self) -> Dashboard<'_> {
+        Dashboard { inner: self }
+    }
+}
+
 /// The admin's operations; cheap to clone.
 #[derive(Clone)]
 pub struct Service {
@@ -106,6 +199,42 @@ impl Service {
     /// Logins, sessions and API credentials.
     pub fn auth(&self) -> &Arc<Auth> {
         &self.inner.auth
+    }
+
+    pub fn groups(&self) -> Groups<'_> {
+        self.inner.groups()
+    }
+
+    pub fn jobs(&self) -> Jobs<'_> {
+        self.inner.jobs()
+    }
+
+    pub fn scripts(&self) -> Scripts<'_> {
+        self.inner.scripts()
+    }
+
+    pub fn runs(&self) -> Runs<'_> {
+        self.inner.runs()
+    }
+
+    pub fn users(&self) -> Users<'_> {
+        self.inner.users()
+    }
+
+    pub fn tokens(&self) -> Tokens<'_> {
+        self.inner.tokens()
+    }
+
+    pub fn audit_log(&self) -> AuditLog<'_> {
+        self.inner.audit_log()
+    }
+
+    pub fn alarms(&self) -> Alarms<'_> {
+        self.inner.alarms()
+    }
+
+    pub fn dashboard(&self) -> Dashboard<'_> {
+        self.inner.dashboard()
     }
 }
 

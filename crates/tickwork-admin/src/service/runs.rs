@@ -7,18 +7,18 @@ use tickwork_store::{RunClear, RunComplete, RunFilter, RunKillIntent};
 use tracing::warn;
 
 use super::audit::Target;
-use super::{MAX_CLEAR_DAYS, Service, invalid, page, paged, run_view};
+use super::{MAX_CLEAR_DAYS, Runs, invalid, page, paged, run_view};
 use crate::Error;
 use crate::auth::Principal;
 use crate::timer::now_ms;
 use tickwork_store::TimeRange;
 
-impl Service {
-    pub async fn run_get(&self, id: i64) -> Result<RunView, Error> {
+impl Runs<'_> {
+    pub async fn get(self, id: i64) -> Result<RunView, Error> {
         Ok(run_view(self.inner.store.run_get(id).await?))
     }
 
-    pub async fn runs_list(&self, q: RunQuery) -> Result<Page<RunView>, Error> {
+    pub async fn list(self, q: RunQuery) -> Result<Page<RunView>, Error> {
         let state = match q.state.as_deref() {
             None | Some("") => None,
             Some(s) => Some(s.parse::<RunState>().map_err(|e| invalid("state", e))?),
@@ -43,7 +43,7 @@ impl Service {
 
     /// The instant `days` days ago, for "clear runs older than N days": 1 to
     /// [`MAX_CLEAR_DAYS`], computed without overflow.
-    pub fn clear_before_days(&self, days: i64) -> Result<i64, Error> {
+    pub fn clear_before_days(self, days: i64) -> Result<i64, Error> {
         let out_of_range = || {
             invalid(
                 "before_days",
@@ -62,8 +62,8 @@ impl Service {
 
     /// Deletes final runs scheduled before `before`: of one job or group the caller may
     /// change, or (admins only) of every job. Pending runs are never cleared. How many went.
-    pub async fn runs_clear(
-        &self,
+    pub async fn clear(
+        self,
         by: &Principal,
         before: i64,
         job_id: Option<i64>,
@@ -96,7 +96,8 @@ impl Service {
         let what = serde_json::json!({
             "before": before, "job_id": job_id, "group_id": group_id, "deleted": deleted,
         });
-        self.audit(by, "runs.clear", Target::Runs, None::<&()>, Some(&what))
+        self.inner
+            .audit(by, "runs.clear", Target::Runs, None::<&()>, Some(&what))
             .await?;
         Ok(deleted)
     }
@@ -104,7 +105,7 @@ impl Service {
     /// Kills a dispatched run: the kill is recorded, `/kill` goes to its executor, then the
     /// run ends as `killed` (whether the executor's failure report or the kill's answer comes
     /// first), with no retry and no alarm.
-    pub async fn run_kill(&self, by: &Principal, id: i64) -> Result<RunView, Error> {
+    pub async fn kill(self, by: &Principal, id: i64) -> Result<RunView, Error> {
         let run = self.inner.store.run_get(id).await?;
         by.require_group(run.group_id)?;
         let before = run_view(run.clone());
@@ -118,7 +119,7 @@ impl Service {
             .executor_address
             .clone()
             .ok_or_else(|| Error::Conflict(format!("run {id} has no executor address")))?;
-        let client = self.group_client(run.group_id).await?;
+        let client = self.inner.groups().group_client(run.group_id).await?;
         // Recorded before `/kill`: the executor reports the killed run as failed, and that
         // callback may reach this or another admin before the kill's answer does.
         let intent = |at| RunKillIntent { run_id: id, at };
@@ -162,14 +163,15 @@ impl Service {
             // The run ended while the kill was on its way.
             None => run_view(self.inner.store.run_get(id).await?),
         };
-        self.audit(by, "run.kill", Target::Run(id), Some(&before), Some(&after))
+        self.inner
+            .audit(by, "run.kill", Target::Run(id), Some(&before), Some(&after))
             .await?;
         Ok(after)
     }
 
     /// A run's log from line `from_line` on, read from its executor. `is_end` is true once
     /// the run is final and nothing new is left.
-    pub async fn run_log(&self, id: i64, from_line: i32) -> Result<LogResult, Error> {
+    pub async fn log(self, id: i64, from_line: i32) -> Result<LogResult, Error> {
         if from_line < 1 {
             return Err(invalid("from_line", "lines count from 1"));
         }
@@ -183,6 +185,8 @@ impl Service {
             });
         };
         let out = self
+            .inner
+            .groups()
             .group_client(run.group_id)
             .await?
             .log(

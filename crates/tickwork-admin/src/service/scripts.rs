@@ -5,13 +5,13 @@ use tickwork_protocol::api::{JobInput, ScriptInput, ScriptVersionView};
 use tickwork_store::{ScriptVersion, ScriptVersionKey};
 
 use super::audit::Target;
-use super::{Service, has_source, invalid, job_view};
+use super::{Scripts, has_source, invalid, job_view};
 use crate::Error;
 use crate::auth::Principal;
 
-impl Service {
+impl Scripts<'_> {
     /// Every saved version of a job's script, newest first.
-    pub async fn script_versions(&self, job_id: i64) -> Result<Vec<ScriptVersionView>, Error> {
+    pub async fn versions(self, job_id: i64) -> Result<Vec<ScriptVersionView>, Error> {
         self.inner.store.job_get(job_id).await?;
         Ok(self
             .inner
@@ -24,8 +24,8 @@ impl Service {
     }
 
     /// Saves a new version of a script job's source (the job runs it from its next run on).
-    pub async fn script_save(
-        &self,
+    pub async fn save(
+        self,
         by: &Principal,
         job_id: i64,
         input: ScriptInput,
@@ -47,13 +47,13 @@ impl Service {
     }
 
     /// Makes an old version of a job's script the current one, as a new version.
-    pub async fn script_restore(
-        &self,
+    pub async fn restore(
+        self,
         by: &Principal,
         job_id: i64,
         version: i64,
     ) -> Result<ScriptVersionView, Error> {
-        self.job_for_change(by, job_id).await?;
+        self.inner.jobs().job_for_change(by, job_id).await?;
         let old = self
             .inner
             .store
@@ -72,7 +72,7 @@ impl Service {
     }
 
     async fn script_write(
-        &self,
+        self,
         by: &Principal,
         job_id: i64,
         glue_type: Option<GlueType>,
@@ -80,7 +80,7 @@ impl Service {
         comment: &str,
         action: &str,
     ) -> Result<ScriptVersionView, Error> {
-        let job = self.job_for_change(by, job_id).await?;
+        let job = self.inner.jobs().job_for_change(by, job_id).await?;
         let glue_type = glue_type.unwrap_or(job.spec.glue_type);
         if !has_source(glue_type) {
             return Err(invalid(
@@ -99,7 +99,7 @@ impl Service {
         let mut input = JobInput::from(&job_view(job.clone()));
         input.glue_type = glue_type;
         input.glue_source = source;
-        let (_, new) = self.job_write(job, input, by, comment).await?;
+        let (_, new) = self.inner.jobs().job_write(job, input, by, comment).await?;
         let mut versions = self.inner.store.script_versions_list(job_id).await?;
         let current = match versions.first() {
             // job_write recorded a version unless the script did not change: record it anyway,
@@ -107,18 +107,22 @@ impl Service {
             Some(v) if before.as_ref().is_none_or(|b| b.version != v.version) => versions.remove(0),
             _ => {
                 let job = self.inner.store.job_get(new.id).await?;
-                self.script_version_record(by, &job, comment).await?
+                self.inner
+                    .jobs()
+                    .script_version_record(by, &job, comment)
+                    .await?
             }
         };
         let after = script_view(current);
-        self.audit(
-            by,
-            action,
-            Target::Job(job_id),
-            before.as_ref().map(script_audit).as_ref(),
-            Some(&script_audit(&after)),
-        )
-        .await?;
+        self.inner
+            .audit(
+                by,
+                action,
+                Target::Job(job_id),
+                before.as_ref().map(script_audit).as_ref(),
+                Some(&script_audit(&after)),
+            )
+            .await?;
         Ok(after)
     }
 }

@@ -5,7 +5,7 @@ use tickwork_protocol::api::{TokenCreated, TokenInput, TokenView};
 use tickwork_store::{ApiToken, ApiTokenNew, ApiTokenRevoke};
 
 use super::audit::Target;
-use super::{Service, invalid};
+use super::{Tokens, invalid};
 use crate::Error;
 use crate::auth::{self, API_TOKEN_PREFIX, Principal};
 use crate::timer::now_ms;
@@ -22,9 +22,9 @@ pub(crate) fn token_view(t: ApiToken) -> TokenView {
     }
 }
 
-impl Service {
+impl Tokens<'_> {
     /// API tokens: admins see everyone's, others their own.
-    pub async fn tokens_list(&self, by: &Principal) -> Result<Vec<TokenView>, Error> {
+    pub async fn list(self, by: &Principal) -> Result<Vec<TokenView>, Error> {
         let of = if by.is_admin() {
             None
         } else {
@@ -42,11 +42,7 @@ impl Service {
 
     /// Creates an API token for the caller (an admin may name another user). The secret is
     /// returned this once; only its digest is kept. The token acts with its user's role.
-    pub async fn token_create(
-        &self,
-        by: &Principal,
-        input: TokenInput,
-    ) -> Result<TokenCreated, Error> {
+    pub async fn create(self, by: &Principal, input: TokenInput) -> Result<TokenCreated, Error> {
         let name = input.name.trim();
         if name.is_empty() || name.chars().count() > 128 {
             return Err(invalid("name", "must be 1 to 128 characters"));
@@ -84,14 +80,15 @@ impl Service {
             })
             .await?;
         let view = token_view(token);
-        self.audit(
-            by,
-            "token.create",
-            Target::ApiToken(view.id),
-            None::<&()>,
-            Some(&view),
-        )
-        .await?;
+        self.inner
+            .audit(
+                by,
+                "token.create",
+                Target::ApiToken(view.id),
+                None::<&()>,
+                Some(&view),
+            )
+            .await?;
         Ok(TokenCreated {
             token: view,
             secret,
@@ -99,7 +96,7 @@ impl Service {
     }
 
     /// Revokes a token: its own user or an admin.
-    pub async fn token_revoke(&self, by: &Principal, id: i64) -> Result<TokenView, Error> {
+    pub async fn revoke(self, by: &Principal, id: i64) -> Result<TokenView, Error> {
         let before = self.inner.store.api_token_get(id).await?;
         if before.user_id != by.user_id {
             by.require_admin()?;
@@ -110,14 +107,15 @@ impl Service {
             .api_token_revoke(ApiTokenRevoke { id, now: now_ms() })
             .await?;
         let (before, after) = (token_view(before), token_view(after));
-        self.audit(
-            by,
-            "token.revoke",
-            Target::ApiToken(id),
-            Some(&before),
-            Some(&after),
-        )
-        .await?;
+        self.inner
+            .audit(
+                by,
+                "token.revoke",
+                Target::ApiToken(id),
+                Some(&before),
+                Some(&after),
+            )
+            .await?;
         Ok(after)
     }
 }

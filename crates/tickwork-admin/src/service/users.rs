@@ -6,7 +6,7 @@ use tickwork_store::{User, UserNew, UserPassword, UserUpdate};
 use tracing::info;
 
 use super::audit::Target;
-use super::{Service, invalid};
+use super::{Users, invalid};
 use crate::Error;
 use crate::auth::{self, Principal, Role};
 use crate::timer::now_ms;
@@ -50,9 +50,9 @@ fn validate_locale(locale: &Option<String>) -> Result<Option<String>, Error> {
     }
 }
 
-impl Service {
+impl Users<'_> {
     /// Checks an operator's groups: each must exist; other roles have none.
-    async fn role_groups(&self, role: Role, groups: &[i64]) -> Result<Vec<i64>, Error> {
+    async fn role_groups(self, role: Role, groups: &[i64]) -> Result<Vec<i64>, Error> {
         if role != Role::Operator {
             if !groups.is_empty() {
                 return Err(invalid("group_ids", format!("a {role} has no groups")));
@@ -79,7 +79,7 @@ impl Service {
     }
 
     /// Every user (admins only).
-    pub async fn users_list(&self, by: &Principal) -> Result<Vec<UserView>, Error> {
+    pub async fn list(self, by: &Principal) -> Result<Vec<UserView>, Error> {
         by.require_admin()?;
         Ok(self
             .inner
@@ -92,7 +92,7 @@ impl Service {
     }
 
     /// One user: admins see anyone, others themselves.
-    pub async fn user_get(&self, by: &Principal, id: i64) -> Result<UserView, Error> {
+    pub async fn get(self, by: &Principal, id: i64) -> Result<UserView, Error> {
         if by.user_id != id {
             by.require_admin()?;
         }
@@ -100,7 +100,7 @@ impl Service {
     }
 
     /// Creates a user (admins only).
-    pub async fn user_create(&self, by: &Principal, input: UserInput) -> Result<UserView, Error> {
+    pub async fn create(self, by: &Principal, input: UserInput) -> Result<UserView, Error> {
         by.require_admin()?;
         let username = input.username.trim();
         validate_username(username)?;
@@ -121,22 +121,23 @@ impl Service {
             })
             .await?;
         let view = user_view(user);
-        self.audit(
-            by,
-            "user.create",
-            Target::User(view.id),
-            None::<&()>,
-            Some(&view),
-        )
-        .await?;
+        self.inner
+            .audit(
+                by,
+                "user.create",
+                Target::User(view.id),
+                None::<&()>,
+                Some(&view),
+            )
+            .await?;
         Ok(view)
     }
 
     /// Changes a user's role, groups, locale or disabled flag (admins only). Disabling ends
     /// the user's sessions; an admin cannot demote or disable themselves, so that there is
     /// always someone left to undo it.
-    pub async fn user_update(
-        &self,
+    pub async fn update(
+        self,
         by: &Principal,
         id: i64,
         input: UserUpdateInput,
@@ -168,21 +169,22 @@ impl Service {
             self.inner.store.sessions_delete_for_user(id).await?;
         }
         let (before, after) = (user_view(before), user_view(user));
-        self.audit(
-            by,
-            "user.update",
-            Target::User(id),
-            Some(&before),
-            Some(&after),
-        )
-        .await?;
+        self.inner
+            .audit(
+                by,
+                "user.update",
+                Target::User(id),
+                Some(&before),
+                Some(&after),
+            )
+            .await?;
         Ok(after)
     }
 
     /// Sets a password: users their own (giving the current one), admins anyone's. Every
     /// session of the user ends.
-    pub async fn user_set_password(
-        &self,
+    pub async fn set_password(
+        self,
         by: &Principal,
         id: i64,
         input: PasswordInput,
@@ -210,13 +212,14 @@ impl Service {
         self.inner.store.sessions_delete_for_user(id).await?;
         info!(user = %user.username, by = %by.username, "password changed");
         let what = serde_json::json!({ "username": user.username, "password": "changed" });
-        self.audit(
-            by,
-            "user.password",
-            Target::User(id),
-            None::<&()>,
-            Some(&what),
-        )
-        .await
+        self.inner
+            .audit(
+                by,
+                "user.password",
+                Target::User(id),
+                None::<&()>,
+                Some(&what),
+            )
+            .await
     }
 }

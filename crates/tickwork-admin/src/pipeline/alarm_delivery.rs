@@ -20,9 +20,9 @@ use tickwork_store::{
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
-use super::{AlarmMessage, ChannelConfig};
+use super::monitor::Maintenance;
 use crate::Error;
-use crate::pipeline::Scheduler;
+use crate::alarm::{AlarmMessage, ChannelConfig};
 use crate::timer::now_ms;
 
 /// Runs turned into deliveries per statement.
@@ -42,7 +42,7 @@ pub(crate) fn channel_names(list: &str) -> impl Iterator<Item = &str> {
     list.split(',').map(str::trim).filter(|n| !n.is_empty())
 }
 
-impl Scheduler {
+impl Maintenance {
     /// Writes the deliveries of runs queued for an alarm: one per enabled channel of the job.
     /// How many were written.
     pub(crate) async fn queue_deliveries(&self) -> Result<u64, Error> {
@@ -118,7 +118,7 @@ impl Scheduler {
                 _ = tokio::time::sleep(interval) => {}
                 _ = self.inner.alarm_wake.notified() => {}
             }
-            if !self.is_lease_holder() {
+            if !self.scheduler().is_lease_holder() {
                 continue;
             }
             if let Err(e) = self.alarm_round().await {
