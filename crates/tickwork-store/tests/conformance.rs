@@ -1641,7 +1641,7 @@ async fn run_insert_manual_runs_have_no_fire_key_and_coexist(ctx: Ctx) {
         assert_eq!(run.handler, job.spec.handler);
         assert_eq!(
             (run.trigger_code, run.handle_code, run.alarm_status),
-            (0, 0, 0)
+            (0, 0, AlarmStatus::Undecided)
         );
         assert_eq!(run.created_at, NOW);
     }
@@ -2013,7 +2013,21 @@ async fn dispatch(store: &dyn Store, run_id: i64, address: &str, at: i64) {
     assert_eq!(n, 1);
 }
 
+/// Completes a pending run with `state`. A kill or a lost run only ends a dispatched run, so
+/// for those a run still planned is dispatched first.
 async fn complete(store: &dyn Store, run_id: i64, state: RunState) {
+    if !RunState::EARLY_RESULTS.contains(&state) {
+        store
+            .runs_mark_dispatched(&[Dispatched {
+                run_id,
+                address: "http://exec:1".to_owned(),
+                trigger_code: 200,
+                trigger_msg: None,
+                at: NOW,
+            }])
+            .await
+            .expect("mark dispatched");
+    }
     store
         .run_complete(RunComplete {
             run_id,
@@ -2488,10 +2502,10 @@ async fn alarms_are_queued_once(ctx: Ctx) {
     let queued: Vec<i64> = first.iter().chain(&rest).map(|r| r.id).collect();
     assert_eq!(queued, expected);
     for run in first.iter().chain(&rest) {
-        assert_eq!(run.alarm_status, alarm::QUEUED);
+        assert_eq!(run.alarm_status, AlarmStatus::Queued);
         assert_eq!(
             store.run_get(run.id).await.unwrap().alarm_status,
-            alarm::QUEUED
+            AlarmStatus::Queued
         );
     }
     assert!(store.runs_queue_alarms(100).await.unwrap().is_empty());
@@ -3444,11 +3458,11 @@ async fn alarm_deliveries_are_queued_once_per_run_and_channel(ctx: Ctx) {
     assert!(store.runs_awaiting_alarm(100).await.unwrap().is_empty());
     assert_eq!(
         store.run_get(run.id).await.unwrap().alarm_status,
-        alarm::DELIVERING
+        AlarmStatus::Delivering
     );
     assert_eq!(
         store.run_get(quiet.id).await.unwrap().alarm_status,
-        alarm::NOT_NEEDED
+        AlarmStatus::NotNeeded
     );
 
     let page = store
@@ -3627,7 +3641,7 @@ async fn alarm_delivery_claim_retry_and_finish(ctx: Ctx) {
     );
     assert_eq!(
         store.run_get(run.id).await.unwrap().alarm_status,
-        alarm::SENT
+        AlarmStatus::Sent
     );
     // A final delivery never changes again.
     assert!(
@@ -3652,7 +3666,7 @@ async fn alarm_delivery_claim_retry_and_finish(ctx: Ctx) {
     assert_eq!(d.last_error.as_deref(), Some("smtp: connection refused"));
     assert_eq!(
         store.run_get(run.id).await.unwrap().alarm_status,
-        alarm::SEND_FAILED
+        AlarmStatus::SendFailed
     );
     let failed = store
         .alarm_deliveries_list(DeliveryFilter {
