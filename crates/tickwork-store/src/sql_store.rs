@@ -419,7 +419,8 @@ impl<B: Backend> SqlStore<B> {
         }
         let mut done = Vec::with_capacity(batch.len());
         let mut tx = B::begin_write(&self.pool).await?;
-        let row_bytes = |c: &&RunComplete| 160 + c.handle_msg.as_deref().map_or(0, str::len);
+        // Four CASE arms (the state's with its kill choice) and the id, with their binds.
+        let row_bytes = |c: &&RunComplete| 220 + c.handle_msg.as_deref().map_or(0, str::len);
         for chunk in sized_chunks(&batch, row_bytes) {
             // Lock the runs, then keep those their result applies to, so that what is updated
             // is exactly what is returned.
