@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 use support::{Api, Backend, CountingExecutor, InProcessAdmin, Receiver, TestDb, wait_for};
 use tickwork_core::run::RunState;
-use tickwork_store::{DeliveryFilter, DeliveryState, PageReq, Store, alarm};
+use tickwork_store::{AlarmStatus, DeliveryFilter, DeliveryState, PageReq, Store};
 
 const ADMIN: &str = r#"
 [cluster]
@@ -308,7 +308,10 @@ async fn webhook_formats_are_delivered_and_signed() {
     for path in ["/hook", "/ding", "/wecom", "/feishu", "/slack/T/B/X"] {
         assert_eq!(rx.requests(path).len(), 1, "{path}");
     }
-    assert_eq!(store.run_get(run).await.unwrap().alarm_status, alarm::SENT);
+    assert_eq!(
+        store.run_get(run).await.unwrap().alarm_status,
+        AlarmStatus::Sent
+    );
     let listed = s.deliveries(&format!("run_id={run}&state=sent")).await;
     assert_eq!(listed.len(), 5);
     let (_, metrics) = s.api.get("/metrics").await;
@@ -353,7 +356,7 @@ async fn failed_sends_are_retried_then_visible() {
     assert_eq!(rx.requests("/down/T0K3N").len(), 3);
     assert_eq!(
         store.run_get(run).await.unwrap().alarm_status,
-        alarm::SEND_FAILED
+        AlarmStatus::SendFailed
     );
 
     // Visible through the API, with the last error and without a next attempt.

@@ -13,7 +13,7 @@ use support::{
 };
 use tickwork_core::TriggerType;
 use tickwork_core::run::RunState;
-use tickwork_store::alarm;
+use tickwork_store::AlarmStatus;
 
 const ADMIN: &str = r#"
 [registry]
@@ -184,7 +184,7 @@ async fn scenario(backend: Backend) {
             let store = store.clone();
             async move {
                 let run = store.run_get(run_id).await.ok()?;
-                (run.alarm_status == alarm::SENT).then_some(())
+                (run.alarm_status == AlarmStatus::Sent).then_some(())
             }
         },
     )
@@ -218,7 +218,7 @@ async fn scenario(backend: Backend) {
     assert_eq!(runs.len(), 2, "{runs:?}");
     let alarmed: Vec<i64> = runs
         .iter()
-        .filter(|r| r.alarm_status == alarm::SENT)
+        .filter(|r| r.alarm_status == AlarmStatus::Sent)
         .map(|r| r.id)
         .collect();
     assert_eq!(alarmed, [run_id]);

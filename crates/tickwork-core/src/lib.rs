@@ -1,5 +1,5 @@
 //! Tickwork's pure domain logic: schedules and time zones, misfire decisions, routing, block
-//! policies and run states.
+//! policies, run states and alarm statuses.
 //!
 //! This crate knows nothing about SQL, HTTP or async runtimes: every function here is a plain
 //! computation over its arguments, so that it can be tested with tables of cases.
@@ -8,6 +8,7 @@
 #[macro_use]
 mod names;
 
+pub mod alarm;
 pub mod block;
 pub mod cron;
 mod error;

@@ -1,6 +1,9 @@
-//! The run state machine: every pair of states, names, and the XXL-JOB code views.
+//! The run state machine: every pair of states, the operations that make the moves, names,
+//! and the XXL-JOB code views.
 
-use tickwork_core::run::{RunState, transition};
+use std::collections::BTreeSet;
+
+use tickwork_core::run::{RunMove, RunState, transition};
 use tickwork_core::{Error, HANDLE_CODE_FAIL, HANDLE_CODE_SUCCESS, HANDLE_CODE_TIMEOUT};
 
 use RunState::*;
@@ -11,6 +14,9 @@ const ALLOWED: &[(RunState, RunState)] = &[
     (Planned, Misfired),
     (Planned, Skipped),
     (Planned, Failed),
+    // An early callback: the result beat the dispatch record.
+    (Planned, Succeeded),
+    (Planned, TimedOut),
     (Dispatched, Succeeded),
     (Dispatched, Failed),
     (Dispatched, TimedOut),
@@ -73,8 +79,150 @@ fn final_states_have_no_exit() {
 #[test]
 fn error_message_names_both_states() {
     assert_eq!(
-        transition(Planned, Succeeded).unwrap_err().to_string(),
-        "run: cannot move from planned to succeeded"
+        transition(Planned, Lost).unwrap_err().to_string(),
+        "run: cannot move from planned to lost"
+    );
+}
+
+/// Each operation: the states it applies to, where it leaves the run, and where it leaves a
+/// run whose kill was asked for.
+#[test]
+fn every_operation_and_its_states() {
+    let cases: &[(RunMove, &[RunState], RunState, RunState)] = &[
+        (RunMove::Dispatch, &[Planned], Dispatched, Dispatched),
+        (RunMove::TriggerFail, &[Planned, Dispatched], Failed, Failed),
+        (
+            RunMove::Complete(Succeeded),
+            &[Planned, Dispatched],
+            Succeeded,
+            Succeeded,
+        ),
+        (
+            RunMove::Complete(Failed),
+            &[Planned, Dispatched],
+            Failed,
+            Killed,
+        ),
+        (
+            RunMove::Complete(TimedOut),
+            &[Planned, Dispatched],
+            TimedOut,
+            Killed,
+        ),
+        (RunMove::Complete(Killed), &[Dispatched], Killed, Killed),
+        (RunMove::Complete(Lost), &[Dispatched], Lost, Lost),
+        (RunMove::Misfire, &[Planned], Misfired, Misfired),
+        (RunMove::Skip, &[Planned], Skipped, Skipped),
+        (RunMove::CatchUp, &[Planned], Planned, Planned),
+        (RunMove::Adopt, &[Planned], Planned, Planned),
+        (RunMove::KillIntent, &[Dispatched], Dispatched, Dispatched),
+    ];
+    assert_eq!(
+        cases.iter().map(|c| c.0).collect::<Vec<_>>(),
+        RunMove::ALL,
+        "one case per operation, in order"
+    );
+    for &(op, from, to, to_after_kill) in cases {
+        assert_eq!(op.from_states(), from, "{op}");
+        assert_eq!(op.to(), to, "{op}");
+        assert_eq!(op.to_with_kill_intent(), to_after_kill, "{op}");
+        assert_eq!(op.keeps_state(), from == [to], "{op}");
+        for &state in RunState::ALL {
+            assert_eq!(
+                op.applies_to(state),
+                from.contains(&state),
+                "{op} on {state}"
+            );
+        }
+    }
+    // Only results complete a run.
+    for state in [Planned, Dispatched, Misfired, Skipped] {
+        assert!(RunMove::Complete(state).from_states().is_empty(), "{state}");
+    }
+}
+
+/// The operations make exactly the moves `can_move_to` allows: none it refuses, and every
+/// one it allows is made by some operation (the machine has no move nobody makes).
+#[test]
+fn operations_make_exactly_the_allowed_moves() {
+    let mut made = BTreeSet::new();
+    for &op in RunMove::ALL {
+        for &from in op.from_states() {
+            // Only a dispatched run can have a kill intent.
+            let mut ends = vec![op.to()];
+            if from == Dispatched {
+                ends.push(op.to_with_kill_intent());
+            }
+            for to in ends {
+                if op.keeps_state() {
+                    assert_eq!(from, to, "{op} keeps the state");
+                    continue;
+                }
+                assert!(from.can_move_to(to), "{op}: {from} -> {to} is refused");
+                made.insert((from, to));
+            }
+        }
+    }
+    let allowed: BTreeSet<_> = ALLOWED.iter().copied().collect();
+    assert_eq!(made, allowed);
+}
+
+#[test]
+fn state_groups() {
+    let cases = [
+        // state, initial, result, early result, calls for an alarm, with a kill intent
+        (Planned, true, false, false, false, Planned),
+        (Dispatched, false, false, false, false, Dispatched),
+        (Succeeded, false, true, true, false, Succeeded),
+        (Failed, false, true, true, true, Killed),
+        (TimedOut, false, true, true, true, Killed),
+        (Killed, false, true, false, false, Killed),
+        (Lost, false, true, false, true, Lost),
+        (Misfired, true, false, false, false, Misfired),
+        (Skipped, false, false, false, false, Skipped),
+    ];
+    for (state, initial, result, early, alarm, killed) in cases {
+        assert_eq!(state.is_initial(), initial, "{state}");
+        assert_eq!(RunState::INITIAL.contains(&state), initial, "{state}");
+        assert_eq!(state.is_result(), result, "{state}");
+        assert_eq!(RunState::RESULTS.contains(&state), result, "{state}");
+        assert_eq!(RunState::EARLY_RESULTS.contains(&state), early, "{state}");
+        // An early result is one a callback's handle code means, and one that leaves `planned`.
+        assert_eq!(
+            early,
+            RunMove::Complete(state).applies_to(Planned),
+            "{state}"
+        );
+        assert_eq!(
+            early,
+            RunState::from_handle_code(state.handle_code()) == Some(state),
+            "{state}"
+        );
+        assert_eq!(state.calls_for_alarm(), alarm, "{state}");
+        assert!(!alarm || state.is_final(), "{state}");
+        assert_eq!(state.with_kill_intent(), killed, "{state}");
+    }
+}
+
+#[test]
+fn operation_names() {
+    let names: Vec<String> = RunMove::ALL.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        names,
+        [
+            "dispatch",
+            "trigger fail",
+            "complete succeeded",
+            "complete failed",
+            "complete timed_out",
+            "complete killed",
+            "complete lost",
+            "misfire",
+            "skip",
+            "catch up",
+            "adopt",
+            "kill intent",
+        ]
     );
 }
 

@@ -24,6 +24,7 @@ use std::time::Duration;
 pub use error::Error;
 pub use model::*;
 pub use store::Store;
+pub use tickwork_core::alarm::AlarmStatus;
 pub use tickwork_core::run::RunState;
 
 use backends::{MySqlBackend, PostgresBackend, SqliteBackend};

@@ -3,6 +3,7 @@
 //! Times are epoch milliseconds everywhere. Enumerations are the typed names of
 //! `tickwork-core`; the store writes them by name and refuses to invent values.
 
+use tickwork_core::alarm::AlarmStatus;
 use tickwork_core::run::RunState;
 use tickwork_core::{
     BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType, misfire,
@@ -470,8 +471,8 @@ pub struct Run {
     /// 0 until the result is recorded.
     pub handle_code: i32,
     pub handle_msg: Option<String>,
-    /// XXL's alarm status: 0 default, 1 none needed, 2 sent, 3 failed.
-    pub alarm_status: i32,
+    /// Where the run's alarm stands; stored as XXL-JOB's integers.
+    pub alarm_status: AlarmStatus,
     /// The admin node whose timer holds the run while it is planned.
     pub owner_node: Option<String>,
     pub priority: i32,
@@ -691,23 +692,6 @@ pub struct RunPurge {
     pub limit: u32,
 }
 
-/// The `alarm_status` values of a run, as XXL-JOB writes them.
-pub mod alarm {
-    /// Nothing decided yet: every run starts here.
-    pub const UNDECIDED: i32 = 0;
-    /// A failed run waiting for the alarm sender (XXL-JOB's "locked" value).
-    pub const QUEUED: i32 = -1;
-    /// No alarm needed.
-    pub const NOT_NEEDED: i32 = 1;
-    /// The alarm was sent.
-    pub const SENT: i32 = 2;
-    /// Sending the alarm failed.
-    pub const SEND_FAILED: i32 = 3;
-    /// One delivery per alarm channel of the job was queued; `SENT` or `SEND_FAILED` follow
-    /// as they finish.
-    pub const DELIVERING: i32 = 4;
-}
-
 // ---- alarms ----
 
 stored_enum! {
@@ -819,7 +803,7 @@ pub struct RunAlarm {
     pub channel_ids: Vec<i64>,
 }
 
-/// Queues the deliveries of runs waiting for an alarm (`alarm_status` `QUEUED`).
+/// Queues the deliveries of runs waiting for an alarm ([`AlarmStatus::Queued`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AlarmDeliveriesQueue {
     pub runs: Vec<RunAlarm>,

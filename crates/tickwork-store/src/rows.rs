@@ -5,6 +5,7 @@
 
 use std::str::FromStr;
 
+use tickwork_core::alarm::AlarmStatus;
 use tickwork_core::run::RunState;
 use tickwork_core::{
     BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType,
@@ -14,7 +15,7 @@ use crate::Error;
 use crate::model::*;
 
 /// Reads a stored name; a value the code does not know means the row is corrupt.
-fn parse<T: FromStr>(column: &str, value: &str) -> Result<T, Error> {
+pub(crate) fn parse<T: FromStr>(column: &str, value: &str) -> Result<T, Error> {
     value
         .parse()
         .map_err(|_| Error::corrupt(format!("{column} holds the unknown value {value:?}")))
@@ -215,7 +216,12 @@ impl TryFrom<RunRow> for Run {
             trigger_msg: r.trigger_msg,
             handle_code: r.handle_code,
             handle_msg: r.handle_msg,
-            alarm_status: r.alarm_status,
+            alarm_status: AlarmStatus::from_code(r.alarm_status).ok_or_else(|| {
+                Error::corrupt(format!(
+                    "alarm_status holds the unknown value {}",
+                    r.alarm_status
+                ))
+            })?,
             owner_node: r.owner_node,
             priority: r.priority,
             created_at: r.created_at,

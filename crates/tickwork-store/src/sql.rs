@@ -13,6 +13,8 @@ use sqlx::mysql::MySqlRow;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Database, FromRow, Pool, Transaction};
+use tickwork_core::alarm::AlarmStatus;
+use tickwork_core::run::RunState;
 
 use crate::{Error, StoreOptions};
 
@@ -106,6 +108,34 @@ impl Query {
         }
         self.sql.push(')');
     }
+}
+
+/// The condition ` = 'a'` or ` IN ('a', 'b')` that follows a state column, for the states of
+/// `tickwork_core::run`. The names are the core's fixed lowercase words, so they are written
+/// as literals: every planner sees a constant list, and the text stays the same from call to
+/// call. An empty list matches nothing.
+pub(crate) fn state_in(states: &[RunState]) -> String {
+    in_list(states.iter().map(|s| format!("'{}'", s.as_str())))
+}
+
+/// The condition ` = 0` or ` IN (4, 2)` that follows an alarm status column, as
+/// [`state_in`] does for run states.
+pub(crate) fn alarm_in(statuses: &[AlarmStatus]) -> String {
+    in_list(statuses.iter().map(|s| s.code().to_string()))
+}
+
+fn in_list(values: impl Iterator<Item = String>) -> String {
+    let values: Vec<String> = values.collect();
+    match values.as_slice() {
+        [] => " IN (NULL)".to_owned(),
+        [one] => format!(" = {one}"),
+        many => format!(" IN ({})", many.join(", ")),
+    }
+}
+
+/// A run state as an SQL literal (`'planned'`), for the value a statement writes.
+pub(crate) fn state_literal(state: RunState) -> String {
+    format!("'{}'", state.as_str())
 }
 
 /// Which database, for the statements that differ.
@@ -313,6 +343,23 @@ mod tests {
         assert_eq!(q.sql, "SELECT 1 WHERE x IN (?, ?, ?)");
         assert_eq!(q.args.len(), 3);
         assert_eq!(q.args[2], Arg::Int(Some(3)));
+    }
+
+    #[test]
+    fn state_and_alarm_conditions() {
+        use RunState::*;
+        assert_eq!(state_in(&[Planned]), " = 'planned'");
+        assert_eq!(
+            state_in(&[Planned, Dispatched, TimedOut]),
+            " IN ('planned', 'dispatched', 'timed_out')"
+        );
+        assert_eq!(state_in(&[]), " IN (NULL)");
+        assert_eq!(state_literal(TimedOut), "'timed_out'");
+        assert_eq!(alarm_in(&[AlarmStatus::Queued]), " = -1");
+        assert_eq!(
+            alarm_in(&[AlarmStatus::Delivering, AlarmStatus::Sent]),
+            " IN (4, 2)"
+        );
     }
 
     #[test]

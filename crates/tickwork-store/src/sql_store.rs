@@ -8,12 +8,13 @@ use std::sync::LazyLock;
 use async_trait::async_trait;
 use sqlx::Pool;
 use tickwork_core::TriggerType;
-use tickwork_core::run::RunState;
+use tickwork_core::alarm::AlarmStatus;
+use tickwork_core::run::{RunMove, RunState};
 
 use crate::error::{is_foreign_key_violation, is_retryable, is_unique_violation};
 use crate::model::*;
 use crate::rows::*;
-use crate::sql::{Arg, Backend, Conn, Kind, Query};
+use crate::sql::{Arg, Backend, Conn, Kind, Query, alarm_in, state_in, state_literal};
 use crate::{Error, Store, StoreOptions};
 
 /// Column limits, the same on every backend (they are MySQL's VARCHAR sizes).
@@ -73,24 +74,47 @@ fn sized_chunks<T>(items: &[T], row_bytes: impl Fn(&T) -> usize) -> Vec<&[T]> {
 /// How often a claim that lost a deadlock is tried again.
 const CLAIM_RETRIES: u32 = 3;
 
-/// The failed states that call for an alarm (a kill is an operator's own decision).
-const ALARM_STATES: &str = "('failed', 'timed_out', 'lost')";
+/// `state` condition of the runs that call for an alarm ([`RunState::calls_for_alarm`]).
+static ALARM_STATES: LazyLock<String> = LazyLock::new(|| {
+    let states: Vec<RunState> = RunState::ALL
+        .iter()
+        .copied()
+        .filter(|s| s.calls_for_alarm())
+        .collect();
+    state_in(&states)
+});
 
-/// The results that become `killed` when a kill of the run was asked for.
-const KILLABLE_RESULTS: [RunState; 2] = [RunState::Failed, RunState::TimedOut];
+/// `state` condition of the runs retention may delete: every final one.
+static FINAL_STATES: LazyLock<String> = LazyLock::new(|| {
+    let states: Vec<RunState> = RunState::ALL
+        .iter()
+        .copied()
+        .filter(|s| s.is_final())
+        .collect();
+    state_in(&states)
+});
 
-/// The states retention may delete: every final one.
-const FINAL_STATES: &str =
-    "('succeeded', 'failed', 'timed_out', 'killed', 'lost', 'misfired', 'skipped')";
+/// `state` condition of the runs a dispatch record lands on: those it moves, and those an
+/// early callback ended before it was written (which keep their state).
+static DISPATCH_RECORD_STATES: LazyLock<String> = LazyLock::new(|| {
+    let mut states = RunMove::Dispatch.from_states().to_vec();
+    states.extend_from_slice(RunState::EARLY_RESULTS);
+    state_in(&states)
+});
 
-/// The run states a result can move a run into.
-const RESULT_STATES: [RunState; 5] = [
-    RunState::Succeeded,
-    RunState::Failed,
-    RunState::TimedOut,
-    RunState::Killed,
-    RunState::Lost,
-];
+/// The `state` a completion writes for `result`: the result, or what it means when a kill of
+/// the run was asked for ([`RunMove::to_with_kill_intent`]), decided in the statement itself
+/// so that no final state is ever left. Binds its values to `q`.
+fn push_result_state(q: &mut Query, result: RunState) {
+    let killed = RunMove::Complete(result).to_with_kill_intent();
+    if killed == result {
+        q.push_bind(result.as_str());
+    } else {
+        q.push("CASE WHEN kill_requested_at IS NULL THEN ");
+        q.push_bind(result.as_str());
+        q.push(" ELSE ").push_bind(killed.as_str()).push(" END");
+    }
+}
 
 /// The job columns a definition writes, in the order [`bind_spec`] binds them.
 const SPEC_COLUMNS: &str = "group_id, description, owner, alarm_channels, schedule_type, \
@@ -355,10 +379,11 @@ impl<B: Backend> SqlStore<B> {
         let row_bytes =
             |d: &Dispatched| 160 + d.address.len() + d.trigger_msg.as_deref().map_or(0, str::len);
         for chunk in sized_chunks(batch, row_bytes) {
-            let mut q = Query::new(
-                "UPDATE tw_runs SET state = CASE WHEN state = 'planned' THEN 'dispatched' \
-                 ELSE state END",
-            )
+            let mut q = Query::new(format!(
+                "UPDATE tw_runs SET state = CASE WHEN state{} THEN {} ELSE state END",
+                state_in(RunMove::Dispatch.from_states()),
+                state_literal(RunMove::Dispatch.to())
+            ))
             .one_off();
             let id = |d: &Dispatched| d.run_id;
             push_case(&mut q, "executor_address", chunk, id, |d| {
@@ -375,7 +400,7 @@ impl<B: Backend> SqlStore<B> {
             // its trigger record. Trigger failures, misfires and skips are left alone.
             q.push(" AND dispatched_at IS NULL AND trigger_code = 0 AND ");
             q.push(B::KIND.state_beside_ids());
-            q.push(" IN ('planned', 'succeeded', 'failed', 'timed_out', 'killed', 'lost')");
+            q.push(&DISPATCH_RECORD_STATES);
             changed += B::execute(&mut *tx, q).await?.rows;
         }
         tx.commit().await?;
@@ -384,7 +409,7 @@ impl<B: Backend> SqlStore<B> {
 
     /// One attempt of [`Store::runs_complete`].
     async fn runs_complete_once(&self, batch: &[RunComplete]) -> Result<Vec<Run>, Error> {
-        if let Some(c) = batch.iter().find(|c| !RESULT_STATES.contains(&c.state)) {
+        if let Some(c) = batch.iter().find(|c| !c.state.is_result()) {
             return Err(Error::Invalid(format!("{} is not a result state", c.state)));
         }
         let mut seen = HashSet::new();
@@ -394,47 +419,51 @@ impl<B: Backend> SqlStore<B> {
         }
         let mut done = Vec::with_capacity(batch.len());
         let mut tx = B::begin_write(&self.pool).await?;
-        let row_bytes = |c: &&RunComplete| 160 + c.handle_msg.as_deref().map_or(0, str::len);
+        // Four CASE arms (the state's with its kill choice) and the id, with their binds.
+        let row_bytes = |c: &&RunComplete| 220 + c.handle_msg.as_deref().map_or(0, str::len);
         for chunk in sized_chunks(&batch, row_bytes) {
-            // Lock the runs, then keep those still open, so that what is updated is exactly
-            // what is returned.
+            // Lock the runs, then keep those their result applies to, so that what is updated
+            // is exactly what is returned.
             let ids: Vec<i64> = chunk.iter().map(|c| c.run_id).collect();
-            let open: HashSet<i64> = Self::lock_runs(&mut tx, &ids)
-                .await?
-                .into_iter()
-                .filter(|(_, state)| state == "planned" || state == "dispatched")
-                .map(|(id, _)| id)
-                .collect();
+            let states: HashMap<i64, RunState> =
+                Self::lock_runs(&mut tx, &ids).await?.into_iter().collect();
             let rows: Vec<&RunComplete> = chunk
                 .iter()
                 .copied()
-                .filter(|c| open.contains(&c.run_id))
+                .filter(|c| {
+                    states
+                        .get(&c.run_id)
+                        .is_some_and(|&s| RunMove::Complete(c.state).applies_to(s))
+                })
                 .collect();
             if rows.is_empty() {
                 continue;
             }
             let id = |c: &&RunComplete| c.run_id;
-            // `push_case` appends ", col = CASE ...": start the SET list with a no-op.
-            let mut q = Query::new("UPDATE tw_runs SET alarm_status = alarm_status").one_off();
-            push_case(&mut q, "state", &rows, id, |c| c.state.as_str().into());
+            let mut q = Query::new("UPDATE tw_runs SET state = CASE id").one_off();
+            for c in &rows {
+                q.push(" WHEN ").push_bind(c.run_id).push(" THEN ");
+                push_result_state(&mut q, c.state);
+            }
+            q.push(" END");
             push_case(&mut q, "handle_code", &rows, id, |c| c.handle_code.into());
             push_case(&mut q, "handle_msg", &rows, id, |c| {
                 clip(c.handle_msg.as_deref()).into()
             });
             push_case(&mut q, "finished_at", &rows, id, |c| c.at.into());
+            // Under the lock the rows are exactly those found above; the condition on the
+            // states is kept as the statement's own guard.
+            let from: BTreeSet<RunState> = rows
+                .iter()
+                .flat_map(|c| RunMove::Complete(c.state).from_states())
+                .copied()
+                .collect();
+            let from: Vec<RunState> = from.into_iter().collect();
             q.push(" WHERE id IN ");
             q.push_list(rows.iter().map(id));
             q.push(" AND ").push(B::KIND.state_beside_ids());
-            q.push(" IN ('planned', 'dispatched')");
+            q.push(&state_in(&from));
             B::execute(&mut *tx, q).await?;
-            // A failure reported after a kill was asked for is that kill.
-            let mut killed = Query::new(
-                "UPDATE tw_runs SET state = 'killed' WHERE kill_requested_at IS NOT NULL \
-                 AND state IN ('failed', 'timed_out') AND id IN ",
-            )
-            .one_off();
-            killed.push_list(rows.iter().map(id));
-            B::execute(&mut *tx, killed).await?;
             let mut read =
                 Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs WHERE id IN ")).one_off();
             read.push_list(rows.iter().map(id));
@@ -537,7 +566,7 @@ impl<B: Backend> SqlStore<B> {
             let plan = planner(job, params.now);
             let mut keys = HashSet::with_capacity(plan.fires.len());
             for fire in plan.fires {
-                if !matches!(fire.state, RunState::Planned | RunState::Misfired) {
+                if !fire.state.is_initial() {
                     return Err(Error::Invalid(format!(
                         "the planner gave job {} a fire in state {}",
                         job.id, fire.state
@@ -601,7 +630,7 @@ impl<B: Backend> SqlStore<B> {
                 trigger_msg: None,
                 handle_code: 0,
                 handle_msg: None,
-                alarm_status: 0,
+                alarm_status: AlarmStatus::Undecided,
                 owner_node: Some(params.node_id.clone()),
                 priority: job.spec.priority,
                 created_at: params.now,
@@ -812,19 +841,22 @@ impl<B: Backend> SqlStore<B> {
     /// one scan would visit every planned run of every live node at each adoption round.
     async fn orphan_owners(&self, params: &AdoptParams) -> Result<Option<Orphans>, Error> {
         let mut conn = self.pool.acquire().await?;
-        let unowned = Query::new(
-            "SELECT id FROM tw_runs WHERE state = 'planned' AND owner_node IS NULL LIMIT 1",
-        );
+        // One state (`planned`): the walk below relies on an equality on the index's first
+        // column.
+        let adoptable = state_in(RunMove::Adopt.from_states());
+        let unowned = Query::new(format!(
+            "SELECT id FROM tw_runs WHERE state{adoptable} AND owner_node IS NULL LIMIT 1"
+        ));
         let unowned = B::fetch_optional::<(i64,)>(&mut *conn, unowned)
             .await?
             .is_some();
         let mut owners = Vec::new();
         let mut after = String::new();
         loop {
-            let next = Query::new(
-                "SELECT owner_node FROM tw_runs WHERE state = 'planned' AND owner_node > ? \
-                 ORDER BY owner_node LIMIT 1",
-            )
+            let next = Query::new(format!(
+                "SELECT owner_node FROM tw_runs WHERE state{adoptable} AND owner_node > ? \
+                 ORDER BY owner_node LIMIT 1"
+            ))
             .bind(after.as_str());
             let Some((owner,)) = B::fetch_optional::<(String,)>(&mut *conn, next).await? else {
                 break;
@@ -860,13 +892,17 @@ impl<B: Backend> SqlStore<B> {
     /// key that had to wait for another transaction's row locks can come back without those
     /// rows: the result is compared with a plain read of the same rows, and the lock taken
     /// again until both agree.
-    async fn lock_runs(conn: &mut Conn<B>, ids: &[i64]) -> Result<Vec<(i64, String)>, Error> {
+    async fn lock_runs(conn: &mut Conn<B>, ids: &[i64]) -> Result<Vec<(i64, RunState)>, Error> {
         const TRIES: usize = 10;
         for _ in 0..TRIES {
             let mut lock = Query::new("SELECT id, state FROM tw_runs WHERE id IN ").one_off();
             lock.push_list(ids.iter().copied());
             lock.push(B::KIND.for_update());
-            let locked = B::fetch_all::<(i64, String)>(conn, lock).await?;
+            let locked = B::fetch_all::<(i64, String)>(conn, lock)
+                .await?
+                .into_iter()
+                .map(|(id, state)| Ok((id, parse::<RunState>("state", &state)?)))
+                .collect::<Result<Vec<_>, Error>>()?;
             if B::KIND != Kind::MySql || locked.len() == ids.len() {
                 return Ok(locked);
             }
@@ -1399,8 +1435,8 @@ impl<B: Backend> Store for SqlStore<B> {
             "INSERT INTO tw_runs (job_id, group_id, scheduled_at, trigger_type, attempt, \
              parent_run_id, executor_address, handler, params, shard_index, shard_total, state, \
              owner_node, priority, created_at) \
-             SELECT id, group_id, ?, ?, ?, ?, ?, handler, COALESCE(?, params), ?, ?, 'planned', \
-             ?, priority, ? FROM tw_jobs WHERE id = ?",
+             SELECT id, group_id, ?, ?, ?, ?, ?, handler, COALESCE(?, params), ?, ?, ?, ?, \
+             priority, ? FROM tw_jobs WHERE id = ?",
         )
         .bind(run.scheduled_at)
         .bind(run.trigger_type.as_str())
@@ -1410,6 +1446,7 @@ impl<B: Backend> Store for SqlStore<B> {
         .bind(run.params)
         .bind(run.shard_index)
         .bind(run.shard_total)
+        .bind(RunState::Planned.as_str())
         .bind(run.owner_node)
         .bind(run.now)
         .bind(run.job_id);
@@ -1431,11 +1468,13 @@ impl<B: Backend> Store for SqlStore<B> {
         if let Some(address) = &failed.address {
             check_len("executor address", address, ADDRESS_MAX)?;
         }
-        let q = Query::new(
-            "UPDATE tw_runs SET state = 'failed', executor_address = COALESCE(?, executor_address), \
+        let q = Query::new(format!(
+            "UPDATE tw_runs SET state = {}, executor_address = COALESCE(?, executor_address), \
              trigger_code = ?, trigger_msg = ?, finished_at = ? \
-             WHERE id = ? AND state IN ('planned', 'dispatched') AND handle_code = 0",
-        )
+             WHERE id = ? AND state{} AND handle_code = 0",
+            state_literal(RunMove::TriggerFail.to()),
+            state_in(RunMove::TriggerFail.from_states())
+        ))
         .bind(failed.address)
         .bind(failed.trigger_code)
         .bind(clip(Some(&failed.trigger_msg)))
@@ -1465,10 +1504,12 @@ impl<B: Backend> Store for SqlStore<B> {
     }
 
     async fn run_skip(&self, skip: RunSkip) -> Result<Option<Run>, Error> {
-        let q = Query::new(
-            "UPDATE tw_runs SET state = 'skipped', trigger_msg = ?, finished_at = ? \
-             WHERE id = ? AND state = 'planned'",
-        )
+        let q = Query::new(format!(
+            "UPDATE tw_runs SET state = {}, trigger_msg = ?, finished_at = ? \
+             WHERE id = ? AND state{}",
+            state_literal(RunMove::Skip.to()),
+            state_in(RunMove::Skip.from_states())
+        ))
         .bind(clip(Some(&skip.reason)))
         .bind(skip.at)
         .bind(skip.run_id);
@@ -1479,28 +1520,23 @@ impl<B: Backend> Store for SqlStore<B> {
     }
 
     async fn run_complete(&self, complete: RunComplete) -> Result<Option<Run>, Error> {
-        if !RESULT_STATES.contains(&complete.state) {
+        if !complete.state.is_result() {
             return Err(Error::Invalid(format!(
                 "{} is not a result state",
                 complete.state
             )));
         }
-        // A failure reported after a kill was asked for is that kill.
-        let state = if KILLABLE_RESULTS.contains(&complete.state) {
-            "CASE WHEN kill_requested_at IS NULL THEN ? ELSE 'killed' END"
-        } else {
-            "?"
-        };
-        // `planned` too: an executor may call back before the dispatch batch is written.
-        let q = Query::new(format!(
-            "UPDATE tw_runs SET state = {state}, handle_code = ?, handle_msg = ?, \
-             finished_at = ? WHERE id = ? AND state IN ('planned', 'dispatched')"
-        ))
-        .bind(complete.state.as_str())
-        .bind(complete.handle_code)
-        .bind(clip(complete.handle_msg.as_deref()))
-        .bind(complete.at)
-        .bind(complete.run_id);
+        // `planned` too for a callback's results: an executor may call back before the
+        // dispatch batch is written.
+        let mut q = Query::new("UPDATE tw_runs SET state = ");
+        push_result_state(&mut q, complete.state);
+        q.push(", handle_code = ?, handle_msg = ?, finished_at = ? WHERE id = ? AND state");
+        q.push(&state_in(RunMove::Complete(complete.state).from_states()));
+        let q = q
+            .bind(complete.handle_code)
+            .bind(clip(complete.handle_msg.as_deref()))
+            .bind(complete.at)
+            .bind(complete.run_id);
         if self.execute(q).await? == 0 {
             return Ok(None);
         }
@@ -1512,9 +1548,10 @@ impl<B: Backend> Store for SqlStore<B> {
     }
 
     async fn run_kill_intent(&self, intent: RunKillIntent) -> Result<bool, Error> {
-        let q = Query::new(
-            "UPDATE tw_runs SET kill_requested_at = ? WHERE id = ? AND state = 'dispatched'",
-        )
+        let q = Query::new(format!(
+            "UPDATE tw_runs SET kill_requested_at = ? WHERE id = ? AND state{}",
+            state_in(RunMove::KillIntent.from_states())
+        ))
         .bind(intent.at)
         .bind(intent.run_id);
         Ok(self.execute(q).await? > 0)
@@ -1576,7 +1613,10 @@ impl<B: Backend> Store for SqlStore<B> {
         // Lock first, then move: a run another adopter holds is skipped, and one it already
         // moved has a live owner by the time this scan reaches it. The scan visits only the
         // runs of the owners found dead above; liveness is checked again here, under the lock.
-        let mut select = Query::new("SELECT id FROM tw_runs WHERE state = 'planned' AND (");
+        let adoptable = state_in(RunMove::Adopt.from_states());
+        let mut select = Query::new(format!(
+            "SELECT id FROM tw_runs WHERE state{adoptable} AND ("
+        ));
         if orphans.unowned {
             select.push("owner_node IS NULL");
         }
@@ -1607,7 +1647,7 @@ impl<B: Backend> Store for SqlStore<B> {
             let mut q = Query::new("UPDATE tw_runs SET owner_node = ").one_off();
             q.push_bind(params.node_id.as_str());
             q.push(" WHERE ").push(B::KIND.state_beside_ids());
-            q.push(" = 'planned' AND id IN ");
+            q.push(&adoptable).push(" AND id IN ");
             q.push_list(chunk.iter().copied());
             B::execute(&mut *tx, q).await?;
             let mut read =
@@ -1615,7 +1655,8 @@ impl<B: Backend> Store for SqlStore<B> {
             read.push_list(chunk.iter().copied());
             read.push(" AND ")
                 .push(B::KIND.state_beside_ids())
-                .push(" = 'planned' AND owner_node = ")
+                .push(&adoptable)
+                .push(" AND owner_node = ")
                 .push_bind(params.node_id.as_str());
             for row in B::fetch_all::<RunRow>(&mut *tx, read).await? {
                 runs.push(Run::try_from(row)?);
@@ -1669,12 +1710,16 @@ impl<B: Backend> Store for SqlStore<B> {
         let mut changed = 0;
         let mut tx = B::begin_write(&self.pool).await?;
         for chunk in misfired.run_ids.chunks(ROWS_PER_STATEMENT) {
-            let mut q =
-                Query::new("UPDATE tw_runs SET state = 'misfired', trigger_msg = ").one_off();
+            let mut q = Query::new(format!(
+                "UPDATE tw_runs SET state = {}, trigger_msg = ",
+                state_literal(RunMove::Misfire.to())
+            ))
+            .one_off();
             q.push_bind(reason.clone());
             q.push(", finished_at = ").push_bind(misfired.at);
             q.push(" WHERE ").push(B::KIND.state_beside_ids());
-            q.push(" = 'planned' AND owner_node = ")
+            q.push(&state_in(RunMove::Misfire.from_states()))
+                .push(" AND owner_node = ")
                 .push_bind(misfired.node_id.as_str());
             q.push(" AND id IN ");
             q.push_list(chunk.iter().copied());
@@ -1701,7 +1746,7 @@ impl<B: Backend> Store for SqlStore<B> {
             return Ok(None);
         };
         let run = Run::try_from(run)?;
-        if run.state != RunState::Planned
+        if !RunMove::CatchUp.applies_to(run.state)
             || run.owner_node.as_deref() != Some(catch_up.node_id.as_str())
         {
             tx.commit().await?;
@@ -1721,10 +1766,11 @@ impl<B: Backend> Store for SqlStore<B> {
                 return Ok(Some(run));
             }
         }
-        let q = Query::new(
+        let q = Query::new(format!(
             "UPDATE tw_runs SET scheduled_at = ?, trigger_type = ? \
-             WHERE id = ? AND state = 'planned' AND owner_node = ?",
-        )
+             WHERE id = ? AND state{} AND owner_node = ?",
+            state_in(RunMove::CatchUp.from_states())
+        ))
         .bind(catch_up.at)
         .bind(TriggerType::Misfire.as_str())
         .bind(catch_up.run_id)
@@ -1745,10 +1791,11 @@ impl<B: Backend> Store for SqlStore<B> {
         // As XXL-JOB: the executor counts as gone when no registry row under its address has
         // beaten lately, whatever app it registered for.
         let q = Query::new(format!(
-            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE state = 'dispatched' AND dispatched_at < ? \
+            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE state{} AND dispatched_at < ? \
              AND NOT EXISTS (SELECT 1 FROM tw_registry \
              WHERE tw_registry.address = tw_runs.executor_address \
-             AND tw_registry.updated_at >= ?) ORDER BY dispatched_at, id LIMIT ?"
+             AND tw_registry.updated_at >= ?) ORDER BY dispatched_at, id LIMIT ?",
+            state_in(RunMove::Complete(RunState::Lost).from_states())
         ))
         .bind(query.dispatched_before)
         .bind(query.alive_since)
@@ -1762,11 +1809,11 @@ impl<B: Backend> Store for SqlStore<B> {
         }
         let mut tx = B::begin_write(&self.pool).await?;
         let select = Query::new(format!(
-            "SELECT id FROM tw_runs WHERE alarm_status = ? AND state IN {ALARM_STATES} \
-             ORDER BY id LIMIT ?{}",
+            "SELECT id FROM tw_runs WHERE alarm_status{} AND state{} ORDER BY id LIMIT ?{}",
+            alarm_in(AlarmStatus::sources_of(AlarmStatus::Queued)),
+            *ALARM_STATES,
             B::KIND.skip_locked()
         ))
-        .bind(alarm::UNDECIDED)
         .bind(i64::from(limit));
         let ids: Vec<i64> = B::fetch_all::<(i64,)>(&mut *tx, select)
             .await?
@@ -1776,11 +1823,11 @@ impl<B: Backend> Store for SqlStore<B> {
         let mut runs = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(ROWS_PER_STATEMENT) {
             let mut q = Query::new("UPDATE tw_runs SET alarm_status = ").one_off();
-            q.push_bind(alarm::QUEUED);
+            q.push_bind(AlarmStatus::Queued.code());
             // `+ 0`: every new run is undecided, so an index on the column is no help next
             // to the ids (see `Kind::state_beside_ids`).
-            q.push(" WHERE alarm_status + 0 = ")
-                .push_bind(alarm::UNDECIDED);
+            q.push(" WHERE alarm_status + 0")
+                .push(&alarm_in(AlarmStatus::sources_of(AlarmStatus::Queued)));
             q.push(" AND id IN ");
             q.push_list(chunk.iter().copied());
             B::execute(&mut *tx, q).await?;
@@ -1798,10 +1845,11 @@ impl<B: Backend> Store for SqlStore<B> {
 
     async fn runs_awaiting_alarm(&self, limit: u32) -> Result<Vec<Run>, Error> {
         let q = Query::new(format!(
-            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE alarm_status = ? AND state IN {ALARM_STATES} \
-             ORDER BY id LIMIT ?"
+            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE alarm_status{} AND state{} \
+             ORDER BY id LIMIT ?",
+            alarm_in(&[AlarmStatus::Queued]),
+            *ALARM_STATES
         ))
-        .bind(alarm::QUEUED)
         .bind(i64::from(limit));
         convert(self.fetch_all::<RunRow>(q).await?)
     }
@@ -1943,16 +1991,16 @@ impl<B: Backend> Store for SqlStore<B> {
                     written += B::execute(&mut *tx, q).await?.rows;
                 }
                 let status = if wanted.is_empty() {
-                    alarm::NOT_NEEDED
+                    AlarmStatus::NotNeeded
                 } else {
-                    alarm::DELIVERING
+                    AlarmStatus::Delivering
                 };
-                let q = Query::new(
-                    "UPDATE tw_runs SET alarm_status = ? WHERE id = ? AND alarm_status = ?",
-                )
-                .bind(status)
-                .bind(run.run_id)
-                .bind(alarm::QUEUED);
+                let q = Query::new(format!(
+                    "UPDATE tw_runs SET alarm_status = ? WHERE id = ? AND alarm_status{}",
+                    alarm_in(AlarmStatus::sources_of(status))
+                ))
+                .bind(status.code())
+                .bind(run.run_id);
                 B::execute(&mut *tx, q).await?;
             }
             tx.commit().await?;
@@ -2060,18 +2108,18 @@ impl<B: Backend> Store for SqlStore<B> {
             }
             let run_status = match state {
                 DeliveryState::Pending => None,
-                DeliveryState::Sent => Some(alarm::SENT),
-                DeliveryState::Failed => Some(alarm::SEND_FAILED),
+                DeliveryState::Sent => Some(AlarmStatus::Sent),
+                DeliveryState::Failed => Some(AlarmStatus::SendFailed),
             };
             if let Some(status) = run_status {
                 // A failure on one channel is what the run shows, whatever the others did.
-                let q = Query::new(
+                let q = Query::new(format!(
                     "UPDATE tw_runs SET alarm_status = ? WHERE id = \
-                     (SELECT run_id FROM tw_alarm_deliveries WHERE id = ?) AND alarm_status <> ?",
-                )
-                .bind(status)
-                .bind(finish.id)
-                .bind(alarm::SEND_FAILED);
+                     (SELECT run_id FROM tw_alarm_deliveries WHERE id = ?) AND alarm_status{}",
+                    alarm_in(AlarmStatus::sources_of(status))
+                ))
+                .bind(status.code())
+                .bind(finish.id);
                 B::execute(&mut *tx, q).await?;
             }
             tx.commit().await?;
@@ -2123,8 +2171,9 @@ impl<B: Backend> Store for SqlStore<B> {
         // Select, then delete by id: portable (MySQL refuses LIMIT in an IN subquery, SQLite
         // has no DELETE ... LIMIT) and each batch stays one short statement.
         let select = Query::new(format!(
-            "SELECT id FROM tw_runs WHERE scheduled_at < ? AND state IN {FINAL_STATES} \
-             ORDER BY scheduled_at, id LIMIT ?"
+            "SELECT id FROM tw_runs WHERE scheduled_at < ? AND state{} \
+             ORDER BY scheduled_at, id LIMIT ?",
+            *FINAL_STATES
         ))
         .bind(purge.before)
         .bind(i64::from(purge.limit));
@@ -2675,7 +2724,8 @@ impl<B: Backend> Store for SqlStore<B> {
         loop {
             // In batches, as retention does: each statement stays short on a big ledger.
             let mut select = Query::new(format!(
-                "SELECT id FROM tw_runs WHERE scheduled_at < ? AND state IN {FINAL_STATES}"
+                "SELECT id FROM tw_runs WHERE scheduled_at < ? AND state{}",
+                *FINAL_STATES
             ))
             .bind(clear.before);
             if let Some(job) = clear.job_id {

@@ -128,9 +128,12 @@ pub trait Store: Send + Sync + 'static {
     async fn run_set_shard(&self, shard: RunShard) -> Result<(), Error>;
 
     /// Moves a pending run to its final state with its result (`failed` and `timed_out` become
-    /// `killed` when a kill was requested, see [`Store::run_kill_intent`]). `None` when the
-    /// run is unknown or already final: a repeated callback changes nothing. `state` must be a
-    /// result state (succeeded, failed, timed_out, killed, lost), else `Invalid`.
+    /// `killed` when a kill was requested, see [`Store::run_kill_intent`]), as
+    /// [`RunMove::Complete`](tickwork_core::run::RunMove::Complete) allows: a `dispatched`
+    /// run, or a `planned` one for a callback's results (`succeeded`, `failed`, `timed_out`:
+    /// the callback beat the dispatch record). `None` when the run is unknown, already final,
+    /// or not in a state the result applies to: a repeated callback changes nothing. `state`
+    /// must be a result state (succeeded, failed, timed_out, killed, lost), else `Invalid`.
     async fn run_complete(&self, complete: RunComplete) -> Result<Option<Run>, Error>;
 
     /// Records (or withdraws) the kill intent of a `dispatched` run, so that every admin sees
@@ -188,12 +191,12 @@ pub trait Store: Send + Sync + 'static {
     async fn runs_find_lost(&self, query: LostQuery) -> Result<Vec<Run>, Error>;
 
     /// Queues up to `limit` failed runs (failed, timed out, lost) for an alarm: their
-    /// `alarm_status` moves from [`alarm::UNDECIDED`] to [`alarm::QUEUED`], atomically, so a
-    /// run is queued once whoever asks. Returns the runs queued now.
+    /// `alarm_status` moves from [`AlarmStatus::Undecided`] to [`AlarmStatus::Queued`],
+    /// atomically, so a run is queued once whoever asks. Returns the runs queued now.
     async fn runs_queue_alarms(&self, limit: u32) -> Result<Vec<Run>, Error>;
 
-    /// Up to `limit` runs queued for an alarm ([`alarm::QUEUED`]) whose deliveries are not
-    /// written yet, by id.
+    /// Up to `limit` runs queued for an alarm ([`AlarmStatus::Queued`]) whose deliveries are
+    /// not written yet, by id.
     async fn runs_awaiting_alarm(&self, limit: u32) -> Result<Vec<Run>, Error>;
 
     // ---- alarms ----
@@ -218,10 +221,10 @@ pub trait Store: Send + Sync + 'static {
     async fn alarm_channels_list(&self) -> Result<Vec<AlarmChannel>, Error>;
 
     /// In one transaction: writes one pending delivery per (run, channel), due at once, and
-    /// moves each run from [`alarm::QUEUED`] to [`alarm::DELIVERING`] (or
-    /// [`alarm::NOT_NEEDED`] when it has no channel). A (run, channel) pair that already has
-    /// a delivery is skipped, whoever queues it again; so are unknown channel ids. Returns
-    /// how many deliveries were written.
+    /// moves each run from [`AlarmStatus::Queued`] to [`AlarmStatus::Delivering`] (or
+    /// [`AlarmStatus::NotNeeded`] when it has no channel). A (run, channel) pair that already
+    /// has a delivery is skipped, whoever queues it again; so are unknown channel ids.
+    /// Returns how many deliveries were written.
     async fn alarm_deliveries_queue(&self, queue: AlarmDeliveriesQueue) -> Result<u64, Error>;
 
     /// Claims due pending deliveries (see [`DeliveryClaim`]): rows are locked with
@@ -233,8 +236,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Vec<AlarmDelivery>, Error>;
 
     /// Records an attempt on a delivery the node claimed: sent, retry later, or failed for
-    /// good, releasing the claim; a final outcome also moves the run's `alarm_status` (sent,
-    /// or send-failed if any channel failed). `false` (and no change) when the delivery is
+    /// good, releasing the claim; a final outcome also moves the run's `alarm_status` from
+    /// delivering (sent, or send-failed if any channel failed; see [`AlarmStatus`]). `false` (and no change) when the delivery is
     /// not pending or not claimed by this node any more.
     async fn alarm_delivery_finish(&self, finish: DeliveryFinish) -> Result<bool, Error>;
 
