@@ -133,3 +133,6 @@ impl IntoResponse for ApiError {
         resp
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -210,7 +210,6 @@ impl Groups<'_> {
     }
 
     async fn group_view(self, g: Group) -> Result<GroupView, Error> {
-        self.inner.pipeline.forget_group(g.id);
         let dead_after = self.inner.config.registry.dead_after.as_millis() as i64;
         let live = live_addresses(&*self.inner.store, &g, dead_after).await?;
         Ok(GroupView {
