@@ -116,8 +116,18 @@ pub trait Store: Send + Sync + 'static {
     async fn runs_mark_dispatched(&self, batch: &[Dispatched]) -> Result<u64, Error>;
 
     /// Ends a pending run as `failed` at trigger time; `None` when the run is unknown or
-    /// already past that point.
+    /// already past that point. Writes no follow-ups (see
+    /// [`Store::run_mark_trigger_failed_with_follow_ups`]).
     async fn run_mark_trigger_failed(&self, failed: TriggerFailed) -> Result<Option<Run>, Error>;
+
+    /// Ends a pending run as `failed` at trigger time and, in the same transaction, writes
+    /// what `follow` plans for it (see [`FollowUps`]). Nothing ended when the run is unknown
+    /// or already past that point.
+    async fn run_mark_trigger_failed_with_follow_ups(
+        &self,
+        failed: TriggerFailed,
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error>;
 
     /// Ends a `planned` run as `skipped` without running it (its job was stopped or deleted
     /// before the run was due); `None` when the run is unknown or no longer planned.
@@ -130,8 +140,18 @@ pub trait Store: Send + Sync + 'static {
     /// Moves a pending run to its final state with its result (`failed` and `timed_out` become
     /// `killed` when a kill was requested, see [`Store::run_kill_intent`]). `None` when the
     /// run is unknown or already final: a repeated callback changes nothing. `state` must be a
-    /// result state (succeeded, failed, timed_out, killed, lost), else `Invalid`.
+    /// result state (succeeded, failed, timed_out, killed, lost), else `Invalid`. Writes no
+    /// follow-ups (see [`Store::run_complete_with_follow_ups`]).
     async fn run_complete(&self, complete: RunComplete) -> Result<Option<Run>, Error>;
+
+    /// Completes a run as [`Store::run_complete`] does and, in the same transaction, writes
+    /// what `follow` plans for it: its retry, its children, its fixed-delay job's next fire
+    /// (see [`FollowUps`]). A crash after the commit loses none of them.
+    async fn run_complete_with_follow_ups(
+        &self,
+        complete: RunComplete,
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error>;
 
     /// Records (or withdraws) the kill intent of a `dispatched` run, so that every admin sees
     /// it: from then on a failed or timed-out result of the run ends it as `killed` (the
@@ -142,7 +162,16 @@ pub trait Store: Send + Sync + 'static {
     /// Completes many runs in one transaction, as [`Store::run_complete`] does one: returns
     /// the runs that reached their final state now. Unknown and already final runs are left
     /// alone and not returned; a run repeated in the batch counts once (its first result).
+    /// Writes no follow-ups (see [`Store::runs_complete_with_follow_ups`]).
     async fn runs_complete(&self, batch: &[RunComplete]) -> Result<Vec<Run>, Error>;
+
+    /// Completes many runs in one transaction, as [`Store::runs_complete`] does, and writes
+    /// in it what `follow` plans for each run that ended now (see [`FollowUps`]).
+    async fn runs_complete_with_follow_ups(
+        &self,
+        batch: &[RunComplete],
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error>;
 
     /// One run by id.
     async fn run_get(&self, id: i64) -> Result<Run, Error>;
@@ -173,8 +202,18 @@ pub trait Store: Send + Sync + 'static {
     async fn runs_groups(&self, run_ids: &[i64]) -> Result<Vec<RunGroup>, Error>;
 
     /// Ends planned runs of `node_id` as `misfired` (never run); how many changed. Runs no
-    /// longer planned or owned by someone else are left alone.
+    /// longer planned or owned by someone else are left alone. Writes no follow-ups (see
+    /// [`Store::runs_mark_misfired_with_follow_ups`]).
     async fn runs_mark_misfired(&self, misfired: MarkMisfired) -> Result<u64, Error>;
+
+    /// Ends planned runs of `node_id` as `misfired`, as [`Store::runs_mark_misfired`] does,
+    /// and writes in the same transaction what `follow` plans for them: above all the next
+    /// fire of a fixed-delay job that waited for a run that will now never run.
+    async fn runs_mark_misfired_with_follow_ups(
+        &self,
+        misfired: MarkMisfired,
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error>;
 
     /// Makes a planned run of `node_id` its job's catch-up: it fires at `at` with trigger type
     /// `misfire`, unless the job already has a catch-up scheduled at or after `late_since`
