@@ -71,6 +71,15 @@ impl ExecutorClient {
         c
     }
 
+    /// The client that calls `group`'s executors: with the group's own token, or this one's
+    /// (the global token) when it has none.
+    pub(crate) fn for_group(&self, group: &tickwork_store::Group) -> Self {
+        match &group.access_token {
+            Some(token) => self.with_token(token),
+            None => self.clone(),
+        }
+    }
+
     /// `POST <address>/run`: code 200 means queued, not done.
     pub async fn run(&self, address: &str, param: &TriggerParam) -> CallOutcome {
         self.call(address, "run", Some(tickwork_protocol::encode(param)))

@@ -1,37 +1,86 @@
 //! The Tickwork admin: stores jobs, fires them on time and records every run.
 //!
-//! The pipeline is claim -> ledger -> timer -> dispatch -> complete (see ARCHITECTURE.md):
-//! [`Admin::start`] runs it on a [`tickwork_store::Store`]; the operations in `service` are what
-//! the HTTP layer, the console and the CLI call. Several admins share one database: `cluster`
-//! (heartbeats, the fence, adoption of a dead node's runs, the maintenance lease) and
-//! `monitor` (what the lease holder maintains) make that safe; `alarm` sends the alarms of
-//! failed runs; `metrics` renders `/metrics`.
+//! Two types do the work (see ARCHITECTURE.md). The [`Scheduler`] (`pipeline`) runs claim ->
+//! timer -> dispatch -> ledger -> completion on a [`tickwork_store::Store`], with the cluster
+//! membership (heartbeats, the fence, adoption, the maintenance lease), the lease holder's
+//! maintenance and alarm delivery; executors drive it through the executor API. The
+//! [`Service`] (`service`) holds the operations the REST API, the console and the CLI call,
+//! with permissions and the audit log; it reaches the pipeline only through a
+//! [`PipelineHandle`]. [`start`] builds both; `http` serves them.
 
-mod accounts;
-mod admin;
 mod alarm;
-mod audit;
 pub mod auth;
-mod cluster;
 pub mod config;
 mod console;
-pub mod dispatch;
 mod error;
 pub mod executor_client;
+pub mod http;
 mod metrics;
-mod monitor;
 pub mod openapi;
-pub mod planner;
+mod pipeline;
 mod service;
-pub mod timer;
 
-pub use admin::{Admin, Running, Stats, retry_delay_ms};
+use std::sync::Arc;
+
+use tickwork_store::Store;
+
 pub use auth::{Auth, NewSession, Principal, Role, SESSION_COOKIE, SessionInfo, check_csrf};
-pub use cluster::MAINTENANCE_LEASE;
 pub use config::Config;
 pub use error::Error;
-pub use service::{ExecutorAuth, ExecutorCaller};
+pub use pipeline::cluster::MAINTENANCE_LEASE;
+pub use pipeline::complete::retry_delay_ms;
+pub use pipeline::executor_api::{ExecutorAuth, ExecutorCaller};
+pub use pipeline::{Scheduler, Stats, planner, timer};
+pub use service::{PipelineHandle, Service};
 pub use tickwork_protocol::api::{
     GroupInput, GroupView, JobInput, JobQuery, JobView, RunQuery, RunView, TriggerInput,
 };
-pub mod http;
+
+/// A running admin: the pipeline and the service over it; cheap to clone.
+#[derive(Clone)]
+pub struct Admin {
+    pub scheduler: Scheduler,
+    pub service: Service,
+}
+
+/// The admin's background tasks; [`Running::shutdown`] stops them and waits. Dropping it
+/// without a shutdown aborts them.
+pub struct Running {
+    pub admin: Admin,
+    /// The password generated for the first admin account when this start created it (and
+    /// none was configured): the caller shows it once; it is stored only as a hash.
+    pub generated_admin_password: Option<String>,
+    tasks: pipeline::Tasks,
+}
+
+/// Starts an admin on `store`: makes sure an admin account exists, then starts the pipeline
+/// (after a first heartbeat) and the service over it.
+pub async fn start(config: Config, store: Arc<dyn Store>) -> Result<Running, Error> {
+    config.validate()?;
+    let auth = Arc::new(Auth::new(
+        store.clone(),
+        config.auth.clone(),
+        &config.api_token,
+    ));
+    // Before anything is served: there is never a moment without an admin account, and never
+    // a default password.
+    let generated_admin_password = auth.ensure_first_admin().await?;
+    let metrics = Arc::new(metrics::Metrics::default());
+    let (scheduler, tasks) =
+        Scheduler::start(config.clone(), store.clone(), metrics.clone()).await?;
+    let service = Service::with_metrics(config, store, auth, Arc::new(scheduler.clone()), metrics);
+    Ok(Running {
+        admin: Admin { scheduler, service },
+        generated_admin_password,
+        tasks,
+    })
+}
+
+impl Running {
+    /// Stops the admin cleanly and hands its work over (see [`Scheduler`]'s shutdown):
+    /// dispatches in flight are recorded, then the node leaves the cluster so that the other
+    /// nodes adopt its planned runs at once.
+    pub async fn shutdown(self) {
+        self.admin.scheduler.shutdown(self.tasks).await;
+    }
+}

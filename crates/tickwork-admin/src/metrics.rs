@@ -10,8 +10,8 @@ use tickwork_core::run::RunState;
 use tickwork_store::{AlarmKind, DeliveryFilter, DeliveryState, PageReq, TimeRange};
 use tokio::sync::Mutex;
 
-use crate::Admin;
-use crate::dispatch::DispatchOutcome;
+use crate::Scheduler;
+use crate::pipeline::dispatch::DispatchOutcome;
 use crate::timer::now_ms;
 
 /// How long the database gauges are reused.
@@ -194,7 +194,7 @@ fn metric(out: &mut String, name: &str, kind: &str, help: &str, value: impl std:
 }
 
 /// Reads the database gauges (or the cached ones).
-async fn db_gauges(admin: &Admin) -> Result<DbGauges, String> {
+async fn db_gauges(admin: &Scheduler) -> Result<DbGauges, String> {
     let metrics = &admin.inner.metrics;
     let mut cached = metrics.db.lock().await;
     if let Some((at, gauges)) = &*cached
@@ -206,7 +206,7 @@ async fn db_gauges(admin: &Admin) -> Result<DbGauges, String> {
         let config = &admin.inner.config;
         let store = &admin.inner.store;
         let now = now_ms();
-        let day_start = crate::monitor::report_days(&config.default_time_zone, now)
+        let day_start = crate::pipeline::monitor::report_days(&config.default_time_zone, now)
             .ok()
             .and_then(|days| days.first().map(|d| d.0))
             .unwrap_or(now - now.rem_euclid(86_400_000));
@@ -251,7 +251,7 @@ async fn db_gauges(admin: &Admin) -> Result<DbGauges, String> {
 }
 
 /// The whole exposition.
-pub(crate) async fn render(admin: &Admin) -> String {
+pub(crate) async fn render(admin: &Scheduler) -> String {
     let s = &admin.inner.stats;
     let m = &admin.inner.metrics;
     let mut out = String::with_capacity(8 * 1024);

@@ -75,7 +75,7 @@ impl Setup {
         let group = api.group(app).await;
         let executor =
             CountingExecutor::start(app, std::slice::from_ref(&admin.address), &db.token).await;
-        registered(admin.admin.store().as_ref(), &executor.address()).await;
+        registered(admin.store.as_ref(), &executor.address()).await;
         Some(Setup {
             db,
             admin,
@@ -121,7 +121,7 @@ impl Setup {
             .post(&format!("jobs/{job}/trigger"), json!({}))
             .await;
         let run_id = run["id"].as_i64().expect("run id");
-        let store = self.admin.admin.store().clone();
+        let store = self.admin.store.clone();
         let state = wait_for("the run to end", WAIT, || {
             let store = store.clone();
             async move {
@@ -299,7 +299,7 @@ async fn webhook_formats_are_delivered_and_signed() {
     assert_names_everything(body["text"].as_str().unwrap(), job, run, &executor);
 
     // Each sent once, visible as sent; the run says its alarm went out.
-    let store = s.admin.admin.store().clone();
+    let store = s.admin.store.clone();
     let done = settled(store.as_ref(), run, 5).await;
     assert!(
         done.iter()
@@ -337,7 +337,7 @@ async fn failed_sends_are_retried_then_visible() {
     let job = s.failing_job("alarm-retries", "flaky,down").await;
     let run = s.failed_run(job).await;
 
-    let store = s.admin.admin.store().clone();
+    let store = s.admin.store.clone();
     let done = settled(store.as_ref(), run, 2).await;
     let by_name: HashMap<&str, &tickwork_store::AlarmDelivery> =
         done.iter().map(|d| (d.channel_name.as_str(), d)).collect();
@@ -666,7 +666,7 @@ async fn email_alarms_reach_a_real_smtp_server() {
 
     let job = s.failing_job("alarm-mail", "ops-mail").await;
     let run = s.failed_run(job).await;
-    let store = s.admin.admin.store().clone();
+    let store = s.admin.store.clone();
     let done = settled(store.as_ref(), run, 1).await;
     assert_eq!(done[0].state, DeliveryState::Sent, "{:?}", done[0]);
 
@@ -723,7 +723,7 @@ async fn three_admins(backend: Backend) {
     }
     let addresses: Vec<String> = admins.iter().map(|a| a.address.clone()).collect();
     let executor = CountingExecutor::start("many", &addresses, &db.token).await;
-    let store = admins[0].admin.store().clone();
+    let store = admins[0].store.clone();
     registered(store.as_ref(), &executor.address()).await;
     let rx = Receiver::start().await;
     let api = Api::new(&addresses[1]);

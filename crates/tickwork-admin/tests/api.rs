@@ -22,6 +22,7 @@ struct Harness {
     base: String,
     http: reqwest::Client,
     admin: Admin,
+    store: std::sync::Arc<dyn tickwork_store::Store>,
     running: Option<Running>,
     stop: CancellationToken,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
@@ -85,7 +86,9 @@ impl Harness {
             .await
             .expect("listener");
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let running = Admin::start(config, store).await.expect("admin start");
+        let running = tickwork_admin::start(config, store.clone())
+            .await
+            .expect("admin start");
         assert_eq!(
             running.generated_admin_password, None,
             "a configured password is not generated"
@@ -102,6 +105,7 @@ impl Harness {
             base,
             http: reqwest::Client::new(),
             admin,
+            store,
             running: Some(running),
             stop,
             server,
@@ -117,7 +121,7 @@ impl Harness {
         if let Some(r) = self.running.take() {
             r.shutdown().await;
         }
-        self.admin.store().close().await;
+        self.store.close().await;
     }
 
     /// Calls `/openapi/v1{path}` with `token`; `route` is the route template it exercises.
@@ -1222,7 +1226,7 @@ async fn tokens_are_checked_and_disabled_users_lose_them() {
 #[tokio::test]
 async fn login_sessions_logout_expiry_and_csrf() {
     let h = Harness::start().await;
-    let auth = h.admin.auth();
+    let auth = h.admin.service.auth();
     let ip: IpAddr = [127, 0, 0, 1].into();
     assert!(matches!(
         auth.login("admin", "wrong password", ip).await,
@@ -1326,7 +1330,7 @@ async fn login_sessions_logout_expiry_and_csrf() {
 #[tokio::test]
 async fn logins_are_rate_limited_per_ip_and_username() {
     let h = Harness::start_with("[auth]\nlogin_max_failures = 3\nlogin_window_s = 300\n").await;
-    let auth = h.admin.auth();
+    let auth = h.admin.service.auth();
     let ip: IpAddr = [10, 1, 2, 3].into();
     for _ in 0..3 {
         assert!(matches!(
@@ -1600,7 +1604,7 @@ impl Harness {
     /// A run of a new job of group `g`, dispatched to `address` (as the ledger records it).
     async fn dispatched_run(&self, g: i64, address: &str) -> i64 {
         let job = self.shell_job(g, BUILTIN).await.ok();
-        let store = self.admin.store();
+        let store = &self.store;
         let now = tickwork_admin::timer::now_ms();
         let run = store
             .run_insert(tickwork_store::RunNew::new(
@@ -1956,6 +1960,7 @@ async fn console_rotates_a_group_token_and_shows_it_once() {
     let g = h.group("console-tok").await;
     let s = h
         .admin
+        .service
         .auth()
         .login("admin", ADMIN_PASSWORD, [127, 0, 0, 1].into())
         .await
@@ -2117,12 +2122,16 @@ async fn first_admin_is_created_once_with_the_configured_password() {
     );
     let ip: IpAddr = [127, 0, 0, 1].into();
     h.admin
+        .service
         .auth()
         .login("admin", ADMIN_PASSWORD, ip)
         .await
         .expect("configured password");
     // A second start on the same database creates nobody and generates nothing.
-    assert_eq!(h.admin.auth().ensure_first_admin().await.unwrap(), None);
+    assert_eq!(
+        h.admin.service.auth().ensure_first_admin().await.unwrap(),
+        None
+    );
     h.stop().await;
 }
 
@@ -2224,7 +2233,7 @@ impl Browser {
 #[tokio::test]
 async fn concurrent_logins_are_bounded_and_excess_is_refused_at_once() {
     let h = Harness::start_with("[auth]\nlogin_max_failures = 1\n").await;
-    let auth = h.admin.auth().clone();
+    let auth = h.admin.service.auth().clone();
     let bound = auth.config().max_concurrent_logins;
     assert_eq!(bound, 4);
     let ip: IpAddr = [10, 9, 9, 9].into();
@@ -2292,7 +2301,7 @@ async fn concurrent_logins_are_bounded_and_excess_is_refused_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_memory_is_reused_not_grown_per_check() {
     let h = Harness::start().await;
-    let auth = h.admin.auth().clone();
+    let auth = h.admin.service.auth().clone();
     for burst in 0..3u8 {
         let tasks: Vec<_> = (0..20u8)
             .map(|i| {
@@ -2323,7 +2332,7 @@ async fn login_memory_is_reused_not_grown_per_check() {
 async fn concurrent_wrong_passwords_check_at_most_the_failure_limit() {
     let h =
         Harness::start_with("[auth]\nlogin_max_failures = 5\nmax_concurrent_logins = 64\n").await;
-    let auth = h.admin.auth().clone();
+    let auth = h.admin.service.auth().clone();
     let ip: IpAddr = [10, 7, 7, 7].into();
     let tasks: Vec<_> = (0..40)
         .map(|_| {
@@ -2398,6 +2407,7 @@ async fn a_password_with_a_multibyte_character_at_byte_1024_logs_in_without_pani
     b.login("mb", &exact).await;
     let ip: IpAddr = [10, 3, 3, 3].into();
     h.admin
+        .service
         .auth()
         .login("mb", &exact, ip)
         .await
@@ -2427,7 +2437,7 @@ async fn a_password_with_a_multibyte_character_at_byte_1024_logs_in_without_pani
         users_after.as_array().unwrap().len(),
         users_before.as_array().unwrap().len() + 1
     );
-    match h.admin.auth().login("mb", &longer, ip).await {
+    match h.admin.service.auth().login("mb", &longer, ip).await {
         Err(Error::Invalid(m)) => assert!(m.contains("at most 1024 characters"), "{m}"),
         other => panic!("{other:?}"),
     }
@@ -2447,11 +2457,13 @@ async fn a_password_with_a_multibyte_character_at_byte_1024_logs_in_without_pani
     assert!(resp.text().await.unwrap().contains("1024"));
     // Neither was counted as a failure (the limit is one).
     h.admin
+        .service
         .auth()
         .login("mb", &exact, ip)
         .await
         .expect("over-long attempts count nothing");
     h.admin
+        .service
         .auth()
         .login("mb", "wrong password", ip)
         .await
@@ -2736,11 +2748,12 @@ impl Harness {
     async fn console(&self) -> (String, String, reqwest::Client) {
         let s = self
             .admin
+            .service
             .auth()
             .login("admin", ADMIN_PASSWORD, [127, 0, 0, 1].into())
             .await
             .unwrap();
-        let cookie = self.admin.auth().session_cookie(&s);
+        let cookie = self.admin.service.auth().session_cookie(&s);
         let cookie = cookie.split(';').next().unwrap().to_owned();
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
@@ -3153,7 +3166,7 @@ async fn idle_sessions_never_expire_before_the_idle_time() {
     let h = Harness::start().await;
     let idle = Duration::from_secs(2);
     let auth = tickwork_admin::Auth::new(
-        h.admin.store().clone(),
+        h.store.clone(),
         tickwork_admin::auth::AuthConfig {
             session_idle: idle,
             ..Default::default()

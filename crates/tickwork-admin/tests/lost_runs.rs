@@ -51,7 +51,7 @@ async fn mariadb_run_of_a_killed_executor_is_lost_retried_and_alarmed_once() {
 }
 
 async fn registered(admin: &InProcessAdmin, address: &str) {
-    let store = admin.admin.store().clone();
+    let store = admin.store.clone();
     let address = address.to_owned();
     wait_for(
         "the executor's registration",
@@ -74,7 +74,7 @@ async fn scenario(backend: Backend) {
     };
     let logs = support::log_dir();
     let admin = InProcessAdmin::start(&db, "node-lost", ADMIN).await;
-    let store = admin.admin.store().clone();
+    let store = admin.store.clone();
     let api = Api::new(&admin.address);
 
     let mut doomed = Child::executor(&logs, "doomed", "lost", &admin.address, &db.token).await;
@@ -189,7 +189,7 @@ async fn scenario(backend: Backend) {
         },
     )
     .await;
-    let stats = admin.admin.stats();
+    let stats = admin.admin.scheduler.stats();
     let rounds =
         |s: &tickwork_admin::Stats| s.alarm_rounds.load(std::sync::atomic::Ordering::Relaxed);
     let seen = rounds(stats);

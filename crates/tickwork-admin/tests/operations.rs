@@ -56,7 +56,7 @@ async fn holder(admins: &[&InProcessAdmin]) -> usize {
         Duration::from_secs(20),
         || async {
             let holders: Vec<usize> = (0..admins.len())
-                .filter(|&i| admins[i].admin.is_lease_holder())
+                .filter(|&i| admins[i].admin.scheduler.is_lease_holder())
                 .collect();
             (holders.len() == 1).then(|| holders[0])
         },
@@ -250,7 +250,7 @@ async fn scenario(backend: Backend) {
 
     // A clean stop of the holder: the lease moves at once, the node row goes.
     let stopped = admins.remove(first);
-    let stopped_id = stopped.admin.node_id().to_owned();
+    let stopped_id = stopped.admin.scheduler.node_id().to_owned();
     let stop_at = std::time::Instant::now();
     stopped.shutdown().await;
     let next = holder(&admins.iter().collect::<Vec<_>>()).await;
@@ -262,7 +262,7 @@ async fn scenario(backend: Backend) {
     // what the dead node owned.
     let crashed = admins.remove(next);
     let last = admins.pop().expect("the last admin");
-    let crashed_id = crashed.admin.node_id().to_owned();
+    let crashed_id = crashed.admin.scheduler.node_id().to_owned();
     let due = support::now_ms() + 1_500;
     let owned_by_dead = planted(&*store, job.id, &crashed_id, due).await;
     let crash_at = std::time::Instant::now();
@@ -270,9 +270,14 @@ async fn scenario(backend: Backend) {
     holder(&[&last]).await;
     let taken = crash_at.elapsed();
     let (owner, delay) = fired_by(&*store, owned_by_dead).await;
-    assert_eq!(owner, last.admin.node_id());
+    assert_eq!(owner, last.admin.scheduler.node_id());
     assert!(
-        last.admin.stats().runs_adopted.load(Ordering::Relaxed) >= 1,
+        last.admin
+            .scheduler
+            .stats()
+            .runs_adopted
+            .load(Ordering::Relaxed)
+            >= 1,
         "the last admin adopted nothing"
     );
     report(format!(

@@ -22,7 +22,7 @@ const SUCCESS: &[u8] = br#"{"code":200,"msg":"Success"}"#;
 /// Knobs of the scenario; the flags carry a `run-` prefix so that they can sit next to other
 /// scenarios' flags in one command line.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ExecutorRunArgs {
+pub(crate) struct ExecutorRunArgs {
     /// executor-run: how long the clients post `/run`, in seconds.
     #[arg(long = "run-seconds", default_value_t = 5)]
     pub seconds: u64,
@@ -54,7 +54,7 @@ impl Default for ExecutorRunArgs {
 }
 
 /// Runs the scenario and prints its figures, ending with a `RESULT scenario=executor-run` line.
-pub async fn run(args: ExecutorRunArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: ExecutorRunArgs) -> anyhow::Result<()> {
     let completed = Arc::new(AtomicU64::new(0));
     let admin = start_admin(Arc::clone(&completed)).await?;
     let logs = args

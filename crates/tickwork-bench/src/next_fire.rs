@@ -26,7 +26,7 @@ const MEASURE_FOR: Duration = Duration::from_secs(1);
 const BASE_MS: i64 = 1_767_225_600_000;
 const YEAR_MS: u64 = 365 * 86_400_000;
 
-pub fn run() -> anyhow::Result<()> {
+pub(crate) fn run() -> anyhow::Result<()> {
     let mut slowest = f64::INFINITY;
     for (kind, conf) in CASES {
         let schedule = Schedule::parse(*kind, conf, TIME_ZONE)?;

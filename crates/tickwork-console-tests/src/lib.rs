@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use thirtyfour::prelude::*;
 use tickwork_admin::config::ConfigFile;
-use tickwork_admin::{Admin, Running};
+use tickwork_admin::{Running, Service};
 use tickwork_executor::RunningExecutor;
 use tokio::process::{Child, Command};
 use tokio_util::sync::CancellationToken;
@@ -59,7 +59,8 @@ pub fn screenshot_dir() -> PathBuf {
 /// Everything one browser test runs against.
 pub struct Console {
     pub base: String,
-    pub admin: Admin,
+    pub admin: Service,
+    store: std::sync::Arc<dyn tickwork_store::Store>,
     pub driver: WebDriver,
     pub executor: RunningExecutor,
     running: Option<Running>,
@@ -125,11 +126,13 @@ admin_password = "{ADMIN_PASSWORD}"
             .await
             .expect("listener");
         let base = format!("http://{}", listener.local_addr().expect("address"));
-        let running = Admin::start(config, store).await.expect("admin start");
-        let admin = running.admin.clone();
+        let running = tickwork_admin::start(config, store.clone())
+            .await
+            .expect("admin start");
+        let admin = running.admin.service.clone();
         let stop = CancellationToken::new();
         tokio::spawn(tickwork_admin::http::serve(
-            admin.clone(),
+            running.admin.clone(),
             listener,
             stop.clone(),
         ));
@@ -190,6 +193,7 @@ admin_password = "{ADMIN_PASSWORD}"
         Some(Console {
             base,
             admin,
+            store,
             driver,
             executor,
             running: Some(running),
@@ -326,7 +330,7 @@ admin_password = "{ADMIN_PASSWORD}"
         if let Some(r) = self.running.take() {
             r.shutdown().await;
         }
-        self.admin.store().close().await;
+        self.store.close().await;
     }
 }
 

@@ -5,11 +5,11 @@
 //! page visited is saved as a PNG.
 
 use thirtyfour::prelude::*;
-use tickwork_admin::Admin;
+use tickwork_admin::Service;
 use tickwork_console_tests::{ADMIN_PASSWORD, APP, Console};
 use tickwork_protocol::api::{JobQuery, RunQuery};
 
-async fn jobs_total(a: &Admin) -> u64 {
+async fn jobs_total(a: &Service) -> u64 {
     a.jobs_list(JobQuery::default())
         .await
         .expect("jobs list")

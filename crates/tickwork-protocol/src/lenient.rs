@@ -5,7 +5,7 @@ use serde::de::{self, Deserializer, Unexpected, Visitor};
 use std::fmt;
 
 /// Reads an integer from a JSON number, a numeric string, or `null` (-> 0).
-pub fn int<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+pub(crate) fn int<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
     struct V;
     impl<'de> Visitor<'de> for V {
         type Value = i64;
@@ -52,19 +52,19 @@ pub fn int<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
 }
 
 /// Reads a 32-bit integer like [`int`], refusing values out of range.
-pub fn int32<'de, D: Deserializer<'de>>(d: D) -> Result<i32, D::Error> {
+pub(crate) fn int32<'de, D: Deserializer<'de>>(d: D) -> Result<i32, D::Error> {
     let v = int(d)?;
     i32::try_from(v)
         .map_err(|_| de::Error::invalid_value(Unexpected::Signed(v), &"a 32-bit integer"))
 }
 
 /// Reads a string from a JSON string, number or boolean; `null` -> empty.
-pub fn string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+pub(crate) fn string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     Ok(opt_string(d)?.unwrap_or_default())
 }
 
 /// Reads an optional string; `null` -> `None`, numbers and booleans as their text.
-pub fn opt_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+pub(crate) fn opt_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     struct V;
     impl<'de> Visitor<'de> for V {
         type Value = Option<String>;
@@ -103,7 +103,7 @@ pub fn opt_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::
 }
 
 /// Reads a boolean from `true`/`false`, the strings `"true"`/`"false"`, or `null` (-> false).
-pub fn boolean<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+pub(crate) fn boolean<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     struct V;
     impl<'de> Visitor<'de> for V {
         type Value = bool;

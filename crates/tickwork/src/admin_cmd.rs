@@ -9,15 +9,15 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
+use tickwork_admin::Config;
 use tickwork_admin::config::ConfigFile;
-use tickwork_admin::{Admin, Config};
 use tokio_util::sync::CancellationToken;
 
 use crate::InputError;
 
 /// Settings of `tickwork admin`.
 #[derive(Debug, Clone, Default, Args)]
-pub struct AdminArgs {
+pub(crate) struct AdminArgs {
     /// A TOML file with the admin's settings (see README).
     #[arg(long, env = "TICKWORK_ADMIN_CONFIG", value_name = "PATH")]
     pub config: Option<PathBuf>,
@@ -76,7 +76,7 @@ fn input(msg: impl Into<String>) -> anyhow::Error {
 }
 
 /// Reads the file, lays env and flags over it, resolves the data folder and the tokens.
-pub fn resolve(args: AdminArgs) -> anyhow::Result<Config> {
+pub(crate) fn resolve(args: AdminArgs) -> anyhow::Result<Config> {
     let mut file: ConfigFile = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -202,7 +202,7 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
 }
 
 /// A started admin: the pipeline, its HTTP server and its database.
-pub struct StartedAdmin {
+pub(crate) struct StartedAdmin {
     pub running: tickwork_admin::Running,
     pub local_addr: std::net::SocketAddr,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
@@ -212,7 +212,7 @@ pub struct StartedAdmin {
 
 impl StartedAdmin {
     /// Stops the HTTP server, then the pipeline, then closes the database.
-    pub async fn stop(self) -> anyhow::Result<()> {
+    pub(crate) async fn stop(self) -> anyhow::Result<()> {
         self.stop.cancel();
         let served = self.server.await;
         self.running.shutdown().await;
@@ -224,7 +224,7 @@ impl StartedAdmin {
 }
 
 /// Opens the database, starts the pipeline and serves HTTP on `config.listen`.
-pub async fn start(config: Config) -> anyhow::Result<StartedAdmin> {
+pub(crate) async fn start(config: Config) -> anyhow::Result<StartedAdmin> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
@@ -236,7 +236,7 @@ pub async fn start(config: Config) -> anyhow::Result<StartedAdmin> {
         .await
         .map_err(|e| anyhow::anyhow!("cannot open the database: {e}"))?;
     tracing::info!(backend = store.backend(), node = %config.node_id, "database ready");
-    let running = Admin::start(config, store.clone()).await?;
+    let running = tickwork_admin::start(config, store.clone()).await?;
     announce_console(local_addr, running.generated_admin_password.as_deref())?;
     let stop = CancellationToken::new();
     let server = tokio::spawn(tickwork_admin::http::serve(
@@ -284,7 +284,7 @@ fn announce_console(addr: std::net::SocketAddr, generated: Option<&str>) -> std:
 }
 
 /// Runs the admin until SIGTERM or SIGINT.
-pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
     crate::init_logging();
     let config = resolve(args)?;
     let mut signals = crate::StopSignals::new()?;

@@ -13,14 +13,14 @@ use tickwork_core::schedule::{Schedule, parse_instant_ms, parse_time_zone};
 use crate::InputError;
 
 #[derive(Debug, Subcommand)]
-pub enum CronCommand {
+pub(crate) enum CronCommand {
     /// Print the next fire times of a schedule, one per line, in RFC 3339 with the zone's
     /// offset.
     Next(NextArgs),
 }
 
 #[derive(Debug, Args)]
-pub struct NextArgs {
+pub(crate) struct NextArgs {
     /// The schedule: a Quartz cron expression such as '0 0/5 * * * ?' (quote it), or the
     /// configuration of another --type (500ms, 2026-12-01 09:00:00, ...).
     expr: String,
@@ -42,7 +42,7 @@ fn parse_kind(s: &str) -> Result<ScheduleType, String> {
     s.to_ascii_uppercase().parse().map_err(|e| format!("{e}"))
 }
 
-pub fn run(command: CronCommand) -> anyhow::Result<()> {
+pub(crate) fn run(command: CronCommand) -> anyhow::Result<()> {
     match command {
         CronCommand::Next(args) => next(args),
     }

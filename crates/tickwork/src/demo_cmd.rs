@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use tickwork_admin::{Admin, GroupInput, JobInput, Principal};
+use tickwork_admin::{GroupInput, JobInput, Principal, Service};
 use tickwork_core::{GlueType, ScheduleType};
 use tickwork_executor::ExecutorConfig;
 
@@ -18,7 +18,7 @@ const DEMO_APP: &str = "tickwork-demo";
 
 /// Settings of `tickwork demo`.
 #[derive(Debug, Clone, Args)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// Address of the admin.
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "IP:PORT")]
     pub listen: SocketAddr,
@@ -76,7 +76,7 @@ fn sample_jobs(group_id: i64) -> Vec<(&'static str, JobInput)> {
 }
 
 /// Creates the demo's group and jobs unless a previous run of the demo already did.
-async fn seed(admin: &Admin) -> anyhow::Result<()> {
+async fn seed(admin: &Service) -> anyhow::Result<()> {
     let group = match admin
         .groups_list()
         .await?
@@ -99,9 +99,9 @@ async fn seed(admin: &Admin) -> anyhow::Result<()> {
         }
     };
     for (key, mut input) in sample_jobs(group.id) {
-        match admin.store().job_get_by_key(key).await {
+        match admin.job_get_by_key(key).await {
             Ok(_) => continue,
-            Err(tickwork_store::Error::NotFound { .. }) => {}
+            Err(tickwork_admin::Error::NotFound(_)) => {}
             Err(e) => return Err(e.into()),
         }
         input.key = Some(key.to_owned());
@@ -111,7 +111,7 @@ async fn seed(admin: &Admin) -> anyhow::Result<()> {
 }
 
 /// Runs the demo until SIGTERM or SIGINT.
-pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     crate::init_logging();
     let mut signals = crate::StopSignals::new()?;
     let config = admin_cmd::resolve(AdminArgs {
@@ -137,7 +137,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     })
     .await?;
 
-    seed(&admin.running.admin).await?;
+    seed(&admin.running.admin.service).await?;
     crate::announce(&format!(
         "Tickwork demo is running.\n\
          \x20 admin:     {admin_url}\n\

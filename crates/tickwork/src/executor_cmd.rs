@@ -21,7 +21,7 @@ use crate::InputError;
 /// Settings of `tickwork executor`. Each flag can also come from its environment variable or
 /// from the `--config` file; a flag beats the variable, which beats the file.
 #[derive(Debug, Clone, Default, Args)]
-pub struct ExecutorArgs {
+pub(crate) struct ExecutorArgs {
     /// A TOML file with any of the settings below (keys: app, admin, token, listen, address,
     /// logs, enable_scripts, shutdown, shutdown_timeout, http_allow, log_retention_days,
     /// header_read_timeout, max_connections).
@@ -223,7 +223,7 @@ pub(crate) async fn start(settings: Settings) -> anyhow::Result<RunningExecutor>
 
 /// Runs the executor until SIGTERM or SIGINT, then drains it. Exits 0 on a clean drain, 1 when
 /// runs had to be killed at the shutdown deadline.
-pub async fn run(args: ExecutorArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: ExecutorArgs) -> anyhow::Result<ExitCode> {
     crate::init_logging();
     let file = match &args.config {
         Some(path) => read_file(path)?,

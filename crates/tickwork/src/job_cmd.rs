@@ -17,7 +17,7 @@ use crate::InputError;
 use crate::remote::{Remote, cell, instant};
 
 #[derive(Debug, Subcommand)]
-pub enum JobCommand {
+pub(crate) enum JobCommand {
     /// List jobs.
     List {
         /// Only jobs of this executor group (app name).
@@ -73,7 +73,7 @@ pub enum JobCommand {
 
 /// Job fields on the command line; on `edit`, the ones given replace the job's values.
 #[derive(Debug, Default, Args)]
-pub struct JobFields {
+pub(crate) struct JobFields {
     /// Stable key (add only; generated when absent).
     #[arg(long)]
     key: Option<String>,
@@ -128,7 +128,7 @@ pub struct JobFields {
 /// One job in an export file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct JobEntry {
+pub(crate) struct JobEntry {
     pub key: String,
     /// The executor group's app name.
     pub group: String,
@@ -170,7 +170,7 @@ pub struct JobEntry {
 /// An export file: `[[job]]` tables.
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct JobFile {
+pub(crate) struct JobFile {
     #[serde(default)]
     pub job: Vec<JobEntry>,
 }
@@ -316,7 +316,7 @@ fn print_toml(file: &JobFile, out: Option<&PathBuf>) -> anyhow::Result<()> {
 }
 
 /// Runs one `tickwork job` command.
-pub async fn run(remote: &Remote, command: JobCommand) -> anyhow::Result<()> {
+pub(crate) async fn run(remote: &Remote, command: JobCommand) -> anyhow::Result<()> {
     let client = remote.client()?;
     match command {
         JobCommand::List {

@@ -9,7 +9,7 @@ use tickwork_client::Client;
 
 /// How to reach the admin's JSON API.
 #[derive(Debug, Clone, Args)]
-pub struct Remote {
+pub(crate) struct Remote {
     /// The admin's base URL.
     #[arg(
         long = "admin",
@@ -33,7 +33,7 @@ pub struct Remote {
 
 impl Remote {
     /// A client of the admin, with the token given or found in a local data folder.
-    pub fn client(&self) -> anyhow::Result<Client> {
+    pub(crate) fn client(&self) -> anyhow::Result<Client> {
         let token = match &self.token {
             Some(t) => t.clone(),
             None => ["tickwork-data", "tickwork-demo"]
@@ -47,7 +47,7 @@ impl Remote {
 }
 
 /// An epoch-ms instant as RFC 3339 in the local zone, or `-`.
-pub fn instant(ms: Option<i64>) -> String {
+pub(crate) fn instant(ms: Option<i64>) -> String {
     let Some(ms) = ms else {
         return "-".to_owned();
     };
@@ -61,7 +61,7 @@ pub fn instant(ms: Option<i64>) -> String {
 }
 
 /// `text` cut to `n` characters on one line, for tables.
-pub fn cell(text: &str, n: usize) -> String {
+pub(crate) fn cell(text: &str, n: usize) -> String {
     let one_line = text.replace(['\n', '\r'], " ");
     if one_line.chars().count() <= n {
         one_line

@@ -8,7 +8,7 @@ use tickwork_protocol::api::RunQuery;
 use crate::remote::{Remote, cell, instant};
 
 #[derive(Debug, Subcommand)]
-pub enum RunCommand {
+pub(crate) enum RunCommand {
     /// List runs, newest first.
     List {
         /// Only runs of this job.
@@ -35,7 +35,7 @@ pub enum RunCommand {
 }
 
 /// Runs one `tickwork run` command.
-pub async fn run(remote: &Remote, command: RunCommand) -> anyhow::Result<()> {
+pub(crate) async fn run(remote: &Remote, command: RunCommand) -> anyhow::Result<()> {
     let client = remote.client()?;
     match command {
         RunCommand::List { job, state, limit } => {

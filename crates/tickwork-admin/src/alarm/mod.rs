@@ -9,7 +9,7 @@
 //! by the node that claimed it in the database, so an alarm goes out at most once per
 //! attempt, whatever the admins do.
 
-mod deliver;
+pub(crate) mod deliver;
 mod send;
 
 pub(crate) use send::Senders;

@@ -16,7 +16,7 @@ use tickwork_protocol::api::{
 
 use super::session::Visitor;
 use super::ui::{self, Ctx, Field, Form, Opt};
-use crate::{Admin, Error};
+use crate::{Error, Service};
 
 /// The channel kinds and how the form names them.
 const KINDS: [(&str, &str); 6] = [
@@ -257,7 +257,7 @@ fn delivery_class(state: &str) -> &'static str {
 }
 
 async fn page(
-    a: &Admin,
+    a: &Service,
     v: &Visitor,
     state: &str,
     values: &HashMap<&str, String>,
@@ -319,7 +319,7 @@ async fn page(
     )
 }
 
-pub async fn list(State(a): State<Admin>, v: Visitor, Query(q): Query<ListQuery>) -> Response {
+pub async fn list(State(a): State<Service>, v: Visitor, Query(q): Query<ListQuery>) -> Response {
     let values = HashMap::from([("enabled", "on".to_owned())]);
     page(&a, &v, &q.state, &values, HashMap::new(), StatusCode::OK).await
 }
@@ -336,7 +336,7 @@ fn input_of(values: &HashMap<&str, String>) -> Result<AlarmChannelInput, String>
     })
 }
 
-pub async fn create(State(a): State<Admin>, v: Visitor, body: Bytes) -> Response {
+pub async fn create(State(a): State<Service>, v: Visitor, body: Bytes) -> Response {
     let form = match v.form(&body) {
         Ok(f) => f,
         Err(res) => return *res,
@@ -374,7 +374,7 @@ fn form_page(
     ui::render_status(status, &AlarmFormPage { c, id, fields: f })
 }
 
-pub async fn edit_form(State(a): State<Admin>, v: Visitor, Path(id): Path<i64>) -> Response {
+pub async fn edit_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
     match a.alarm_channel_get(&v.principal, id).await {
         Ok(ch) => form_page(&v, id, &values_of_view(&ch), HashMap::new(), StatusCode::OK),
         Err(e) => v.not_found(e),
@@ -382,7 +382,7 @@ pub async fn edit_form(State(a): State<Admin>, v: Visitor, Path(id): Path<i64>) 
 }
 
 pub async fn update(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     v: Visitor,
     Path(id): Path<i64>,
     body: Bytes,
@@ -407,7 +407,7 @@ pub async fn update(
 }
 
 pub async fn delete(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     v: Visitor,
     Path(id): Path<i64>,
     body: Bytes,
@@ -423,7 +423,7 @@ pub async fn delete(
 
 /// Sends a test message; the outcome comes back as the page's banner.
 pub async fn test(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     v: Visitor,
     Path(id): Path<i64>,
     body: Bytes,

@@ -13,7 +13,7 @@ use super::charts::{self, Series};
 use super::runs::state_class;
 use super::session::Visitor;
 use super::ui::{self, Ctx};
-use crate::{Admin, Error};
+use crate::{Error, Service};
 
 /// Days shown by the charts.
 const DAYS: usize = 14;
@@ -47,14 +47,14 @@ fn day_start(now: Timestamp, tz: &jiff::tz::TimeZone, days_back: i64) -> Option<
     Some(z.timestamp().as_millisecond())
 }
 
-pub async fn page(State(a): State<Admin>, v: Visitor) -> Response {
+pub async fn page(State(a): State<Service>, v: Visitor) -> Response {
     match build(&a, &v).await {
         Ok(p) => ui::render(&p),
         Err(e) => v.not_found(e),
     }
 }
 
-async fn build(a: &Admin, v: &Visitor) -> Result<DashboardPage, Error> {
+async fn build(a: &Service, v: &Visitor) -> Result<DashboardPage, Error> {
     let c = v.ctx("dashboard");
     let tz = v.tz().clone();
     let now = Timestamp::now();
@@ -69,7 +69,7 @@ async fn build(a: &Admin, v: &Visitor) -> Result<DashboardPage, Error> {
         count(None),
         count(Some("running")),
         a.groups_list(),
-        async { a.store().registry_list().await.map_err(Error::from) },
+        async { a.registry_entries().await },
     )?;
 
     // Day boundaries, oldest first; the last one is tomorrow's midnight.
@@ -89,8 +89,7 @@ async fn build(a: &Admin, v: &Visitor) -> Result<DashboardPage, Error> {
     let mut per_day = Vec::with_capacity(DAYS);
     for w in bounds.windows(2) {
         let counts = a
-            .store()
-            .runs_state_counts(TimeRange {
+            .run_state_counts(TimeRange {
                 from: Some(w[0]),
                 to: Some(w[1]),
             })

@@ -13,7 +13,7 @@ use tickwork_protocol::api::{GroupInput, GroupTokenView, GroupView};
 
 use super::session::Visitor;
 use super::ui::{self, Ctx, Field, Form, Opt};
-use crate::{Admin, Error};
+use crate::{Error, Service};
 
 /// One live executor of a group.
 pub struct Instance {
@@ -102,7 +102,7 @@ fn input_of(values: &HashMap<&str, String>) -> GroupInput {
 }
 
 async fn page(
-    a: &Admin,
+    a: &Service,
     v: &Visitor,
     values: &HashMap<&str, String>,
     errors: HashMap<String, String>,
@@ -112,19 +112,18 @@ async fn page(
 }
 
 async fn page_with_token(
-    a: &Admin,
+    a: &Service,
     v: &Visitor,
     values: &HashMap<&str, String>,
     errors: HashMap<String, String>,
     status: StatusCode,
     new_token: Option<GroupTokenView>,
 ) -> Response {
-    let (groups, registry) = match tokio::try_join!(a.groups_list(), async {
-        a.store().registry_list().await.map_err(Error::from)
-    }) {
-        Ok(x) => x,
-        Err(e) => return v.not_found(e),
-    };
+    let (groups, registry) =
+        match tokio::try_join!(a.groups_list(), async { a.registry_entries().await }) {
+            Ok(x) => x,
+            Err(e) => return v.not_found(e),
+        };
     let mut c = v.ctx("groups");
     let now = crate::timer::now_ms();
     let rows = groups
@@ -164,7 +163,7 @@ async fn page_with_token(
     )
 }
 
-pub async fn list(State(a): State<Admin>, v: Visitor) -> Response {
+pub async fn list(State(a): State<Service>, v: Visitor) -> Response {
     page(&a, &v, &HashMap::new(), HashMap::new(), StatusCode::OK).await
 }
 
@@ -177,7 +176,7 @@ fn errors_of(v: &Visitor, e: Error) -> HashMap<String, String> {
     HashMap::from([(field, msg)])
 }
 
-pub async fn create(State(a): State<Admin>, v: Visitor, body: Bytes) -> Response {
+pub async fn create(State(a): State<Service>, v: Visitor, body: Bytes) -> Response {
     let form = match v.form(&body) {
         Ok(f) => f,
         Err(res) => return *res,
@@ -208,7 +207,7 @@ fn form_page(
     ui::render_status(status, &GroupFormPage { c, id, fields: f })
 }
 
-pub async fn edit_form(State(a): State<Admin>, v: Visitor, Path(id): Path<i64>) -> Response {
+pub async fn edit_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
     let g = match a.group_get(id).await {
         Ok(g) => g,
         Err(e) => return v.not_found(e),
@@ -223,7 +222,7 @@ pub async fn edit_form(State(a): State<Admin>, v: Visitor, Path(id): Path<i64>) 
 }
 
 pub async fn update(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     v: Visitor,
     Path(id): Path<i64>,
     body: Bytes,
@@ -246,7 +245,7 @@ pub async fn update(
 }
 
 pub async fn delete(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     v: Visitor,
     Path(id): Path<i64>,
     body: Bytes,
@@ -262,7 +261,7 @@ pub async fn delete(
 
 /// Gives a group a new executor token and shows it on this answer only, which no cache keeps.
 pub async fn rotate_token(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     v: Visitor,
     Path(id): Path<i64>,
     body: Bytes,

@@ -18,7 +18,7 @@ use tickwork_protocol::api::{
 
 use super::session::Visitor;
 use super::ui::{self, Ctx, Field, Form, Opt};
-use crate::{Admin, Error};
+use crate::{Error, Service};
 
 const PAGE: u64 = 50;
 
@@ -71,7 +71,7 @@ pub struct ListQuery {
     offset: u64,
 }
 
-pub async fn list(State(a): State<Admin>, v: Visitor, Query(q): Query<ListQuery>) -> Response {
+pub async fn list(State(a): State<Service>, v: Visitor, Query(q): Query<ListQuery>) -> Response {
     let groups = match a.groups_list().await {
         Ok(g) => g,
         Err(e) => return v.not_found(e),
@@ -352,7 +352,7 @@ fn parse_input(v: &Visitor, values: &Values) -> Result<JobInput, HashMap<String,
 }
 
 /// The next fires of the submitted schedule, or why it is not valid (shown on first paint).
-fn preview_of(a: &Admin, v: &Visitor, values: &Values) -> Result<Vec<String>, String> {
+fn preview_of(a: &Service, v: &Visitor, values: &Values) -> Result<Vec<String>, String> {
     let get = |k: &str| values.get(k).map(|s| s.trim()).unwrap_or("");
     let kind: ScheduleType = get("schedule_type").parse().map_err(|e| format!("{e}"))?;
     let zone = Some(get("time_zone"))
@@ -381,7 +381,7 @@ fn preview_times(
 
 #[allow(clippy::too_many_arguments)]
 fn form_page(
-    a: &Admin,
+    a: &Service,
     v: &Visitor,
     groups: &[GroupView],
     title: &'static str,
@@ -408,7 +408,7 @@ fn form_page(
     ui::render_status(status, &page)
 }
 
-fn defaults(a: &Admin) -> Values {
+fn defaults(a: &Service) -> Values {
     let blank = JobInput::new(0);
     HashMap::from([
         ("schedule_type", ScheduleType::Cron.to_string()),
@@ -425,7 +425,7 @@ fn defaults(a: &Admin) -> Values {
     ])
 }
 
-pub async fn new_form(State(a): State<Admin>, v: Visitor) -> Response {
+pub async fn new_form(State(a): State<Service>, v: Visitor) -> Response {
     let groups = match a.groups_list().await {
         Ok(g) => g,
         Err(e) => return v.not_found(e),
@@ -444,7 +444,7 @@ pub async fn new_form(State(a): State<Admin>, v: Visitor) -> Response {
     )
 }
 
-pub async fn copy_form(State(a): State<Admin>, v: Visitor, Path(id): Path<i64>) -> Response {
+pub async fn copy_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
     let (groups, job) = match tokio::try_join!(a.groups_list(), a.job_get(id)) {
         Ok(x) => x,
         Err(e) => return v.not_found(e),
@@ -468,7 +468,7 @@ pub async fn copy_form(State(a): State<Admin>, v: Visitor, Path(id): Path<i64>) 
     )
 }
 
-pub async fn create(State(a): State<Admin>, v: Visitor, body: Bytes) -> Response {
+pub async fn create(State(a): State<Service>, v: Visitor, body: Bytes) -> Response {
     let form = match v.form(&body) {
         Ok(f) => f,
         Err(res) => return *res,
@@ -513,7 +513,7 @@ fn error_map(v: &Visitor, e: Error) -> HashMap<String, String> {
     HashMap::from([(field, msg)])
 }
 
-pub async fn edit_form(State(a): State<Admin>, v: Visitor, Path(id): Path<i64>) -> Response {
+pub async fn edit_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
     let (groups, job) = match tokio::try_join!(a.groups_list(), a.job_get(id)) {
         Ok(x) => x,
         Err(e) => return v.not_found(e),
@@ -533,7 +533,7 @@ pub async fn edit_form(State(a): State<Admin>, v: Visitor, Path(id): Path<i64>) 
 }
 
 pub async fn update(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     v: Visitor,
     Path(id): Path<i64>,
     body: Bytes,
@@ -591,7 +591,7 @@ struct JobPage {
     runs: Vec<super::runs::RunRow>,
 }
 
-pub async fn detail(State(a): State<Admin>, v: Visitor, Path(id): Path<i64>) -> Response {
+pub async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
     let (groups, job) = match tokio::try_join!(a.groups_list(), a.job_get(id)) {
         Ok(x) => x,
         Err(e) => return v.not_found(e),
@@ -638,7 +638,7 @@ fn back(form: &Form, id: i64) -> String {
 }
 
 pub async fn start(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     v: Visitor,
     Path(id): Path<i64>,
     body: Bytes,
@@ -655,7 +655,7 @@ pub async fn start(
 }
 
 pub async fn stop(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     v: Visitor,
     Path(id): Path<i64>,
     body: Bytes,
@@ -672,7 +672,7 @@ pub async fn stop(
 }
 
 pub async fn delete(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     v: Visitor,
     Path(id): Path<i64>,
     body: Bytes,
@@ -688,7 +688,7 @@ pub async fn delete(
 }
 
 pub async fn trigger(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     v: Visitor,
     Path(id): Path<i64>,
     body: Bytes,
@@ -721,7 +721,7 @@ pub struct PreviewQuery {
 
 /// `{"fires": [...]}` or `{"error": "..."}` for the schedule being typed.
 pub async fn preview(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     v: Visitor,
     Query(q): Query<PreviewQuery>,
 ) -> Response {

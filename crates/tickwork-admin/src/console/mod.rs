@@ -25,12 +25,12 @@ use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use axum::routing::{get, post};
 
-use crate::Admin;
+use crate::Service;
 // The sessions, roles and CSRF checks the console relies on.
 use crate::auth;
 
 /// Every console route; merged into the admin's router.
-pub fn router() -> Router<Admin> {
+pub fn router() -> Router<Service> {
     Router::new()
         .route("/", get(dashboard::page))
         .route(

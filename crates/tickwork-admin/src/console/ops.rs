@@ -9,11 +9,11 @@ use tickwork_protocol::api::{
 };
 
 use super::auth::Principal;
-use crate::{Admin, Error};
+use crate::{Error, Service};
 
 /// The service layer as one signed-in person uses it.
 pub struct Ops<'a> {
-    pub a: &'a Admin,
+    pub a: &'a Service,
     pub p: &'a Principal,
 }
 

@@ -15,7 +15,7 @@ use tickwork_protocol::api::{
 
 use super::session::Visitor;
 use super::ui::{self, Ctx, Field, Form, Opt};
-use crate::{Admin, Error};
+use crate::{Error, Service};
 
 const ROLES: [&str; 3] = ["admin", "operator", "viewer"];
 
@@ -57,7 +57,7 @@ struct UsersPage {
 }
 
 async fn users_page(
-    a: &Admin,
+    a: &Service,
     v: &Visitor,
     form: Option<&Form>,
     errors: HashMap<String, String>,
@@ -99,7 +99,7 @@ async fn users_page(
     ui::render_status(status, &UsersPage { c, rows, fields })
 }
 
-pub async fn users(State(a): State<Admin>, v: Visitor) -> Response {
+pub async fn users(State(a): State<Service>, v: Visitor) -> Response {
     users_page(&a, &v, None, HashMap::new(), StatusCode::OK).await
 }
 
@@ -112,7 +112,7 @@ fn errors_of(v: &Visitor, e: Error) -> HashMap<String, String> {
     HashMap::from([(field, msg)])
 }
 
-pub async fn user_create(State(a): State<Admin>, v: Visitor, body: Bytes) -> Response {
+pub async fn user_create(State(a): State<Service>, v: Visitor, body: Bytes) -> Response {
     let form = match v.form(&body) {
         Ok(f) => f,
         Err(res) => return *res,
@@ -152,7 +152,7 @@ pub async fn user_create(State(a): State<Admin>, v: Visitor, body: Bytes) -> Res
 }
 
 pub async fn user_update(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     v: Visitor,
     Path(id): Path<i64>,
     body: Bytes,
@@ -195,7 +195,7 @@ struct TokensPage {
 }
 
 async fn tokens_page(
-    a: &Admin,
+    a: &Service,
     v: &Visitor,
     secret: Option<String>,
     name: String,
@@ -226,11 +226,11 @@ async fn tokens_page(
     )
 }
 
-pub async fn tokens(State(a): State<Admin>, v: Visitor) -> Response {
+pub async fn tokens(State(a): State<Service>, v: Visitor) -> Response {
     tokens_page(&a, &v, None, String::new(), StatusCode::OK).await
 }
 
-pub async fn token_create(State(a): State<Admin>, v: Visitor, body: Bytes) -> Response {
+pub async fn token_create(State(a): State<Service>, v: Visitor, body: Bytes) -> Response {
     let form = match v.form(&body) {
         Ok(f) => f,
         Err(res) => return *res,
@@ -269,7 +269,7 @@ pub async fn token_create(State(a): State<Admin>, v: Visitor, body: Bytes) -> Re
 }
 
 pub async fn token_revoke(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     v: Visitor,
     Path(id): Path<i64>,
     body: Bytes,
@@ -321,7 +321,7 @@ fn first_page() -> u64 {
 
 const AUDIT_PAGE: u64 = 50;
 
-pub async fn audit(State(a): State<Admin>, v: Visitor, Query(q): Query<AuditParams>) -> Response {
+pub async fn audit(State(a): State<Service>, v: Visitor, Query(q): Query<AuditParams>) -> Response {
     let query = AuditQuery {
         actor: Some(q.actor.trim().to_owned()).filter(|s| !s.is_empty()),
         target_type: Some(q.target_type.trim().to_owned()).filter(|s| !s.is_empty()),

@@ -14,7 +14,7 @@ use tickwork_protocol::api::{JobQuery, RunQuery, RunView};
 
 use super::session::Visitor;
 use super::ui::{self, Ctx, Opt};
-use crate::{Admin, Error};
+use crate::{Error, Service};
 
 const PAGE: u64 = 50;
 
@@ -91,7 +91,7 @@ pub struct ListQuery {
 }
 
 /// `job id -> "#id description"` of (up to) the first thousand jobs, for names and the filter.
-async fn job_names(a: &Admin) -> Result<Vec<(i64, String)>, Error> {
+async fn job_names(a: &Service) -> Result<Vec<(i64, String)>, Error> {
     let page = a
         .jobs_list(JobQuery {
             limit: Some(1000),
@@ -105,7 +105,7 @@ async fn job_names(a: &Admin) -> Result<Vec<(i64, String)>, Error> {
         .collect())
 }
 
-pub async fn list(State(a): State<Admin>, v: Visitor, Query(q): Query<ListQuery>) -> Response {
+pub async fn list(State(a): State<Service>, v: Visitor, Query(q): Query<ListQuery>) -> Response {
     let jobs = match job_names(&a).await {
         Ok(j) => j,
         Err(e) => return v.not_found(e),
@@ -176,7 +176,7 @@ struct RunPage {
     r: RunRow,
 }
 
-pub async fn detail(State(a): State<Admin>, v: Visitor, Path(id): Path<i64>) -> Response {
+pub async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
     let run = match a.run_get(id).await {
         Ok(r) => r,
         Err(e) => return v.not_found(e),
@@ -194,7 +194,7 @@ pub async fn detail(State(a): State<Admin>, v: Visitor, Path(id): Path<i64>) -> 
 }
 
 pub async fn kill(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     v: Visitor,
     Path(id): Path<i64>,
     body: Bytes,
@@ -226,7 +226,7 @@ fn one() -> i32 {
 /// The log from line `from` on, for the run page's script:
 /// `{"content", "next", "end", "state"}` or `{"error"}`.
 pub async fn log(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     v: Visitor,
     Path(id): Path<i64>,
     Query(q): Query<LogQuery>,
@@ -256,7 +256,7 @@ pub async fn log(
     }
 }
 
-pub async fn clear(State(a): State<Admin>, v: Visitor, body: Bytes) -> Response {
+pub async fn clear(State(a): State<Service>, v: Visitor, body: Bytes) -> Response {
     let form = match v.form(&body) {
         Ok(f) => f,
         Err(res) => return *res,

@@ -10,7 +10,7 @@ use tickwork_protocol::api::{JobView, ScriptInput, ScriptVersionView};
 
 use super::session::Visitor;
 use super::ui::{self, Ctx};
-use crate::{Admin, Error};
+use crate::{Error, Service};
 
 #[derive(Template)]
 #[template(path = "script.html")]
@@ -25,7 +25,7 @@ struct ScriptPage {
 }
 
 async fn show(
-    a: &Admin,
+    a: &Service,
     v: &Visitor,
     id: i64,
     edited: Option<(String, String, String)>,
@@ -63,12 +63,12 @@ async fn show(
     ui::render_status(status, &page)
 }
 
-pub async fn page(State(a): State<Admin>, v: Visitor, Path(id): Path<i64>) -> Response {
+pub async fn page(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
     show(&a, &v, id, None).await
 }
 
 pub async fn save(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     v: Visitor,
     Path(id): Path<i64>,
     body: Bytes,
@@ -93,7 +93,7 @@ pub async fn save(
 }
 
 pub async fn restore(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     v: Visitor,
     Path(id): Path<i64>,
     body: Bytes,

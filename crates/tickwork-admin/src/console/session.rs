@@ -17,7 +17,7 @@ use super::auth::{
 use super::i18n::Lang;
 use super::ops::{self, Ops};
 use super::ui::{self, Ctx, Form};
-use crate::{Admin, Error};
+use crate::{Error, Service};
 
 /// The cookie of an explicit language choice.
 const LANG_COOKIE: &str = "lang";
@@ -57,10 +57,10 @@ pub struct Visitor {
     tz: jiff::tz::TimeZone,
 }
 
-impl FromRequestParts<Admin> for Visitor {
+impl FromRequestParts<Service> for Visitor {
     type Rejection = Response;
 
-    async fn from_request_parts(parts: &mut Parts, admin: &Admin) -> Result<Self, Response> {
+    async fn from_request_parts(parts: &mut Parts, admin: &Service) -> Result<Self, Response> {
         let here = parts
             .uri
             .path_and_query()
@@ -110,15 +110,15 @@ impl FromRequestParts<Admin> for Visitor {
     }
 }
 
-impl OptionalFromRequestParts<Admin> for Visitor {
+impl OptionalFromRequestParts<Service> for Visitor {
     type Rejection = Response;
 
     async fn from_request_parts(
         parts: &mut Parts,
-        admin: &Admin,
+        admin: &Service,
     ) -> Result<Option<Self>, Response> {
         Ok(
-            <Visitor as FromRequestParts<Admin>>::from_request_parts(parts, admin)
+            <Visitor as FromRequestParts<Service>>::from_request_parts(parts, admin)
                 .await
                 .ok(),
         )
@@ -145,7 +145,7 @@ impl Visitor {
     }
 
     /// The service layer, acting as this person.
-    pub fn ops<'a>(&'a self, admin: &'a Admin) -> Ops<'a> {
+    pub fn ops<'a>(&'a self, admin: &'a Service) -> Ops<'a> {
         Ops {
             a: admin,
             p: &self.principal,
@@ -271,7 +271,7 @@ pub struct LoginQuery {
 }
 
 pub async fn login_form(
-    State(admin): State<Admin>,
+    State(admin): State<Service>,
     headers: HeaderMap,
     visitor: Option<Visitor>,
     axum::extract::Query(q): axum::extract::Query<LoginQuery>,
@@ -286,7 +286,7 @@ pub async fn login_form(
 /// The login page with its form's CSRF token: the browser's own when its cookie holds a
 /// well-formed one, else a new one, set in the cookie.
 fn login_page(
-    admin: &Admin,
+    admin: &Service,
     headers: &HeaderMap,
     status: StatusCode,
     username: String,
@@ -372,7 +372,7 @@ fn names_this_host(headers: &HeaderMap, source: &header::HeaderValue) -> bool {
 /// Largest login form.
 const LOGIN_BODY_LIMIT: usize = 16 * 1024;
 
-pub async fn login_submit(State(admin): State<Admin>, req: Request) -> Response {
+pub async fn login_submit(State(admin): State<Service>, req: Request) -> Response {
     let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().cloned();
     let (parts, body) = req.into_parts();
     let headers = parts.headers;
@@ -441,7 +441,7 @@ pub async fn login_submit(State(admin): State<Admin>, req: Request) -> Response 
     }
 }
 
-pub async fn logout(State(admin): State<Admin>, visitor: Visitor, body: Bytes) -> Response {
+pub async fn logout(State(admin): State<Service>, visitor: Visitor, body: Bytes) -> Response {
     if let Err(res) = visitor.form(&body) {
         return *res;
     }

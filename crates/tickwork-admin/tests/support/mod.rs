@@ -386,7 +386,7 @@ async fn child_admin() -> i32 {
         .await
         .expect("admin listener");
     let address = format!("http://{}", listener.local_addr().expect("address"));
-    let running = Admin::start(config, store.clone())
+    let running = tickwork_admin::start(config, store.clone())
         .await
         .expect("admin start");
     let stop = CancellationToken::new();
@@ -508,6 +508,8 @@ impl CountingExecutor {
 pub struct InProcessAdmin {
     pub running: Option<Running>,
     pub admin: Admin,
+    /// The admin's database, for checks of what it recorded.
+    pub store: Arc<dyn Store>,
     pub address: String,
     stop: CancellationToken,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
@@ -534,7 +536,9 @@ impl InProcessAdmin {
             .await
             .expect("admin listener");
         let address = format!("http://{}", listener.local_addr().expect("address"));
-        let running = Admin::start(config, store).await.expect("admin start");
+        let running = tickwork_admin::start(config, store.clone())
+            .await
+            .expect("admin start");
         let admin = running.admin.clone();
         let stop = CancellationToken::new();
         let server = tokio::spawn(tickwork_admin::http::serve(
@@ -545,6 +549,7 @@ impl InProcessAdmin {
         InProcessAdmin {
             running: Some(running),
             admin,
+            store,
             address,
             stop,
             server,
@@ -558,7 +563,7 @@ impl InProcessAdmin {
         if let Some(running) = self.running.take() {
             running.shutdown().await;
         }
-        self.admin.store().close().await;
+        self.store.close().await;
     }
 
     /// An abrupt end: every task is aborted, nothing is cleaned up (the heartbeat row and the

@@ -12,7 +12,7 @@ use serde_json::Value;
 const TRIES: u32 = 3;
 
 #[derive(Clone)]
-pub struct Api {
+pub(super) struct Api {
     client: reqwest::Client,
     bases: Vec<String>,
     token: String,
@@ -20,7 +20,7 @@ pub struct Api {
 
 impl Api {
     /// A client of the admins at `bases` (`http://ip:port`).
-    pub fn new(bases: Vec<String>, token: &str) -> anyhow::Result<Api> {
+    pub(super) fn new(bases: Vec<String>, token: &str) -> anyhow::Result<Api> {
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
             .build()
@@ -33,7 +33,7 @@ impl Api {
     }
 
     /// `method path` on admin number `i` (modulo the admin count).
-    pub async fn call(
+    pub(super) async fn call(
         &self,
         i: usize,
         method: reqwest::Method,
@@ -73,7 +73,7 @@ impl Api {
     }
 
     /// One GET without retries, cut off after `limit` (polling a busy admin).
-    pub async fn get_once(&self, path: &str, limit: Duration) -> anyhow::Result<Value> {
+    pub(super) async fn get_once(&self, path: &str, limit: Duration) -> anyhow::Result<Value> {
         let url = format!("{}/openapi/v1{path}", self.bases[0]);
         let resp = self
             .client
@@ -90,18 +90,18 @@ impl Api {
         Ok(serde_json::from_str(&text)?)
     }
 
-    pub async fn get(&self, i: usize, path: &str) -> anyhow::Result<Value> {
+    pub(super) async fn get(&self, i: usize, path: &str) -> anyhow::Result<Value> {
         self.call(i, reqwest::Method::GET, path, None).await
     }
 
-    pub async fn post(&self, i: usize, path: &str, body: &Value) -> anyhow::Result<Value> {
+    pub(super) async fn post(&self, i: usize, path: &str, body: &Value) -> anyhow::Result<Value> {
         self.call(i, reqwest::Method::POST, path, Some(body)).await
     }
 }
 
 /// Runs `f(0..n)` with at most `concurrency` calls in flight, until all are done or `limit`
 /// has passed; results in index order, `None` for the calls the limit cut off.
-pub async fn bulk<T, F, Fut>(
+pub(super) async fn bulk<T, F, Fut>(
     n: usize,
     concurrency: usize,
     limit: Duration,
@@ -127,7 +127,9 @@ where
 }
 
 /// How a bulk operation went: done, failed (with the first error), cut off by the limit.
-pub fn tally<T>(results: &[Option<anyhow::Result<T>>]) -> (usize, usize, usize, Option<String>) {
+pub(super) fn tally<T>(
+    results: &[Option<anyhow::Result<T>>],
+) -> (usize, usize, usize, Option<String>) {
     let mut done = 0;
     let mut failed = 0;
     let mut first = None;
@@ -145,7 +147,7 @@ pub fn tally<T>(results: &[Option<anyhow::Result<T>>]) -> (usize, usize, usize, 
 }
 
 /// The id of a created object.
-pub fn id_of(v: &Value) -> anyhow::Result<i64> {
+pub(super) fn id_of(v: &Value) -> anyhow::Result<i64> {
     v.get("id")
         .and_then(Value::as_i64)
         .with_context(|| format!("no id in {v}"))

@@ -19,7 +19,7 @@ use super::probe::WireTimes;
 use super::stats::Arrival;
 
 /// The flag that selects this mode; it must come first.
-pub const FLAG: &str = "--executor-child";
+pub(crate) const FLAG: &str = "--executor-child";
 
 #[derive(Debug, Parser)]
 #[command(name = "tickwork-bench --executor-child")]
@@ -51,12 +51,12 @@ struct ChildArgs {
 }
 
 /// Whether this process was started as an executor child.
-pub fn is_child() -> bool {
+pub(crate) fn is_child() -> bool {
     std::env::args().nth(1).as_deref() == Some(FLAG)
 }
 
 /// Runs the executor child until SIGTERM (or its deadline).
-pub fn main() -> anyhow::Result<()> {
+pub(crate) fn main() -> anyhow::Result<()> {
     let args = ChildArgs::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));

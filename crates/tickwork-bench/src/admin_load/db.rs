@@ -9,14 +9,14 @@ use sqlx::AssertSqlSafe;
 
 /// The database backends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum DbKind {
+pub(crate) enum DbKind {
     Sqlite,
     Postgres,
     Mysql,
 }
 
 impl DbKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             DbKind::Sqlite => "sqlite",
             DbKind::Postgres => "postgres",
@@ -25,7 +25,7 @@ impl DbKind {
     }
 
     /// Command names of the server's processes, for the CPU split.
-    pub fn process_names(self) -> Vec<&'static str> {
+    pub(crate) fn process_names(self) -> Vec<&'static str> {
         match self {
             DbKind::Sqlite => Vec::new(),
             DbKind::Postgres => vec!["postgres"],
@@ -86,7 +86,7 @@ macro_rules! fetch {
 }
 
 /// The database of one benchmark run.
-pub struct BenchDb {
+pub(super) struct BenchDb {
     pub kind: DbKind,
     /// The URL the admins use.
     pub url: String,
@@ -96,7 +96,11 @@ pub struct BenchDb {
 
 impl BenchDb {
     /// Creates the database: a file under `dir`, or a fresh database on `server_url`.
-    pub async fn create(kind: DbKind, server_url: &str, dir: &Path) -> anyhow::Result<BenchDb> {
+    pub(super) async fn create(
+        kind: DbKind,
+        server_url: &str,
+        dir: &Path,
+    ) -> anyhow::Result<BenchDb> {
         if kind == DbKind::Sqlite {
             let file = dir.join("bench.db");
             return Ok(BenchDb {
@@ -133,7 +137,7 @@ impl BenchDb {
     }
 
     /// Drops a server database (a SQLite file goes with the temporary folder).
-    pub async fn drop_database(&self) -> anyhow::Result<()> {
+    pub(super) async fn drop_database(&self) -> anyhow::Result<()> {
         let Some((server_url, name)) = &self.server else {
             return Ok(());
         };
@@ -155,7 +159,12 @@ impl BenchDb {
     }
 
     /// Reads the ledger of the runs of `group_id` scheduled in `[from_ms, to_ms)`.
-    pub async fn ledger(&self, group_id: i64, from_ms: i64, to_ms: i64) -> anyhow::Result<Ledger> {
+    pub(super) async fn ledger(
+        &self,
+        group_id: i64,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> anyhow::Result<Ledger> {
         let pool = match self.kind {
             DbKind::Sqlite => {
                 let ro = self.url.replace("mode=rwc", "mode=ro");
@@ -240,7 +249,7 @@ impl BenchDb {
 
 /// What the ledger holds for the window.
 #[derive(Debug, Clone)]
-pub struct Ledger {
+pub(super) struct Ledger {
     /// Runs by state.
     pub states: Vec<(String, i64)>,
     /// Runs by owning admin node.
@@ -254,7 +263,7 @@ pub struct Ledger {
 
 /// The timestamps of one run.
 #[derive(Debug, Clone, Copy)]
-pub struct LedgerRow {
+pub(super) struct LedgerRow {
     pub scheduled_at: i64,
     pub created_at: i64,
     pub dispatched_at: Option<i64>,
@@ -262,7 +271,7 @@ pub struct LedgerRow {
 }
 
 /// A random 32-bit number from the standard library's hasher seed (no extra dependency).
-pub fn rand_u32() -> u32 {
+pub(super) fn rand_u32() -> u32 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(

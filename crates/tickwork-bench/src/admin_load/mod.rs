@@ -6,7 +6,7 @@
 //! duplicated fires (cross-checked in the run ledger), the admin's peak RSS and the CPU split.
 
 mod api;
-pub mod child;
+pub(crate) mod child;
 mod db;
 mod probe;
 mod procs;
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::json;
 
-pub use db::DbKind;
+pub(crate) use db::DbKind;
 use db::{BenchDb, Ledger};
 use procs::{CpuSplit, ExecutorProc, Parts, Proc};
 use stats::{Arrival, Spread, WindowFigures, ms};
@@ -45,7 +45,7 @@ const ADMIN_EXIT_GRACE: Duration = Duration::from_secs(10);
 
 /// Which load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Load {
+pub(crate) enum Load {
     /// One job firing every second: lateness at rest.
     OnePerSecond,
     /// `--jobs` jobs all due every second: throughput.
@@ -63,7 +63,7 @@ impl Load {
 
 /// Knobs of the admin load scenarios.
 #[derive(Debug, Clone, clap::Args)]
-pub struct LoadArgs {
+pub(crate) struct LoadArgs {
     /// fire-rate: how many jobs, all due every second.
     // Its own id: executor-run's `--run-jobs` is `jobs` too.
     #[arg(id = "load_jobs", long = "jobs", default_value_t = 1000)]
@@ -119,7 +119,7 @@ pub struct LoadArgs {
 }
 
 /// Runs one admin load scenario and prints its figures, ending with one `RESULT` line.
-pub fn run(load: Load, args: LoadArgs) -> anyhow::Result<()> {
+pub(crate) fn run(load: Load, args: LoadArgs) -> anyhow::Result<()> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?

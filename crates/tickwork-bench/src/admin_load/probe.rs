@@ -12,14 +12,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 /// `logId` -> when its `/run` body was read from the admin, epoch µs.
-pub type WireTimes = Arc<Mutex<HashMap<i64, i64>>>;
+pub(super) type WireTimes = Arc<Mutex<HashMap<i64, i64>>>;
 
 const PATTERN: &[u8] = b"\"logId\":";
 /// Bytes kept between reads: a pattern and its digits may be split by a read.
 const TAIL: usize = 40;
 
 /// Forwards every connection on `listener` to `upstream`, noting `logId`s as they pass.
-pub fn start(listener: TcpListener, upstream: SocketAddr, times: WireTimes) {
+pub(super) fn start(listener: TcpListener, upstream: SocketAddr, times: WireTimes) {
     tokio::spawn(async move {
         while let Ok((inbound, _)) = listener.accept().await {
             let times = Arc::clone(&times);

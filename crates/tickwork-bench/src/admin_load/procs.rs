@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A child process; killed (SIGKILL) if dropped while still running.
-pub struct Proc {
+pub(super) struct Proc {
     pub name: String,
     pub pid: u32,
     child: Child,
@@ -31,7 +31,7 @@ pub struct Proc {
 
 impl Proc {
     /// Sends SIGTERM, waits up to `grace`, then SIGKILL. Returns the exit status text.
-    pub async fn terminate(mut self, grace: Duration) -> String {
+    pub(super) async fn terminate(mut self, grace: Duration) -> String {
         let _ = kill(Pid::from_raw(self.pid as i32), Signal::SIGTERM);
         match tokio::time::timeout(grace, self.child.wait()).await {
             Ok(Ok(status)) => status.to_string(),
@@ -121,7 +121,7 @@ async fn ready_line(
 }
 
 /// What starting an admin needs.
-pub struct AdminSpec<'a> {
+pub(super) struct AdminSpec<'a> {
     pub bin: &'a Path,
     pub index: usize,
     pub db_url: &'a str,
@@ -131,7 +131,7 @@ pub struct AdminSpec<'a> {
 }
 
 /// Starts `tickwork admin` on a free loopback port; returns it with its address.
-pub async fn start_admin(spec: AdminSpec<'_>) -> anyhow::Result<(Proc, SocketAddr)> {
+pub(super) async fn start_admin(spec: AdminSpec<'_>) -> anyhow::Result<(Proc, SocketAddr)> {
     let name = format!("admin-{}", spec.index);
     let data = spec.dir.join(&name);
     std::fs::create_dir_all(&data)?;
@@ -154,14 +154,14 @@ pub async fn start_admin(spec: AdminSpec<'_>) -> anyhow::Result<(Proc, SocketAdd
 }
 
 /// An executor child and the running count of runs it has seen.
-pub struct ExecutorProc {
+pub(super) struct ExecutorProc {
     pub proc: Proc,
     pub arrivals: Arc<AtomicU64>,
     pub records: PathBuf,
 }
 
 /// What starting an executor child needs.
-pub struct ExecutorSpec<'a> {
+pub(super) struct ExecutorSpec<'a> {
     pub index: usize,
     pub admins: &'a str,
     pub token: &'a str,
@@ -175,7 +175,7 @@ pub struct ExecutorSpec<'a> {
 }
 
 /// Starts this binary as an executor child (see `child.rs`).
-pub async fn start_executor(spec: ExecutorSpec<'_>) -> anyhow::Result<ExecutorProc> {
+pub(super) async fn start_executor(spec: ExecutorSpec<'_>) -> anyhow::Result<ExecutorProc> {
     let name = format!("executor-{}", spec.index);
     let records = spec.dir.join(format!("{name}.records"));
     let mut cmd = Command::new(std::env::current_exe().context("cannot find this binary")?);
@@ -217,7 +217,7 @@ pub async fn start_executor(spec: ExecutorSpec<'_>) -> anyhow::Result<ExecutorPr
 // ---- /proc ----
 
 /// Resident memory of a process in KiB (`VmRSS`).
-pub fn rss_kib(pid: u32) -> Option<u64> {
+pub(super) fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
@@ -226,7 +226,7 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
 }
 
 /// User + system CPU time of a process (all its threads), in clock ticks.
-pub fn cpu_ticks(pid: u32) -> Option<u64> {
+pub(super) fn cpu_ticks(pid: u32) -> Option<u64> {
     cpu_ticks_at(&format!("/proc/{pid}/stat"))
 }
 
@@ -243,7 +243,7 @@ fn cpu_ticks_at(path: &str) -> Option<u64> {
 
 /// CPU ticks of a process's threads, summed by thread name (digits masked, so that the
 /// workers of one pool add up): where inside the process the time goes.
-pub fn thread_ticks(pid: u32) -> HashMap<String, u64> {
+pub(super) fn thread_ticks(pid: u32) -> HashMap<String, u64> {
     let mut out = HashMap::new();
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return out;
@@ -266,7 +266,7 @@ pub fn thread_ticks(pid: u32) -> HashMap<String, u64> {
 
 /// Thread groups and their CPU between two [`thread_ticks`] readings, in percent of one core,
 /// busiest first.
-pub fn thread_split(
+pub(super) fn thread_split(
     a: &HashMap<String, u64>,
     b: &HashMap<String, u64>,
     secs: f64,
@@ -292,7 +292,7 @@ pub fn thread_split(
 
 /// Interrupt ticks of the whole machine (irq + softirq: loopback networking runs there, and
 /// no process is charged for it).
-pub fn irq_ticks() -> Option<u64> {
+pub(super) fn irq_ticks() -> Option<u64> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let line = stat.lines().next()?.strip_prefix("cpu ")?;
     let v: Vec<u64> = line
@@ -303,7 +303,7 @@ pub fn irq_ticks() -> Option<u64> {
 }
 
 /// Busy and total ticks of the whole machine (`/proc/stat`, first line).
-pub fn machine_ticks() -> Option<(u64, u64)> {
+pub(super) fn machine_ticks() -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let line = stat.lines().next()?.strip_prefix("cpu ")?;
     let v: Vec<u64> = line
@@ -317,7 +317,7 @@ pub fn machine_ticks() -> Option<(u64, u64)> {
 }
 
 /// Processes whose command name is one of `names` (the database server's processes).
-pub fn pids_named(names: &[&str]) -> Vec<u32> {
+pub(super) fn pids_named(names: &[&str]) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -330,7 +330,7 @@ pub fn pids_named(names: &[&str]) -> Vec<u32> {
 }
 
 /// CPU ticks of every process, by pid, with its command name: who else used the cores.
-pub fn all_ticks() -> HashMap<u32, (String, u64)> {
+pub(super) fn all_ticks() -> HashMap<u32, (String, u64)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return HashMap::new();
     };
@@ -344,7 +344,7 @@ pub fn all_ticks() -> HashMap<u32, (String, u64)> {
 
 /// The busiest processes between two [`all_ticks`] readings, by command name, leaving out
 /// `exclude` (the benchmark's own): `name=pct%` in percent of one core.
-pub fn top_others(
+pub(super) fn top_others(
     a: &HashMap<u32, (String, u64)>,
     b: &HashMap<u32, (String, u64)>,
     exclude: &[u32],
@@ -373,7 +373,7 @@ pub fn top_others(
 }
 
 /// Clock ticks per second of `/proc` CPU times.
-pub fn ticks_per_second() -> u64 {
+pub(super) fn ticks_per_second() -> u64 {
     nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
         .ok()
         .flatten()
@@ -384,7 +384,7 @@ pub fn ticks_per_second() -> u64 {
 
 /// CPU time of the parts of the benchmark at one instant, in ticks.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct CpuSnapshot {
+pub(super) struct CpuSnapshot {
     pub admins: u64,
     pub executors: u64,
     pub db: u64,
@@ -396,7 +396,7 @@ pub struct CpuSnapshot {
 
 /// Which processes make up each part.
 #[derive(Debug, Clone, Default)]
-pub struct Parts {
+pub(super) struct Parts {
     pub admins: Vec<u32>,
     pub executors: Vec<u32>,
     /// Command names of the database server's processes (empty for SQLite, which lives in
@@ -405,7 +405,7 @@ pub struct Parts {
 }
 
 impl Parts {
-    pub fn snapshot(&self) -> CpuSnapshot {
+    pub(super) fn snapshot(&self) -> CpuSnapshot {
         let sum = |pids: &[u32]| pids.iter().filter_map(|&p| cpu_ticks(p)).sum::<u64>();
         let db = if self.db_names.is_empty() {
             0
@@ -425,7 +425,7 @@ impl Parts {
     }
 
     /// Peak-relevant memory: the largest admin's RSS, in KiB.
-    pub fn admin_rss_kib(&self) -> u64 {
+    pub(super) fn admin_rss_kib(&self) -> u64 {
         self.admins
             .iter()
             .filter_map(|&p| rss_kib(p))
@@ -436,7 +436,7 @@ impl Parts {
 
 /// CPU use between two snapshots, in percent of one core (200 = both cores of a 2-core box).
 #[derive(Debug, Clone, Copy)]
-pub struct CpuSplit {
+pub(super) struct CpuSplit {
     pub admins: f64,
     pub executors: f64,
     pub db: f64,
@@ -450,7 +450,7 @@ pub struct CpuSplit {
 }
 
 impl CpuSplit {
-    pub fn between(a: &CpuSnapshot, b: &CpuSnapshot, secs: f64, hz: u64) -> CpuSplit {
+    pub(super) fn between(a: &CpuSnapshot, b: &CpuSnapshot, secs: f64, hz: u64) -> CpuSplit {
         let pct = |x: u64, y: u64| y.saturating_sub(x) as f64 / hz as f64 / secs * 100.0;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
         let machine_ticks = b.machine_total.saturating_sub(a.machine_total) as f64;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 /// One run as the executor's handler saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Arrival {
+pub(super) struct Arrival {
     pub job_id: i64,
     pub log_id: i64,
     /// The run's scheduled instant (`log_date_time`), epoch ms.
@@ -18,14 +18,14 @@ pub struct Arrival {
 
 impl Arrival {
     /// One record as the executor child writes it: `job log scheduled_ms arrived_us wire_us`.
-    pub fn to_line(self) -> String {
+    pub(super) fn to_line(self) -> String {
         format!(
             "{} {} {} {} {}\n",
             self.job_id, self.log_id, self.scheduled_at_ms, self.arrived_us, self.wire_us
         )
     }
 
-    pub fn parse(line: &str) -> Option<Arrival> {
+    pub(super) fn parse(line: &str) -> Option<Arrival> {
         let mut it = line.split_ascii_whitespace().map(str::parse::<i64>);
         let a = Arrival {
             job_id: it.next()?.ok()?,
@@ -40,7 +40,7 @@ impl Arrival {
 
 /// p50, p99 and max of a set of values (nearest rank); `None` when empty.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Spread {
+pub(super) struct Spread {
     pub min: i64,
     pub p50: i64,
     pub p99: i64,
@@ -49,7 +49,7 @@ pub struct Spread {
 }
 
 impl Spread {
-    pub fn of(mut values: Vec<i64>) -> Option<Spread> {
+    pub(super) fn of(mut values: Vec<i64>) -> Option<Spread> {
         if values.is_empty() {
             return None;
         }
@@ -69,13 +69,13 @@ impl Spread {
 }
 
 /// Microseconds as milliseconds with one decimal.
-pub fn ms(us: i64) -> String {
+pub(super) fn ms(us: i64) -> String {
     format!("{:.1}", us as f64 / 1000.0)
 }
 
 /// What the window's arrivals say.
 #[derive(Debug, Clone)]
-pub struct WindowFigures {
+pub(super) struct WindowFigures {
     /// Arrivals whose arrival instant lies in the window (any scheduled instant).
     pub arrived_in_window: usize,
     /// Lateness of the first arrival of every expected (job, second) pair that arrived.
@@ -96,7 +96,7 @@ pub struct WindowFigures {
 
 /// One second of the window.
 #[derive(Debug, Clone)]
-pub struct SecondFigures {
+pub(super) struct SecondFigures {
     /// Runs whose arrival instant lies in this second.
     pub arrived: usize,
     /// Lateness of the fires scheduled at this second.
@@ -107,7 +107,7 @@ pub struct SecondFigures {
 
 /// Computes the window's figures. The window is `[from_ms, to_ms)`, whole seconds; every job in
 /// `jobs` is expected once at every second of it.
-pub fn window_figures(
+pub(super) fn window_figures(
     arrivals: &[Arrival],
     jobs: &[i64],
     from_ms: i64,

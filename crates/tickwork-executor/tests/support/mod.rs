@@ -19,12 +19,12 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 /// Generous: the machine running the tests may be loaded.
-pub const DEADLINE: Duration = Duration::from_secs(30);
-pub const TOKEN: &str = "test-token";
-pub const APP: &str = "test-app";
+pub(crate) const DEADLINE: Duration = Duration::from_secs(30);
+pub(crate) const TOKEN: &str = "test-token";
+pub(crate) const APP: &str = "test-app";
 
 /// Polls `check` until it returns `Some`, failing the test after [`DEADLINE`].
-pub async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+pub(crate) async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = tokio::time::Instant::now() + DEADLINE;
     loop {
         if let Some(v) = check() {
@@ -38,7 +38,7 @@ pub async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> 
     }
 }
 
-pub fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()
 }
 
@@ -47,7 +47,7 @@ pub fn now_ms() -> i64 {
 
 /// How the fake admin answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     Accept,
     /// HTTP 200 with `{"code":500,...}`.
     RefuseCode,
@@ -58,7 +58,7 @@ pub enum Mode {
 }
 
 #[derive(Debug, Clone)]
-pub struct Request {
+pub(crate) struct Request {
     /// `registry`, `registryRemove` or `callback`.
     pub method: String,
     pub path: String,
@@ -68,11 +68,11 @@ pub struct Request {
 }
 
 impl Request {
-    pub fn registry(&self) -> RegistryParam {
+    pub(crate) fn registry(&self) -> RegistryParam {
         serde_json::from_str(&self.body).unwrap()
     }
 
-    pub fn callbacks(&self) -> Vec<HandleCallbackParam> {
+    pub(crate) fn callbacks(&self) -> Vec<HandleCallbackParam> {
         serde_json::from_str(&self.body).unwrap()
     }
 }
@@ -85,7 +85,7 @@ struct AdminState {
 
 /// A fake admin on 127.0.0.1 recording `/api/registry`, `/api/registryRemove` and
 /// `/api/callback`, under `/api` and `/xxl-job-admin/api`.
-pub struct Admin {
+pub(crate) struct Admin {
     pub addr: SocketAddr,
     state: Arc<AdminState>,
     stop: CancellationToken,
@@ -118,11 +118,11 @@ async fn record(
 }
 
 impl Admin {
-    pub async fn start() -> Admin {
+    pub(crate) async fn start() -> Admin {
         Self::start_on("127.0.0.1:0".parse().unwrap()).await
     }
 
-    pub async fn start_on(addr: SocketAddr) -> Admin {
+    pub(crate) async fn start_on(addr: SocketAddr) -> Admin {
         let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(AdminState::default());
@@ -147,20 +147,20 @@ impl Admin {
     }
 
     /// The base URL with XXL's legacy context path.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}/xxl-job-admin", self.addr)
     }
 
-    pub fn set_mode(&self, mode: Mode) {
+    pub(crate) fn set_mode(&self, mode: Mode) {
         *self.state.mode.lock().unwrap() = Some(mode);
     }
 
-    pub fn requests(&self) -> Vec<Request> {
+    pub(crate) fn requests(&self) -> Vec<Request> {
         self.state.requests.lock().unwrap().clone()
     }
 
     /// Accepted callback items, in arrival order.
-    pub fn callbacks(&self) -> Vec<HandleCallbackParam> {
+    pub(crate) fn callbacks(&self) -> Vec<HandleCallbackParam> {
         self.requests()
             .iter()
             .filter(|r| r.method == "callback" && r.accepted)
@@ -169,7 +169,7 @@ impl Admin {
     }
 
     /// Waits for the accepted callback of `log_id`.
-    pub async fn callback(&self, log_id: i64) -> HandleCallbackParam {
+    pub(crate) async fn callback(&self, log_id: i64) -> HandleCallbackParam {
         eventually(&format!("callback of log {log_id}"), || {
             self.callbacks().into_iter().find(|c| c.log_id == log_id)
         })
@@ -177,7 +177,7 @@ impl Admin {
     }
 
     /// Waits until `n` accepted callback items arrived.
-    pub async fn callback_count(&self, n: usize) -> Vec<HandleCallbackParam> {
+    pub(crate) async fn callback_count(&self, n: usize) -> Vec<HandleCallbackParam> {
         eventually(&format!("{n} callbacks"), || {
             let all = self.callbacks();
             (all.len() >= n).then_some(all)
@@ -185,21 +185,21 @@ impl Admin {
         .await
     }
 
-    pub fn count(&self, method: &str) -> usize {
+    pub(crate) fn count(&self, method: &str) -> usize {
         self.requests()
             .iter()
             .filter(|r| r.method == method)
             .count()
     }
 
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.stop.cancel();
         self.task.await.unwrap();
     }
 }
 
 /// A loopback port with nothing listening (it was free a moment ago).
-pub fn dead_port() -> SocketAddr {
+pub(crate) fn dead_port() -> SocketAddr {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap()
 }
@@ -207,35 +207,35 @@ pub fn dead_port() -> SocketAddr {
 // ---------------------------------------------------------------------------------------------
 // The admin calling the executor.
 
-pub struct Client {
+pub(crate) struct Client {
     http: reqwest::Client,
     pub base: String,
     pub token: Option<String>,
 }
 
 #[derive(Debug)]
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: u16,
     pub content_type: String,
     pub text: String,
 }
 
 impl Reply {
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("{e}: {}", self.text))
     }
 
-    pub fn code(&self) -> i64 {
+    pub(crate) fn code(&self) -> i64 {
         self.json()["code"].as_i64().unwrap()
     }
 
-    pub fn msg(&self) -> String {
+    pub(crate) fn msg(&self) -> String {
         self.json()["msg"].as_str().unwrap_or_default().to_owned()
     }
 }
 
 impl Client {
-    pub fn new(addr: SocketAddr, token: Option<&str>) -> Client {
+    pub(crate) fn new(addr: SocketAddr, token: Option<&str>) -> Client {
         let _ = rustls::crypto::ring::default_provider().install_default();
         Client {
             http: reqwest::Client::builder()
@@ -247,7 +247,7 @@ impl Client {
         }
     }
 
-    pub async fn request(
+    pub(crate) async fn request(
         &self,
         method: reqwest::Method,
         path: &str,
@@ -278,36 +278,36 @@ impl Client {
     }
 
     /// POST with the configured token.
-    pub async fn post(&self, path: &str, body: impl Into<reqwest::Body>) -> Reply {
+    pub(crate) async fn post(&self, path: &str, body: impl Into<reqwest::Body>) -> Reply {
         let token = self.token.clone();
         self.request(reqwest::Method::POST, path, body, token.as_deref())
             .await
     }
 
-    pub async fn post_json(&self, path: &str, body: &Value) -> Reply {
+    pub(crate) async fn post_json(&self, path: &str, body: &Value) -> Reply {
         self.post(path, body.to_string()).await
     }
 
-    pub async fn run(&self, trigger: &Value) -> Reply {
+    pub(crate) async fn run(&self, trigger: &Value) -> Reply {
         self.post_json("/run", trigger).await
     }
 
     /// `/run` that must be accepted.
-    pub async fn run_ok(&self, trigger: &Value) {
+    pub(crate) async fn run_ok(&self, trigger: &Value) {
         let reply = self.run(trigger).await;
         assert_eq!(reply.text, r#"{"code":200,"msg":"Success"}"#, "run refused");
     }
 
-    pub async fn kill(&self, job_id: i32) -> Reply {
+    pub(crate) async fn kill(&self, job_id: i32) -> Reply {
         self.post_json("/kill", &json!({ "jobId": job_id })).await
     }
 
-    pub async fn idle_beat(&self, job_id: i32) -> Reply {
+    pub(crate) async fn idle_beat(&self, job_id: i32) -> Reply {
         self.post_json("/idleBeat", &json!({ "jobId": job_id }))
             .await
     }
 
-    pub async fn log(&self, log_date_time: i64, log_id: i64, from: i32) -> Reply {
+    pub(crate) async fn log(&self, log_date_time: i64, log_id: i64, from: i32) -> Reply {
         self.post_json(
             "/log",
             &json!({"logDateTim": log_date_time, "logId": log_id, "fromLineNum": from}),
@@ -317,7 +317,7 @@ impl Client {
 }
 
 /// A full TriggerParam as a 3.4.2 admin sends it.
-pub fn trigger(job_id: i32, log_id: i64, handler: &str) -> Value {
+pub(crate) fn trigger(job_id: i32, log_id: i64, handler: &str) -> Value {
     json!({
         "jobId": job_id,
         "executorHandler": handler,
@@ -335,7 +335,13 @@ pub fn trigger(job_id: i32, log_id: i64, handler: &str) -> Value {
 }
 
 /// A script trigger.
-pub fn script_trigger(job_id: i32, log_id: i64, glue: &str, source: &str, updated: i64) -> Value {
+pub(crate) fn script_trigger(
+    job_id: i32,
+    log_id: i64,
+    glue: &str,
+    source: &str,
+    updated: i64,
+) -> Value {
     let mut t = trigger(job_id, log_id, "");
     t["glueType"] = json!(glue);
     t["glueSource"] = json!(source);
@@ -349,7 +355,7 @@ pub fn script_trigger(job_id: i32, log_id: i64, glue: &str, source: &str, update
 /// A handler that reports when a run starts and then holds it until the test releases it (or
 /// the run is cancelled).
 #[derive(Clone)]
-pub struct Gate {
+pub(crate) struct Gate {
     started_tx: mpsc::UnboundedSender<i64>,
     started_rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<i64>>>,
     release: Arc<Semaphore>,
@@ -368,7 +374,7 @@ impl Default for Gate {
 
 impl Gate {
     /// The log id of the next run that started.
-    pub async fn started(&self) -> i64 {
+    pub(crate) async fn started(&self) -> i64 {
         let mut rx = self.started_rx.lock().await;
         tokio::time::timeout(DEADLINE, rx.recv())
             .await
@@ -377,7 +383,7 @@ impl Gate {
     }
 
     /// Lets `n` held runs finish.
-    pub fn release(&self, n: usize) {
+    pub(crate) fn release(&self, n: usize) {
         self.release.add_permits(n);
     }
 
@@ -400,7 +406,7 @@ impl Gate {
 }
 
 /// The handlers every test executor has.
-pub fn with_test_handlers(builder: ExecutorBuilder, gate: &Gate) -> ExecutorBuilder {
+pub(crate) fn with_test_handlers(builder: ExecutorBuilder, gate: &Gate) -> ExecutorBuilder {
     let builder = gate.register(builder);
     builder
         .handler("ok", |_ctx: JobContext| async {
@@ -457,7 +463,7 @@ impl std::error::Error for WrappedError {
 }
 
 /// Builder with test settings: loopback port 0, a token, short intervals.
-pub fn test_builder(admins: &str, logs: &Path) -> ExecutorBuilder {
+pub(crate) fn test_builder(admins: &str, logs: &Path) -> ExecutorBuilder {
     Executor::builder(APP)
         .admin_addresses(admins)
         .access_token(TOKEN)
@@ -470,7 +476,7 @@ pub fn test_builder(admins: &str, logs: &Path) -> ExecutorBuilder {
 }
 
 /// An executor with the test handlers, its admin, a client, and the gate.
-pub struct Harness {
+pub(crate) struct Harness {
     pub admin: Admin,
     pub executor: RunningExecutor,
     pub client: Client,
@@ -479,11 +485,13 @@ pub struct Harness {
 }
 
 impl Harness {
-    pub async fn start() -> Harness {
+    pub(crate) async fn start() -> Harness {
         Self::start_with(|b| b).await
     }
 
-    pub async fn start_with(customize: impl FnOnce(ExecutorBuilder) -> ExecutorBuilder) -> Harness {
+    pub(crate) async fn start_with(
+        customize: impl FnOnce(ExecutorBuilder) -> ExecutorBuilder,
+    ) -> Harness {
         let admin = Admin::start().await;
         let dir = tempfile::tempdir().unwrap();
         let gate = Gate::default();

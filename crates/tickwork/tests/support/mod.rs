@@ -11,11 +11,11 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 /// How long a process may take to start, answer or exit on a loaded machine.
-pub const DEADLINE: Duration = Duration::from_secs(60);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(60);
 
 /// `tickwork <command>` with no stray `TICKWORK_*` settings from the environment running the
 /// tests, and no stdin.
-pub fn tickwork(command: &str) -> Command {
+pub(crate) fn tickwork(command: &str) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tickwork"));
     c.arg(command)
         .env_clear()
@@ -27,14 +27,14 @@ pub fn tickwork(command: &str) -> Command {
 }
 
 /// A running process, the address it listens on and its stderr so far.
-pub struct Process {
+pub(crate) struct Process {
     pub child: Child,
     pub addr: SocketAddr,
     pub stderr: Arc<Mutex<String>>,
 }
 
 /// Starts `command` and waits for its line `<what> listening on <address>`.
-pub async fn start_listening(mut command: Command, what: &str) -> Process {
+pub(crate) async fn start_listening(mut command: Command, what: &str) -> Process {
     let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -10,10 +10,11 @@ use tickwork_protocol::api::{AuditQuery, AuditView, Page};
 use tickwork_store::{AuditEntry, AuditFilter, AuditNew, TimeRange};
 use tracing::error;
 
+use super::Service;
+use crate::Error;
 use crate::auth::Principal;
 use crate::service::{page, paged};
 use crate::timer::now_ms;
-use crate::{Admin, Error};
 
 /// What a change was done to.
 #[derive(Debug, Clone, Copy)]
@@ -66,7 +67,7 @@ fn audit_view(e: AuditEntry) -> AuditView {
     }
 }
 
-impl Admin {
+impl Service {
     /// Records one change by `by`.
     pub(crate) async fn audit<B: Serialize + ?Sized, A: Serialize + ?Sized>(
         &self,

@@ -20,9 +20,10 @@ use tickwork_store::{
 };
 use tracing::{debug, info, warn};
 
+use super::Scheduler;
+use crate::Error;
 use crate::config::Config;
 use crate::timer::now_ms;
-use crate::{Admin, Error};
 
 /// The lease whose holder runs the maintenance monitors.
 pub const MAINTENANCE_LEASE: &str = "maintenance";
@@ -123,7 +124,7 @@ impl Origin {
     }
 }
 
-impl Admin {
+impl Scheduler {
     /// This node's id in the cluster and the run ledger.
     pub fn node_id(&self) -> &str {
         &self.inner.config.node_id

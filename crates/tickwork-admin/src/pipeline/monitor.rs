@@ -12,9 +12,10 @@ use tickwork_core::run::RunState;
 use tickwork_store::{AddressMode, LostQuery, RunComplete, RunPurge, RunReport, TimeRange};
 use tracing::{info, warn};
 
+use super::Scheduler;
+use crate::Error;
 use crate::executor_client::ExecutorClient;
 use crate::timer::now_ms;
-use crate::{Admin, Error};
 
 /// Runs handled per lost-run or alarm statement.
 const BATCH: u32 = 1000;
@@ -52,7 +53,7 @@ impl Monitor {
         }
     }
 
-    fn interval(self, admin: &Admin) -> Duration {
+    fn interval(self, admin: &Scheduler) -> Duration {
         let c = &admin.inner.config;
         match self {
             Monitor::RegistrySweep => c.registry.sweep_interval,
@@ -64,7 +65,7 @@ impl Monitor {
     }
 }
 
-impl Admin {
+impl Scheduler {
     /// Runs `monitor` every interval while this node holds the maintenance lease.
     pub(crate) async fn monitor_loop(self, monitor: Monitor) {
         let interval = monitor.interval(&self);
@@ -99,7 +100,7 @@ impl Admin {
         let removed = self.inner.store.registry_sweep(now - dead_after).await?;
         if removed > 0 {
             info!(removed, "dead executors removed from the registry");
-            self.inner.groups.lock().expect("groups lock").clear();
+            self.inner.addresses.clear();
         }
         let forgotten = self
             .inner
@@ -137,7 +138,7 @@ impl Admin {
             if let std::collections::hash_map::Entry::Vacant(slot) = manual.entry(run.group_id) {
                 let list = match self.inner.store.group_get(run.group_id).await {
                     Ok(g) if g.address_mode == AddressMode::Manual => {
-                        let client = self.client_for(&g);
+                        let client = self.inner.client.for_group(&g);
                         (g.addresses, Some(client))
                     }
                     Ok(_) | Err(tickwork_store::Error::NotFound { .. }) => (Vec::new(), None),

@@ -1,18 +1,11 @@
-//! The admin's HTTP server: the executor API (`/api/*` and `/xxl-job-admin/api/*`, XXL-JOB's
-//! envelope, always HTTP 200), the REST API under `/openapi/v1` (API tokens, described by the
-//! OpenAPI document at `/openapi.json`), the console, health (`/healthz`, `/readyz`) and
-//! Prometheus metrics (`/metrics`).
-//!
-//! [`ApiError`] is the one place where errors become HTTP answers: clients get a stable code
-//! and a message; database and other internal causes are logged, never sent. REST handlers
-//! only translate: who may do what is decided by the service layer, given the caller's
-//! [`Principal`].
+//! The REST API under `/openapi/v1`: bearer-token authentication, then handlers that only
+//! translate between HTTP and the [`Service`].
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodRouter, any, get};
+use axum::routing::MethodRouter;
 use axum::{Extension, Router};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -22,36 +15,18 @@ use tickwork_protocol::api::{
     CopyInput, GroupInput, JobInput, JobQuery, PasswordInput, RunQuery, ScriptInput, TokenInput,
     TriggerInput, UserInput, UserUpdateInput,
 };
-use tickwork_protocol::{ACCESS_TOKEN_HEADER, Envelope, HandleCallbackParam, RegistryParam, msg};
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
-use tracing::error;
 
+use super::ApiError;
 use crate::auth::Principal;
-use crate::{Admin, Error};
+use crate::{Error, Service};
 
-/// Largest body of an executor call (XXL-JOB's executor limit as well).
-const EXECUTOR_BODY_LIMIT: usize = 5 * 1024 * 1024;
 /// Largest body of a JSON API call: a job with a 1 MiB script fits.
 const API_BODY_LIMIT: usize = 2 * 1024 * 1024;
 
-/// Serves the admin on `listener` until `stop` is cancelled, within the configured limits
-/// (header-read timeout, connection cap); handlers get the client's address as
-/// `ConnectInfo<SocketAddr>`.
-pub async fn serve(
-    admin: Admin,
-    listener: TcpListener,
-    stop: CancellationToken,
-) -> std::io::Result<()> {
-    let limits = admin.config().http;
-    tickwork_serve::serve(listener, router(admin), limits, stop).await
-}
-
-/// Declares the REST API once: the router and [`API_ROUTES`] (what the OpenAPI document must
 /// describe, exactly) come from the same table, so they cannot drift apart.
 macro_rules! rest_api {
     ($( $path:literal => { $( $method:ident : $handler:ident ),+ $(,)? } )+) => {
-        fn rest_routes() -> Router<Admin> {
+        fn rest_routes() -> Router<Service> {
             Router::new()
                 $( .route($path, MethodRouter::new() $( .$method($handler) )+ ) )+
         }
@@ -98,101 +73,15 @@ rest_api! {
     "/alarm-deliveries" => { get: alarm_deliveries_list }
 }
 
-/// Every route of the admin.
-pub fn router(admin: Admin) -> Router {
-    let api = rest_routes()
+/// The REST routes, behind the API token check.
+pub(super) fn router(service: Service) -> Router<Service> {
+    rest_routes()
         .route_layer(axum::middleware::from_fn_with_state(
-            admin.clone(),
+            service,
             require_api_token,
         ))
         .fallback(api_not_found)
-        .method_not_allowed_fallback(api_method_not_allowed);
-    Router::new()
-        .route("/api/{method}", any(executor_api))
-        .route("/xxl-job-admin/api/{method}", any(executor_api))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .route("/openapi.json", get(openapi_document))
-        .nest("/openapi/v1", api)
-        // ---- console routes: merged here (the console module owns them) ----
-        .merge(crate::console::router())
-        // ---- end of console routes ----
-        .with_state(admin)
-}
-
-// ---- errors ----
-
-/// An error as the JSON API answers it: `{"code":"…","message":"…"}` (plus `field` for an
-/// input error that names one), repeated under `"error"` for clients of the first releases.
-pub struct ApiError(Error);
-
-impl From<Error> for ApiError {
-    fn from(e: Error) -> Self {
-        ApiError(e)
-    }
-}
-
-impl ApiError {
-    /// The HTTP status and stable code of an error.
-    pub fn status_and_code(e: &Error) -> (StatusCode, &'static str) {
-        match e {
-            Error::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_input"),
-            Error::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
-            Error::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
-            Error::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
-            Error::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
-            Error::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
-            Error::Executor(_) => (StatusCode::BAD_GATEWAY, "executor_error"),
-            Error::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-            Error::Store(_) | Error::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
-        }
-    }
-}
-
-/// The field an input error names: messages are written `field: what is wrong`.
-fn field_of(message: &str) -> Option<&str> {
-    let (field, _) = message.split_once(": ")?;
-    (!field.is_empty()
-        && field
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.')))
-    .then_some(field)
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let (status, code) = Self::status_and_code(&self.0);
-        let message = match &self.0 {
-            Error::Store(inner) => {
-                error!(error = ?inner, "database error");
-                "internal error; see the admin's log".to_owned()
-            }
-            Error::Internal(inner) => {
-                error!(error = %inner, "internal error");
-                "internal error; see the admin's log".to_owned()
-            }
-            other => other.to_string(),
-        };
-        let mut body = serde_json::json!({
-            "code": code,
-            "message": message,
-            "error": { "code": code, "message": message },
-        });
-        if let Error::Invalid(m) = &self.0
-            && let Some(field) = field_of(m)
-        {
-            body["field"] = field.into();
-        }
-        let mut resp = (status, axum::Json(body)).into_response();
-        if status == StatusCode::UNAUTHORIZED {
-            resp.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                header::HeaderValue::from_static("Bearer"),
-            );
-        }
-        resp
-    }
+        .method_not_allowed_fallback(api_method_not_allowed)
 }
 
 type ApiResult<T> = Result<axum::Json<T>, ApiError>;
@@ -271,7 +160,7 @@ fn id(name: &str, text: &str) -> Result<i64, ApiError> {
 
 /// Authenticates a REST call by its bearer token and hands its [`Principal`] to the handler.
 async fn require_api_token(
-    State(admin): State<Admin>,
+    State(admin): State<Service>,
     mut req: Request,
     next: axum::middleware::Next,
 ) -> Response {
@@ -303,139 +192,10 @@ async fn api_method_not_allowed(method: Method) -> Response {
 }
 
 /// The OpenAPI 3.1 document of the REST API.
-async fn openapi_document() -> Response {
+pub(super) async fn openapi_document() -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],
         crate::openapi::document().to_string(),
-    )
-        .into_response()
-}
-
-// ---- executor API ----
-
-/// One handler for every executor call, so that the checks run in XXL-JOB's order: method,
-/// uri, token, body.
-async fn executor_api(
-    State(admin): State<Admin>,
-    method: Method,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let env = executor_call(&admin, &method, &name, &headers, body).await;
-    let bytes = tickwork_protocol::encode(&env);
-    (
-        [(header::CONTENT_TYPE, "application/json;charset=UTF-8")],
-        bytes,
-    )
-        .into_response()
-}
-
-async fn executor_call(
-    admin: &Admin,
-    method: &Method,
-    name: &str,
-    headers: &HeaderMap,
-    body: Body,
-) -> Envelope {
-    if method != Method::POST {
-        return Envelope::fail(msg::METHOD_NOT_SUPPORTED);
-    }
-    if !matches!(name, "registry" | "registryRemove" | "callback") {
-        return Envelope::fail(msg::uri_not_found(&format!("/api/{name}")));
-    }
-    let token = headers
-        .get(ACCESS_TOKEN_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    // A group's own token, or the global one; which groups it acts for is checked per call
-    // and per callback item.
-    let auth = match admin.executor_auth(token).await {
-        Ok(Some(auth)) => auth,
-        Ok(None) => return Envelope::fail(msg::WRONG_TOKEN),
-        Err(e) => {
-            error!(error = ?e, call = name, "database error checking an executor token");
-            return Envelope::fail("the admin could not check this request; try again");
-        }
-    };
-    let body = match axum::body::to_bytes(body, EXECUTOR_BODY_LIMIT).await {
-        Ok(b) => b,
-        Err(_) => {
-            return Envelope::fail(format!(
-                "invalid request, body larger than {EXECUTOR_BODY_LIMIT} bytes"
-            ));
-        }
-    };
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Envelope::fail(msg::BODY_EMPTY);
-    }
-    let result = match name {
-        "registry" => match tickwork_protocol::decode::<RegistryParam>(&body) {
-            Ok(p) => admin.registry_beat(&auth, p).await,
-            Err(e) => Err(Error::Invalid(e.to_string())),
-        },
-        "registryRemove" => match tickwork_protocol::decode::<RegistryParam>(&body) {
-            Ok(p) => admin.registry_remove(&auth, p).await,
-            Err(e) => Err(Error::Invalid(e.to_string())),
-        },
-        _ => match tickwork_protocol::decode::<Vec<HandleCallbackParam>>(&body) {
-            Ok(items) => admin.callbacks(&auth, items).await,
-            Err(e) => Err(Error::Invalid(e.to_string())),
-        },
-    };
-    match result {
-        Ok(()) => Envelope::success(),
-        Err(Error::Store(e)) => {
-            // The executor keeps (spools) what it sent and tries again.
-            error!(error = ?e, call = name, "database error in executor call");
-            Envelope::fail("the admin could not record this request; try again")
-        }
-        Err(e) => Envelope::fail(e.to_string()),
-    }
-}
-
-// ---- health ----
-
-async fn healthz() -> &'static str {
-    "ok"
-}
-
-/// Ready when the database answers and holds a recent heartbeat of this node (a node that
-/// cannot heartbeat stops firing, so a load balancer should stop sending it work too).
-async fn readyz(State(admin): State<Admin>) -> Response {
-    let now = crate::timer::now_ms();
-    let dead_after = admin.config().cluster.node_dead_after.as_millis() as i64;
-    match admin.store().nodes_list().await {
-        Ok(nodes) => {
-            let registered = nodes
-                .iter()
-                .any(|n| n.id == admin.node_id() && n.heartbeat_at >= now - dead_after);
-            if registered && !admin.is_fenced() {
-                (StatusCode::OK, "ready").into_response()
-            } else {
-                (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "heartbeat not registered recently",
-                )
-                    .into_response()
-            }
-        }
-        Err(e) => {
-            error!(error = ?e, "readiness check: database unreachable");
-            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable").into_response()
-        }
-    }
-}
-
-/// Prometheus metrics, text format 0.0.4.
-async fn metrics(State(admin): State<Admin>) -> Response {
-    let body = crate::metrics::render(&admin).await;
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        body,
     )
         .into_response()
 }
@@ -478,24 +238,24 @@ async fn me(Extension(p): Caller) -> ApiResult<serde_json::Value> {
     }))
 }
 
-async fn groups_list(State(a): State<Admin>) -> ApiResult<Vec<crate::GroupView>> {
+async fn groups_list(State(a): State<Service>) -> ApiResult<Vec<crate::GroupView>> {
     ok(a.groups_list().await?)
 }
 
 async fn group_create(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     body: Body,
 ) -> ApiResult<crate::GroupView> {
     ok(a.group_create(&p, json::<GroupInput>(body).await?).await?)
 }
 
-async fn group_get(State(a): State<Admin>, Path(g): Path<String>) -> ApiResult<crate::GroupView> {
+async fn group_get(State(a): State<Service>, Path(g): Path<String>) -> ApiResult<crate::GroupView> {
     ok(a.group_get(id("id", &g)?).await?)
 }
 
 async fn group_update(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     Path(g): Path<String>,
     body: Body,
@@ -506,7 +266,7 @@ async fn group_update(
 }
 
 async fn group_delete(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     Path(g): Path<String>,
 ) -> ApiResult<serde_json::Value> {
@@ -516,7 +276,7 @@ async fn group_delete(
 }
 
 async fn group_instances(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Path(g): Path<String>,
 ) -> ApiResult<Vec<tickwork_protocol::api::InstanceView>> {
     ok(a.group_instances(id("id", &g)?).await?)
@@ -524,7 +284,7 @@ async fn group_instances(
 
 /// Sets a new executor token for the group and shows it this once (never cached).
 async fn group_token_rotate(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     Path(g): Path<String>,
 ) -> Result<Response, ApiError> {
@@ -550,7 +310,7 @@ struct JobListParams {
 }
 
 async fn jobs_list(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     uri: axum::http::Uri,
 ) -> ApiResult<tickwork_protocol::api::Page<crate::JobView>> {
     let q: JobListParams = query(uri.query())?;
@@ -566,19 +326,19 @@ async fn jobs_list(
 }
 
 async fn job_create(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     body: Body,
 ) -> ApiResult<crate::JobView> {
     ok(a.job_create(&p, json::<JobInput>(body).await?).await?)
 }
 
-async fn job_get(State(a): State<Admin>, Path(j): Path<String>) -> ApiResult<crate::JobView> {
+async fn job_get(State(a): State<Service>, Path(j): Path<String>) -> ApiResult<crate::JobView> {
     ok(a.job_get(id("id", &j)?).await?)
 }
 
 async fn job_update(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     Path(j): Path<String>,
     body: Body,
@@ -588,7 +348,7 @@ async fn job_update(
 }
 
 async fn job_delete(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     Path(j): Path<String>,
 ) -> ApiResult<serde_json::Value> {
@@ -598,7 +358,7 @@ async fn job_delete(
 }
 
 async fn job_start(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     Path(j): Path<String>,
 ) -> ApiResult<crate::JobView> {
@@ -606,7 +366,7 @@ async fn job_start(
 }
 
 async fn job_stop(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     Path(j): Path<String>,
 ) -> ApiResult<crate::JobView> {
@@ -614,7 +374,7 @@ async fn job_stop(
 }
 
 async fn job_trigger(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     Path(j): Path<String>,
     body: Body,
@@ -625,7 +385,7 @@ async fn job_trigger(
 }
 
 async fn job_copy(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     Path(j): Path<String>,
     body: Body,
@@ -636,14 +396,14 @@ async fn job_copy(
 }
 
 async fn script_versions(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Path(j): Path<String>,
 ) -> ApiResult<Vec<tickwork_protocol::api::ScriptVersionView>> {
     ok(a.script_versions(id("id", &j)?).await?)
 }
 
 async fn script_save(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     Path(j): Path<String>,
     body: Body,
@@ -654,7 +414,7 @@ async fn script_save(
 }
 
 async fn script_restore(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     Path((j, v)): Path<(String, String)>,
 ) -> ApiResult<tickwork_protocol::api::ScriptVersionView> {
@@ -677,7 +437,7 @@ struct RunListParams {
 }
 
 async fn runs_list(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     uri: axum::http::Uri,
 ) -> ApiResult<tickwork_protocol::api::Page<crate::RunView>> {
     let q: RunListParams = query(uri.query())?;
@@ -704,7 +464,7 @@ struct ClearParams {
 }
 
 async fn runs_clear(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     uri: axum::http::Uri,
 ) -> ApiResult<serde_json::Value> {
@@ -728,12 +488,12 @@ async fn runs_clear(
     ok(serde_json::json!({ "deleted": deleted }))
 }
 
-async fn run_get(State(a): State<Admin>, Path(r): Path<String>) -> ApiResult<crate::RunView> {
+async fn run_get(State(a): State<Service>, Path(r): Path<String>) -> ApiResult<crate::RunView> {
     ok(a.run_get(id("id", &r)?).await?)
 }
 
 async fn run_kill(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     Path(r): Path<String>,
 ) -> ApiResult<crate::RunView> {
@@ -747,7 +507,7 @@ struct LogQuery {
 }
 
 async fn run_log(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Path(r): Path<String>,
     uri: axum::http::Uri,
 ) -> ApiResult<tickwork_protocol::api::RunLog> {
@@ -773,7 +533,7 @@ struct PreviewInput {
     n: Option<usize>,
 }
 
-async fn schedule_preview(State(a): State<Admin>, body: Body) -> ApiResult<serde_json::Value> {
+async fn schedule_preview(State(a): State<Service>, body: Body) -> ApiResult<serde_json::Value> {
     let p: PreviewInput = json(body).await?;
     let fires = a.schedule_preview(
         p.schedule_type,
@@ -796,7 +556,7 @@ struct PreviewQuery {
 }
 
 async fn schedule_preview_get(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     uri: axum::http::Uri,
 ) -> ApiResult<serde_json::Value> {
     let q: PreviewQuery = query(uri.query())?;
@@ -816,14 +576,14 @@ async fn schedule_preview_get(
 }
 
 async fn users_list(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
 ) -> ApiResult<Vec<tickwork_protocol::api::UserView>> {
     ok(a.users_list(&p).await?)
 }
 
 async fn user_create(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     body: Body,
 ) -> ApiResult<tickwork_protocol::api::UserView> {
@@ -831,7 +591,7 @@ async fn user_create(
 }
 
 async fn user_get(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     Path(u): Path<String>,
 ) -> ApiResult<tickwork_protocol::api::UserView> {
@@ -839,7 +599,7 @@ async fn user_get(
 }
 
 async fn user_update(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     Path(u): Path<String>,
     body: Body,
@@ -850,7 +610,7 @@ async fn user_update(
 }
 
 async fn user_password(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     Path(u): Path<String>,
     body: Body,
@@ -862,14 +622,14 @@ async fn user_password(
 }
 
 async fn tokens_list(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
 ) -> ApiResult<Vec<tickwork_protocol::api::TokenView>> {
     ok(a.tokens_list(&p).await?)
 }
 
 async fn token_create(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     body: Body,
 ) -> Result<
@@ -890,7 +650,7 @@ async fn token_create(
 }
 
 async fn token_revoke(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     Path(t): Path<String>,
 ) -> ApiResult<tickwork_protocol::api::TokenView> {
@@ -898,7 +658,7 @@ async fn token_revoke(
 }
 
 async fn audit_list(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     uri: axum::http::Uri,
 ) -> ApiResult<tickwork_protocol::api::Page<tickwork_protocol::api::AuditView>> {
@@ -906,21 +666,21 @@ async fn audit_list(
     ok(a.audit_list(&p, q).await?)
 }
 
-async fn stats(State(a): State<Admin>) -> ApiResult<tickwork_protocol::api::StatsView> {
+async fn stats(State(a): State<Service>) -> ApiResult<tickwork_protocol::api::StatsView> {
     ok(a.dashboard_stats().await?)
 }
 
 // ---- alarms ----
 
 async fn alarm_channels_list(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
 ) -> ApiResult<Vec<AlarmChannelView>> {
     ok(a.alarm_channels_list(&p).await?)
 }
 
 async fn alarm_channel_create(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     body: Body,
 ) -> ApiResult<AlarmChannelView> {
@@ -929,7 +689,7 @@ async fn alarm_channel_create(
 }
 
 async fn alarm_channel_get(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     Path(c): Path<String>,
 ) -> ApiResult<AlarmChannelView> {
@@ -937,7 +697,7 @@ async fn alarm_channel_get(
 }
 
 async fn alarm_channel_update(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     Path(c): Path<String>,
     body: Body,
@@ -948,7 +708,7 @@ async fn alarm_channel_update(
 }
 
 async fn alarm_channel_delete(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     Path(c): Path<String>,
 ) -> ApiResult<serde_json::Value> {
@@ -958,7 +718,7 @@ async fn alarm_channel_delete(
 }
 
 async fn alarm_channel_test(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     Path(c): Path<String>,
 ) -> ApiResult<AlarmTestResult> {
@@ -966,7 +726,7 @@ async fn alarm_channel_test(
 }
 
 async fn alarm_deliveries_list(
-    State(a): State<Admin>,
+    State(a): State<Service>,
     Extension(p): Caller,
     uri: axum::http::Uri,
 ) -> ApiResult<tickwork_protocol::api::Page<tickwork_protocol::api::AlarmDeliveryView>> {

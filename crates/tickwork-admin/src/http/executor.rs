@@ -1,0 +1,94 @@
+//! The executor API handler: XXL-JOB's checks in XXL-JOB's order, answers in its envelope.
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method, header};
+use axum::response::{IntoResponse, Response};
+use tickwork_protocol::{ACCESS_TOKEN_HEADER, Envelope, HandleCallbackParam, RegistryParam, msg};
+use tracing::error;
+
+use crate::{Error, Scheduler};
+
+/// Largest body of an executor call (XXL-JOB's executor limit as well).
+const EXECUTOR_BODY_LIMIT: usize = 5 * 1024 * 1024;
+
+/// One handler for every executor call, so that the checks run in XXL-JOB's order: method,
+/// uri, token, body.
+pub(super) async fn executor_api(
+    State(admin): State<Scheduler>,
+    method: Method,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let env = executor_call(&admin, &method, &name, &headers, body).await;
+    let bytes = tickwork_protocol::encode(&env);
+    (
+        [(header::CONTENT_TYPE, "application/json;charset=UTF-8")],
+        bytes,
+    )
+        .into_response()
+}
+
+async fn executor_call(
+    admin: &Scheduler,
+    method: &Method,
+    name: &str,
+    headers: &HeaderMap,
+    body: Body,
+) -> Envelope {
+    if method != Method::POST {
+        return Envelope::fail(msg::METHOD_NOT_SUPPORTED);
+    }
+    if !matches!(name, "registry" | "registryRemove" | "callback") {
+        return Envelope::fail(msg::uri_not_found(&format!("/api/{name}")));
+    }
+    let token = headers
+        .get(ACCESS_TOKEN_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    // A group's own token, or the global one; which groups it acts for is checked per call
+    // and per callback item.
+    let auth = match admin.executor_auth(token).await {
+        Ok(Some(auth)) => auth,
+        Ok(None) => return Envelope::fail(msg::WRONG_TOKEN),
+        Err(e) => {
+            error!(error = ?e, call = name, "database error checking an executor token");
+            return Envelope::fail("the admin could not check this request; try again");
+        }
+    };
+    let body = match axum::body::to_bytes(body, EXECUTOR_BODY_LIMIT).await {
+        Ok(b) => b,
+        Err(_) => {
+            return Envelope::fail(format!(
+                "invalid request, body larger than {EXECUTOR_BODY_LIMIT} bytes"
+            ));
+        }
+    };
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Envelope::fail(msg::BODY_EMPTY);
+    }
+    let result = match name {
+        "registry" => match tickwork_protocol::decode::<RegistryParam>(&body) {
+            Ok(p) => admin.registry_beat(&auth, p).await,
+            Err(e) => Err(Error::Invalid(e.to_string())),
+        },
+        "registryRemove" => match tickwork_protocol::decode::<RegistryParam>(&body) {
+            Ok(p) => admin.registry_remove(&auth, p).await,
+            Err(e) => Err(Error::Invalid(e.to_string())),
+        },
+        _ => match tickwork_protocol::decode::<Vec<HandleCallbackParam>>(&body) {
+            Ok(items) => admin.callbacks(&auth, items).await,
+            Err(e) => Err(Error::Invalid(e.to_string())),
+        },
+    };
+    match result {
+        Ok(()) => Envelope::success(),
+        Err(Error::Store(e)) => {
+            // The executor keeps (spools) what it sent and tries again.
+            error!(error = ?e, call = name, "database error in executor call");
+            Envelope::fail("the admin could not record this request; try again")
+        }
+        Err(e) => Envelope::fail(e.to_string()),
+    }
+}

@@ -1,0 +1,130 @@
+//! The claim loop: plans every fire of the look-ahead window in one transaction and arms the
+//! planned runs; and the cache of jobs with their parsed schedules.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tickwork_core::schedule::Schedule;
+use tickwork_store::{ClaimParams, Job};
+use tracing::warn;
+
+use super::planner::{PlanLimits, plan_job};
+use super::timer::now_ms;
+use super::{CachedJob, Scheduler};
+use crate::Error;
+
+impl Scheduler {
+    pub(super) async fn claim_loop(self) {
+        let inner = &self.inner;
+        let s = &inner.config.scheduler;
+        let limits = PlanLimits {
+            lookahead_ms: s.lookahead.as_millis() as i64,
+            misfire_threshold_ms: s.misfire_threshold.as_millis() as i64,
+            max_fires_per_job: s.max_fires_per_job,
+        };
+        // Successful claim rounds in a row: held runs go back once two rounds passed, so that
+        // the late fires of every due job were planned (and their catch-ups written) first.
+        let mut ok_rounds = 0u32;
+        loop {
+            if inner.stop.is_cancelled() {
+                return;
+            }
+            let now = now_ms();
+            if !inner.membership.fence_open(now, &inner.config) {
+                // Others may soon count this node as dead: claim nothing they would adopt.
+                ok_rounds = 0;
+                tokio::select! {
+                    _ = inner.stop.cancelled() => return,
+                    _ = tokio::time::sleep(s.claim_interval) => {}
+                }
+                continue;
+            }
+            let params = ClaimParams {
+                node_id: inner.config.node_id.clone(),
+                now,
+                lookahead_ms: limits.lookahead_ms,
+                limit: s.claim_limit,
+            };
+            let planner = |job: &Job, now: i64| {
+                let cached = self.cache_job(job.clone());
+                plan_job(job, cached.schedule.as_ref(), now, limits)
+            };
+            let more = match inner.store.jobs_claim_due(params, &planner).await {
+                Ok(result) => {
+                    inner.stats.claim_rounds.fetch_add(1, Ordering::Relaxed);
+                    inner
+                        .stats
+                        .runs_claimed
+                        .fetch_add(result.runs.len() as u64, Ordering::Relaxed);
+                    inner
+                        .stats
+                        .runs_misfired
+                        .fetch_add(result.misfired as u64, Ordering::Relaxed);
+                    if result.duplicates > 0 {
+                        warn!(
+                            duplicates = result.duplicates,
+                            "claim met fires the ledger already held"
+                        );
+                    }
+                    let full = result.jobs >= s.claim_limit as usize;
+                    self.arm_all(result.runs, false);
+                    ok_rounds = ok_rounds.saturating_add(1);
+                    full
+                }
+                Err(e) => {
+                    // The database may be down: keep the loop alive, try again shortly.
+                    warn!(error = %e, "claim failed");
+                    ok_rounds = 0;
+                    false
+                }
+            };
+            if more {
+                continue;
+            }
+            if ok_rounds >= 2 {
+                self.resume_held().await;
+            }
+            // A random pause between half and all of the interval: admins that started
+            // together would otherwise keep the same phase, and the one whose claim always
+            // comes first after a fire instant enters the window would take every job.
+            let pause = s.claim_interval.mul_f64(0.5 + fastrand::f64() / 2.0);
+            tokio::select! {
+                _ = inner.stop.cancelled() => return,
+                _ = inner.claim_wake.notified() => {}
+                _ = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+
+    /// Caches `job` with its parsed schedule, reusing the parse while the job is unchanged.
+    fn cache_job(&self, job: Job) -> Arc<CachedJob> {
+        let mut jobs = self.inner.jobs.lock().expect("jobs lock");
+        if let Some(c) = jobs.get(&job.id)
+            && c.job.version == job.version
+        {
+            return c.clone();
+        }
+        let schedule = match Schedule::parse(
+            job.spec.schedule_type,
+            &job.spec.schedule_conf,
+            &job.spec.time_zone,
+        ) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                warn!(job_id = job.id, error = %e, "job schedule no longer parses; stopping it");
+                None
+            }
+        };
+        let cached = Arc::new(CachedJob { job, schedule });
+        jobs.insert(cached.job.id, cached.clone());
+        cached
+    }
+
+    pub(crate) async fn job(&self, job_id: i64) -> Result<Arc<CachedJob>, Error> {
+        if let Some(c) = self.inner.jobs.lock().expect("jobs lock").get(&job_id) {
+            return Ok(c.clone());
+        }
+        let job = self.inner.store.job_get(job_id).await?;
+        Ok(self.cache_job(job))
+    }
+}

@@ -1,0 +1,304 @@
+//! From the timer to the executor: due runs sorted by priority into the fast or slow lane,
+//! checked against the fence, routed (broadcast included) and sent; outcomes go to the ledger.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tickwork_core::RouteStrategy;
+use tickwork_store::{JobStatus, OwnedRuns, Run, RunNew, RunShard, RunSkip};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+use tracing::{debug, warn};
+
+use super::dispatch::{DispatchOutcome, DispatchRequest, dispatch};
+use super::timer::now_ms;
+use super::{Armed, CachedJob, Scheduler, SlowCount};
+use crate::Error;
+use crate::executor_client::ExecutorClient;
+
+impl Scheduler {
+    /// Sorts each batch of due runs by priority and sends it to its lane. Runs that must be
+    /// checked first (adopted, armed before the fence last closed) are checked in one query.
+    pub(super) async fn due_loop(self, mut due: mpsc::UnboundedReceiver<Vec<(i64, Armed)>>) {
+        while let Some(mut batch) = due.recv().await {
+            // Higher priority first when several runs are due at once; fire order otherwise.
+            batch.sort_by_key(|(at, a)| (std::cmp::Reverse(a.run.priority), *at));
+            let now = now_ms();
+            let epoch = self.inner.membership.epoch();
+            let mut check = Vec::new();
+            for (_, armed) in batch {
+                if !self.inner.membership.fence_open(now, &self.inner.config) {
+                    self.hold(armed.run, "heartbeat too old");
+                } else if armed.verify || armed.epoch != epoch {
+                    check.push(armed.run);
+                } else {
+                    self.to_lane(armed);
+                }
+            }
+            if !check.is_empty() {
+                self.check_and_send(check, epoch).await;
+            }
+        }
+    }
+
+    fn to_lane(&self, armed: Armed) {
+        let (lane, index) = if self.is_slow(armed.run.job_id) {
+            (&self.inner.slow_lane, 1)
+        } else {
+            (&self.inner.fast_lane, 0)
+        };
+        self.inner.metrics.lane_sent(index);
+        if lane.send(armed).is_err() {
+            // The lane stopped: the admin is shutting down and the run stays planned.
+            self.inner.metrics.lane_received(index);
+        }
+    }
+
+    /// Fires the runs of `runs` this node still owns; drops the others (another node took
+    /// them), holds all of them when the database cannot say.
+    async fn check_and_send(&self, runs: Vec<Run>, epoch: u64) {
+        let query = OwnedRuns {
+            node_id: self.inner.config.node_id.clone(),
+            run_ids: runs.iter().map(|r| r.id).collect(),
+        };
+        match self.inner.store.runs_still_owned(query).await {
+            Ok(owned) => {
+                for run in runs {
+                    if owned.binary_search(&run.id).is_ok() {
+                        self.to_lane(Armed {
+                            run,
+                            epoch,
+                            verify: false,
+                        });
+                    } else {
+                        debug!(run_id = run.id, "run no longer this node's: not fired");
+                        self.inner
+                            .stats
+                            .runs_disowned
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, runs = runs.len(), "ownership check failed; runs held");
+                for run in runs {
+                    self.hold(run, "ownership check failed");
+                }
+            }
+        }
+    }
+
+    fn is_slow(&self, job_id: i64) -> bool {
+        let minute = now_ms() / 60_000;
+        let slow = self.inner.slow.lock().expect("slow lock");
+        slow.get(&job_id).is_some_and(|c| {
+            c.minute == minute && c.count > self.inner.config.dispatch.slow_calls_per_minute
+        })
+    }
+
+    fn count_slow(&self, job_id: i64, took: Duration) {
+        if took < self.inner.config.dispatch.slow_call {
+            return;
+        }
+        let minute = now_ms() / 60_000;
+        let mut slow = self.inner.slow.lock().expect("slow lock");
+        slow.retain(|_, c| c.minute >= minute - 1);
+        let c = slow.entry(job_id).or_default();
+        if c.minute != minute {
+            *c = SlowCount { minute, count: 0 };
+        }
+        c.count += 1;
+    }
+
+    /// Dispatches runs of one lane, at most `concurrency` at once.
+    pub(super) async fn lane_loop(
+        self,
+        mut lane: mpsc::UnboundedReceiver<Armed>,
+        concurrency: usize,
+        index: usize,
+    ) {
+        let permits = Arc::new(Semaphore::new(concurrency));
+        let mut running = JoinSet::new();
+        loop {
+            let run = tokio::select! {
+                _ = self.inner.stop.cancelled() => break,
+                run = lane.recv() => match run { Some(r) => r, None => break },
+            };
+            self.inner.metrics.lane_received(index);
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                break;
+            };
+            let admin = self.clone();
+            running.spawn(async move {
+                admin.dispatch_run(run).await;
+                drop(permit);
+            });
+            // Reap finished tasks so the set does not grow.
+            while running.try_join_next().is_some() {}
+        }
+        while running.join_next().await.is_some() {}
+    }
+
+    async fn dispatch_run(&self, armed: Armed) {
+        let Armed { run, epoch, .. } = armed;
+        let cached = match self.job(run.job_id).await {
+            Ok(c) => c,
+            // The job was deleted, and its runs with it.
+            Err(Error::NotFound(_)) => {
+                debug!(
+                    run_id = run.id,
+                    job_id = run.job_id,
+                    "run of a deleted job dropped"
+                );
+                return;
+            }
+            Err(e) => {
+                // Not the run's fault: the database is unreachable. Try again later.
+                warn!(run_id = run.id, job_id = run.job_id, error = %e, "job not loaded; run held");
+                self.hold(run, "job not loaded");
+                return;
+            }
+        };
+        // Only a stop that came after the claim skips the run: the claim itself stops a job
+        // whose last fire it planned (ONCE, a cron with an end), and that fire must run. A
+        // claim leaves `updated_at` alone; a stop sets it.
+        if cached.job.status == JobStatus::Stopped
+            && run.fire_key.is_some()
+            && cached.job.updated_at > run.created_at
+        {
+            let skip = RunSkip {
+                run_id: run.id,
+                reason: "job stopped before the run was due".to_owned(),
+                at: now_ms(),
+            };
+            if let Err(e) = self.inner.store.run_skip(skip).await {
+                warn!(run_id = run.id, error = %e, "skipping a run of a stopped job failed");
+                self.hold(run, "skip not recorded");
+            }
+            return;
+        }
+        let (candidates, client) = match self
+            .inner
+            .addresses
+            .executors(cached.job.spec.group_id)
+            .await
+        {
+            Ok(a) => a,
+            Err(Error::NotFound(m)) => {
+                let outcome = DispatchOutcome {
+                    run_id: run.id,
+                    address: None,
+                    trigger_code: tickwork_protocol::CODE_FAIL,
+                    trigger_msg: format!("executor group cannot be loaded: {m}"),
+                };
+                self.to_ledger(run, outcome);
+                return;
+            }
+            Err(e) => {
+                warn!(run_id = run.id, error = %e, "executor addresses not loaded; run held");
+                self.hold(run, "addresses not loaded");
+                return;
+            }
+        };
+        // The last moment before `/run`: a node whose heartbeat is too old, or whose fence
+        // closed since the run was armed, may have lost the run to another node.
+        if !self
+            .inner
+            .membership
+            .fence_open(now_ms(), &self.inner.config)
+            || epoch != self.inner.membership.epoch()
+        {
+            self.hold(run, "fence closed before dispatch");
+            return;
+        }
+        let outcome = self
+            .route_and_call(&run, &cached, &candidates, &client)
+            .await;
+        self.to_ledger(run, outcome);
+    }
+
+    fn to_ledger(&self, run: Run, outcome: DispatchOutcome) {
+        self.inner.metrics.ledger_sent();
+        if self.inner.ledger.send((run, outcome)).is_err() {
+            self.inner.metrics.ledger_received(1);
+        }
+    }
+
+    async fn route_and_call(
+        &self,
+        run: &Run,
+        cached: &CachedJob,
+        candidates: &Arc<Vec<String>>,
+        client: &ExecutorClient,
+    ) -> DispatchOutcome {
+        let refused = |msg: String| DispatchOutcome {
+            run_id: run.id,
+            address: None,
+            trigger_code: tickwork_protocol::CODE_FAIL,
+            trigger_msg: msg,
+        };
+        let spec = &cached.job.spec;
+        let mut req = DispatchRequest {
+            run_id: run.id,
+            job_id: run.job_id,
+            scheduled_at: run.scheduled_at,
+            route: spec.route_strategy,
+            address: run.executor_address.clone(),
+            handler: spec.handler.clone(),
+            params: run.params.clone(),
+            block_strategy: spec.block_strategy.as_str().to_owned(),
+            timeout_s: spec.timeout_s,
+            glue_type: spec.glue_type,
+            glue_source: spec.glue_source.clone(),
+            glue_updated_at: cached.job.glue_updated_at,
+            shard_index: run.shard_index.unwrap_or(0),
+            shard_total: run.shard_total.unwrap_or(1),
+        };
+        if spec.route_strategy == RouteStrategy::ShardingBroadcast && run.shard_total.is_none() {
+            if candidates.is_empty() {
+                return refused(tickwork_core::Error::NoExecutor.to_string());
+            }
+            // One run per executor: this run is shard 0; the others become runs of their own.
+            let total = candidates.len() as i32;
+            // Recorded first, so that a retry of this run stays shard 0 instead of broadcasting
+            // again.
+            let shard = RunShard {
+                run_id: run.id,
+                index: 0,
+                total,
+            };
+            if let Err(e) = self.inner.store.run_set_shard(shard).await {
+                return refused(format!("broadcast shard not recorded: {e}"));
+            }
+            for (i, address) in candidates.iter().enumerate().skip(1) {
+                let mut new = RunNew::new(run.job_id, run.trigger_type, run.scheduled_at);
+                new.params = Some(run.params.clone());
+                new.executor_address = Some(address.clone());
+                new.shard_index = Some(i as i32);
+                new.shard_total = Some(total);
+                new.owner_node = Some(self.inner.config.node_id.clone());
+                new.parent_run_id = run.parent_run_id;
+                new.attempt = run.attempt;
+                match self.inner.store.run_insert(new).await {
+                    Ok(shard) => self.arm(shard),
+                    Err(e) => {
+                        warn!(run_id = run.id, shard = i, error = %e, "broadcast shard not written")
+                    }
+                }
+            }
+            req.address = Some(candidates[0].clone());
+            req.shard_index = 0;
+            req.shard_total = total;
+        }
+        let started = Instant::now();
+        let now = now_ms();
+        self.inner
+            .metrics
+            .lateness
+            .observe_ms(now.saturating_sub(run.scheduled_at));
+        let outcome = dispatch(client, &self.inner.router, &req, candidates, now).await;
+        self.count_slow(run.job_id, started.elapsed());
+        outcome
+    }
+}

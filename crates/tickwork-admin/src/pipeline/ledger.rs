@@ -1,0 +1,155 @@
+//! The ledger writer: dispatch outcomes recorded in batches (one transaction for many
+//! accepted runs), tried again until the database answers.
+
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tickwork_store::{Dispatched, Run, TriggerFailed};
+use tokio::sync::mpsc;
+use tracing::{error, warn};
+
+use super::Scheduler;
+use super::dispatch::DispatchOutcome;
+use super::timer::now_ms;
+use crate::metrics::DispatchCause;
+
+impl Scheduler {
+    /// Writes dispatch outcomes in batches: one transaction for many accepted runs. A write
+    /// that fails is tried again until the database answers: the executor runs these, and a
+    /// run left `planned` would be fired again by whoever adopts it.
+    pub(super) async fn ledger_loop(
+        self,
+        mut outcomes: mpsc::UnboundedReceiver<(Run, DispatchOutcome)>,
+    ) {
+        const BATCH: usize = 1000;
+        let mut buf = Vec::with_capacity(BATCH);
+        loop {
+            let n = tokio::select! {
+                biased;
+                n = outcomes.recv_many(&mut buf, BATCH) => n,
+                _ = self.inner.ledger_stop.cancelled() => {
+                    while let Ok(item) = outcomes.try_recv() {
+                        buf.push(item);
+                    }
+                    buf.len()
+                }
+            };
+            if n == 0 {
+                return;
+            }
+            self.inner.metrics.ledger_received(n);
+            self.write_outcomes(&mut buf).await;
+            if self.inner.ledger_stop.is_cancelled() && outcomes.is_empty() {
+                return;
+            }
+        }
+    }
+
+    async fn write_outcomes(&self, buf: &mut Vec<(Run, DispatchOutcome)>) {
+        let at = now_ms();
+        let mut accepted = Vec::with_capacity(buf.len());
+        let mut refused = Vec::new();
+        for (run, out) in buf.drain(..) {
+            if out.accepted() {
+                accepted.push(Dispatched {
+                    run_id: out.run_id,
+                    address: out.address.unwrap_or_default(),
+                    trigger_code: out.trigger_code,
+                    trigger_msg: Some(out.trigger_msg),
+                    at,
+                });
+            } else {
+                refused.push((run, out));
+            }
+        }
+        if !accepted.is_empty() {
+            let n = accepted.len() as u64;
+            let written = self
+                .persist("recording dispatched runs", || {
+                    self.inner.store.runs_mark_dispatched(&accepted)
+                })
+                .await;
+            if written.is_some() {
+                self.inner.stats.dispatched.fetch_add(n, Ordering::Relaxed);
+            } else {
+                error!(
+                    runs = n,
+                    "dispatched runs not recorded; another node may fire them again"
+                );
+            }
+        }
+        for (run, out) in refused {
+            let cause = DispatchCause::of(&out);
+            self.inner
+                .stats
+                .dispatch_failed
+                .fetch_add(1, Ordering::Relaxed);
+            let counter = match cause {
+                DispatchCause::NoExecutor => &self.inner.stats.dispatch_no_executor,
+                DispatchCause::Refused => &self.inner.stats.dispatch_refused,
+                DispatchCause::Transport => &self.inner.stats.dispatch_transport,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            warn!(
+                run_id = run.id,
+                job_id = run.job_id,
+                cause = cause.as_str(),
+                msg = %out.trigger_msg,
+                "trigger failed"
+            );
+            let failed = TriggerFailed {
+                run_id: run.id,
+                address: out.address,
+                trigger_code: out.trigger_code,
+                trigger_msg: out.trigger_msg,
+                at,
+            };
+            let done = self
+                .persist("recording a trigger failure", || {
+                    self.inner.store.run_mark_trigger_failed(failed.clone())
+                })
+                .await;
+            if let Some(Some(run)) = done {
+                self.after_complete(&run).await;
+            }
+        }
+    }
+
+    /// Runs a ledger write until it succeeds. Gives up (`None`) when the store refuses the
+    /// input, or when the admin is stopping and the database stayed unreachable for
+    /// [`SHUTDOWN_WRITE_DEADLINE`].
+    async fn persist<T, F, Fut>(&self, what: &str, mut write: F) -> Option<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, tickwork_store::Error>>,
+    {
+        let mut tries: u64 = 0;
+        loop {
+            match write().await {
+                Ok(v) => return Some(v),
+                // Only the database failing is worth waiting for; bad input stays bad.
+                Err(
+                    e
+                    @ (tickwork_store::Error::Invalid(_) | tickwork_store::Error::NotFound { .. }),
+                ) => {
+                    error!(error = %e, "{what} refused");
+                    return None;
+                }
+                Err(e) => {
+                    tries += 1;
+                    warn!(error = %e, tries, "{what} failed");
+                    if self
+                        .inner
+                        .write_deadline
+                        .get()
+                        .is_some_and(|d| Instant::now() >= *d)
+                    {
+                        return None;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200 * tries.min(25))).await;
+                }
+            }
+        }
+    }
+}

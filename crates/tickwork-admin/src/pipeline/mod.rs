@@ -1,0 +1,364 @@
+//! The pipeline: claim -> timer -> dispatch -> ledger -> completion, with cluster membership
+//! and the lease holder's maintenance. [`Scheduler`] owns all of it; each loop is stoppable
+//! through a cancellation token and observable through [`Stats`].
+//!
+//! Entry points: `claim` (the claim loop), `lanes` (due runs to the dispatch lanes, routing and
+//! broadcast), `ledger` (the batched dispatch records), `complete` (results and what follows
+//! them), `executor_api` (registry and callbacks: executors drive the pipeline), `cluster`
+//! (heartbeat, fence, adoption, lease) and `monitor` (what the lease holder maintains).
+
+mod addresses;
+mod claim;
+pub(crate) mod cluster;
+pub(crate) mod complete;
+pub(crate) mod dispatch;
+pub(crate) mod executor_api;
+mod lanes;
+mod ledger;
+pub(crate) mod monitor;
+pub mod planner;
+pub mod timer;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tickwork_core::routing::Router;
+use tickwork_core::schedule::Schedule;
+use tickwork_store::{Job, Run, RunComplete, Store};
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info};
+
+use crate::Error;
+use crate::config::Config;
+use crate::executor_client::ExecutorClient;
+use crate::metrics::Metrics;
+use crate::service::PipelineHandle;
+use crate::timer::Timer;
+use addresses::AddressCache;
+pub(crate) use addresses::live_addresses;
+use cluster::{Membership, Origin};
+use dispatch::DispatchOutcome;
+use monitor::Monitor;
+use tickwork_protocol::api::LatenessView;
+
+/// How long a stopping admin keeps trying to record what it dispatched before giving up.
+const SHUTDOWN_WRITE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Counters of the pipeline, for metrics and for tests that wait on progress.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub claim_rounds: AtomicU64,
+    pub runs_claimed: AtomicU64,
+    /// Runs recorded as misfired: at claim, and after adoption or a hold.
+    pub runs_misfired: AtomicU64,
+    pub dispatched: AtomicU64,
+    /// Trigger failures, all causes; the `dispatch_*` counters split them.
+    pub dispatch_failed: AtomicU64,
+    pub dispatch_no_executor: AtomicU64,
+    pub dispatch_refused: AtomicU64,
+    pub dispatch_transport: AtomicU64,
+    pub completed: AtomicU64,
+    pub retries: AtomicU64,
+    pub children: AtomicU64,
+    /// Planned runs of dead or departed nodes this node took over.
+    pub runs_adopted: AtomicU64,
+    /// Runs held back instead of fired (fence closed, database unreachable).
+    pub runs_held: AtomicU64,
+    /// Held or adopted runs dropped at the ownership check: another node had them.
+    pub runs_disowned: AtomicU64,
+    /// Runs the lost-run monitor ended as `lost`.
+    pub runs_lost: AtomicU64,
+    /// Failed runs queued for an alarm.
+    pub alarms_queued: AtomicU64,
+    /// Alarm deliveries written (one per run and channel).
+    pub alarm_deliveries_queued: AtomicU64,
+    /// Rounds of the alarm delivery loop run on this node (as lease holder).
+    pub alarm_rounds: AtomicU64,
+    /// Alarm deliveries sent.
+    pub alarms_sent: AtomicU64,
+    /// Alarm send attempts that failed (retried or not).
+    pub alarm_send_errors: AtomicU64,
+    /// Alarm deliveries given up after their last attempt.
+    pub alarms_failed: AtomicU64,
+    pub heartbeats: AtomicU64,
+    pub heartbeat_failures: AtomicU64,
+    pub reports_written: AtomicU64,
+    pub runs_purged: AtomicU64,
+}
+
+/// A run waiting in the timer or a lane, with what the fence needs to know about it.
+pub(crate) struct Armed {
+    pub(crate) run: Run,
+    /// The fence epoch when it was armed: a run armed before the fence last closed is checked
+    /// against the database before it fires.
+    pub(crate) epoch: u64,
+    /// Check ownership before firing (adopted runs, runs re-armed after a restart).
+    pub(crate) verify: bool,
+}
+
+/// A job as the pipeline uses it: the stored row and its parsed schedule.
+pub(crate) struct CachedJob {
+    pub(crate) job: Job,
+    schedule: Option<Schedule>,
+}
+
+/// Per-job slow-dispatch accounting (XXL-JOB's fast/slow trigger pools).
+#[derive(Default)]
+struct SlowCount {
+    minute: i64,
+    count: u32,
+}
+
+pub(crate) struct Inner {
+    pub(crate) config: Config,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) client: ExecutorClient,
+    router: Mutex<Router>,
+    pub(crate) timer: Timer<Armed>,
+    jobs: Mutex<HashMap<i64, Arc<CachedJob>>>,
+    pub(crate) addresses: Arc<AddressCache>,
+    slow: Mutex<HashMap<i64, SlowCount>>,
+    claim_wake: Notify,
+    /// Wakes the alarm delivery loop (deliveries were queued).
+    pub(crate) alarm_wake: Notify,
+    pub(crate) senders: crate::alarm::Senders,
+    fast_lane: mpsc::UnboundedSender<Armed>,
+    slow_lane: mpsc::UnboundedSender<Armed>,
+    ledger: mpsc::UnboundedSender<(Run, DispatchOutcome)>,
+    /// Runs taken out of the flow (fence closed, database unreachable); the claim loop checks
+    /// their ownership and fires them again, under the misfire policy.
+    pub(crate) held: Mutex<Vec<Run>>,
+    pub(crate) membership: Membership,
+    pub(crate) metrics: Arc<Metrics>,
+    /// Stops claiming, dispatching, adoption and the monitors.
+    pub(crate) stop: CancellationToken,
+    /// Stops the ledger, once nothing can be dispatched any more.
+    ledger_stop: CancellationToken,
+    /// Set at shutdown: ledger writes that still fail after this instant are given up.
+    write_deadline: std::sync::OnceLock<Instant>,
+    /// Stops the heartbeat, once the ledger has written everything.
+    pub(crate) cluster_stop: CancellationToken,
+    pub(crate) stats: Stats,
+}
+
+/// The running pipeline; cheap to clone.
+#[derive(Clone)]
+pub struct Scheduler {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// The pipeline's background tasks; [`Scheduler::shutdown`] stops them and waits. Dropping
+/// it without a shutdown aborts them all.
+pub(crate) struct Tasks {
+    pipeline: JoinSet<()>,
+    ledger: JoinSet<()>,
+    cluster: JoinSet<()>,
+}
+
+impl Scheduler {
+    /// Starts the pipeline on `store`, after a first heartbeat. Runs this node planned before a
+    /// restart go back into the timer (checked against the database before they fire, late
+    /// ones under their misfire policy).
+    pub(crate) async fn start(
+        config: Config,
+        store: Arc<dyn Store>,
+        metrics: Arc<Metrics>,
+    ) -> Result<(Scheduler, Tasks), Error> {
+        let client = ExecutorClient::new(&config.access_token, config.dispatch.executor_timeout);
+        let stop = CancellationToken::new();
+        let (due_tx, due_rx) = mpsc::unbounded_channel();
+        let timer = Timer::start(due_tx, stop.clone());
+        let (fast_tx, fast_rx) = mpsc::unbounded_channel();
+        let (slow_tx, slow_rx) = mpsc::unbounded_channel();
+        let (ledger_tx, ledger_rx) = mpsc::unbounded_channel();
+        let addresses = Arc::new(AddressCache::new(
+            store.clone(),
+            client.clone(),
+            config.registry.address_cache,
+            config.registry.dead_after,
+        ));
+        let inner = Arc::new(Inner {
+            router: Mutex::new(Router::new()),
+            timer,
+            jobs: Mutex::new(HashMap::new()),
+            addresses,
+            slow: Mutex::new(HashMap::new()),
+            claim_wake: Notify::new(),
+            alarm_wake: Notify::new(),
+            senders: crate::alarm::Senders::new(),
+            fast_lane: fast_tx,
+            slow_lane: slow_tx,
+            ledger: ledger_tx,
+            held: Mutex::new(Vec::new()),
+            membership: Membership::default(),
+            metrics,
+            stop,
+            ledger_stop: CancellationToken::new(),
+            write_deadline: std::sync::OnceLock::new(),
+            cluster_stop: CancellationToken::new(),
+            stats: Stats::default(),
+            client,
+            store,
+            config,
+        });
+        let scheduler = Scheduler { inner };
+
+        // The first heartbeat comes before the first claim: no run is ever owned by a node
+        // that has no heartbeat row.
+        scheduler.join_cluster().await?;
+        let own = scheduler
+            .inner
+            .store
+            .runs_planned_owned_by(&scheduler.inner.config.node_id)
+            .await?;
+        if !own.is_empty() {
+            info!(runs = own.len(), "re-arming planned runs of this node");
+            scheduler.take_over(own, Origin::Restart).await;
+        }
+
+        let s = &scheduler;
+        let mut pipeline = JoinSet::new();
+        pipeline.spawn(s.clone().claim_loop());
+        pipeline.spawn(s.clone().due_loop(due_rx));
+        let fast = s.inner.config.dispatch.concurrency;
+        let slow = s.inner.config.dispatch.slow_concurrency;
+        pipeline.spawn(s.clone().lane_loop(fast_rx, fast, 0));
+        pipeline.spawn(s.clone().lane_loop(slow_rx, slow, 1));
+        pipeline.spawn(s.clone().adoption_loop());
+        for monitor in Monitor::ALL {
+            pipeline.spawn(s.clone().monitor_loop(monitor));
+        }
+        pipeline.spawn(s.clone().alarm_loop());
+        let mut ledger = JoinSet::new();
+        ledger.spawn(s.clone().ledger_loop(ledger_rx));
+        let mut cluster = JoinSet::new();
+        cluster.spawn(s.clone().membership_loop());
+        let tasks = Tasks {
+            pipeline,
+            ledger,
+            cluster,
+        };
+        Ok((scheduler, tasks))
+    }
+
+    /// Stops the pipeline cleanly and hands its work over: claiming and firing stop,
+    /// dispatches in flight finish and are recorded, then the node gives up the maintenance
+    /// lease and deletes its heartbeat row, so that the other nodes adopt its planned runs at
+    /// once (a node that dies instead is adopted from after `node_dead_after`).
+    pub(crate) async fn shutdown(&self, mut tasks: Tasks) {
+        let inner = &self.inner;
+        inner.stop.cancel();
+        while tasks.pipeline.join_next().await.is_some() {}
+        // Nothing is dispatched any more: write every outcome still on its way.
+        let _ = inner
+            .write_deadline
+            .set(Instant::now() + SHUTDOWN_WRITE_DEADLINE);
+        inner.ledger_stop.cancel();
+        while let Some(done) = tasks.ledger.join_next().await {
+            if let Err(e) = done {
+                error!(error = %e, "the ledger task failed");
+            }
+        }
+        // The heartbeat ran until now so that no other node adopted what was in flight.
+        inner.cluster_stop.cancel();
+        while tasks.cluster.join_next().await.is_some() {}
+        self.leave_cluster().await;
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.inner.stats
+    }
+
+    /// Runs waiting in the timer.
+    pub fn timer_len(&self) -> usize {
+        self.inner.timer.len()
+    }
+
+    /// Runs held back (fence closed or database unreachable), waiting to be checked and fired.
+    pub fn held_len(&self) -> usize {
+        self.inner.held.lock().expect("held lock").len()
+    }
+
+    /// Wakes the claim loop (a job was created, started or changed).
+    pub(crate) fn wake_scheduler(&self) {
+        self.inner.claim_wake.notify_one();
+    }
+
+    /// Forgets what is cached of a job (it changed or was deleted).
+    pub(crate) fn forget_job(&self, job_id: i64) {
+        self.inner.jobs.lock().expect("jobs lock").remove(&job_id);
+        self.inner
+            .router
+            .lock()
+            .expect("router lock")
+            .forget_job(job_id);
+    }
+
+    /// Puts a run into the timer (manual, API, retry and child runs).
+    pub(crate) fn arm(&self, run: Run) {
+        self.arm_all(vec![run], false);
+    }
+
+    /// Puts runs into the timer; `verify`: check in the database that they are still this
+    /// node's before firing them.
+    pub(crate) fn arm_all(&self, runs: Vec<Run>, verify: bool) {
+        let epoch = self.inner.membership.epoch();
+        self.inner.timer.schedule_all(
+            runs.into_iter()
+                .map(|run| (run.scheduled_at, Armed { run, epoch, verify })),
+        );
+    }
+
+    /// Takes a run out of the flow; the claim loop gives it back once this node may fire
+    /// again and still owns it.
+    pub(crate) fn hold(&self, run: Run, why: &str) {
+        debug!(run_id = run.id, job_id = run.job_id, why, "run held");
+        self.inner.stats.runs_held.fetch_add(1, Ordering::Relaxed);
+        self.inner.held.lock().expect("held lock").push(run);
+    }
+}
+
+/// The service's handle on the pipeline.
+#[async_trait::async_trait]
+impl PipelineHandle for Scheduler {
+    fn wake(&self) {
+        self.wake_scheduler();
+    }
+
+    fn arm(&self, run: Run) {
+        Scheduler::arm(self, run);
+    }
+
+    fn forget_job(&self, job_id: i64) {
+        Scheduler::forget_job(self, job_id);
+    }
+
+    fn forget_group(&self, group_id: i64) {
+        self.inner.addresses.forget(group_id);
+    }
+
+    async fn complete(&self, c: RunComplete) -> Result<Option<Run>, Error> {
+        Scheduler::complete(self, c).await
+    }
+
+    fn lateness(&self) -> Option<LatenessView> {
+        self.inner.metrics.lateness.summary().map(|s| LatenessView {
+            count: s.count,
+            mean_ms: s.mean_ms,
+            p50_ms: s.p50_ms,
+            p99_ms: s.p99_ms,
+        })
+    }
+}

@@ -1,0 +1,219 @@
+//! The service layer: the operations the REST API, the console and the CLI call, one file per
+//! resource. Every input is validated here, once, before anything changes. Every change takes
+//! the acting [`Principal`], checks its role here (not in the HTTP handlers or the console),
+//! and writes an audit record with the target before and after.
+//!
+//! The service reaches the pipeline only through [`PipelineHandle`]: it arms the runs it
+//! writes, wakes the claim loop and drops what the pipeline caches of what it changed.
+
+mod alarms;
+pub(crate) mod audit;
+mod dashboard;
+mod groups;
+mod jobs;
+mod runs;
+mod scripts;
+mod tokens;
+mod users;
+
+use std::sync::Arc;
+
+use tickwork_core::GlueType;
+use tickwork_protocol::api::{JobView, LatenessView, Page, RunView};
+use tickwork_store::{Job, PageReq, Run, RunComplete, Store};
+
+use crate::Error;
+use crate::alarm::Senders;
+use crate::auth::Auth;
+use crate::config::Config;
+use crate::executor_client::ExecutorClient;
+use crate::metrics::Metrics;
+
+/// What the service may ask of the pipeline. The admin's [`crate::Scheduler`] is one; tests
+/// of the service and its HTTP layer use one that records the calls.
+#[async_trait::async_trait]
+pub trait PipelineHandle: Send + Sync {
+    /// Wakes the claim loop: a job was created, started or changed.
+    fn wake(&self);
+    /// Fires a run this node wrote (manual and API triggers) at its `scheduled_at`.
+    fn arm(&self, run: Run);
+    /// Drops what is cached of a job (it changed or was deleted).
+    fn forget_job(&self, job_id: i64);
+    /// Drops a group's cached addresses and token (it changed or was deleted).
+    fn forget_group(&self, group_id: i64);
+    /// Records a run's result (a kill) and what follows it; `None` when the run was unknown
+    /// or already final.
+    async fn complete(&self, c: RunComplete) -> Result<Option<Run>, Error>;
+    /// Dispatch lateness so far, for the dashboard.
+    fn lateness(&self) -> Option<LatenessView>;
+}
+
+pub(crate) struct Inner {
+    pub(crate) config: Config,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) auth: Arc<Auth>,
+    pub(crate) pipeline: Arc<dyn PipelineHandle>,
+    pub(crate) metrics: Arc<Metrics>,
+    /// Calls executors for kills and logs, with the global token (a group's own token where
+    /// it has one).
+    pub(crate) client: ExecutorClient,
+    /// Sends test messages of alarm channels.
+    pub(crate) senders: Senders,
+}
+
+/// The admin's operations; cheap to clone.
+#[derive(Clone)]
+pub struct Service {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Service {
+    /// A service over `store`, reaching the pipeline through `pipeline`.
+    pub fn new(
+        config: Config,
+        store: Arc<dyn Store>,
+        auth: Arc<Auth>,
+        pipeline: Arc<dyn PipelineHandle>,
+    ) -> Service {
+        Self::with_metrics(config, store, auth, pipeline, Arc::new(Metrics::default()))
+    }
+
+    pub(crate) fn with_metrics(
+        config: Config,
+        store: Arc<dyn Store>,
+        auth: Arc<Auth>,
+        pipeline: Arc<dyn PipelineHandle>,
+        metrics: Arc<Metrics>,
+    ) -> Service {
+        let client = ExecutorClient::new(&config.access_token, config.dispatch.executor_timeout);
+        Service {
+            inner: Arc::new(Inner {
+                config,
+                store,
+                auth,
+                pipeline,
+                metrics,
+                client,
+                senders: Senders::new(),
+            }),
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Logins, sessions and API credentials.
+    pub fn auth(&self) -> &Arc<Auth> {
+        &self.inner.auth
+    }
+}
+
+/// Longest accepted job params, script source and similar texts.
+pub(crate) const MAX_TEXT: usize = 64 * 1024;
+/// Longest accepted script source.
+pub(crate) const MAX_SOURCE: usize = 1024 * 1024;
+/// The furthest back "clear runs older than N days" reaches: a hundred years.
+pub const MAX_CLEAR_DAYS: i64 = 36_500;
+
+/// The API view of a stored job.
+pub(crate) fn job_view(j: Job) -> JobView {
+    let s = j.spec;
+    JobView {
+        id: j.id,
+        key: j.key,
+        group_id: s.group_id,
+        description: s.description,
+        owner: s.owner,
+        alarm_channels: s.alarm_channels,
+        schedule_type: s.schedule_type,
+        schedule_conf: s.schedule_conf,
+        time_zone: s.time_zone,
+        misfire_strategy: s.misfire_strategy,
+        route_strategy: s.route_strategy,
+        handler: s.handler,
+        params: s.params,
+        block_strategy: s.block_strategy,
+        timeout_s: s.timeout_s,
+        retry_count: s.retry_count,
+        retry_backoff_ms: s.retry_backoff_ms,
+        child_job_ids: s.child_job_ids,
+        priority: s.priority,
+        glue_type: s.glue_type,
+        glue_source: s.glue_source,
+        glue_updated_at: j.glue_updated_at,
+        status: j.status.as_str().to_owned(),
+        next_fire_at: j
+            .next_fire_at
+            .filter(|&n| n != crate::planner::WAITING_FOR_COMPLETION),
+        last_fire_at: j.last_fire_at,
+        version: j.version,
+        created_at: j.created_at,
+        updated_at: j.updated_at,
+    }
+}
+
+/// The API view of a stored run.
+pub(crate) fn run_view(r: Run) -> RunView {
+    RunView {
+        id: r.id,
+        job_id: r.job_id,
+        group_id: r.group_id,
+        scheduled_at: r.scheduled_at,
+        fire_key: r.fire_key,
+        trigger_type: r.trigger_type,
+        attempt: r.attempt,
+        parent_run_id: r.parent_run_id,
+        executor_address: r.executor_address,
+        handler: r.handler,
+        params: r.params,
+        shard_index: r.shard_index,
+        shard_total: r.shard_total,
+        state: r.state,
+        trigger_code: r.trigger_code,
+        trigger_msg: r.trigger_msg,
+        handle_code: r.handle_code,
+        handle_msg: r.handle_msg,
+        owner_node: r.owner_node,
+        created_at: r.created_at,
+        dispatched_at: r.dispatched_at,
+        finished_at: r.finished_at,
+    }
+}
+
+pub(crate) fn page(offset: Option<u64>, limit: Option<u64>) -> Result<PageReq, Error> {
+    let limit = limit.unwrap_or(50);
+    if !(1..=1000).contains(&limit) {
+        return Err(Error::Invalid(format!(
+            "limit: {limit} is out of range 1-1000"
+        )));
+    }
+    Ok(PageReq {
+        offset: offset.unwrap_or(0),
+        limit,
+    })
+}
+
+/// A page of a listing with its `page` number (from 1) and `size`.
+pub(crate) fn paged<T, U>(
+    p: tickwork_store::Paged<T>,
+    req: PageReq,
+    f: impl FnMut(T) -> U,
+) -> Page<U> {
+    Page {
+        items: p.items.into_iter().map(f).collect(),
+        total: p.total,
+        page: req.offset / req.limit + 1,
+        size: req.limit,
+    }
+}
+
+/// Whether jobs of this glue type carry their source (every glue type, Groovy included:
+/// the editor and its versions serve them all; only where they run differs).
+pub(crate) fn has_source(t: GlueType) -> bool {
+    t != GlueType::Bean
+}
+
+pub(crate) fn invalid(field: &str, msg: impl std::fmt::Display) -> Error {
+    Error::Invalid(format!("{field}: {msg}"))
+}
