@@ -584,7 +584,8 @@ pub struct FollowUpPlan {
 /// job is gone has no follow-ups and is not shown.
 pub type FollowUps<'a> = dyn Fn(&Run, &Job) -> FollowUpPlan + Send + Sync + 'a;
 
-/// A [`FollowUps`] planner that plans nothing, for tools and tests that end runs by hand.
+/// A [`FollowUps`] planner that plans nothing, for tools and tests that end runs by hand
+/// (the admin always passes its own).
 pub const NO_FOLLOW_UPS: &FollowUps<'static> = &|_: &Run, _: &Job| FollowUpPlan::default();
 
 /// What an operation that ends runs wrote, all in one transaction.

@@ -419,7 +419,7 @@ impl<B: Backend> SqlStore<B> {
         Ok(changed)
     }
 
-    /// One attempt of [`Store::runs_complete_with_follow_ups`].
+    /// One attempt of [`Store::runs_complete`].
     async fn runs_complete_once(
         &self,
         batch: &[RunComplete],
@@ -488,7 +488,7 @@ impl<B: Backend> SqlStore<B> {
         Ok(ended)
     }
 
-    /// One attempt of [`Store::run_complete_with_follow_ups`].
+    /// One attempt of [`Store::run_complete`].
     async fn run_complete_once(
         &self,
         complete: &RunComplete,
@@ -517,7 +517,7 @@ impl<B: Backend> SqlStore<B> {
         Ok(ended)
     }
 
-    /// One attempt of [`Store::run_mark_trigger_failed_with_follow_ups`].
+    /// One attempt of [`Store::run_mark_trigger_failed`].
     async fn run_mark_trigger_failed_once(
         &self,
         failed: &TriggerFailed,
@@ -551,7 +551,7 @@ impl<B: Backend> SqlStore<B> {
         convert(B::fetch_all::<RunRow>(conn, read).await?)
     }
 
-    /// One attempt of [`Store::runs_mark_misfired_with_follow_ups`].
+    /// One attempt of [`Store::runs_mark_misfired`].
     async fn runs_mark_misfired_once(
         &self,
         misfired: &MarkMisfired,
@@ -1630,14 +1630,7 @@ impl<B: Backend> Store for SqlStore<B> {
         retry_deadlocks(|| self.runs_mark_dispatched_once(batch)).await
     }
 
-    async fn run_mark_trigger_failed(&self, failed: TriggerFailed) -> Result<Option<Run>, Error> {
-        let ended = self
-            .run_mark_trigger_failed_with_follow_ups(failed, NO_FOLLOW_UPS)
-            .await?;
-        Ok(ended.runs.into_iter().next())
-    }
-
-    async fn run_mark_trigger_failed_with_follow_ups(
+    async fn run_mark_trigger_failed(
         &self,
         failed: TriggerFailed,
         follow: &FollowUps<'_>,
@@ -1679,14 +1672,7 @@ impl<B: Backend> Store for SqlStore<B> {
         self.run_find(skip.run_id).await
     }
 
-    async fn run_complete(&self, complete: RunComplete) -> Result<Option<Run>, Error> {
-        let ended = self
-            .run_complete_with_follow_ups(complete, NO_FOLLOW_UPS)
-            .await?;
-        Ok(ended.runs.into_iter().next())
-    }
-
-    async fn run_complete_with_follow_ups(
+    async fn run_complete(
         &self,
         complete: RunComplete,
         follow: &FollowUps<'_>,
@@ -1700,14 +1686,7 @@ impl<B: Backend> Store for SqlStore<B> {
         retry_deadlocks(|| self.run_complete_once(&complete, follow)).await
     }
 
-    async fn runs_complete(&self, batch: &[RunComplete]) -> Result<Vec<Run>, Error> {
-        let ended = self
-            .runs_complete_with_follow_ups(batch, NO_FOLLOW_UPS)
-            .await?;
-        Ok(ended.runs)
-    }
-
-    async fn runs_complete_with_follow_ups(
+    async fn runs_complete(
         &self,
         batch: &[RunComplete],
         follow: &FollowUps<'_>,
@@ -1865,14 +1844,7 @@ impl<B: Backend> Store for SqlStore<B> {
         Ok(out)
     }
 
-    async fn runs_mark_misfired(&self, misfired: MarkMisfired) -> Result<u64, Error> {
-        let ended = self
-            .runs_mark_misfired_with_follow_ups(misfired, NO_FOLLOW_UPS)
-            .await?;
-        Ok(ended.runs.len() as u64)
-    }
-
-    async fn runs_mark_misfired_with_follow_ups(
+    async fn runs_mark_misfired(
         &self,
         misfired: MarkMisfired,
         follow: &FollowUps<'_>,

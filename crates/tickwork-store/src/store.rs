@@ -115,15 +115,10 @@ pub trait Store: Send + Sync + 'static {
     /// already recorded, or that never ran, are left alone. Returns how many changed.
     async fn runs_mark_dispatched(&self, batch: &[Dispatched]) -> Result<u64, Error>;
 
-    /// Ends a pending run as `failed` at trigger time; `None` when the run is unknown or
-    /// already past that point. Writes no follow-ups (see
-    /// [`Store::run_mark_trigger_failed_with_follow_ups`]).
-    async fn run_mark_trigger_failed(&self, failed: TriggerFailed) -> Result<Option<Run>, Error>;
-
     /// Ends a pending run as `failed` at trigger time and, in the same transaction, writes
     /// what `follow` plans for it (see [`FollowUps`]). Nothing ended when the run is unknown
     /// or already past that point.
-    async fn run_mark_trigger_failed_with_follow_ups(
+    async fn run_mark_trigger_failed(
         &self,
         failed: TriggerFailed,
         follow: &FollowUps<'_>,
@@ -138,16 +133,13 @@ pub trait Store: Send + Sync + 'static {
     async fn run_set_shard(&self, shard: RunShard) -> Result<(), Error>;
 
     /// Moves a pending run to its final state with its result (`failed` and `timed_out` become
-    /// `killed` when a kill was requested, see [`Store::run_kill_intent`]). `None` when the
-    /// run is unknown or already final: a repeated callback changes nothing. `state` must be a
-    /// result state (succeeded, failed, timed_out, killed, lost), else `Invalid`. Writes no
-    /// follow-ups (see [`Store::run_complete_with_follow_ups`]).
-    async fn run_complete(&self, complete: RunComplete) -> Result<Option<Run>, Error>;
-
-    /// Completes a run as [`Store::run_complete`] does and, in the same transaction, writes
-    /// what `follow` plans for it: its retry, its children, its fixed-delay job's next fire
-    /// (see [`FollowUps`]). A crash after the commit loses none of them.
-    async fn run_complete_with_follow_ups(
+    /// `killed` when a kill was requested, see [`Store::run_kill_intent`]) and, in the same
+    /// transaction, writes what `follow` plans for it: its retry, its children, its
+    /// fixed-delay job's next fire (see [`FollowUps`]); a crash after the commit loses none
+    /// of them. Nothing ended when the run is unknown or already final: a repeated callback
+    /// changes nothing. `state` must be a result state (succeeded, failed, timed_out, killed,
+    /// lost), else `Invalid`.
+    async fn run_complete(
         &self,
         complete: RunComplete,
         follow: &FollowUps<'_>,
@@ -159,15 +151,10 @@ pub trait Store: Send + Sync + 'static {
     /// `false`, and no change, when the run is unknown or not dispatched.
     async fn run_kill_intent(&self, intent: RunKillIntent) -> Result<bool, Error>;
 
-    /// Completes many runs in one transaction, as [`Store::run_complete`] does one: returns
-    /// the runs that reached their final state now. Unknown and already final runs are left
-    /// alone and not returned; a run repeated in the batch counts once (its first result).
-    /// Writes no follow-ups (see [`Store::runs_complete_with_follow_ups`]).
-    async fn runs_complete(&self, batch: &[RunComplete]) -> Result<Vec<Run>, Error>;
-
-    /// Completes many runs in one transaction, as [`Store::runs_complete`] does, and writes
-    /// in it what `follow` plans for each run that ended now (see [`FollowUps`]).
-    async fn runs_complete_with_follow_ups(
+    /// Completes many runs in one transaction, as [`Store::run_complete`] does one, with the
+    /// follow-ups of each run that ended now. Unknown and already final runs are left alone
+    /// and not returned; a run repeated in the batch counts once (its first result).
+    async fn runs_complete(
         &self,
         batch: &[RunComplete],
         follow: &FollowUps<'_>,
@@ -201,15 +188,11 @@ pub trait Store: Send + Sync + 'static {
     /// callback comes from the run's own group); in no particular order.
     async fn runs_groups(&self, run_ids: &[i64]) -> Result<Vec<RunGroup>, Error>;
 
-    /// Ends planned runs of `node_id` as `misfired` (never run); how many changed. Runs no
-    /// longer planned or owned by someone else are left alone. Writes no follow-ups (see
-    /// [`Store::runs_mark_misfired_with_follow_ups`]).
-    async fn runs_mark_misfired(&self, misfired: MarkMisfired) -> Result<u64, Error>;
-
-    /// Ends planned runs of `node_id` as `misfired`, as [`Store::runs_mark_misfired`] does,
-    /// and writes in the same transaction what `follow` plans for them: above all the next
-    /// fire of a fixed-delay job that waited for a run that will now never run.
-    async fn runs_mark_misfired_with_follow_ups(
+    /// Ends planned runs of `node_id` as `misfired` (never run) and writes in the same
+    /// transaction what `follow` plans for them: above all the next fire of a fixed-delay job
+    /// that waited for a run that will now never run. Runs no longer planned or owned by
+    /// someone else are left alone.
+    async fn runs_mark_misfired(
         &self,
         misfired: MarkMisfired,
         follow: &FollowUps<'_>,

@@ -21,6 +21,36 @@ const NOW: i64 = 1_700_000_000_000;
 
 // ---- helpers ----
 
+/// The operations that end runs, with no follow-ups, shaped as the tests about run states
+/// read them.
+trait EndsRuns {
+    async fn complete_plain(&self, complete: RunComplete) -> Result<Option<Run>, Error>;
+    async fn complete_batch_plain(&self, batch: &[RunComplete]) -> Result<Vec<Run>, Error>;
+    async fn trigger_failed_plain(&self, failed: TriggerFailed) -> Result<Option<Run>, Error>;
+    async fn misfire_plain(&self, misfired: MarkMisfired) -> Result<u64, Error>;
+}
+
+impl EndsRuns for dyn Store {
+    async fn complete_plain(&self, complete: RunComplete) -> Result<Option<Run>, Error> {
+        let ended = self.run_complete(complete, NO_FOLLOW_UPS).await?;
+        Ok(ended.runs.into_iter().next())
+    }
+
+    async fn complete_batch_plain(&self, batch: &[RunComplete]) -> Result<Vec<Run>, Error> {
+        Ok(self.runs_complete(batch, NO_FOLLOW_UPS).await?.runs)
+    }
+
+    async fn trigger_failed_plain(&self, failed: TriggerFailed) -> Result<Option<Run>, Error> {
+        let ended = self.run_mark_trigger_failed(failed, NO_FOLLOW_UPS).await?;
+        Ok(ended.runs.into_iter().next())
+    }
+
+    async fn misfire_plain(&self, misfired: MarkMisfired) -> Result<u64, Error> {
+        let ended = self.runs_mark_misfired(misfired, NO_FOLLOW_UPS).await?;
+        Ok(ended.runs.len() as u64)
+    }
+}
+
 async fn group(store: &dyn Store, app_name: &str) -> Group {
     store
         .group_create(GroupNew {
@@ -1215,7 +1245,7 @@ async fn runs_mark_dispatched_in_one_batch(ctx: Ctx) {
         .await
         .unwrap();
     store
-        .run_complete(RunComplete {
+        .complete_plain(RunComplete {
             run_id: early.id,
             handle_code: 200,
             handle_msg: None,
@@ -1282,7 +1312,7 @@ async fn runs_complete_finishes_a_batch_once(ctx: Ctx) {
     }
     // The third is already final before the batch arrives.
     store
-        .run_complete(RunComplete {
+        .complete_plain(RunComplete {
             run_id: ids[2],
             handle_code: 200,
             handle_msg: None,
@@ -1307,7 +1337,7 @@ async fn runs_complete_finishes_a_batch_once(ctx: Ctx) {
         result(ids[0], 500, RunState::Failed, "resent"),
         result(987_654, 200, RunState::Succeeded, "unknown"),
     ];
-    let mut done = store.runs_complete(&batch).await.unwrap();
+    let mut done = store.complete_batch_plain(&batch).await.unwrap();
     done.sort_by_key(|r| r.id);
     let summary: Vec<_> = done
         .iter()
@@ -1346,11 +1376,11 @@ async fn runs_complete_finishes_a_batch_once(ctx: Ctx) {
         (RunState::Succeeded, Some(NOW + 1))
     );
     // The whole batch again changes nothing.
-    assert!(store.runs_complete(&batch).await.unwrap().is_empty());
-    assert!(store.runs_complete(&[]).await.unwrap().is_empty());
+    assert!(store.complete_batch_plain(&batch).await.unwrap().is_empty());
+    assert!(store.complete_batch_plain(&[]).await.unwrap().is_empty());
     let bad = [result(ids[0], 200, RunState::Planned, "x")];
     assert!(matches!(
-        store.runs_complete(&bad).await,
+        store.complete_batch_plain(&bad).await,
         Err(Error::Invalid(_))
     ));
 }
@@ -1469,7 +1499,7 @@ async fn run_complete_moves_to_final_state_once(ctx: Ctx) {
         .await
         .unwrap();
     let done = store
-        .run_complete(RunComplete {
+        .complete_plain(RunComplete {
             run_id: run.id,
             handle_code: 200,
             handle_msg: Some("all good".to_owned()),
@@ -1490,7 +1520,7 @@ async fn run_complete_moves_to_final_state_once(ctx: Ctx) {
     );
 
     let repeat = store
-        .run_complete(RunComplete {
+        .complete_plain(RunComplete {
             run_id: run.id,
             handle_code: 500,
             handle_msg: Some("late failure".to_owned()),
@@ -1509,7 +1539,7 @@ async fn run_complete_moves_to_final_state_once(ctx: Ctx) {
         state: RunState::Succeeded,
         at: NOW,
     };
-    assert_eq!(store.run_complete(unknown.clone()).await.unwrap(), None);
+    assert_eq!(store.complete_plain(unknown.clone()).await.unwrap(), None);
     for state in [
         RunState::Planned,
         RunState::Dispatched,
@@ -1518,7 +1548,7 @@ async fn run_complete_moves_to_final_state_once(ctx: Ctx) {
     ] {
         assert_invalid(
             store
-                .run_complete(RunComplete {
+                .complete_plain(RunComplete {
                     state,
                     ..unknown.clone()
                 })
@@ -1533,7 +1563,7 @@ async fn run_complete_moves_to_final_state_once(ctx: Ctx) {
         .unwrap();
     let long = "é".repeat(40_000);
     let timed_out = store
-        .run_complete(RunComplete {
+        .complete_plain(RunComplete {
             run_id: other.id,
             handle_code: 502,
             handle_msg: Some(long.clone()),
@@ -1556,7 +1586,7 @@ async fn run_mark_trigger_failed_ends_the_run(ctx: Ctx) {
         .await
         .unwrap();
     let failed = store
-        .run_mark_trigger_failed(TriggerFailed {
+        .trigger_failed_plain(TriggerFailed {
             run_id: run.id,
             address: Some("http://exec:1".to_owned()),
             trigger_code: 500,
@@ -1582,7 +1612,7 @@ async fn run_mark_trigger_failed_ends_the_run(ctx: Ctx) {
         trigger_msg: "again".to_owned(),
         at: NOW + 4,
     };
-    assert_eq!(store.run_mark_trigger_failed(again).await.unwrap(), None);
+    assert_eq!(store.trigger_failed_plain(again).await.unwrap(), None);
     let late = RunComplete {
         run_id: run.id,
         handle_code: 200,
@@ -1590,7 +1620,7 @@ async fn run_mark_trigger_failed_ends_the_run(ctx: Ctx) {
         state: RunState::Succeeded,
         at: NOW + 5,
     };
-    assert_eq!(store.run_complete(late).await.unwrap(), None);
+    assert_eq!(store.complete_plain(late).await.unwrap(), None);
     // A dispatch record cannot overwrite the trigger failure either.
     let dispatched = Dispatched {
         run_id: run.id,
@@ -1694,7 +1724,7 @@ async fn runs_list_filters(ctx: Ctx) {
         ids.push(run.id);
     }
     store
-        .run_complete(RunComplete {
+        .complete_plain(RunComplete {
             run_id: ids[1],
             handle_code: 500,
             handle_msg: None,
@@ -1811,7 +1841,7 @@ async fn reports_and_state_counts(ctx: Ctx) {
             .unwrap();
         if i > 0 {
             store
-                .run_complete(RunComplete {
+                .complete_plain(RunComplete {
                     run_id: run.id,
                     handle_code: 200,
                     handle_msg: None,
@@ -2016,7 +2046,7 @@ async fn dispatch(store: &dyn Store, run_id: i64, address: &str, at: i64) {
 
 async fn complete(store: &dyn Store, run_id: i64, state: RunState) {
     store
-        .run_complete(RunComplete {
+        .complete_plain(RunComplete {
             run_id,
             handle_code: state.handle_code().max(500),
             handle_msg: None,
@@ -2208,7 +2238,7 @@ async fn misfire_marking_catch_up_and_ownership(ctx: Ctx) {
 
     // Only planned runs of "me" are marked: not the foreign one, not the dispatched one.
     let marked = store
-        .runs_mark_misfired(MarkMisfired {
+        .misfire_plain(MarkMisfired {
             node_id: "me".to_owned(),
             run_ids: vec![runs[0].id, runs[1].id, runs[4].id, foreign.id],
             reason: "late by 9 s after a failover".to_owned(),
@@ -2237,7 +2267,7 @@ async fn misfire_marking_catch_up_and_ownership(ctx: Ctx) {
     );
     // A misfired run is final: marking again changes nothing.
     let again = store
-        .runs_mark_misfired(MarkMisfired {
+        .misfire_plain(MarkMisfired {
             node_id: "me".to_owned(),
             run_ids: vec![runs[0].id],
             reason: "again".to_owned(),
@@ -2471,7 +2501,7 @@ async fn alarms_are_queued_once(ctx: Ctx) {
     }
     let trigger_failed = planned(store, job.id, Some("n"), NOW).await;
     store
-        .run_mark_trigger_failed(TriggerFailed {
+        .trigger_failed_plain(TriggerFailed {
             run_id: trigger_failed.id,
             address: None,
             trigger_code: 500,
@@ -2663,7 +2693,7 @@ async fn callbacks_racing_the_ledger_are_never_lost(ctx: Ctx) {
             let store = other.clone();
             tokio::spawn(async move {
                 for _ in 0..10 {
-                    match store.runs_complete(&results).await {
+                    match store.complete_batch_plain(&results).await {
                         Err(Error::Database(_) | Error::Conflict(_)) => continue,
                         other => return other,
                     }
@@ -2752,7 +2782,7 @@ async fn callbacks_racing_the_ledger_and_a_claim_are_never_lost(ctx: Ctx) {
             let store = other.clone();
             tokio::spawn(async move {
                 loop {
-                    match store.runs_complete(&results).await {
+                    match store.complete_batch_plain(&results).await {
                         Err(Error::Database(_) | Error::Conflict(_)) => continue,
                         other => return other,
                     }
@@ -3921,7 +3951,7 @@ async fn kill_intent_turns_a_later_failure_into_killed(ctx: Ctx) {
         at: NOW + 1,
     };
     let batch = store
-        .runs_complete(&[
+        .complete_batch_plain(&[
             result(runs[0], RunState::Failed),
             result(runs[3], RunState::Failed),
             result(runs[4], RunState::Failed),
@@ -3933,13 +3963,13 @@ async fn kill_intent_turns_a_later_failure_into_killed(ctx: Ctx) {
     assert_eq!(states[&runs[3]], RunState::Failed, "withdrawn: {batch:?}");
     assert_eq!(states[&runs[4]], RunState::Failed, "no kill: {batch:?}");
     let timed_out = store
-        .run_complete(result(runs[1], RunState::TimedOut))
+        .complete_plain(result(runs[1], RunState::TimedOut))
         .await
         .unwrap()
         .unwrap();
     assert_eq!(timed_out.state, RunState::Killed);
     let succeeded = store
-        .run_complete(result(runs[2], RunState::Succeeded))
+        .complete_plain(result(runs[2], RunState::Succeeded))
         .await
         .unwrap()
         .unwrap();
@@ -3953,7 +3983,7 @@ async fn kill_intent_turns_a_later_failure_into_killed(ctx: Ctx) {
     );
     assert_eq!(
         store
-            .run_complete(result(runs[0], RunState::Killed))
+            .complete_plain(result(runs[0], RunState::Killed))
             .await
             .unwrap(),
         None
@@ -4093,10 +4123,7 @@ async fn completion_writes_retries_and_children_in_its_transaction(ctx: Ctx) {
         result(f1.id, RunState::Failed, NOW + 20),
         result(999_999, RunState::Failed, NOW + 20),
     ];
-    let ended = store
-        .runs_complete_with_follow_ups(&batch, &planner)
-        .await
-        .unwrap();
+    let ended = store.runs_complete(&batch, &planner).await.unwrap();
     let mut ended_ids: Vec<i64> = ended.runs.iter().map(|r| r.id).collect();
     ended_ids.sort_unstable();
     assert_eq!(ended_ids, [p1.id, f1.id]);
@@ -4136,17 +4163,14 @@ async fn completion_writes_retries_and_children_in_its_transaction(ctx: Ctx) {
 
     // A repeated callback ends nothing, so nothing follows it twice.
     assert_eq!(
-        store
-            .runs_complete_with_follow_ups(&batch, &planner)
-            .await
-            .unwrap(),
+        store.runs_complete(&batch, &planner).await.unwrap(),
         Ended::default()
     );
 
     // One at a time: the retry fails too, and its own retry waits twice as long.
     dispatch(store, retry.id, "http://e:1", NOW + 1_020).await;
     let ended = store
-        .run_complete_with_follow_ups(result(retry.id, RunState::TimedOut, NOW + 2_000), &planner)
+        .run_complete(result(retry.id, RunState::TimedOut, NOW + 2_000), &planner)
         .await
         .unwrap();
     assert_eq!(ended.runs.len(), 1);
@@ -4159,7 +4183,7 @@ async fn completion_writes_retries_and_children_in_its_transaction(ctx: Ctx) {
     );
     // The last attempt fails at trigger time: no retries are left.
     let ended = store
-        .run_mark_trigger_failed_with_follow_ups(
+        .run_mark_trigger_failed(
             TriggerFailed {
                 run_id: second.id,
                 address: None,
@@ -4176,7 +4200,7 @@ async fn completion_writes_retries_and_children_in_its_transaction(ctx: Ctx) {
     // A trigger failure with retries left is retried.
     let f2 = planned(store, flaky.id, Some("me"), NOW).await;
     let ended = store
-        .run_mark_trigger_failed_with_follow_ups(
+        .run_mark_trigger_failed(
             TriggerFailed {
                 run_id: f2.id,
                 address: None,
@@ -4210,12 +4234,12 @@ async fn a_follow_up_that_cannot_be_written_leaves_the_run_pending(ctx: Ctx) {
     };
     assert_invalid(
         store
-            .runs_complete_with_follow_ups(&[result(run.id, RunState::Failed, NOW)], &broken)
+            .runs_complete(&[result(run.id, RunState::Failed, NOW)], &broken)
             .await,
     );
     assert_invalid(
         store
-            .run_complete_with_follow_ups(result(run.id, RunState::Failed, NOW), &broken)
+            .run_complete(result(run.id, RunState::Failed, NOW), &broken)
             .await,
     );
     // The result and its retry go together or not at all.
@@ -4225,7 +4249,7 @@ async fn a_follow_up_that_cannot_be_written_leaves_the_run_pending(ctx: Ctx) {
     );
     assert_eq!(all_runs(store, Some(flaky.id)).await.len(), 1);
     let ended = store
-        .run_complete_with_follow_ups(
+        .run_complete(
             result(run.id, RunState::Failed, NOW),
             &follow_up_planner("me"),
         )
@@ -4249,7 +4273,7 @@ async fn misfiring_a_fixed_delay_fire_moves_its_job_on(ctx: Ctx) {
         at: NOW + 60_000,
     };
     let ended = store
-        .runs_mark_misfired_with_follow_ups(misfire.clone(), &planner)
+        .runs_mark_misfired(misfire.clone(), &planner)
         .await
         .unwrap();
     assert_eq!(ended.runs.len(), 2);
@@ -4265,10 +4289,7 @@ async fn misfiring_a_fixed_delay_fire_moves_its_job_on(ctx: Ctx) {
         RunState::Planned
     );
     // Marking again ends nothing and moves nothing.
-    let again = store
-        .runs_mark_misfired_with_follow_ups(misfire, &planner)
-        .await
-        .unwrap();
+    let again = store.runs_mark_misfired(misfire, &planner).await.unwrap();
     assert_eq!(again, Ended::default());
 
     // A completed fire moves its job on in the completion's transaction.
@@ -4276,7 +4297,7 @@ async fn misfiring_a_fixed_delay_fire_moves_its_job_on(ctx: Ctx) {
         waiting_fixed_delay_job(store, g.id, "done", "me", &[NOW + 10]).await;
     dispatch(store, done_runs[0].id, "http://e:1", NOW + 10).await;
     let ended = store
-        .runs_complete_with_follow_ups(
+        .runs_complete(
             &[result(done_runs[0].id, RunState::Succeeded, NOW + 500)],
             &planner,
         )
@@ -4317,7 +4338,7 @@ async fn misfiring_a_fixed_delay_fire_moves_its_job_on(ctx: Ctx) {
         next_fire_at: Some(run.finished_at.unwrap_or_default() + 1),
     };
     let ended = store
-        .runs_mark_misfired_with_follow_ups(
+        .runs_mark_misfired(
             MarkMisfired {
                 node_id: "me".to_owned(),
                 run_ids: vec![stopped_runs[0].id, edited_runs[0].id],
@@ -4351,7 +4372,7 @@ async fn misfiring_a_fixed_delay_fire_moves_its_job_on(ctx: Ctx) {
         .await
         .unwrap();
     let ended = store
-        .runs_mark_misfired_with_follow_ups(
+        .runs_mark_misfired(
             MarkMisfired {
                 node_id: "me".to_owned(),
                 run_ids: vec![edited2_runs[0].id],

@@ -476,17 +476,22 @@ impl Scheduler {
             ),
             at: now,
         };
-        match self.inner.store.runs_mark_misfired(request).await {
-            Ok(n) => {
+        // A fixed-delay job waiting for one of these runs moves on in the same transaction.
+        let planner = self.follow_up_planner();
+        match self.inner.store.runs_mark_misfired(request, &planner).await {
+            Ok(ended) => {
+                let n = ended.runs.len();
                 self.inner
                     .stats
                     .runs_misfired
-                    .fetch_add(n, Ordering::Relaxed);
+                    .fetch_add(n as u64, Ordering::Relaxed);
                 info!(
                     runs = n,
+                    jobs_moved_on = ended.advanced_jobs.len(),
                     origin = origin.as_str(),
                     "late runs misfired under their misfire policy"
                 );
+                self.follow(ended);
             }
             Err(e) => {
                 warn!(error = %e, runs = runs.len(), "misfires not recorded; runs held");
