@@ -28,7 +28,6 @@ pub use auth::{Auth, NewSession, Principal, Role, SESSION_COOKIE, SessionInfo, c
 pub use config::Config;
 pub use error::Error;
 pub use pipeline::cluster::MAINTENANCE_LEASE;
-pub use pipeline::complete::retry_delay_ms;
 pub use pipeline::executor_api::{ExecutorApi, ExecutorAuth, ExecutorCaller};
 pub use pipeline::{Scheduler, Stats, planner, timer};
 pub use service::{PipelineHandle, Service};

@@ -135,13 +135,16 @@ async fn scenario(backend: Backend) {
                 .await
                 .expect("old run");
             store
-                .run_complete(RunComplete {
-                    run_id: run.id,
-                    handle_code: 200,
-                    handle_msg: None,
-                    state: RunState::Succeeded,
-                    at,
-                })
+                .run_complete(
+                    RunComplete {
+                        run_id: run.id,
+                        handle_code: 200,
+                        handle_msg: None,
+                        state: RunState::Succeeded,
+                        at,
+                    },
+                    tickwork_store::NO_FOLLOW_UPS,
+                )
                 .await
                 .expect("complete");
             list.push(run.id);

@@ -567,6 +567,40 @@ pub struct RunComplete {
     pub at: i64,
 }
 
+/// What follows one run that has just ended, as the admin's follow-up planner decides it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FollowUpPlan {
+    /// Runs to write as `planned` (a retry, the child jobs' runs). A run of a job that no
+    /// longer exists is skipped.
+    pub runs: Vec<RunNew>,
+    /// The job's new next fire, when the run's end moves its schedule on (a fixed-delay job
+    /// waiting for this run). Written only while the job is running and its `next_fire_at`
+    /// is still the one the planner was shown.
+    pub next_fire_at: Option<i64>,
+}
+
+/// The follow-up math the admin supplies to every operation that ends runs: called once per
+/// run that reached its final state, with the run as it is now and its job as stored, inside
+/// the transaction that ended the run, so it must be quick and must not block. A run whose
+/// job is gone has no follow-ups and is not shown.
+pub type FollowUps<'a> = dyn Fn(&Run, &Job) -> FollowUpPlan + Send + Sync + 'a;
+
+/// A [`FollowUps`] planner that plans nothing, for tools and tests that end runs by hand
+/// (the admin always passes its own).
+pub const NO_FOLLOW_UPS: &FollowUps<'static> = &|_: &Run, _: &Job| FollowUpPlan::default();
+
+/// What an operation that ends runs wrote, all in one transaction.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Ended {
+    /// The runs that reached their final state now.
+    pub runs: Vec<Run>,
+    /// The follow-up runs written (`planned`, owned as the planner said), by `scheduled_at`:
+    /// the caller arms them.
+    pub follow_ups: Vec<Run>,
+    /// The jobs whose next fire moved.
+    pub advanced_jobs: Vec<i64>,
+}
+
 /// An operator's kill of a dispatched run, recorded before `/kill` is sent (`at`), or
 /// withdrawn when the executor refused it (`None`).
 #[derive(Debug, Clone, PartialEq, Eq)]

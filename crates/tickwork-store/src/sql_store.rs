@@ -245,6 +245,44 @@ fn child_ids_text(ids: &[i64]) -> String {
     ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
 }
 
+/// Checks the fields of a run to write outside the schedule.
+fn check_run_new(run: &RunNew) -> Result<(), Error> {
+    if let Some(address) = &run.executor_address {
+        check_len("executor address", address, ADDRESS_MAX)?;
+    }
+    if let Some(node) = &run.owner_node {
+        check_len("owner node", node, NODE_ID_MAX)?;
+    }
+    if let Some(params) = &run.params {
+        check_bytes("params", params, TEXT_MAX_BYTES)?;
+    }
+    Ok(())
+}
+
+/// The INSERT of a run outside the schedule. INSERT ... SELECT copies the job's fields in the
+/// same statement, so a missing job writes nothing instead of an orphan run.
+fn insert_run(run: RunNew) -> Query {
+    Query::new(
+        "INSERT INTO tw_runs (job_id, group_id, scheduled_at, trigger_type, attempt, \
+         parent_run_id, executor_address, handler, params, shard_index, shard_total, state, \
+         owner_node, priority, created_at) \
+         SELECT id, group_id, ?, ?, ?, ?, ?, handler, COALESCE(?, params), ?, ?, ?, \
+         ?, priority, ? FROM tw_jobs WHERE id = ?",
+    )
+    .bind(run.scheduled_at)
+    .bind(run.trigger_type.as_str())
+    .bind(run.attempt)
+    .bind(run.parent_run_id)
+    .bind(run.executor_address)
+    .bind(run.params)
+    .bind(run.shard_index)
+    .bind(run.shard_total)
+    .bind(RunState::Planned.as_str())
+    .bind(run.owner_node)
+    .bind(run.now)
+    .bind(run.job_id)
+}
+
 /// An operator's groups as stored: ids joined by commas.
 fn group_ids_text(ids: &[i64]) -> Result<String, Error> {
     if let Some(id) = ids.iter().find(|&&id| id <= 0) {
@@ -408,14 +446,18 @@ impl<B: Backend> SqlStore<B> {
     }
 
     /// One attempt of [`Store::runs_complete`].
-    async fn runs_complete_once(&self, batch: &[RunComplete]) -> Result<Vec<Run>, Error> {
+    async fn runs_complete_once(
+        &self,
+        batch: &[RunComplete],
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error> {
         if let Some(c) = batch.iter().find(|c| !c.state.is_result()) {
             return Err(Error::Invalid(format!("{} is not a result state", c.state)));
         }
         let mut seen = HashSet::new();
         let batch: Vec<&RunComplete> = batch.iter().filter(|c| seen.insert(c.run_id)).collect();
         if batch.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Ended::default());
         }
         let mut done = Vec::with_capacity(batch.len());
         let mut tx = B::begin_write(&self.pool).await?;
@@ -471,8 +513,199 @@ impl<B: Backend> SqlStore<B> {
                 done.push(Run::try_from(row)?);
             }
         }
+        let ended = Self::write_follow_ups(&mut tx, done, follow).await?;
         tx.commit().await?;
-        Ok(done)
+        Ok(ended)
+    }
+
+    /// One attempt of [`Store::run_complete`].
+    async fn run_complete_once(
+        &self,
+        complete: &RunComplete,
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error> {
+        // `planned` too for a callback's results: an executor may call back before the
+        // dispatch batch is written.
+        let mut q = Query::new("UPDATE tw_runs SET state = ");
+        push_result_state(&mut q, complete.state);
+        q.push(", handle_code = ?, handle_msg = ?, finished_at = ? WHERE id = ? AND state");
+        q.push(&state_in(RunMove::Complete(complete.state).from_states()));
+        let q = q
+            .bind(complete.handle_code)
+            .bind(clip(complete.handle_msg.as_deref()))
+            .bind(complete.at)
+            .bind(complete.run_id);
+        let mut tx = B::begin_write(&self.pool).await?;
+        let ended = Self::ended_one(&mut tx, q, complete.run_id).await?;
+        let ended = Self::write_follow_ups(&mut tx, ended, follow).await?;
+        tx.commit().await?;
+        Ok(ended)
+    }
+
+    /// One attempt of [`Store::run_mark_trigger_failed`].
+    async fn run_mark_trigger_failed_once(
+        &self,
+        failed: &TriggerFailed,
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error> {
+        let q = Query::new(format!(
+            "UPDATE tw_runs SET state = {}, executor_address = COALESCE(?, executor_address), \
+             trigger_code = ?, trigger_msg = ?, finished_at = ? \
+             WHERE id = ? AND state{} AND handle_code = 0",
+            state_literal(RunMove::TriggerFail.to()),
+            state_in(RunMove::TriggerFail.from_states())
+        ))
+        .bind(failed.address.clone())
+        .bind(failed.trigger_code)
+        .bind(clip(Some(&failed.trigger_msg)))
+        .bind(failed.at)
+        .bind(failed.run_id);
+        let mut tx = B::begin_write(&self.pool).await?;
+        let ended = Self::ended_one(&mut tx, q, failed.run_id).await?;
+        let ended = Self::write_follow_ups(&mut tx, ended, follow).await?;
+        tx.commit().await?;
+        Ok(ended)
+    }
+
+    /// Runs `end`, an UPDATE that ends run `run_id` or changes nothing, and reads the run
+    /// back when it ended.
+    async fn ended_one(conn: &mut Conn<B>, end: Query, run_id: i64) -> Result<Vec<Run>, Error> {
+        if B::execute(&mut *conn, end).await?.rows == 0 {
+            return Ok(Vec::new());
+        }
+        let read =
+            Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs WHERE id = ?")).bind(run_id);
+        convert(B::fetch_all::<RunRow>(conn, read).await?)
+    }
+
+    /// One attempt of [`Store::runs_mark_misfired`].
+    async fn runs_mark_misfired_once(
+        &self,
+        misfired: &MarkMisfired,
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error> {
+        if misfired.run_ids.is_empty() {
+            return Ok(Ended::default());
+        }
+        let reason = clip(Some(&misfired.reason));
+        let mut done = Vec::new();
+        let mut tx = B::begin_write(&self.pool).await?;
+        for chunk in misfired.run_ids.chunks(ROWS_PER_STATEMENT) {
+            // Lock the runs first, so that the planned ones read now are exactly those the
+            // update below ends.
+            let planned: Vec<i64> = Self::lock_runs(&mut tx, chunk)
+                .await?
+                .into_iter()
+                .filter(|&(_, state)| RunMove::Misfire.applies_to(state))
+                .map(|(id, _)| id)
+                .collect();
+            if planned.is_empty() {
+                continue;
+            }
+            let mut q = Query::new(format!(
+                "UPDATE tw_runs SET state = {}, trigger_msg = ",
+                state_literal(RunMove::Misfire.to())
+            ))
+            .one_off();
+            q.push_bind(reason.clone());
+            q.push(", finished_at = ").push_bind(misfired.at);
+            q.push(" WHERE ").push(B::KIND.state_beside_ids());
+            q.push(&state_in(RunMove::Misfire.from_states()))
+                .push(" AND owner_node = ")
+                .push_bind(misfired.node_id.as_str());
+            q.push(" AND id IN ");
+            q.push_list(planned.iter().copied());
+            B::execute(&mut *tx, q).await?;
+            let mut read =
+                Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs WHERE id IN ")).one_off();
+            read.push_list(planned.iter().copied());
+            read.push(" AND ")
+                .push(B::KIND.state_beside_ids())
+                .push(&state_in(&[RunMove::Misfire.to()]))
+                .push(" AND owner_node = ")
+                .push_bind(misfired.node_id.as_str());
+            done.extend(convert(B::fetch_all::<RunRow>(&mut *tx, read).await?)?);
+        }
+        let ended = Self::write_follow_ups(&mut tx, done, follow).await?;
+        tx.commit().await?;
+        Ok(ended)
+    }
+
+    /// Writes what follows `ended`, the runs this transaction just ended: asks `follow` about
+    /// each run whose job still exists, writes the runs it plans (a run of a job that is gone
+    /// is skipped) and moves the job's next fire when it says so, if the job is still running
+    /// and still where the planner saw it.
+    async fn write_follow_ups(
+        conn: &mut Conn<B>,
+        ended: Vec<Run>,
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error> {
+        let job_ids: Vec<i64> = ended
+            .iter()
+            .map(|r| r.job_id)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut jobs: HashMap<i64, Job> = HashMap::with_capacity(job_ids.len());
+        for chunk in job_ids.chunks(ROWS_PER_STATEMENT) {
+            let mut q =
+                Query::new(format!("SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id IN ")).one_off();
+            q.push_list(chunk.iter().copied());
+            for job in convert::<JobRow, Job>(B::fetch_all::<JobRow>(&mut *conn, q).await?)? {
+                jobs.insert(job.id, job);
+            }
+        }
+        let mut ids = Vec::new();
+        let mut advanced_jobs = Vec::new();
+        for run in &ended {
+            // The job was deleted meanwhile: nothing follows.
+            let Some(job) = jobs.get_mut(&run.job_id) else {
+                continue;
+            };
+            let plan = follow(run, job);
+            for new in plan.runs {
+                check_run_new(&new)?;
+                if let Some(id) = Self::insert_id(&mut *conn, insert_run(new)).await? {
+                    ids.push(id);
+                }
+            }
+            let Some(next) = plan.next_fire_at else {
+                continue;
+            };
+            let q = match job.next_fire_at {
+                Some(seen) => Query::new(
+                    "UPDATE tw_jobs SET next_fire_at = ? WHERE id = ? AND status = 'running' \
+                     AND next_fire_at = ?",
+                )
+                .bind(next)
+                .bind(job.id)
+                .bind(seen),
+                None => Query::new(
+                    "UPDATE tw_jobs SET next_fire_at = ? WHERE id = ? AND status = 'running' \
+                     AND next_fire_at IS NULL",
+                )
+                .bind(next)
+                .bind(job.id),
+            };
+            if B::execute(&mut *conn, q).await?.rows > 0 {
+                // A later run of the same job in this batch sees where the job is now.
+                job.next_fire_at = Some(next);
+                advanced_jobs.push(job.id);
+            }
+        }
+        let mut follow_ups = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(ROWS_PER_STATEMENT) {
+            let mut read =
+                Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs WHERE id IN ")).one_off();
+            read.push_list(chunk.iter().copied());
+            follow_ups.extend(convert(B::fetch_all::<RunRow>(&mut *conn, read).await?)?);
+        }
+        follow_ups.sort_by_key(|r: &Run| (r.scheduled_at, r.id));
+        Ok(Ended {
+            runs: ended,
+            follow_ups,
+            advanced_jobs,
+        })
     }
 
     /// Opens the pool and brings the schema up to date.
@@ -1420,42 +1653,14 @@ impl<B: Backend> Store for SqlStore<B> {
     // ---- runs ----
 
     async fn run_insert(&self, run: RunNew) -> Result<Run, Error> {
-        if let Some(address) = &run.executor_address {
-            check_len("executor address", address, ADDRESS_MAX)?;
-        }
-        if let Some(node) = &run.owner_node {
-            check_len("owner node", node, NODE_ID_MAX)?;
-        }
-        if let Some(params) = &run.params {
-            check_bytes("params", params, TEXT_MAX_BYTES)?;
-        }
-        // INSERT ... SELECT copies the job's fields in the same statement, so a missing job
-        // writes nothing instead of an orphan run.
-        let q = Query::new(
-            "INSERT INTO tw_runs (job_id, group_id, scheduled_at, trigger_type, attempt, \
-             parent_run_id, executor_address, handler, params, shard_index, shard_total, state, \
-             owner_node, priority, created_at) \
-             SELECT id, group_id, ?, ?, ?, ?, ?, handler, COALESCE(?, params), ?, ?, ?, ?, \
-             priority, ? FROM tw_jobs WHERE id = ?",
-        )
-        .bind(run.scheduled_at)
-        .bind(run.trigger_type.as_str())
-        .bind(run.attempt)
-        .bind(run.parent_run_id)
-        .bind(run.executor_address)
-        .bind(run.params)
-        .bind(run.shard_index)
-        .bind(run.shard_total)
-        .bind(RunState::Planned.as_str())
-        .bind(run.owner_node)
-        .bind(run.now)
-        .bind(run.job_id);
+        check_run_new(&run)?;
+        let job_id = run.job_id;
         let id = {
             let mut conn = self.pool.acquire().await?;
-            Self::insert_id(&mut conn, q).await?
+            Self::insert_id(&mut conn, insert_run(run)).await?
         };
         let Some(id) = id else {
-            return Err(Error::not_found("job", run.job_id));
+            return Err(Error::not_found("job", job_id));
         };
         self.run_get(id).await
     }
@@ -1464,26 +1669,15 @@ impl<B: Backend> Store for SqlStore<B> {
         retry_deadlocks(|| self.runs_mark_dispatched_once(batch)).await
     }
 
-    async fn run_mark_trigger_failed(&self, failed: TriggerFailed) -> Result<Option<Run>, Error> {
+    async fn run_mark_trigger_failed(
+        &self,
+        failed: TriggerFailed,
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error> {
         if let Some(address) = &failed.address {
             check_len("executor address", address, ADDRESS_MAX)?;
         }
-        let q = Query::new(format!(
-            "UPDATE tw_runs SET state = {}, executor_address = COALESCE(?, executor_address), \
-             trigger_code = ?, trigger_msg = ?, finished_at = ? \
-             WHERE id = ? AND state{} AND handle_code = 0",
-            state_literal(RunMove::TriggerFail.to()),
-            state_in(RunMove::TriggerFail.from_states())
-        ))
-        .bind(failed.address)
-        .bind(failed.trigger_code)
-        .bind(clip(Some(&failed.trigger_msg)))
-        .bind(failed.at)
-        .bind(failed.run_id);
-        if self.execute(q).await? == 0 {
-            return Ok(None);
-        }
-        self.run_find(failed.run_id).await
+        retry_deadlocks(|| self.run_mark_trigger_failed_once(&failed, follow)).await
     }
 
     async fn run_set_shard(&self, shard: RunShard) -> Result<(), Error> {
@@ -1519,32 +1713,26 @@ impl<B: Backend> Store for SqlStore<B> {
         self.run_find(skip.run_id).await
     }
 
-    async fn run_complete(&self, complete: RunComplete) -> Result<Option<Run>, Error> {
+    async fn run_complete(
+        &self,
+        complete: RunComplete,
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error> {
         if !complete.state.is_result() {
             return Err(Error::Invalid(format!(
                 "{} is not a result state",
                 complete.state
             )));
         }
-        // `planned` too for a callback's results: an executor may call back before the
-        // dispatch batch is written.
-        let mut q = Query::new("UPDATE tw_runs SET state = ");
-        push_result_state(&mut q, complete.state);
-        q.push(", handle_code = ?, handle_msg = ?, finished_at = ? WHERE id = ? AND state");
-        q.push(&state_in(RunMove::Complete(complete.state).from_states()));
-        let q = q
-            .bind(complete.handle_code)
-            .bind(clip(complete.handle_msg.as_deref()))
-            .bind(complete.at)
-            .bind(complete.run_id);
-        if self.execute(q).await? == 0 {
-            return Ok(None);
-        }
-        self.run_find(complete.run_id).await
+        retry_deadlocks(|| self.run_complete_once(&complete, follow)).await
     }
 
-    async fn runs_complete(&self, batch: &[RunComplete]) -> Result<Vec<Run>, Error> {
-        retry_deadlocks(|| self.runs_complete_once(batch)).await
+    async fn runs_complete(
+        &self,
+        batch: &[RunComplete],
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error> {
+        retry_deadlocks(|| self.runs_complete_once(batch, follow)).await
     }
 
     async fn run_kill_intent(&self, intent: RunKillIntent) -> Result<bool, Error> {
@@ -1702,31 +1890,12 @@ impl<B: Backend> Store for SqlStore<B> {
         Ok(out)
     }
 
-    async fn runs_mark_misfired(&self, misfired: MarkMisfired) -> Result<u64, Error> {
-        if misfired.run_ids.is_empty() {
-            return Ok(0);
-        }
-        let reason = clip(Some(&misfired.reason));
-        let mut changed = 0;
-        let mut tx = B::begin_write(&self.pool).await?;
-        for chunk in misfired.run_ids.chunks(ROWS_PER_STATEMENT) {
-            let mut q = Query::new(format!(
-                "UPDATE tw_runs SET state = {}, trigger_msg = ",
-                state_literal(RunMove::Misfire.to())
-            ))
-            .one_off();
-            q.push_bind(reason.clone());
-            q.push(", finished_at = ").push_bind(misfired.at);
-            q.push(" WHERE ").push(B::KIND.state_beside_ids());
-            q.push(&state_in(RunMove::Misfire.from_states()))
-                .push(" AND owner_node = ")
-                .push_bind(misfired.node_id.as_str());
-            q.push(" AND id IN ");
-            q.push_list(chunk.iter().copied());
-            changed += B::execute(&mut *tx, q).await?.rows;
-        }
-        tx.commit().await?;
-        Ok(changed)
+    async fn runs_mark_misfired(
+        &self,
+        misfired: MarkMisfired,
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error> {
+        retry_deadlocks(|| self.runs_mark_misfired_once(&misfired, follow)).await
     }
 
     async fn run_catch_up(&self, catch_up: CatchUp) -> Result<Option<Run>, Error> {

@@ -115,9 +115,14 @@ pub trait Store: Send + Sync + 'static {
     /// already recorded, or that never ran, are left alone. Returns how many changed.
     async fn runs_mark_dispatched(&self, batch: &[Dispatched]) -> Result<u64, Error>;
 
-    /// Ends a pending run as `failed` at trigger time; `None` when the run is unknown or
-    /// already past that point.
-    async fn run_mark_trigger_failed(&self, failed: TriggerFailed) -> Result<Option<Run>, Error>;
+    /// Ends a pending run as `failed` at trigger time and, in the same transaction, writes
+    /// what `follow` plans for it (see [`FollowUps`]). Nothing ended when the run is unknown
+    /// or already past that point.
+    async fn run_mark_trigger_failed(
+        &self,
+        failed: TriggerFailed,
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error>;
 
     /// Ends a `planned` run as `skipped` without running it (its job was stopped or deleted
     /// before the run was due); `None` when the run is unknown or no longer planned.
@@ -131,10 +136,17 @@ pub trait Store: Send + Sync + 'static {
     /// `killed` when a kill was requested, see [`Store::run_kill_intent`]), as
     /// [`RunMove::Complete`](tickwork_core::run::RunMove::Complete) allows: a `dispatched`
     /// run, or a `planned` one for a callback's results (`succeeded`, `failed`, `timed_out`:
-    /// the callback beat the dispatch record). `None` when the run is unknown, already final,
-    /// or not in a state the result applies to: a repeated callback changes nothing. `state`
-    /// must be a result state (succeeded, failed, timed_out, killed, lost), else `Invalid`.
-    async fn run_complete(&self, complete: RunComplete) -> Result<Option<Run>, Error>;
+    /// the callback beat the dispatch record). In the same transaction it writes what `follow`
+    /// plans for it: its retry, its children, its fixed-delay job's next fire (see
+    /// [`FollowUps`]); a crash after the commit loses none of them. Nothing ended when the run
+    /// is unknown, already final, or not in a state the result applies to: a repeated callback
+    /// changes nothing. `state` must be a result state (succeeded, failed, timed_out, killed,
+    /// lost), else `Invalid`.
+    async fn run_complete(
+        &self,
+        complete: RunComplete,
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error>;
 
     /// Records (or withdraws) the kill intent of a `dispatched` run, so that every admin sees
     /// it: from then on a failed or timed-out result of the run ends it as `killed` (the
@@ -142,10 +154,14 @@ pub trait Store: Send + Sync + 'static {
     /// `false`, and no change, when the run is unknown or not dispatched.
     async fn run_kill_intent(&self, intent: RunKillIntent) -> Result<bool, Error>;
 
-    /// Completes many runs in one transaction, as [`Store::run_complete`] does one: returns
-    /// the runs that reached their final state now. Unknown and already final runs are left
-    /// alone and not returned; a run repeated in the batch counts once (its first result).
-    async fn runs_complete(&self, batch: &[RunComplete]) -> Result<Vec<Run>, Error>;
+    /// Completes many runs in one transaction, as [`Store::run_complete`] does one, with the
+    /// follow-ups of each run that ended now. Unknown and already final runs are left alone
+    /// and not returned; a run repeated in the batch counts once (its first result).
+    async fn runs_complete(
+        &self,
+        batch: &[RunComplete],
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error>;
 
     /// One run by id.
     async fn run_get(&self, id: i64) -> Result<Run, Error>;
@@ -175,9 +191,15 @@ pub trait Store: Send + Sync + 'static {
     /// callback comes from the run's own group); in no particular order.
     async fn runs_groups(&self, run_ids: &[i64]) -> Result<Vec<RunGroup>, Error>;
 
-    /// Ends planned runs of `node_id` as `misfired` (never run); how many changed. Runs no
-    /// longer planned or owned by someone else are left alone.
-    async fn runs_mark_misfired(&self, misfired: MarkMisfired) -> Result<u64, Error>;
+    /// Ends planned runs of `node_id` as `misfired` (never run) and writes in the same
+    /// transaction what `follow` plans for them: above all the next fire of a fixed-delay job
+    /// that waited for a run that will now never run. Runs no longer planned or owned by
+    /// someone else are left alone.
+    async fn runs_mark_misfired(
+        &self,
+        misfired: MarkMisfired,
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error>;
 
     /// Makes a planned run of `node_id` its job's catch-up: it fires at `at` with trigger type
     /// `misfire`, unless the job already has a catch-up scheduled at or after `late_since`

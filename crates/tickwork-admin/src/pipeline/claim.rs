@@ -97,7 +97,7 @@ impl Scheduler {
     }
 
     /// Caches `job` with its parsed schedule, reusing the parse while the job is unchanged.
-    fn cache_job(&self, job: Job) -> Arc<CachedJob> {
+    pub(super) fn cache_job(&self, job: Job) -> Arc<CachedJob> {
         let mut jobs = self.inner.jobs.lock().expect("jobs lock");
         if let Some(c) = jobs.get(&job.id)
             && c.job.version == job.version

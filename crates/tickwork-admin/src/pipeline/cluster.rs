@@ -370,22 +370,28 @@ impl Adoption {
             ),
             at: now,
         };
-        match self.inner.store.runs_mark_misfired(request).await {
-            Ok(n) => {
+        // A fixed-delay job waiting for one of these runs moves on in the same transaction.
+        let scheduler = self.scheduler();
+        let planner = scheduler.follow_up_planner();
+        match self.inner.store.runs_mark_misfired(request, &planner).await {
+            Ok(ended) => {
+                let n = ended.runs.len();
                 self.inner
                     .stats
                     .runs_misfired
-                    .fetch_add(n, Ordering::Relaxed);
+                    .fetch_add(n as u64, Ordering::Relaxed);
                 info!(
                     runs = n,
+                    jobs_moved_on = ended.advanced_jobs.len(),
                     origin = origin.as_str(),
                     "late runs misfired under their misfire policy"
                 );
+                scheduler.follow(ended);
             }
             Err(e) => {
                 warn!(error = %e, runs = runs.len(), "misfires not recorded; runs held");
                 for run in runs {
-                    self.scheduler().hold(run, "misfire not recorded");
+                    scheduler.hold(run, "misfire not recorded");
                 }
             }
         }

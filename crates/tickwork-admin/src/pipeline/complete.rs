@@ -1,14 +1,16 @@
-//! Completion: a run's result recorded, then what follows it (child jobs on success, a retry
-//! on failure, the next fire of a fixed-delay job).
+//! Completion: a run's result and what follows it (child jobs on success, a retry on failure,
+//! the next fire of a fixed-delay job) are written in one transaction by the store, which asks
+//! this node's follow-up planner; the follow-up runs are then armed here. A crash after the
+//! commit loses nothing: the follow-ups are `planned` runs of this node, re-armed at restart
+//! or adopted by another node.
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
-use tickwork_core::run::RunState;
+use tickwork_core::TriggerType;
+use tickwork_core::follow_up::{self, EndedRun, JobRules};
 use tickwork_core::schedule::Schedule;
-use tickwork_core::{ScheduleType, TriggerType};
-use tickwork_store::{JobNextFire, Run, RunComplete, RunNew};
-use tracing::{debug, warn};
+use tickwork_store::{Ended, FollowUpPlan, Job, JobStatus, Run, RunComplete, RunNew};
+use tracing::debug;
 
 use super::Scheduler;
 use super::planner::WAITING_FOR_COMPLETION;
@@ -16,149 +18,279 @@ use super::timer::now_ms;
 use crate::Error;
 
 impl Scheduler {
-    /// Records a run's result (callback, kill, lost-run monitor). `None` when the run was
-    /// unknown or already final: a repeated callback changes nothing.
+    /// Records a run's result (callback, kill, lost-run monitor) with what follows it. `None`
+    /// when the run was unknown or already final: a repeated callback changes nothing.
     pub async fn complete(&self, c: RunComplete) -> Result<Option<Run>, Error> {
-        let done = self.inner.store.run_complete(c).await?;
-        if let Some(run) = &done {
-            self.inner.stats.completed.fetch_add(1, Ordering::Relaxed);
-            self.after_complete(run).await;
-        }
-        Ok(done)
+        let ended = self
+            .inner
+            .store
+            .run_complete(c, &self.follow_up_planner())
+            .await?;
+        let run = ended.runs.first().cloned();
+        self.completed(ended);
+        Ok(run)
     }
 
-    /// Records many results in one transaction; returns how many runs reached their final
-    /// state now.
+    /// Records many results, and what follows them, in one transaction; returns how many runs
+    /// reached their final state now.
     pub async fn complete_many(&self, batch: &[RunComplete]) -> Result<usize, Error> {
-        let done = self.inner.store.runs_complete(batch).await?;
+        let ended = self
+            .inner
+            .store
+            .runs_complete(batch, &self.follow_up_planner())
+            .await?;
+        let n = ended.runs.len();
+        self.completed(ended);
+        Ok(n)
+    }
+
+    fn completed(&self, ended: Ended) {
+        if ended.runs.is_empty() {
+            return;
+        }
+        crash_point_after_complete();
         self.inner
             .stats
             .completed
-            .fetch_add(done.len() as u64, Ordering::Relaxed);
-        for run in &done {
-            self.after_complete(run).await;
-        }
-        Ok(done.len())
+            .fetch_add(ended.runs.len() as u64, Ordering::Relaxed);
+        self.follow(ended);
     }
 
-    /// What follows a final state: child jobs on success, a retry on failure, the next fire
-    /// of a fixed-delay job.
-    pub(super) async fn after_complete(&self, run: &Run) {
-        let cached = match self.job(run.job_id).await {
-            Ok(c) => c,
-            Err(_) => return, // the job was deleted meanwhile: nothing follows
-        };
-        let spec = &cached.job.spec;
-        let now = now_ms();
-        match run.state {
-            RunState::Succeeded => {
-                for &child in &spec.child_job_ids {
-                    if child == run.job_id {
-                        continue;
-                    }
-                    let mut new = RunNew::new(child, TriggerType::Parent, now);
-                    new.parent_run_id = Some(run.id);
-                    new.owner_node = Some(self.inner.config.node_id.clone());
-                    match self.insert_with_retries(new).await {
-                        Ok(r) => {
-                            self.inner.stats.children.fetch_add(1, Ordering::Relaxed);
-                            self.arm(r)
-                        }
-                        Err(e) => warn!(run_id = run.id, child, error = %e, "child job not fired"),
-                    }
-                }
-            }
-            RunState::Failed | RunState::TimedOut | RunState::Lost
-                if run.attempt < spec.retry_count =>
-            {
-                let delay = retry_delay_ms(spec.retry_backoff_ms, run.attempt);
-                let mut new = RunNew::new(run.job_id, TriggerType::Retry, now + delay);
-                new.attempt = run.attempt + 1;
-                new.parent_run_id = Some(run.id);
-                new.params = Some(run.params.clone());
-                new.shard_index = run.shard_index;
-                new.shard_total = run.shard_total;
-                new.executor_address = run.shard_total.and(run.executor_address.clone());
-                new.owner_node = Some(self.inner.config.node_id.clone());
-                match self.insert_with_retries(new).await {
-                    Ok(r) => {
-                        debug!(run_id = run.id, retry = r.id, delay, "retry planned");
-                        self.inner.stats.retries.fetch_add(1, Ordering::Relaxed);
-                        self.arm(r)
-                    }
-                    Err(e) => warn!(run_id = run.id, error = %e, "retry not planned"),
-                }
-            }
-            _ => {}
-        }
-        if spec.schedule_type == ScheduleType::FixDelay && is_scheduled(run.trigger_type) {
-            self.advance_fixed_delay(run.job_id, cached.schedule.as_ref(), now)
-                .await;
+    /// This node's follow-up planner, for the store operations that end runs.
+    pub(super) fn follow_up_planner(&self) -> impl Fn(&Run, &Job) -> FollowUpPlan + Send + Sync {
+        move |run: &Run, job: &Job| {
+            // The cache only lends its parsed schedule: the row given is the one to decide on.
+            let cached = self.cache_job(job.clone());
+            plan_follow_ups(
+                run,
+                job,
+                cached.schedule.as_ref(),
+                &self.inner.config.node_id,
+            )
         }
     }
 
-    /// Writes a follow-up run (retry, child), trying a few times over a second or two: the
-    /// run that asked for it is already final, so this is the only chance.
-    async fn insert_with_retries(&self, new: RunNew) -> Result<Run, Error> {
-        let mut tries = 0;
-        loop {
-            match self.inner.store.run_insert(new.clone()).await {
-                Err(tickwork_store::Error::Database(e)) if tries < 3 => {
-                    tries += 1;
-                    debug!(error = %e, tries, "run insert failed, trying again");
-                    tokio::time::sleep(Duration::from_millis(100 << (2 * tries))).await;
-                }
-                other => return Ok(other?),
-            }
+    /// Arms the follow-up runs written with the runs' end, and lets the claim loop see the
+    /// jobs whose next fire moved.
+    pub(super) fn follow(&self, ended: Ended) {
+        for run in &ended.follow_ups {
+            let counter = match run.trigger_type {
+                TriggerType::Retry => &self.inner.stats.retries,
+                _ => &self.inner.stats.children,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            debug!(
+                run_id = run.id,
+                job_id = run.job_id,
+                parent = run.parent_run_id,
+                trigger = run.trigger_type.as_str(),
+                scheduled_at = run.scheduled_at,
+                "follow-up run planned"
+            );
         }
-    }
-
-    /// Sets the next fire of a fixed-delay job whose run just ended. The cache holds the job
-    /// as it was claimed, so the stored row decides whether it still waits for this run.
-    async fn advance_fixed_delay(&self, job_id: i64, schedule: Option<&Schedule>, now: i64) {
-        let Some(schedule) = schedule else { return };
-        match self.inner.store.job_get(job_id).await {
-            Ok(job) if job.next_fire_at == Some(WAITING_FOR_COMPLETION) => {}
-            Ok(_) => return,
-            Err(e) => {
-                warn!(job_id, error = %e, "fixed-delay job not advanced");
-                return;
-            }
+        self.arm_all(ended.follow_ups, false);
+        for &job_id in &ended.advanced_jobs {
+            self.forget_job(job_id);
         }
-        let next = JobNextFire {
-            id: job_id,
-            next_fire_at: schedule.next_after(now),
-        };
-        if let Err(e) = self.inner.store.job_set_next_fire(next).await {
-            warn!(job_id, error = %e, "fixed-delay job not advanced");
+        if !ended.advanced_jobs.is_empty() {
+            self.wake_scheduler();
         }
-        self.forget_job(job_id);
-        self.wake_scheduler();
     }
 }
 
-/// Whether a run comes from the job's own schedule (so its completion moves the schedule on).
-fn is_scheduled(t: TriggerType) -> bool {
-    matches!(t, TriggerType::FixDelay | TriggerType::Misfire)
+/// The follow-ups of `run`, which just ended, as runs of `node` to write: a retry after its
+/// backoff, the children's runs now, a waiting fixed-delay job's next fire a delay after the
+/// end (none when its schedule no longer parses).
+pub(crate) fn plan_follow_ups(
+    run: &Run,
+    job: &Job,
+    schedule: Option<&Schedule>,
+    node: &str,
+) -> FollowUpPlan {
+    let at = run.finished_at.unwrap_or_else(now_ms);
+    let spec = &job.spec;
+    let decided = follow_up::follow_ups(
+        &EndedRun {
+            job_id: run.job_id,
+            state: run.state,
+            attempt: run.attempt,
+            trigger_type: run.trigger_type,
+            at,
+        },
+        &JobRules {
+            schedule_type: spec.schedule_type,
+            retry_count: spec.retry_count,
+            retry_backoff_ms: spec.retry_backoff_ms,
+            child_job_ids: &spec.child_job_ids,
+            waits_for_a_run: job.status == JobStatus::Running
+                && job.next_fire_at == Some(WAITING_FOR_COMPLETION),
+        },
+    );
+    let mut runs = Vec::with_capacity(decided.children.len() + 1);
+    if let Some(retry_at) = decided.retry_at {
+        runs.push(RunNew {
+            scheduled_at: retry_at,
+            attempt: run.attempt + 1,
+            parent_run_id: Some(run.id),
+            params: Some(run.params.clone()),
+            // A broadcast shard is retried on its own executor.
+            executor_address: run.shard_total.and(run.executor_address.clone()),
+            shard_index: run.shard_index,
+            shard_total: run.shard_total,
+            owner_node: Some(node.to_owned()),
+            ..RunNew::new(run.job_id, TriggerType::Retry, at)
+        });
+    }
+    for child in decided.children {
+        runs.push(RunNew {
+            parent_run_id: Some(run.id),
+            owner_node: Some(node.to_owned()),
+            ..RunNew::new(child, TriggerType::Parent, at)
+        });
+    }
+    let next_fire_at = if decided.next_fire {
+        schedule.and_then(|s| s.next_after(at))
+    } else {
+        None
+    };
+    FollowUpPlan { runs, next_fire_at }
 }
 
-/// The pause before retry `attempt + 1`: the backoff doubled per attempt, at most one hour.
-pub fn retry_delay_ms(backoff_ms: i64, attempt: i32) -> i64 {
-    let factor = 1i64 << attempt.clamp(0, 20);
-    backoff_ms.max(0).saturating_mul(factor).min(3_600_000)
+/// A test-only crash point (debug builds): with `TICKWORK_TEST_CRASH_AFTER_COMPLETE` set, the
+/// process aborts right after results are committed, before their follow-ups are armed.
+fn crash_point_after_complete() {
+    #[cfg(debug_assertions)]
+    if std::env::var_os("TICKWORK_TEST_CRASH_AFTER_COMPLETE").is_some() {
+        tracing::error!("test crash point: aborting right after a completion commit");
+        std::process::abort();
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::retry_delay_ms;
+    use super::*;
+    use tickwork_core::ScheduleType;
+    use tickwork_core::run::RunState;
+    use tickwork_store::JobSpec;
+
+    fn job(kind: ScheduleType, next: Option<i64>) -> Job {
+        let mut spec = JobSpec::new(1, "h");
+        spec.schedule_type = kind;
+        spec.schedule_conf = "2s".to_owned();
+        spec.retry_count = 1;
+        spec.retry_backoff_ms = 500;
+        spec.child_job_ids = vec![8];
+        Job {
+            id: 7,
+            key: "k".into(),
+            spec,
+            status: JobStatus::Running,
+            next_fire_at: next,
+            last_fire_at: None,
+            glue_updated_at: 0,
+            version: 1,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    fn run(state: RunState, trigger_type: TriggerType) -> Run {
+        Run {
+            id: 40,
+            job_id: 7,
+            group_id: 1,
+            scheduled_at: 900,
+            fire_key: None,
+            trigger_type,
+            attempt: 0,
+            parent_run_id: None,
+            executor_address: Some("http://e:1".into()),
+            handler: "h".into(),
+            params: "p".into(),
+            shard_index: Some(1),
+            shard_total: Some(3),
+            state,
+            trigger_code: 200,
+            trigger_msg: None,
+            handle_code: 500,
+            handle_msg: None,
+            alarm_status: tickwork_store::AlarmStatus::Undecided,
+            owner_node: Some("a".into()),
+            priority: 0,
+            created_at: 900,
+            dispatched_at: Some(900),
+            finished_at: Some(1_000),
+        }
+    }
 
     #[test]
-    fn retry_backoff_doubles_and_is_capped() {
-        assert_eq!(retry_delay_ms(0, 0), 0);
-        assert_eq!(retry_delay_ms(1000, 0), 1000);
-        assert_eq!(retry_delay_ms(1000, 1), 2000);
-        assert_eq!(retry_delay_ms(1000, 3), 8000);
-        assert_eq!(retry_delay_ms(1000, 40), 3_600_000);
-        assert_eq!(retry_delay_ms(-5, 2), 0);
+    fn a_failed_shard_is_retried_on_its_executor_after_the_backoff() {
+        let plan = plan_follow_ups(
+            &run(RunState::Failed, TriggerType::Cron),
+            &job(ScheduleType::Cron, Some(5_000)),
+            None,
+            "node-b",
+        );
+        let [retry] = &plan.runs[..] else {
+            panic!("{plan:?}")
+        };
+        assert_eq!(
+            (retry.trigger_type, retry.scheduled_at, retry.attempt),
+            (TriggerType::Retry, 1_500, 1)
+        );
+        assert_eq!(
+            (retry.parent_run_id, retry.owner_node.as_deref()),
+            (Some(40), Some("node-b"))
+        );
+        assert_eq!(
+            (
+                retry.executor_address.as_deref(),
+                retry.shard_index,
+                retry.shard_total,
+                retry.params.as_deref()
+            ),
+            (Some("http://e:1"), Some(1), Some(3), Some("p"))
+        );
+        assert_eq!(plan.next_fire_at, None);
+    }
+
+    #[test]
+    fn a_waiting_fixed_delay_job_fires_a_delay_after_the_end() {
+        let kind = ScheduleType::FixDelay;
+        let schedule = Schedule::parse(kind, "2s", "UTC").unwrap();
+        let waiting = job(kind, Some(WAITING_FOR_COMPLETION));
+        let plan = plan_follow_ups(
+            &run(RunState::Misfired, TriggerType::FixDelay),
+            &waiting,
+            Some(&schedule),
+            "n",
+        );
+        assert!(plan.runs.is_empty());
+        assert_eq!(plan.next_fire_at, Some(3_000));
+        let plan = plan_follow_ups(
+            &run(RunState::Succeeded, TriggerType::FixDelay),
+            &waiting,
+            Some(&schedule),
+            "n",
+        );
+        assert_eq!(plan.runs.len(), 1, "its child");
+        assert_eq!(plan.runs[0].trigger_type, TriggerType::Parent);
+        assert_eq!(plan.next_fire_at, Some(3_000));
+        // Moved on already, or a schedule that no longer parses: left alone.
+        let moved = job(kind, Some(9_000));
+        let plan = plan_follow_ups(
+            &run(RunState::Succeeded, TriggerType::FixDelay),
+            &moved,
+            Some(&schedule),
+            "n",
+        );
+        assert_eq!(plan.next_fire_at, None);
+        let plan = plan_follow_ups(
+            &run(RunState::Succeeded, TriggerType::FixDelay),
+            &waiting,
+            None,
+            "n",
+        );
+        assert_eq!(plan.next_fire_at, None);
     }
 }

@@ -105,13 +105,16 @@ impl Scheduler {
                 trigger_msg: out.trigger_msg,
                 at,
             };
+            let planner = self.follow_up_planner();
             let done = self
                 .persist("recording a trigger failure", || {
-                    self.inner.store.run_mark_trigger_failed(failed.clone())
+                    self.inner
+                        .store
+                        .run_mark_trigger_failed(failed.clone(), &planner)
                 })
                 .await;
-            if let Some(Some(run)) = done {
-                self.after_complete(&run).await;
+            if let Some(ended) = done {
+                self.follow(ended);
             }
         }
     }

@@ -206,10 +206,26 @@ impl Child {
     /// Starts an admin on `db_url` as node `node_id`. `toml` is laid over the admin's
     /// configuration (the `[cluster]`, `[monitor]`, ... sections of `tickwork admin`'s file).
     pub async fn admin(logs: &tempfile::TempDir, node_id: &str, db: &TestDb, toml: &str) -> Child {
+        Child::admin_with(logs, node_id, db, toml, None, &[]).await
+    }
+
+    /// As [`Child::admin`], listening on `listen` (an `ip:port`) when given, with `env` set.
+    pub async fn admin_with(
+        logs: &tempfile::TempDir,
+        node_id: &str,
+        db: &TestDb,
+        toml: &str,
+        listen: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> Child {
         let mut cmd = child_command("admin", &db.token);
         cmd.env("TW_DB_URL", &db.url)
             .env("TW_NODE_ID", node_id)
             .env("TW_ADMIN_TOML", toml);
+        if let Some(listen) = listen {
+            cmd.env("TW_LISTEN", listen);
+        }
+        cmd.envs(env.iter().copied());
         Child::start(node_id, cmd, logs).await
     }
 
@@ -284,6 +300,15 @@ impl Child {
     /// SIGTERM, then the exit status within `timeout` (`None`: still running).
     pub async fn terminate(&mut self, timeout: Duration) -> Option<ExitStatus> {
         let _ = kill(self.pid(), Signal::SIGTERM);
+        tokio::time::timeout(timeout, self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }
+
+    /// The exit status once the process ends by itself within `timeout` (`None`: still
+    /// running).
+    pub async fn exited(&mut self, timeout: Duration) -> Option<ExitStatus> {
         tokio::time::timeout(timeout, self.child.wait())
             .await
             .ok()
@@ -382,7 +407,8 @@ async fn child_admin() -> i32 {
     let store = tickwork_store::connect(&config.database_url, &options)
         .await
         .expect("admin database");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    let listen = std::env::var("TW_LISTEN").unwrap_or_else(|_| "127.0.0.1:0".to_owned());
+    let listener = tokio::net::TcpListener::bind(&listen)
         .await
         .expect("admin listener");
     let address = format!("http://{}", listener.local_addr().expect("address"));
