@@ -1,5 +1,5 @@
-//! Tickwork's pure domain logic: schedules and time zones, misfire decisions, routing, block
-//! policies, run states and alarm statuses.
+//! Tickwork's pure domain logic: job definitions and their limits, schedules and time zones,
+//! misfire decisions, routing, block policies, run states and alarm statuses.
 //!
 //! This crate knows nothing about SQL, HTTP or async runtimes: every function here is a plain
 //! computation over its arguments, so that it can be tested with tables of cases.
@@ -12,6 +12,7 @@ pub mod alarm;
 pub mod block;
 pub mod cron;
 mod error;
+pub mod job;
 pub mod misfire;
 pub mod routing;
 pub mod run;
