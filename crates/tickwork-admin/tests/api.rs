@@ -3396,3 +3396,140 @@ async fn clearing_runs_older_than_a_huge_number_of_days_is_refused() {
     assert_eq!(h.runs_of(job).await.len(), 1);
     h.stop().await;
 }
+
+/// A field error answered by the service: 400, `invalid_input`, naming `field`.
+fn assert_field_error(a: &Answer, field: &str) {
+    a.refused(400, "invalid_input");
+    assert_eq!(a.body["field"], field, "{a:?}");
+}
+
+#[tokio::test]
+async fn params_of_64_kib_passed_the_service_and_failed_in_the_store() {
+    let h = Harness::start().await;
+    let g = h.group("params-limit").await;
+    let max = tickwork_core::job::Limits::STANDARD.params_bytes;
+    let job = |params: String| json!({ "group_id": g, "schedule_type": "NONE", "handler": "demo", "params": params });
+
+    let at_max = "p".repeat(max);
+    let created = h
+        .call(
+            Method::POST,
+            "/jobs",
+            "/jobs",
+            BUILTIN,
+            Some(job(at_max.clone())),
+        )
+        .await
+        .ok();
+    let id = created["id"].as_i64().unwrap();
+    let read = h
+        .get("/jobs/{id}", &format!("/jobs/{id}"), BUILTIN)
+        .await
+        .ok();
+    assert_eq!(read["params"].as_str().unwrap().len(), max);
+    assert_eq!(read["params"], at_max.as_str());
+
+    // One byte more: the service names the field, the store is never asked.
+    let count = h.job_count().await;
+    let a = h
+        .call(
+            Method::POST,
+            "/jobs",
+            "/jobs",
+            BUILTIN,
+            Some(job("p".repeat(max + 1))),
+        )
+        .await;
+    assert_field_error(&a, "params");
+    assert_eq!(
+        a.body["message"],
+        format!("params: must be at most {max} bytes")
+    );
+    assert_eq!(h.job_count().await, count);
+
+    // A trigger's own params have the same limit.
+    let a = h
+        .trigger(id, json!({ "params": "p".repeat(max + 1) }))
+        .await;
+    assert_field_error(&a, "params");
+    h.trigger(id, json!({ "params": at_max })).await.ok();
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn group_title_counted_bytes_while_its_message_said_characters() {
+    let h = Harness::start().await;
+    let group = |app: &str, title: String| json!({ "app_name": app, "title": title });
+    // 64 characters in 128 bytes.
+    let title = "é".repeat(64);
+    let created = h
+        .call(
+            Method::POST,
+            "/groups",
+            "/groups",
+            BUILTIN,
+            Some(group("title-at-limit", title.clone())),
+        )
+        .await
+        .ok();
+    assert_eq!(created["title"], title.as_str());
+    let a = h
+        .call(
+            Method::POST,
+            "/groups",
+            "/groups",
+            BUILTIN,
+            Some(group("title-over", "é".repeat(65))),
+        )
+        .await;
+    assert_field_error(&a, "title");
+    assert!(
+        a.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("64 characters"),
+        "{a:?}"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn job_handler_counted_bytes_while_its_message_said_characters() {
+    let h = Harness::start().await;
+    let g = h.group("handler-limit").await;
+    let max = tickwork_core::job::Limits::STANDARD.handler_chars;
+    let job = |handler: String| json!({ "group_id": g, "handler": handler });
+    // As many characters as allowed, twice as many bytes.
+    let handler = "ü".repeat(max);
+    let created = h
+        .call(
+            Method::POST,
+            "/jobs",
+            "/jobs",
+            BUILTIN,
+            Some(job(handler.clone())),
+        )
+        .await
+        .ok();
+    let id = created["id"].as_i64().unwrap();
+    let read = h
+        .get("/jobs/{id}", &format!("/jobs/{id}"), BUILTIN)
+        .await
+        .ok();
+    assert_eq!(read["handler"], handler.as_str());
+    let a = h
+        .call(
+            Method::POST,
+            "/jobs",
+            "/jobs",
+            BUILTIN,
+            Some(job("ü".repeat(max + 1))),
+        )
+        .await;
+    assert_field_error(&a, "handler");
+    assert_eq!(
+        a.body["message"],
+        format!("handler: must be at most {max} characters")
+    );
+    h.stop().await;
+}

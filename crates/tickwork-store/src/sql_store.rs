@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use sqlx::Pool;
 use tickwork_core::TriggerType;
 use tickwork_core::alarm::AlarmStatus;
+use tickwork_core::job::Limits;
 use tickwork_core::run::{RunMove, RunState};
 
 use crate::error::{is_foreign_key_violation, is_retryable, is_unique_violation};
@@ -17,16 +18,18 @@ use crate::rows::*;
 use crate::sql::{Arg, Backend, Conn, Kind, Query, alarm_in, state_in, state_literal};
 use crate::{Error, Store, StoreOptions};
 
-/// Column limits, the same on every backend (they are MySQL's VARCHAR sizes).
+/// Column limits, the same on every backend (they are MySQL's VARCHAR sizes). A job's are
+/// core's [`Limits::STANDARD`], which the admin validates against.
 const APP_NAME_MAX: usize = 64;
 const TITLE_MAX: usize = 128;
 const ADDRESS_MAX: usize = 255;
-const JOB_KEY_MAX: usize = 128;
-const DESCRIPTION_MAX: usize = 255;
-const OWNER_MAX: usize = 64;
-const SCHEDULE_CONF_MAX: usize = 255;
-const TIME_ZONE_MAX: usize = 64;
-const HANDLER_MAX: usize = 255;
+const JOB: Limits = Limits::STANDARD;
+const JOB_KEY_MAX: usize = JOB.key_chars;
+const DESCRIPTION_MAX: usize = JOB.description_chars;
+const OWNER_MAX: usize = JOB.owner_chars;
+const SCHEDULE_CONF_MAX: usize = JOB.schedule_conf_chars;
+const TIME_ZONE_MAX: usize = JOB.time_zone_chars;
+const HANDLER_MAX: usize = JOB.handler_chars;
 const NODE_ID_MAX: usize = 64;
 const LEASE_NAME_MAX: usize = 64;
 const CHANNEL_NAME_MAX: usize = 64;
@@ -224,12 +227,16 @@ fn group_fields(app_name: &str, title: &str, addresses: &[String]) -> Result<Str
 fn check_spec(spec: &JobSpec) -> Result<(), Error> {
     check_len("description", &spec.description, DESCRIPTION_MAX)?;
     check_len("owner", &spec.owner, OWNER_MAX)?;
-    check_bytes("alarm_channels", &spec.alarm_channels, TEXT_MAX_BYTES)?;
+    check_bytes(
+        "alarm_channels",
+        &spec.alarm_channels,
+        JOB.alarm_channels_bytes,
+    )?;
     check_len("schedule_conf", &spec.schedule_conf, SCHEDULE_CONF_MAX)?;
     check_required("time_zone", &spec.time_zone, TIME_ZONE_MAX)?;
     check_len("handler", &spec.handler, HANDLER_MAX)?;
-    check_bytes("params", &spec.params, TEXT_MAX_BYTES)?;
-    check_bytes("glue_source", &spec.glue_source, GLUE_MAX_BYTES)?;
+    check_bytes("params", &spec.params, JOB.params_bytes)?;
+    check_bytes("glue_source", &spec.glue_source, JOB.glue_source_bytes)?;
     if spec.timeout_s < 0 || spec.retry_count < 0 || spec.retry_backoff_ms < 0 {
         return Err(Error::Invalid(
             "timeout, retry count and retry backoff must not be negative".to_owned(),
@@ -254,7 +261,7 @@ fn check_run_new(run: &RunNew) -> Result<(), Error> {
         check_len("owner node", node, NODE_ID_MAX)?;
     }
     if let Some(params) = &run.params {
-        check_bytes("params", params, TEXT_MAX_BYTES)?;
+        check_bytes("params", params, JOB.params_bytes)?;
     }
     Ok(())
 }
