@@ -18,7 +18,7 @@ use tickwork_protocol::api::{
 
 use super::session::Visitor;
 use super::ui::{self, Ctx, Field, Form, Opt};
-use crate::{Error, Service};
+use crate::{ErrorCode, Service};
 
 const PAGE: u64 = 50;
 
@@ -74,7 +74,7 @@ pub struct ListQuery {
 pub async fn list(State(a): State<Service>, v: Visitor, Query(q): Query<ListQuery>) -> Response {
     let groups = match a.groups().list().await {
         Ok(g) => g,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let names = group_names(&groups);
     let query = JobQuery {
@@ -86,7 +86,7 @@ pub async fn list(State(a): State<Service>, v: Visitor, Query(q): Query<ListQuer
     };
     let page = match a.jobs().list(query).await {
         Ok(p) => p,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let c = v.ctx("jobs");
     let rows = page
@@ -428,7 +428,7 @@ fn defaults(a: &Service) -> Values {
 pub async fn new_form(State(a): State<Service>, v: Visitor) -> Response {
     let groups = match a.groups().list().await {
         Ok(g) => g,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     form_page(
         &a,
@@ -447,7 +447,7 @@ pub async fn new_form(State(a): State<Service>, v: Visitor) -> Response {
 pub async fn copy_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
     let (groups, job) = match tokio::try_join!(a.groups().list(), a.jobs().get(id)) {
         Ok(x) => x,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let mut values = values_of_job(&job);
     values.insert(
@@ -475,7 +475,7 @@ pub async fn create(State(a): State<Service>, v: Visitor, body: Bytes) -> Respon
     };
     let groups = match a.groups().list().await {
         Ok(g) => g,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let values = values_of_form(&form);
     let result = match parse_input(&v, &values) {
@@ -483,12 +483,12 @@ pub async fn create(State(a): State<Service>, v: Visitor, body: Bytes) -> Respon
             .ops(&a)
             .job_create(input)
             .await
-            .map_err(|e| error_map(&v, e)),
-        Err(errors) => Err(errors),
+            .map_err(|e| v.form_errors(&e)),
+        Err(errors) => Err((ErrorCode::InvalidInput.status(), errors)),
     };
     match result {
         Ok(job) => ui::see_other(&ui::with_ok(&format!("/jobs/{}", job.id), "created")),
-        Err(errors) => form_page(
+        Err((status, errors)) => form_page(
             &a,
             &v,
             &groups,
@@ -498,25 +498,15 @@ pub async fn create(State(a): State<Service>, v: Visitor, body: Bytes) -> Respon
             &values,
             true,
             errors,
-            StatusCode::UNPROCESSABLE_ENTITY,
+            status,
         ),
     }
-}
-
-/// A service error as form errors: `field: problem` goes to its field, the rest to the page.
-fn error_map(v: &Visitor, e: Error) -> HashMap<String, String> {
-    let text = v.error_text(&e);
-    let (field, msg) = match e {
-        Error::Invalid(_) => ui::field_error(&text),
-        _ => (String::new(), text),
-    };
-    HashMap::from([(field, msg)])
 }
 
 pub async fn edit_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
     let (groups, job) = match tokio::try_join!(a.groups().list(), a.jobs().get(id)) {
         Ok(x) => x,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     form_page(
         &a,
@@ -544,7 +534,7 @@ pub async fn update(
     };
     let (groups, job) = match tokio::try_join!(a.groups().list(), a.jobs().get(id)) {
         Ok(x) => x,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let mut values = values_of_form(&form);
     // The script is edited on its own page, with versions; an edit keeps it.
@@ -555,13 +545,13 @@ pub async fn update(
             v.ops(&a)
                 .job_update(id, input)
                 .await
-                .map_err(|e| error_map(&v, e))
+                .map_err(|e| v.form_errors(&e))
         }
-        Err(errors) => Err(errors),
+        Err(errors) => Err((ErrorCode::InvalidInput.status(), errors)),
     };
     match result {
         Ok(_) => ui::see_other(&ui::with_ok(&format!("/jobs/{id}"), "saved")),
-        Err(errors) => form_page(
+        Err((status, errors)) => form_page(
             &a,
             &v,
             &groups,
@@ -571,7 +561,7 @@ pub async fn update(
             &values,
             false,
             errors,
-            StatusCode::UNPROCESSABLE_ENTITY,
+            status,
         ),
     }
 }
@@ -594,7 +584,7 @@ struct JobPage {
 pub async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
     let (groups, job) = match tokio::try_join!(a.groups().list(), a.jobs().get(id)) {
         Ok(x) => x,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let runs = a
         .runs()

@@ -15,7 +15,7 @@ use tickwork_protocol::api::{
 
 use super::session::Visitor;
 use super::ui::{self, Ctx, Field, Form, Opt};
-use crate::{Error, Service};
+use crate::{ErrorCode, Service};
 
 const ROLES: [&str; 3] = ["admin", "operator", "viewer"];
 
@@ -65,7 +65,7 @@ async fn users_page(
 ) -> Response {
     let users = match a.users().list(&v.principal).await {
         Ok(u) => u,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let get = |k: &str| form.map(|f| f.get(k).to_owned()).unwrap_or_default();
     let role = get("role");
@@ -103,15 +103,6 @@ pub async fn users(State(a): State<Service>, v: Visitor) -> Response {
     users_page(&a, &v, None, HashMap::new(), StatusCode::OK).await
 }
 
-fn errors_of(v: &Visitor, e: Error) -> HashMap<String, String> {
-    let text = v.error_text(&e);
-    let (field, msg) = match e {
-        Error::Invalid(_) => ui::field_error(&text),
-        _ => (String::new(), text),
-    };
-    HashMap::from([(field, msg)])
-}
-
 pub async fn user_create(State(a): State<Service>, v: Visitor, body: Bytes) -> Response {
     let form = match v.form(&body) {
         Ok(f) => f,
@@ -119,14 +110,8 @@ pub async fn user_create(State(a): State<Service>, v: Visitor, body: Bytes) -> R
     };
     let Some(group_ids) = parse_ids(form.get("group_ids")) else {
         let errors = HashMap::from([("group_ids".to_owned(), v.t("bad_number").to_owned())]);
-        return users_page(
-            &a,
-            &v,
-            Some(&form),
-            errors,
-            StatusCode::UNPROCESSABLE_ENTITY,
-        )
-        .await;
+        let status = ErrorCode::InvalidInput.status();
+        return users_page(&a, &v, Some(&form), errors, status).await;
     };
     let input = UserInput {
         username: form.get("username").trim().to_owned(),
@@ -138,15 +123,8 @@ pub async fn user_create(State(a): State<Service>, v: Visitor, body: Bytes) -> R
     match v.ops(&a).user_create(input).await {
         Ok(_) => ui::see_other(&ui::with_ok("/users", "created")),
         Err(e) => {
-            let errors = errors_of(&v, e);
-            users_page(
-                &a,
-                &v,
-                Some(&form),
-                errors,
-                StatusCode::UNPROCESSABLE_ENTITY,
-            )
-            .await
+            let (status, errors) = v.form_errors(&e);
+            users_page(&a, &v, Some(&form), errors, status).await
         }
     }
 }
@@ -203,7 +181,7 @@ async fn tokens_page(
 ) -> Response {
     let tokens = match a.tokens().list(&v.principal).await {
         Ok(t) => t,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let c = v.ctx("tokens");
     let rows = tokens
@@ -250,20 +228,15 @@ pub async fn token_create(State(a): State<Service>, v: Visitor, body: Bytes) -> 
             );
             res
         }
+        // The page has no field for this; say it in the banner instead.
+        Err(e) if e.code() != ErrorCode::Internal => {
+            ui::see_other(&ui::with_err("/tokens", &v.error_text(&e)))
+        }
         Err(e) => {
-            let mut res = tokens_page(
-                &a,
-                &v,
-                None,
-                form.get("name").to_owned(),
-                StatusCode::UNPROCESSABLE_ENTITY,
-            )
-            .await;
-            // The page has no field for this; say it in the banner instead.
-            if !matches!(e, Error::Store(_)) {
-                res = ui::see_other(&ui::with_err("/tokens", &v.error_text(&e)));
-            }
-            res
+            // An internal failure: logged, and the form shown again to retry.
+            v.error_text(&e);
+            let name = form.get("name").to_owned();
+            tokens_page(&a, &v, None, name, e.code().status()).await
         }
     }
 }
@@ -331,7 +304,7 @@ pub async fn audit(State(a): State<Service>, v: Visitor, Query(q): Query<AuditPa
     };
     let page = match a.audit_log().list(&v.principal, query).await {
         Ok(p) => p,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let c = v.ctx("audit");
     let json = |j: &Option<serde_json::Value>| {

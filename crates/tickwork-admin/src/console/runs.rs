@@ -109,7 +109,7 @@ async fn job_names(a: &Service) -> Result<Vec<(i64, String)>, Error> {
 pub async fn list(State(a): State<Service>, v: Visitor, Query(q): Query<ListQuery>) -> Response {
     let jobs = match job_names(&a).await {
         Ok(j) => j,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let names: HashMap<i64, String> = jobs.iter().cloned().collect();
     let state = Some(q.state.clone()).filter(|s| !s.is_empty());
@@ -127,7 +127,7 @@ pub async fn list(State(a): State<Service>, v: Visitor, Query(q): Query<ListQuer
         .await;
     let page = match page {
         Ok(p) => p,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let c = v.ctx("runs");
     let runs = page
@@ -181,7 +181,7 @@ struct RunPage {
 pub async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
     let run = match a.runs().get(id).await {
         Ok(r) => r,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let job = a
         .jobs()

@@ -95,7 +95,7 @@ async fn read(body: Body) -> Result<Bytes, ApiError> {
     axum::body::to_bytes(body, API_BODY_LIMIT)
         .await
         .map_err(|_| {
-            Error::Invalid(format!(
+            Error::invalid(format!(
                 "request body is larger than {API_BODY_LIMIT} bytes"
             ))
             .into()
@@ -121,11 +121,9 @@ async fn json_or_default<T: DeserializeOwned + Default>(body: Body) -> Result<T,
 /// of its fields in order; no client means that, so anything but an object is refused.
 fn json_object<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return Err(
-            Error::Invalid("invalid json: the request body must be a JSON object".into()).into(),
-        );
+        return Err(Error::invalid("invalid json: the request body must be a JSON object").into());
     }
-    serde_json::from_slice(body).map_err(|e| Error::Invalid(format!("invalid json: {e}")).into())
+    serde_json::from_slice(body).map_err(|e| Error::invalid(format!("invalid json: {e}")).into())
 }
 
 /// The token of an `Authorization: Bearer <token>` header; the scheme's case does not matter
@@ -144,10 +142,10 @@ fn serde_urlencoded_like<T: DeserializeOwned>(q: &str) -> Result<T, Error> {
     Query::<T>::try_from_uri(
         &format!("/?{q}")
             .parse()
-            .map_err(|_| Error::Invalid("invalid query string".into()))?,
+            .map_err(|_| Error::invalid("invalid query string"))?,
     )
     .map(|Query(v)| v)
-    .map_err(|e| Error::Invalid(format!("invalid query: {}", e.body_text())))
+    .map_err(|e| Error::invalid(format!("invalid query: {}", e.body_text())))
 }
 
 /// A numeric path segment, with a JSON error instead of axum's plain-text one.
@@ -155,7 +153,7 @@ fn id(name: &str, text: &str) -> Result<i64, ApiError> {
     text.parse::<i64>()
         .ok()
         .filter(|&n| n > 0)
-        .ok_or_else(|| Error::Invalid(format!("{name}: {text:?} is not an id")).into())
+        .ok_or_else(|| Error::invalid_field(name, format!("{text:?} is not an id")).into())
 }
 
 /// Authenticates a REST call by its bearer token and hands its [`Principal`] to the handler.
@@ -183,7 +181,7 @@ async fn api_not_found() -> ApiError {
 }
 
 async fn api_method_not_allowed(method: Method) -> Response {
-    let mut resp = ApiError(Error::Invalid(format!(
+    let mut resp = ApiError(Error::invalid(format!(
         "method {method} is not allowed on this endpoint"
     )))
     .into_response();
@@ -215,15 +213,16 @@ fn page_to_offset(
         return Ok((offset, limit));
     }
     if offset.is_some() || limit.is_some() {
-        return Err(Error::Invalid(
-            "page: use page and size, or offset and limit, not both".into(),
+        return Err(Error::invalid_field(
+            "page",
+            "use page and size, or offset and limit, not both",
         )
         .into());
     }
     let size = size.unwrap_or(50);
     let page = page.unwrap_or(1);
     if page == 0 {
-        return Err(Error::Invalid("page: pages count from 1".into()).into());
+        return Err(Error::invalid_field("page", "pages count from 1").into());
     }
     Ok((Some((page - 1).saturating_mul(size)), Some(size)))
 }
@@ -481,13 +480,16 @@ async fn runs_clear(
         (Some(before), None) => before,
         (None, Some(days)) => a.runs().clear_before_days(days)?,
         (Some(_), Some(_)) => {
-            return Err(
-                Error::Invalid("before_days: give before or before_days, not both".into()).into(),
-            );
+            return Err(Error::invalid_field(
+                "before_days",
+                "give before or before_days, not both",
+            )
+            .into());
         }
         (None, None) => {
-            return Err(Error::Invalid(
-                "before: is required (epoch milliseconds), or before_days".into(),
+            return Err(Error::invalid_field(
+                "before",
+                "is required (epoch milliseconds), or before_days",
             )
             .into());
         }
@@ -573,7 +575,7 @@ async fn schedule_preview_get(
         .as_deref()
         .unwrap_or("CRON")
         .parse()
-        .map_err(|e| Error::Invalid(format!("type: {e}")))?;
+        .map_err(|e| Error::invalid_field("type", e))?;
     let fires = a.jobs().schedule_preview(
         kind,
         q.conf.as_deref().unwrap_or(""),
