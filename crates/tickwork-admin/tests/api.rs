@@ -1386,6 +1386,7 @@ async fn bad_input_is_refused_clearly_and_changes_nothing() {
         (Method::GET, "/jobs", "/jobs?size=5000".into(), "", "limit"),
         (Method::GET, "/jobs", "/jobs?colour=red".into(), "", "unknown field"),
         (Method::GET, "/jobs/{id}", "/jobs/abc".into(), "", "not an id"),
+        (Method::POST, "/jobs/{id}/script/versions/{version}/restore", format!("/jobs/{j}/script/versions/0/restore"), "", "version: \"0\" is not an id"),
     ];
     for (m, route, path, body, mention) in &bodies {
         let body = (!body.is_empty()).then_some(*body);

@@ -9,6 +9,7 @@
 //! [`crate::Principal`].
 
 mod executor;
+mod extract;
 mod health;
 mod rest;
 
