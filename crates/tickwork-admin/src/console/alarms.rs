@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 
 use askama::Template;
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -14,7 +13,7 @@ use tickwork_protocol::api::{
     AlarmChannelInput, AlarmChannelView, AlarmDeliveryQuery, AlarmDeliveryView,
 };
 
-use super::session::Visitor;
+use super::session::{Posted, Visitor};
 use super::ui::{self, Ctx, Field, Form, Opt};
 use crate::{Error, ErrorCode, Service};
 
@@ -332,11 +331,7 @@ fn input_of(values: &HashMap<&str, String>) -> Result<AlarmChannelInput, String>
     })
 }
 
-pub async fn create(State(a): State<Service>, v: Visitor, body: Bytes) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
+pub async fn create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
     let values = values_of_form(&form);
     let input = match input_of(&values) {
         Ok(i) => i,
@@ -379,14 +374,9 @@ pub async fn edit_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>
 
 pub async fn update(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     let values = values_of_form(&form);
     let input = match input_of(&values) {
         Ok(i) => i,
@@ -406,13 +396,9 @@ pub async fn update(
 
 pub async fn delete(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, _): Posted,
 ) -> Response {
-    if let Err(res) = v.form(&body) {
-        return *res;
-    }
     match v.ops(&a).alarm_channel_delete(id).await {
         Ok(()) => ui::see_other(&ui::with_ok("/alarms", "deleted")),
         Err(e) => v.fail("/alarms", e),
@@ -420,15 +406,7 @@ pub async fn delete(
 }
 
 /// Sends a test message; the outcome comes back as the page's banner.
-pub async fn test(
-    State(a): State<Service>,
-    v: Visitor,
-    Path(id): Path<i64>,
-    body: Bytes,
-) -> Response {
-    if let Err(res) = v.form(&body) {
-        return *res;
-    }
+pub async fn test(State(a): State<Service>, Path(id): Path<i64>, Posted(v, _): Posted) -> Response {
     match v.ops(&a).alarm_channel_test(id).await {
         Ok(r) if r.ok => ui::see_other(&ui::with_ok("/alarms", "test_sent")),
         Ok(r) => {

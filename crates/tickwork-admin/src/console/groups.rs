@@ -5,13 +5,12 @@
 use std::collections::HashMap;
 
 use askama::Template;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use tickwork_protocol::api::{GroupInput, GroupTokenView, GroupView};
 
-use super::session::Visitor;
+use super::session::{Posted, Visitor};
 use super::ui::{self, Ctx, Field, Form, Opt};
 use crate::Service;
 
@@ -168,11 +167,7 @@ pub async fn list(State(a): State<Service>, v: Visitor) -> Response {
     page(&a, &v, &HashMap::new(), HashMap::new(), StatusCode::OK).await
 }
 
-pub async fn create(State(a): State<Service>, v: Visitor, body: Bytes) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
+pub async fn create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
     let values = values_of_form(&form);
     match v.ops(&a).group_create(input_of(&values)).await {
         Ok(_) => ui::see_other(&ui::with_ok("/groups", "created")),
@@ -215,14 +210,9 @@ pub async fn edit_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>
 
 pub async fn update(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     let values = values_of_form(&form);
     match v.ops(&a).group_update(id, input_of(&values)).await {
         Ok(_) => ui::see_other(&ui::with_ok("/groups", "saved")),
@@ -235,13 +225,9 @@ pub async fn update(
 
 pub async fn delete(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, _): Posted,
 ) -> Response {
-    if let Err(res) = v.form(&body) {
-        return *res;
-    }
     match v.ops(&a).group_delete(id).await {
         Ok(()) => ui::see_other(&ui::with_ok("/groups", "deleted")),
         Err(e) => v.fail("/groups", e),
@@ -251,13 +237,9 @@ pub async fn delete(
 /// Gives a group a new executor token and shows it on this answer only, which no cache keeps.
 pub async fn rotate_token(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, _): Posted,
 ) -> Response {
-    if let Err(res) = v.form(&body) {
-        return *res;
-    }
     match v.ops(&a).group_rotate_token(id).await {
         Ok(created) => {
             let mut res = page_with_token(

@@ -5,7 +5,6 @@ use std::collections::HashMap;
 
 use askama::Template;
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -16,7 +15,7 @@ use tickwork_protocol::api::{
     GroupView, JobInput, JobQuery, JobView, RunQuery, RunView, TriggerInput,
 };
 
-use super::session::Visitor;
+use super::session::{Posted, Visitor};
 use super::ui::{self, Ctx, Field, Form, Opt};
 use crate::{ErrorCode, Service};
 
@@ -468,11 +467,7 @@ pub async fn copy_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>
     )
 }
 
-pub async fn create(State(a): State<Service>, v: Visitor, body: Bytes) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
+pub async fn create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
     let groups = match a.groups().list().await {
         Ok(g) => g,
         Err(e) => return v.error_page(e),
@@ -524,14 +519,9 @@ pub async fn edit_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>
 
 pub async fn update(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     let (groups, job) = match tokio::try_join!(a.groups().list(), a.jobs().get(id)) {
         Ok(x) => x,
         Err(e) => return v.error_page(e),
@@ -630,14 +620,9 @@ fn back(form: &Form, id: i64) -> String {
 
 pub async fn start(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     let back = back(&form, id);
     match v.ops(&a).job_start(id).await {
         Ok(_) => ui::see_other(&ui::with_ok(&back, "started")),
@@ -647,14 +632,9 @@ pub async fn start(
 
 pub async fn stop(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     let back = back(&form, id);
     match v.ops(&a).job_stop(id).await {
         Ok(_) => ui::see_other(&ui::with_ok(&back, "stopped")),
@@ -664,14 +644,9 @@ pub async fn stop(
 
 pub async fn delete(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     match v.ops(&a).job_delete(id).await {
         Ok(()) => ui::see_other(&ui::with_ok("/jobs", "deleted")),
         Err(e) => v.fail(&back(&form, id), e),
@@ -680,14 +655,9 @@ pub async fn delete(
 
 pub async fn trigger(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     let input = TriggerInput {
         params: Some(form.get("params").to_owned()).filter(|p| !p.is_empty()),
         address: Some(form.get("address").trim().to_owned()).filter(|p| !p.is_empty()),

@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 
 use askama::Template;
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::Response;
@@ -13,7 +12,7 @@ use tickwork_protocol::api::{
     AuditQuery, AuditView, TokenInput, TokenView, UserInput, UserUpdateInput, UserView,
 };
 
-use super::session::Visitor;
+use super::session::{Posted, Visitor};
 use super::ui::{self, Ctx, Field, Form, Opt};
 use crate::{ErrorCode, Service};
 
@@ -103,11 +102,7 @@ pub async fn users(State(a): State<Service>, v: Visitor) -> Response {
     users_page(&a, &v, None, HashMap::new(), StatusCode::OK).await
 }
 
-pub async fn user_create(State(a): State<Service>, v: Visitor, body: Bytes) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
+pub async fn user_create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
     let Some(group_ids) = parse_ids(form.get("group_ids")) else {
         let errors = HashMap::from([("group_ids".to_owned(), v.t("bad_number").to_owned())]);
         let status = ErrorCode::InvalidInput.status();
@@ -131,14 +126,9 @@ pub async fn user_create(State(a): State<Service>, v: Visitor, body: Bytes) -> R
 
 pub async fn user_update(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     let Some(group_ids) = parse_ids(form.get("group_ids")) else {
         return ui::see_other(&ui::with_err("/users", v.t("bad_number")));
     };
@@ -208,11 +198,7 @@ pub async fn tokens(State(a): State<Service>, v: Visitor) -> Response {
     tokens_page(&a, &v, None, String::new(), StatusCode::OK).await
 }
 
-pub async fn token_create(State(a): State<Service>, v: Visitor, body: Bytes) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
+pub async fn token_create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
     let input = TokenInput {
         name: form.get("name").trim().to_owned(),
         user_id: None,
@@ -243,13 +229,9 @@ pub async fn token_create(State(a): State<Service>, v: Visitor, body: Bytes) -> 
 
 pub async fn token_revoke(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, _): Posted,
 ) -> Response {
-    if let Err(res) = v.form(&body) {
-        return *res;
-    }
     match v.ops(&a).token_revoke(id).await {
         Ok(_) => ui::see_other(&ui::with_ok("/tokens", "revoked")),
         Err(e) => v.fail("/tokens", e),

@@ -5,14 +5,13 @@ use std::collections::HashMap;
 
 use askama::Template;
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tickwork_core::run::RunState;
 use tickwork_protocol::api::{JobQuery, RunQuery, RunView};
 
-use super::session::Visitor;
+use super::session::{Posted, Visitor};
 use super::ui::{self, Ctx, Opt};
 use crate::{Error, Service};
 
@@ -198,14 +197,9 @@ pub async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -
 
 pub async fn kill(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     let back = match form.get("_back") {
         "" => format!("/runs/{id}"),
         b => ui::safe_path(b).to_owned(),
@@ -259,11 +253,7 @@ pub async fn log(
     }
 }
 
-pub async fn clear(State(a): State<Service>, v: Visitor, body: Bytes) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
+pub async fn clear(State(a): State<Service>, Posted(v, form): Posted) -> Response {
     let Ok(days) = form.get("before_days").trim().parse::<i64>() else {
         return ui::see_other(&ui::with_err(
             "/runs",

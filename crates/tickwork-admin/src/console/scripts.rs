@@ -2,13 +2,12 @@
 //! (which becomes a new version, so nothing is ever lost).
 
 use askama::Template;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use tickwork_protocol::api::{JobView, ScriptInput, ScriptVersionView};
 
-use super::session::Visitor;
+use super::session::{Posted, Visitor};
 use super::ui::{self, Ctx};
 use crate::{ErrorCode, Service};
 
@@ -64,14 +63,9 @@ pub async fn page(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> 
 
 pub async fn save(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     let input = ScriptInput {
         glue_type: None,
         source: form.get("source").to_owned(),
@@ -94,14 +88,9 @@ pub async fn save(
 
 pub async fn restore(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     let back = format!("/jobs/{id}/script");
     let Ok(version) = form.get("version").parse::<i64>() else {
         return ui::see_other(&ui::with_err(&back, v.t("bad_number")));

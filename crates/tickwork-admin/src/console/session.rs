@@ -6,7 +6,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use askama::Template;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, FromRequestParts, OptionalFromRequestParts, Request, State};
+use axum::extract::{
+    ConnectInfo, FromRequest, FromRequestParts, OptionalFromRequestParts, Request, State,
+};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -126,6 +128,26 @@ impl OptionalFromRequestParts<Service> for Visitor {
     }
 }
 
+/// A form posted by the signed-in person, its CSRF token checked: without a session the
+/// answer is a redirect to the login page, with a bad token a page that says so; either way
+/// nothing happens.
+pub struct Posted(pub Visitor, pub Form);
+
+impl FromRequest<Service> for Posted {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, admin: &Service) -> Result<Self, Response> {
+        let (mut parts, body) = req.into_parts();
+        let v =
+            <Visitor as FromRequestParts<Service>>::from_request_parts(&mut parts, admin).await?;
+        let body = Bytes::from_request(Request::from_parts(parts, body), admin)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let form = v.form(&body).map_err(|res| *res)?;
+        Ok(Posted(v, form))
+    }
+}
+
 impl Visitor {
     /// The layout context of a page under navigation item `nav`.
     pub fn ctx(&self, nav: &'static str) -> Ctx {
@@ -168,7 +190,7 @@ impl Visitor {
 
     /// Reads a submitted form and checks its CSRF token; a bad token is answered with a
     /// page that says so, and nothing happens.
-    pub fn form(&self, body: &Bytes) -> Result<Form, Box<Response>> {
+    fn form(&self, body: &Bytes) -> Result<Form, Box<Response>> {
         let form = Form::parse(body);
         let presented = form.get("_csrf");
         if check_csrf(&self.session, presented).is_ok() {
@@ -444,10 +466,7 @@ pub async fn login_submit(State(admin): State<Service>, req: Request) -> Respons
     }
 }
 
-pub async fn logout(State(admin): State<Service>, visitor: Visitor, body: Bytes) -> Response {
-    if let Err(res) = visitor.form(&body) {
-        return *res;
-    }
+pub async fn logout(State(admin): State<Service>, Posted(visitor, _): Posted) -> Response {
     if let Err(e) = admin.auth().logout(&visitor.session_id).await {
         tracing::error!(error = %e, "console: logout failed");
     }
