@@ -686,9 +686,8 @@ fn schemas() -> Value {
     let job_required: Vec<&str> = job_out.iter().map(|(k, _)| *k).collect();
     let mut all = json!({
         "Error": object(&[
-            ("code", json!({ "type": "string", "enum": [
-                "invalid_input", "not_found", "conflict", "unauthorized", "forbidden",
-                "rate_limited", "executor_error", "unavailable", "internal"] })),
+            ("code", json!({ "type": "string",
+                "enum": crate::ErrorCode::ALL.map(crate::ErrorCode::as_str) })),
             ("message", t("string")),
             ("field", json!({ "type": "string", "description": "the input field an invalid_input names" })),
             ("error", object(&[("code", t("string")), ("message", t("string"))], &["code", "message"], false)),

@@ -329,9 +329,10 @@ pub(crate) fn run_view(r: Run) -> RunView {
 pub(crate) fn page(offset: Option<u64>, limit: Option<u64>) -> Result<PageReq, Error> {
     let limit = limit.unwrap_or(50);
     if !(1..=1000).contains(&limit) {
-        return Err(Error::Invalid(format!(
-            "limit: {limit} is out of range 1-1000"
-        )));
+        return Err(Error::invalid_field(
+            "limit",
+            format!("{limit} is out of range 1-1000"),
+        ));
     }
     Ok(PageReq {
         offset: offset.unwrap_or(0),
@@ -358,5 +359,5 @@ pub(crate) fn paged<T, U>(
 pub(crate) use tickwork_core::job::has_source;
 
 pub(crate) fn invalid(field: &str, msg: impl std::fmt::Display) -> Error {
-    Error::Invalid(format!("{field}: {msg}"))
+    Error::invalid_field(field, msg)
 }
