@@ -207,12 +207,12 @@ fn config_field(msg: &str) -> &'static str {
     FORM_KEYS.into_iter().find(|k| *k == first).unwrap_or("")
 }
 
-pub struct ChannelRow {
+pub(super) struct ChannelRow {
     pub ch: AlarmChannelView,
     pub summary: String,
 }
 
-pub struct DeliveryRow {
+pub(super) struct DeliveryRow {
     pub d: AlarmDeliveryView,
     pub class: &'static str,
     pub updated: String,
@@ -238,7 +238,7 @@ struct AlarmFormPage {
 }
 
 #[derive(Deserialize, Default)]
-pub struct ListQuery {
+pub(super) struct ListQuery {
     #[serde(default)]
     state: String,
 }
@@ -314,7 +314,11 @@ async fn page(
     )
 }
 
-pub async fn list(State(a): State<Service>, v: Visitor, Query(q): Query<ListQuery>) -> Response {
+pub(super) async fn list(
+    State(a): State<Service>,
+    v: Visitor,
+    Query(q): Query<ListQuery>,
+) -> Response {
     let values = HashMap::from([("enabled", "on".to_owned())]);
     page(&a, &v, &q.state, &values, HashMap::new(), StatusCode::OK).await
 }
@@ -331,7 +335,7 @@ fn input_of(values: &HashMap<&str, String>) -> Result<AlarmChannelInput, String>
     })
 }
 
-pub async fn create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
+pub(super) async fn create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
     let values = values_of_form(&form);
     let input = match input_of(&values) {
         Ok(i) => i,
@@ -365,14 +369,18 @@ fn form_page(
     ui::render_status(status, &AlarmFormPage { c, id, fields: f })
 }
 
-pub async fn edit_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
+pub(super) async fn edit_form(
+    State(a): State<Service>,
+    v: Visitor,
+    Path(id): Path<i64>,
+) -> Response {
     match a.alarms().channel_get(&v.principal, id).await {
         Ok(ch) => form_page(&v, id, &values_of_view(&ch), HashMap::new(), StatusCode::OK),
         Err(e) => v.error_page(e),
     }
 }
 
-pub async fn update(
+pub(super) async fn update(
     State(a): State<Service>,
     Path(id): Path<i64>,
     Posted(v, form): Posted,
@@ -394,7 +402,7 @@ pub async fn update(
     }
 }
 
-pub async fn delete(
+pub(super) async fn delete(
     State(a): State<Service>,
     Path(id): Path<i64>,
     Posted(v, _): Posted,
@@ -406,7 +414,11 @@ pub async fn delete(
 }
 
 /// Sends a test message; the outcome comes back as the page's banner.
-pub async fn test(State(a): State<Service>, Path(id): Path<i64>, Posted(v, _): Posted) -> Response {
+pub(super) async fn test(
+    State(a): State<Service>,
+    Path(id): Path<i64>,
+    Posted(v, _): Posted,
+) -> Response {
     match v.ops(&a).alarm_channel_test(id).await {
         Ok(r) if r.ok => ui::see_other(&ui::with_ok("/alarms", "test_sent")),
         Ok(r) => {

@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 /// One series of a stacked bar chart: a legend label, a CSS class for its colour, one value
 /// per bar.
-pub struct Series {
+pub(super) struct Series {
     pub label: String,
     pub class: &'static str,
     pub values: Vec<u64>,
@@ -71,7 +71,7 @@ fn fmt_num(v: f64) -> String {
 }
 
 /// Stacked bars: one bar per label, one segment per series.
-pub fn stacked_bars(title: &str, labels: &[String], series: &[Series]) -> String {
+pub(super) fn stacked_bars(title: &str, labels: &[String], series: &[Series]) -> String {
     let n = labels.len().max(1);
     let totals: Vec<u64> = (0..labels.len())
         .map(|i| {
@@ -119,7 +119,7 @@ pub fn stacked_bars(title: &str, labels: &[String], series: &[Series]) -> String
 }
 
 /// Two lines (average and maximum) over the labels; `None` is a day without data.
-pub fn lateness_lines(
+pub(super) fn lateness_lines(
     title: &str,
     labels: &[String],
     avg: &[Option<f64>],

@@ -20,7 +20,7 @@ const DAYS: usize = 14;
 /// Runs read to draw the lateness chart (the newest of the period).
 const LATENESS_SAMPLE: u64 = 1000;
 
-pub struct StateCount {
+pub(super) struct StateCount {
     pub state: &'static str,
     pub class: &'static str,
     pub count: u64,
@@ -47,7 +47,7 @@ fn day_start(now: Timestamp, tz: &jiff::tz::TimeZone, days_back: i64) -> Option<
     Some(z.timestamp().as_millisecond())
 }
 
-pub async fn page(State(a): State<Service>, v: Visitor) -> Response {
+pub(super) async fn page(State(a): State<Service>, v: Visitor) -> Response {
     match build(&a, &v).await {
         Ok(p) => ui::render(&p),
         Err(e) => v.error_page(e),

@@ -15,14 +15,14 @@ use super::ui::{self, Ctx, Field, Form, Opt};
 use crate::Service;
 
 /// One live executor of a group.
-pub struct Instance {
+pub(super) struct Instance {
     pub address: String,
     pub heartbeat: String,
     /// Seconds since the last heartbeat.
     pub age_s: i64,
 }
 
-pub struct GroupRow {
+pub(super) struct GroupRow {
     pub g: GroupView,
     pub instances: Vec<Instance>,
     pub can_change: bool,
@@ -163,11 +163,11 @@ async fn page_with_token(
     )
 }
 
-pub async fn list(State(a): State<Service>, v: Visitor) -> Response {
+pub(super) async fn list(State(a): State<Service>, v: Visitor) -> Response {
     page(&a, &v, &HashMap::new(), HashMap::new(), StatusCode::OK).await
 }
 
-pub async fn create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
+pub(super) async fn create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
     let values = values_of_form(&form);
     match v.ops(&a).group_create(input_of(&values)).await {
         Ok(_) => ui::see_other(&ui::with_ok("/groups", "created")),
@@ -194,7 +194,11 @@ fn form_page(
     ui::render_status(status, &GroupFormPage { c, id, fields: f })
 }
 
-pub async fn edit_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
+pub(super) async fn edit_form(
+    State(a): State<Service>,
+    v: Visitor,
+    Path(id): Path<i64>,
+) -> Response {
     let g = match a.groups().get(id).await {
         Ok(g) => g,
         Err(e) => return v.error_page(e),
@@ -208,7 +212,7 @@ pub async fn edit_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>
     form_page(&v, id, &values, HashMap::new(), StatusCode::OK)
 }
 
-pub async fn update(
+pub(super) async fn update(
     State(a): State<Service>,
     Path(id): Path<i64>,
     Posted(v, form): Posted,
@@ -223,7 +227,7 @@ pub async fn update(
     }
 }
 
-pub async fn delete(
+pub(super) async fn delete(
     State(a): State<Service>,
     Path(id): Path<i64>,
     Posted(v, _): Posted,
@@ -235,7 +239,7 @@ pub async fn delete(
 }
 
 /// Gives a group a new executor token and shows it on this answer only, which no cache keeps.
-pub async fn rotate_token(
+pub(super) async fn rotate_token(
     State(a): State<Service>,
     Path(id): Path<i64>,
     Posted(v, _): Posted,

@@ -7,14 +7,14 @@ use axum::http::HeaderMap;
 
 /// A language of the console.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lang {
+pub(super) enum Lang {
     En,
     Zh,
 }
 
 impl Lang {
     /// The code used in the `lang` cookie, user locales and `<html lang>`.
-    pub fn code(self) -> &'static str {
+    pub(super) fn code(self) -> &'static str {
         match self {
             Lang::En => "en",
             Lang::Zh => "zh-CN",
@@ -22,7 +22,7 @@ impl Lang {
     }
 
     /// Reads a locale such as `zh`, `zh-CN`, `zh_Hans` or `en-US`; `None` for anything else.
-    pub fn parse(s: &str) -> Option<Lang> {
+    pub(super) fn parse(s: &str) -> Option<Lang> {
         let s = s.trim().to_ascii_lowercase();
         if s.starts_with("zh") {
             Some(Lang::Zh)
@@ -35,7 +35,7 @@ impl Lang {
 
     /// The first language of an `Accept-Language` header we speak, by the client's order of
     /// preference (q values).
-    pub fn from_accept_language(headers: &HeaderMap) -> Option<Lang> {
+    pub(super) fn from_accept_language(headers: &HeaderMap) -> Option<Lang> {
         let value = headers
             .get(axum::http::header::ACCEPT_LANGUAGE)?
             .to_str()
@@ -58,7 +58,7 @@ impl Lang {
     }
 
     /// The text of `key` in this language.
-    pub fn t(self, key: &str) -> &'static str {
+    pub(super) fn t(self, key: &str) -> &'static str {
         let table = match self {
             Lang::En => EN,
             Lang::Zh => ZH,

@@ -37,7 +37,7 @@ fn group_names(groups: &[GroupView]) -> HashMap<i64, String> {
 }
 
 /// One row of the job list.
-pub struct JobRow {
+pub(super) struct JobRow {
     pub job: JobView,
     pub group: String,
     pub next: String,
@@ -59,7 +59,7 @@ struct JobsPage {
 }
 
 #[derive(Deserialize, Default)]
-pub struct ListQuery {
+pub(super) struct ListQuery {
     #[serde(default)]
     group_id: String,
     #[serde(default)]
@@ -70,7 +70,11 @@ pub struct ListQuery {
     offset: u64,
 }
 
-pub async fn list(State(a): State<Service>, v: Visitor, Query(q): Query<ListQuery>) -> Response {
+pub(super) async fn list(
+    State(a): State<Service>,
+    v: Visitor,
+    Query(q): Query<ListQuery>,
+) -> Response {
     let groups = match a.groups().list().await {
         Ok(g) => g,
         Err(e) => return v.error_page(e),
@@ -424,7 +428,7 @@ fn defaults(a: &Service) -> Values {
     ])
 }
 
-pub async fn new_form(State(a): State<Service>, v: Visitor) -> Response {
+pub(super) async fn new_form(State(a): State<Service>, v: Visitor) -> Response {
     let groups = match a.groups().list().await {
         Ok(g) => g,
         Err(e) => return v.error_page(e),
@@ -443,7 +447,11 @@ pub async fn new_form(State(a): State<Service>, v: Visitor) -> Response {
     )
 }
 
-pub async fn copy_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
+pub(super) async fn copy_form(
+    State(a): State<Service>,
+    v: Visitor,
+    Path(id): Path<i64>,
+) -> Response {
     let (groups, job) = match tokio::try_join!(a.groups().list(), a.jobs().get(id)) {
         Ok(x) => x,
         Err(e) => return v.error_page(e),
@@ -467,7 +475,7 @@ pub async fn copy_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>
     )
 }
 
-pub async fn create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
+pub(super) async fn create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
     let groups = match a.groups().list().await {
         Ok(g) => g,
         Err(e) => return v.error_page(e),
@@ -498,7 +506,11 @@ pub async fn create(State(a): State<Service>, Posted(v, form): Posted) -> Respon
     }
 }
 
-pub async fn edit_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
+pub(super) async fn edit_form(
+    State(a): State<Service>,
+    v: Visitor,
+    Path(id): Path<i64>,
+) -> Response {
     let (groups, job) = match tokio::try_join!(a.groups().list(), a.jobs().get(id)) {
         Ok(x) => x,
         Err(e) => return v.error_page(e),
@@ -517,7 +529,7 @@ pub async fn edit_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>
     )
 }
 
-pub async fn update(
+pub(super) async fn update(
     State(a): State<Service>,
     Path(id): Path<i64>,
     Posted(v, form): Posted,
@@ -571,7 +583,7 @@ struct JobPage {
     runs: Vec<super::runs::RunRow>,
 }
 
-pub async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
+pub(super) async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
     let (groups, job) = match tokio::try_join!(a.groups().list(), a.jobs().get(id)) {
         Ok(x) => x,
         Err(e) => return v.error_page(e),
@@ -618,7 +630,7 @@ fn back(form: &Form, id: i64) -> String {
     }
 }
 
-pub async fn start(
+pub(super) async fn start(
     State(a): State<Service>,
     Path(id): Path<i64>,
     Posted(v, form): Posted,
@@ -630,7 +642,7 @@ pub async fn start(
     }
 }
 
-pub async fn stop(
+pub(super) async fn stop(
     State(a): State<Service>,
     Path(id): Path<i64>,
     Posted(v, form): Posted,
@@ -642,7 +654,7 @@ pub async fn stop(
     }
 }
 
-pub async fn delete(
+pub(super) async fn delete(
     State(a): State<Service>,
     Path(id): Path<i64>,
     Posted(v, form): Posted,
@@ -653,7 +665,7 @@ pub async fn delete(
     }
 }
 
-pub async fn trigger(
+pub(super) async fn trigger(
     State(a): State<Service>,
     Path(id): Path<i64>,
     Posted(v, form): Posted,
@@ -671,7 +683,7 @@ pub async fn trigger(
 // ---- the preview endpoint of the form's script ----
 
 #[derive(Deserialize)]
-pub struct PreviewQuery {
+pub(super) struct PreviewQuery {
     #[serde(default)]
     schedule_type: String,
     #[serde(default)]
@@ -681,7 +693,7 @@ pub struct PreviewQuery {
 }
 
 /// `{"fires": [...]}` or `{"error": "..."}` for the schedule being typed.
-pub async fn preview(
+pub(super) async fn preview(
     State(a): State<Service>,
     v: Visitor,
     Query(q): Query<PreviewQuery>,

@@ -30,7 +30,7 @@ use crate::Service;
 use crate::auth;
 
 /// Every console route; merged into the admin's router.
-pub fn router() -> Router<Service> {
+pub(crate) fn router() -> Router<Service> {
     Router::new()
         .route("/", get(dashboard::page))
         .route(

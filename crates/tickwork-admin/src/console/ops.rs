@@ -12,40 +12,40 @@ use super::auth::Principal;
 use crate::{Error, Service};
 
 /// The service layer as one signed-in person uses it.
-pub struct Ops<'a> {
+pub(super) struct Ops<'a> {
     pub a: &'a Service,
     pub p: &'a Principal,
 }
 
 impl Ops<'_> {
-    pub async fn job_create(&self, input: JobInput) -> Result<JobView, Error> {
+    pub(super) async fn job_create(&self, input: JobInput) -> Result<JobView, Error> {
         self.a.jobs().create(self.p, input).await
     }
 
-    pub async fn job_update(&self, id: i64, input: JobInput) -> Result<JobView, Error> {
+    pub(super) async fn job_update(&self, id: i64, input: JobInput) -> Result<JobView, Error> {
         self.a.jobs().update(self.p, id, input).await
     }
 
-    pub async fn job_delete(&self, id: i64) -> Result<(), Error> {
+    pub(super) async fn job_delete(&self, id: i64) -> Result<(), Error> {
         self.a.jobs().delete(self.p, id).await
     }
 
-    pub async fn job_start(&self, id: i64) -> Result<JobView, Error> {
+    pub(super) async fn job_start(&self, id: i64) -> Result<JobView, Error> {
         self.a.jobs().start(self.p, id).await
     }
 
-    pub async fn job_stop(&self, id: i64) -> Result<JobView, Error> {
+    pub(super) async fn job_stop(&self, id: i64) -> Result<JobView, Error> {
         self.a.jobs().stop(self.p, id).await
     }
 
-    pub async fn job_trigger(&self, id: i64, input: TriggerInput) -> Result<RunView, Error> {
+    pub(super) async fn job_trigger(&self, id: i64, input: TriggerInput) -> Result<RunView, Error> {
         self.a
             .jobs()
             .trigger(self.p, id, input, TriggerType::Manual)
             .await
     }
 
-    pub async fn script_save(
+    pub(super) async fn script_save(
         &self,
         job_id: i64,
         input: ScriptInput,
@@ -53,7 +53,7 @@ impl Ops<'_> {
         self.a.scripts().save(self.p, job_id, input).await
     }
 
-    pub async fn script_restore(
+    pub(super) async fn script_restore(
         &self,
         job_id: i64,
         version: i64,
@@ -61,54 +61,62 @@ impl Ops<'_> {
         self.a.scripts().restore(self.p, job_id, version).await
     }
 
-    pub async fn run_kill(&self, id: i64) -> Result<RunView, Error> {
+    pub(super) async fn run_kill(&self, id: i64) -> Result<RunView, Error> {
         self.a.runs().kill(self.p, id).await
     }
 
-    pub async fn runs_clear(&self, before: i64, job_id: Option<i64>) -> Result<u64, Error> {
+    pub(super) async fn runs_clear(&self, before: i64, job_id: Option<i64>) -> Result<u64, Error> {
         self.a.runs().clear(self.p, before, job_id, None).await
     }
 
-    pub async fn group_create(&self, input: GroupInput) -> Result<GroupView, Error> {
+    pub(super) async fn group_create(&self, input: GroupInput) -> Result<GroupView, Error> {
         self.a.groups().create(self.p, input).await
     }
 
-    pub async fn group_update(&self, id: i64, input: GroupInput) -> Result<GroupView, Error> {
+    pub(super) async fn group_update(
+        &self,
+        id: i64,
+        input: GroupInput,
+    ) -> Result<GroupView, Error> {
         self.a.groups().update(self.p, id, input).await
     }
 
-    pub async fn group_delete(&self, id: i64) -> Result<(), Error> {
+    pub(super) async fn group_delete(&self, id: i64) -> Result<(), Error> {
         self.a.groups().delete(self.p, id).await
     }
 
-    pub async fn group_rotate_token(&self, id: i64) -> Result<GroupTokenView, Error> {
+    pub(super) async fn group_rotate_token(&self, id: i64) -> Result<GroupTokenView, Error> {
         self.a.groups().rotate_token(self.p, id).await
     }
 
-    pub async fn user_create(&self, input: UserInput) -> Result<UserView, Error> {
+    pub(super) async fn user_create(&self, input: UserInput) -> Result<UserView, Error> {
         self.a.users().create(self.p, input).await
     }
 
-    pub async fn user_update(&self, id: i64, input: UserUpdateInput) -> Result<UserView, Error> {
+    pub(super) async fn user_update(
+        &self,
+        id: i64,
+        input: UserUpdateInput,
+    ) -> Result<UserView, Error> {
         self.a.users().update(self.p, id, input).await
     }
 
-    pub async fn token_create(&self, input: TokenInput) -> Result<TokenCreated, Error> {
+    pub(super) async fn token_create(&self, input: TokenInput) -> Result<TokenCreated, Error> {
         self.a.tokens().create(self.p, input).await
     }
 
-    pub async fn token_revoke(&self, id: i64) -> Result<TokenView, Error> {
+    pub(super) async fn token_revoke(&self, id: i64) -> Result<TokenView, Error> {
         self.a.tokens().revoke(self.p, id).await
     }
 
-    pub async fn alarm_channel_create(
+    pub(super) async fn alarm_channel_create(
         &self,
         input: AlarmChannelInput,
     ) -> Result<AlarmChannelView, Error> {
         self.a.alarms().channel_create(self.p, input).await
     }
 
-    pub async fn alarm_channel_update(
+    pub(super) async fn alarm_channel_update(
         &self,
         id: i64,
         input: AlarmChannelInput,
@@ -116,11 +124,11 @@ impl Ops<'_> {
         self.a.alarms().channel_update(self.p, id, input).await
     }
 
-    pub async fn alarm_channel_delete(&self, id: i64) -> Result<(), Error> {
+    pub(super) async fn alarm_channel_delete(&self, id: i64) -> Result<(), Error> {
         self.a.alarms().channel_delete(self.p, id).await
     }
 
-    pub async fn alarm_channel_test(&self, id: i64) -> Result<AlarmTestResult, Error> {
+    pub(super) async fn alarm_channel_test(&self, id: i64) -> Result<AlarmTestResult, Error> {
         self.a.alarms().channel_test(self.p, id).await
     }
 }

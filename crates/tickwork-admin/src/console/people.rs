@@ -41,7 +41,7 @@ fn parse_ids(s: &str) -> Option<Vec<i64>> {
         .collect()
 }
 
-pub struct UserRow {
+pub(super) struct UserRow {
     pub u: UserView,
     pub roles: Vec<Opt>,
     pub groups: String,
@@ -98,11 +98,11 @@ async fn users_page(
     ui::render_status(status, &UsersPage { c, rows, fields })
 }
 
-pub async fn users(State(a): State<Service>, v: Visitor) -> Response {
+pub(super) async fn users(State(a): State<Service>, v: Visitor) -> Response {
     users_page(&a, &v, None, HashMap::new(), StatusCode::OK).await
 }
 
-pub async fn user_create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
+pub(super) async fn user_create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
     let Some(group_ids) = parse_ids(form.get("group_ids")) else {
         let errors = HashMap::from([("group_ids".to_owned(), v.t("bad_number").to_owned())]);
         let status = ErrorCode::InvalidInput.status();
@@ -124,7 +124,7 @@ pub async fn user_create(State(a): State<Service>, Posted(v, form): Posted) -> R
     }
 }
 
-pub async fn user_update(
+pub(super) async fn user_update(
     State(a): State<Service>,
     Path(id): Path<i64>,
     Posted(v, form): Posted,
@@ -146,7 +146,7 @@ pub async fn user_update(
 
 // ---- API tokens ----
 
-pub struct TokenRow {
+pub(super) struct TokenRow {
     pub t: TokenView,
     pub created: String,
     pub used: String,
@@ -194,11 +194,11 @@ async fn tokens_page(
     )
 }
 
-pub async fn tokens(State(a): State<Service>, v: Visitor) -> Response {
+pub(super) async fn tokens(State(a): State<Service>, v: Visitor) -> Response {
     tokens_page(&a, &v, None, String::new(), StatusCode::OK).await
 }
 
-pub async fn token_create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
+pub(super) async fn token_create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
     let input = TokenInput {
         name: form.get("name").trim().to_owned(),
         user_id: None,
@@ -227,7 +227,7 @@ pub async fn token_create(State(a): State<Service>, Posted(v, form): Posted) -> 
     }
 }
 
-pub async fn token_revoke(
+pub(super) async fn token_revoke(
     State(a): State<Service>,
     Path(id): Path<i64>,
     Posted(v, _): Posted,
@@ -240,7 +240,7 @@ pub async fn token_revoke(
 
 // ---- audit log ----
 
-pub struct AuditRow {
+pub(super) struct AuditRow {
     pub e: AuditView,
     pub at: String,
     pub before: String,
@@ -260,7 +260,7 @@ struct AuditPage {
 }
 
 #[derive(Deserialize, Default)]
-pub struct AuditParams {
+pub(super) struct AuditParams {
     #[serde(default)]
     actor: String,
     #[serde(default)]
@@ -276,7 +276,11 @@ fn first_page() -> u64 {
 
 const AUDIT_PAGE: u64 = 50;
 
-pub async fn audit(State(a): State<Service>, v: Visitor, Query(q): Query<AuditParams>) -> Response {
+pub(super) async fn audit(
+    State(a): State<Service>,
+    v: Visitor,
+    Query(q): Query<AuditParams>,
+) -> Response {
     let query = AuditQuery {
         actor: Some(q.actor.trim().to_owned()).filter(|s| !s.is_empty()),
         target_type: Some(q.target_type.trim().to_owned()).filter(|s| !s.is_empty()),

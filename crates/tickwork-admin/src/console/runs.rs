@@ -18,7 +18,7 @@ use crate::{Error, Service};
 const PAGE: u64 = 50;
 
 /// The CSS class of a run state's badge.
-pub fn state_class(s: RunState) -> &'static str {
+pub(super) fn state_class(s: RunState) -> &'static str {
     match s {
         RunState::Succeeded => "s-ok",
         RunState::Failed | RunState::TimedOut | RunState::Lost | RunState::Killed => "s-fail",
@@ -28,7 +28,7 @@ pub fn state_class(s: RunState) -> &'static str {
 }
 
 /// One row of a run table.
-pub struct RunRow {
+pub(super) struct RunRow {
     pub run: RunView,
     pub job: String,
     pub class: &'static str,
@@ -40,7 +40,12 @@ pub struct RunRow {
 }
 
 impl RunRow {
-    pub fn new(c: &Ctx, run: RunView, jobs: &HashMap<i64, String>, can_kill: bool) -> RunRow {
+    pub(super) fn new(
+        c: &Ctx,
+        run: RunView,
+        jobs: &HashMap<i64, String>,
+        can_kill: bool,
+    ) -> RunRow {
         RunRow {
             job: jobs
                 .get(&run.job_id)
@@ -76,7 +81,7 @@ struct RunsPage {
 }
 
 #[derive(Deserialize, Default)]
-pub struct ListQuery {
+pub(super) struct ListQuery {
     #[serde(default)]
     job_id: String,
     #[serde(default)]
@@ -105,7 +110,11 @@ async fn job_names(a: &Service) -> Result<Vec<(i64, String)>, Error> {
         .collect())
 }
 
-pub async fn list(State(a): State<Service>, v: Visitor, Query(q): Query<ListQuery>) -> Response {
+pub(super) async fn list(
+    State(a): State<Service>,
+    v: Visitor,
+    Query(q): Query<ListQuery>,
+) -> Response {
     let jobs = match job_names(&a).await {
         Ok(j) => j,
         Err(e) => return v.error_page(e),
@@ -177,7 +186,7 @@ struct RunPage {
     r: RunRow,
 }
 
-pub async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
+pub(super) async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
     let run = match a.runs().get(id).await {
         Ok(r) => r,
         Err(e) => return v.error_page(e),
@@ -195,7 +204,7 @@ pub async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -
     ui::render(&RunPage { c, r })
 }
 
-pub async fn kill(
+pub(super) async fn kill(
     State(a): State<Service>,
     Path(id): Path<i64>,
     Posted(v, form): Posted,
@@ -211,7 +220,7 @@ pub async fn kill(
 }
 
 #[derive(Deserialize)]
-pub struct LogQuery {
+pub(super) struct LogQuery {
     #[serde(default = "one")]
     from: i32,
 }
@@ -222,7 +231,7 @@ fn one() -> i32 {
 
 /// The log from line `from` on, for the run page's script:
 /// `{"content", "next", "end", "state"}` or `{"error"}`.
-pub async fn log(
+pub(super) async fn log(
     State(a): State<Service>,
     v: Visitor,
     Path(id): Path<i64>,
@@ -253,7 +262,7 @@ pub async fn log(
     }
 }
 
-pub async fn clear(State(a): State<Service>, Posted(v, form): Posted) -> Response {
+pub(super) async fn clear(State(a): State<Service>, Posted(v, form): Posted) -> Response {
     let Ok(days) = form.get("before_days").trim().parse::<i64>() else {
         return ui::see_other(&ui::with_err(
             "/runs",

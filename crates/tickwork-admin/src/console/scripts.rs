@@ -57,11 +57,11 @@ async fn show(
     ui::render_status(status, &page)
 }
 
-pub async fn page(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
+pub(super) async fn page(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
     show(&a, &v, id, None).await
 }
 
-pub async fn save(
+pub(super) async fn save(
     State(a): State<Service>,
     Path(id): Path<i64>,
     Posted(v, form): Posted,
@@ -86,7 +86,7 @@ pub async fn save(
     }
 }
 
-pub async fn restore(
+pub(super) async fn restore(
     State(a): State<Service>,
     Path(id): Path<i64>,
     Posted(v, form): Posted,

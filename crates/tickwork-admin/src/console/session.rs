@@ -49,7 +49,7 @@ fn choose_lang(headers: &HeaderMap, locale: Option<&str>) -> Lang {
 
 /// The signed-in person behind a request. Extracting it from a request without a valid
 /// session answers with a redirect to the login page.
-pub struct Visitor {
+pub(super) struct Visitor {
     pub principal: Principal,
     session: SessionInfo,
     session_id: String,
@@ -131,7 +131,7 @@ impl OptionalFromRequestParts<Service> for Visitor {
 /// A form posted by the signed-in person, its CSRF token checked: without a session the
 /// answer is a redirect to the login page, with a bad token a page that says so; either way
 /// nothing happens.
-pub struct Posted(pub Visitor, pub Form);
+pub(super) struct Posted(pub Visitor, pub Form);
 
 impl FromRequest<Service> for Posted {
     type Rejection = Response;
@@ -150,7 +150,7 @@ impl FromRequest<Service> for Posted {
 
 impl Visitor {
     /// The layout context of a page under navigation item `nav`.
-    pub fn ctx(&self, nav: &'static str) -> Ctx {
+    pub(super) fn ctx(&self, nav: &'static str) -> Ctx {
         let p = &self.principal;
         Ctx {
             lang: self.lang,
@@ -168,23 +168,23 @@ impl Visitor {
     }
 
     /// The service layer, acting as this person.
-    pub fn ops<'a>(&'a self, admin: &'a Service) -> Ops<'a> {
+    pub(super) fn ops<'a>(&'a self, admin: &'a Service) -> Ops<'a> {
         Ops {
             a: admin,
             p: &self.principal,
         }
     }
 
-    pub fn tz(&self) -> &jiff::tz::TimeZone {
+    pub(super) fn tz(&self) -> &jiff::tz::TimeZone {
         &self.tz
     }
 
-    pub fn t(&self, key: &str) -> &'static str {
+    pub(super) fn t(&self, key: &str) -> &'static str {
         self.lang.t(key)
     }
 
     /// Whether the controls of group `group_id` are shown (the service checks again).
-    pub fn can_change(&self, group_id: i64) -> bool {
+    pub(super) fn can_change(&self, group_id: i64) -> bool {
         self.principal.can_change_group(group_id)
     }
 
@@ -205,7 +205,7 @@ impl Visitor {
     }
 
     /// A page with one message and a way back.
-    pub fn message(&self, status: StatusCode, text: &str, back: &str) -> Response {
+    pub(super) fn message(&self, status: StatusCode, text: &str, back: &str) -> Response {
         let page = MessagePage {
             c: self.ctx(""),
             text: text.to_owned(),
@@ -216,12 +216,12 @@ impl Visitor {
 
     /// How a failed service call is shown when there is no form to re-render: the page the
     /// action came from, with the message in a banner. Forbidden actions say so plainly.
-    pub fn fail(&self, back: &str, e: Error) -> Response {
+    pub(super) fn fail(&self, back: &str, e: Error) -> Response {
         ui::see_other(&ui::with_err(back, &self.error_text(&e)))
     }
 
     /// The message of a service error for people; an internal cause is logged, not shown.
-    pub fn error_text(&self, e: &Error) -> String {
+    pub(super) fn error_text(&self, e: &Error) -> String {
         if e.code() == ErrorCode::Forbidden {
             return self.t("forbidden").to_owned();
         }
@@ -232,7 +232,7 @@ impl Visitor {
     /// A service error on a form sent back to be corrected: the answer's status, and the
     /// messages by field (an input error on the field it names, the rest under "" for the
     /// page's banner).
-    pub fn form_errors(&self, e: &Error) -> (StatusCode, HashMap<String, String>) {
+    pub(super) fn form_errors(&self, e: &Error) -> (StatusCode, HashMap<String, String>) {
         let errors = match e {
             Error::Invalid {
                 field: Some(field),
@@ -245,13 +245,13 @@ impl Visitor {
 
     /// The error page of a failure to show something: 404 for a missing thing, and so on
     /// by the error's code.
-    pub fn error_page(&self, e: Error) -> Response {
+    pub(super) fn error_page(&self, e: Error) -> Response {
         self.message(e.code().status(), &self.error_text(&e), "/")
     }
 }
 
 /// The i18n key of a role.
-pub fn role_key(role: Role) -> &'static str {
+pub(super) fn role_key(role: Role) -> &'static str {
     match role {
         Role::Admin => "admin",
         Role::Operator => "operator",
@@ -289,12 +289,12 @@ impl LoginPage {
 }
 
 #[derive(serde::Deserialize, Default)]
-pub struct LoginQuery {
+pub(super) struct LoginQuery {
     #[serde(default)]
     next: String,
 }
 
-pub async fn login_form(
+pub(super) async fn login_form(
     State(admin): State<Service>,
     headers: HeaderMap,
     visitor: Option<Visitor>,
@@ -396,7 +396,7 @@ fn names_this_host(headers: &HeaderMap, source: &header::HeaderValue) -> bool {
 /// Largest login form.
 const LOGIN_BODY_LIMIT: usize = 16 * 1024;
 
-pub async fn login_submit(State(admin): State<Service>, req: Request) -> Response {
+pub(super) async fn login_submit(State(admin): State<Service>, req: Request) -> Response {
     let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().cloned();
     let (parts, body) = req.into_parts();
     let headers = parts.headers;
@@ -466,7 +466,7 @@ pub async fn login_submit(State(admin): State<Service>, req: Request) -> Respons
     }
 }
 
-pub async fn logout(State(admin): State<Service>, Posted(visitor, _): Posted) -> Response {
+pub(super) async fn logout(State(admin): State<Service>, Posted(visitor, _): Posted) -> Response {
     if let Err(e) = admin.auth().logout(&visitor.session_id).await {
         tracing::error!(error = %e, "console: logout failed");
     }
@@ -478,14 +478,16 @@ pub async fn logout(State(admin): State<Service>, Posted(visitor, _): Posted) ->
 }
 
 #[derive(serde::Deserialize)]
-pub struct LangQuery {
+pub(super) struct LangQuery {
     to: String,
     #[serde(default)]
     back: String,
 }
 
 /// Switches the language (a cookie only: changes nothing on the server).
-pub async fn switch_lang(axum::extract::Query(q): axum::extract::Query<LangQuery>) -> Response {
+pub(super) async fn switch_lang(
+    axum::extract::Query(q): axum::extract::Query<LangQuery>,
+) -> Response {
     let lang = Lang::parse(&q.to).unwrap_or(Lang::En);
     let mut res = ui::see_other(&q.back);
     if let Ok(v) = format!(

@@ -14,7 +14,7 @@ use jiff::tz::TimeZone;
 use super::i18n::Lang;
 
 /// The navigation: (href, i18n key, what an item needs: "" for everyone, "admin").
-pub const NAV: &[(&str, &str, &str)] = &[
+pub(super) const NAV: &[(&str, &str, &str)] = &[
     ("/", "dashboard", ""),
     ("/jobs", "jobs", ""),
     ("/runs", "runs", ""),
@@ -26,7 +26,7 @@ pub const NAV: &[(&str, &str, &str)] = &[
 ];
 
 /// What the layout of every signed-in page needs.
-pub struct Ctx {
+pub(super) struct Ctx {
     pub lang: Lang,
     pub username: String,
     pub role: &'static str,
@@ -45,12 +45,12 @@ pub struct Ctx {
 
 impl Ctx {
     /// The text of an i18n key in the page's language.
-    pub fn t(&self, key: impl AsRef<str>) -> &'static str {
+    pub(super) fn t(&self, key: impl AsRef<str>) -> &'static str {
         self.lang.t(key.as_ref())
     }
 
     /// The navigation items this user sees.
-    pub fn nav_items(&self) -> Vec<(&'static str, &'static str)> {
+    pub(super) fn nav_items(&self) -> Vec<(&'static str, &'static str)> {
         NAV.iter()
             .filter(|(_, _, need)| need.is_empty() || self.is_admin)
             .map(|(href, key, _)| (*href, *key))
@@ -58,12 +58,12 @@ impl Ctx {
     }
 
     /// Whether navigation item `key` is this page's.
-    pub fn is_nav(&self, key: impl AsRef<str>) -> bool {
+    pub(super) fn is_nav(&self, key: impl AsRef<str>) -> bool {
         self.nav == key.as_ref()
     }
 
     /// The other language, for the switch.
-    pub fn other_lang(&self) -> (&'static str, &'static str) {
+    pub(super) fn other_lang(&self) -> (&'static str, &'static str) {
         match self.lang {
             Lang::En => ("zh", "中文"),
             Lang::Zh => ("en", "English"),
@@ -71,13 +71,13 @@ impl Ctx {
     }
 
     /// An instant in the admin's default zone, to the second.
-    pub fn time(&self, ms: impl Instant) -> String {
+    pub(super) fn time(&self, ms: impl Instant) -> String {
         fmt_ms(ms.ms(), &self.tz)
     }
 }
 
 /// An instant or none, as templates hand them over (by value or by reference).
-pub trait Instant {
+pub(super) trait Instant {
     fn ms(&self) -> Option<i64>;
 }
 
@@ -100,7 +100,7 @@ impl<T: Instant> Instant for &T {
 }
 
 /// `2026-11-21 14:03:05`, or `-` for none.
-pub fn fmt_ms(ms: Option<i64>, tz: &TimeZone) -> String {
+pub(super) fn fmt_ms(ms: Option<i64>, tz: &TimeZone) -> String {
     match ms.and_then(|ms| Timestamp::from_millisecond(ms).ok()) {
         Some(t) => t
             .to_zoned(tz.clone())
@@ -111,7 +111,7 @@ pub fn fmt_ms(ms: Option<i64>, tz: &TimeZone) -> String {
 }
 
 /// Reads a `datetime-local` value (`2026-11-21T14:03`, seconds optional) in `tz`.
-pub fn parse_local(s: &str, tz: &TimeZone) -> Option<i64> {
+pub(super) fn parse_local(s: &str, tz: &TimeZone) -> Option<i64> {
     let s = s.trim();
     if s.is_empty() {
         return None;
@@ -121,14 +121,17 @@ pub fn parse_local(s: &str, tz: &TimeZone) -> Option<i64> {
 }
 
 /// One choice of a `<select>`.
-pub struct Opt {
+pub(super) struct Opt {
     pub value: String,
     pub label: String,
     pub selected: bool,
 }
 
 impl Opt {
-    pub fn list(items: impl IntoIterator<Item = (String, String)>, current: &str) -> Vec<Opt> {
+    pub(super) fn list(
+        items: impl IntoIterator<Item = (String, String)>,
+        current: &str,
+    ) -> Vec<Opt> {
         items
             .into_iter()
             .map(|(value, label)| Opt {
@@ -141,7 +144,7 @@ impl Opt {
 }
 
 /// One form field as the shared field template draws it.
-pub struct Field {
+pub(super) struct Field {
     pub name: &'static str,
     pub label: &'static str,
     /// `text`, `number`, `password`, `select`, `textarea`, `code` or `checkbox`.
@@ -155,7 +158,7 @@ pub struct Field {
 }
 
 impl Field {
-    pub fn new(name: &'static str, label: &'static str, kind: &'static str) -> Field {
+    pub(super) fn new(name: &'static str, label: &'static str, kind: &'static str) -> Field {
         Field {
             name,
             label,
@@ -168,28 +171,31 @@ impl Field {
         }
     }
 
-    pub fn value(mut self, v: impl Into<String>) -> Field {
+    pub(super) fn value(mut self, v: impl Into<String>) -> Field {
         self.value = v.into();
         self
     }
 
-    pub fn hint(mut self, h: &'static str) -> Field {
+    pub(super) fn hint(mut self, h: &'static str) -> Field {
         self.hint = h;
         self
     }
 
-    pub fn options(mut self, o: Vec<Opt>) -> Field {
+    pub(super) fn options(mut self, o: Vec<Opt>) -> Field {
         self.options = o;
         self
     }
 
-    pub fn checked(&self) -> bool {
+    pub(super) fn checked(&self) -> bool {
         matches!(self.value.as_str(), "on" | "true" | "1")
     }
 }
 
 /// Puts errors on their fields; an error no field claims is returned for the page banner.
-pub fn place_errors(fields: &mut [Field], errors: HashMap<String, String>) -> Option<String> {
+pub(super) fn place_errors(
+    fields: &mut [Field],
+    errors: HashMap<String, String>,
+) -> Option<String> {
     let mut rest = Vec::new();
     for (name, msg) in errors {
         match fields.iter_mut().find(|f| f.name == name) {
@@ -203,15 +209,15 @@ pub fn place_errors(fields: &mut [Field], errors: HashMap<String, String>) -> Op
 
 /// A submitted `application/x-www-form-urlencoded` form.
 #[derive(Debug, Default)]
-pub struct Form(pub Vec<(String, String)>);
+pub(super) struct Form(pub Vec<(String, String)>);
 
 impl Form {
-    pub fn parse(body: &[u8]) -> Form {
+    pub(super) fn parse(body: &[u8]) -> Form {
         Form(serde_urlencoded::from_bytes(body).unwrap_or_default())
     }
 
     /// The first value of `name`, or "".
-    pub fn get(&self, name: &str) -> &str {
+    pub(super) fn get(&self, name: &str) -> &str {
         self.0
             .iter()
             .find(|(k, _)| k == name)
@@ -221,11 +227,11 @@ impl Form {
 }
 
 /// Renders a page; a template failure is logged and answered with a plain 500.
-pub fn render<T: Template>(t: &T) -> Response {
+pub(super) fn render<T: Template>(t: &T) -> Response {
     render_status(StatusCode::OK, t)
 }
 
-pub fn render_status<T: Template>(status: StatusCode, t: &T) -> Response {
+pub(super) fn render_status<T: Template>(status: StatusCode, t: &T) -> Response {
     match t.render() {
         Ok(body) => (status, Html(body)).into_response(),
         Err(e) => {
@@ -236,14 +242,14 @@ pub fn render_status<T: Template>(status: StatusCode, t: &T) -> Response {
 }
 
 /// A 303 to a path of ours (anything else goes to the dashboard: no open redirects).
-pub fn see_other(to: &str) -> Response {
+pub(super) fn see_other(to: &str) -> Response {
     Redirect::to(safe_path(to)).into_response()
 }
 
 /// `to` if it is a path of this site, else `/`: it starts with one `/` and holds no `\\`
 /// (browsers read it as `/`), no white space and no control character (browsers drop tabs
 /// and line breaks, so `/<tab>/evil.example` would become `//evil.example`).
-pub fn safe_path(to: &str) -> &str {
+pub(super) fn safe_path(to: &str) -> &str {
     let local = to.starts_with('/')
         && !to.starts_with("//")
         && !to.contains('\\')
@@ -252,12 +258,12 @@ pub fn safe_path(to: &str) -> &str {
 }
 
 /// `path` with `ok=<key>` added to its query (a translated success banner).
-pub fn with_ok(path: &str, key: &str) -> String {
+pub(super) fn with_ok(path: &str, key: &str) -> String {
     with_param(path, "ok", key)
 }
 
 /// `path` with `err=<message>` added to its query (an error banner).
-pub fn with_err(path: &str, msg: &str) -> String {
+pub(super) fn with_err(path: &str, msg: &str) -> String {
     with_param(path, "err", msg)
 }
 
@@ -279,7 +285,7 @@ fn with_param(path: &str, name: &str, value: &str) -> String {
 #[folder = "assets/"]
 struct Assets;
 
-pub async fn asset(Path(file): Path<String>) -> Response {
+pub(super) async fn asset(Path(file): Path<String>) -> Response {
     let Some(f) = Assets::get(&file) else {
         return (StatusCode::NOT_FOUND, "no such asset").into_response();
     };

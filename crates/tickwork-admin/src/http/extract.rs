@@ -16,22 +16,22 @@ use crate::auth::Principal;
 pub(super) const API_BODY_LIMIT: usize = 2 * 1024 * 1024;
 
 /// A JSON object body, decoded with our own messages (size, unknown fields, wrong types).
-pub struct ApiJson<T>(pub T);
+pub(super) struct ApiJson<T>(pub T);
 
 /// A JSON object body, or the type's default when the body is empty.
-pub struct ApiJsonOr<T>(pub T);
+pub(super) struct ApiJsonOr<T>(pub T);
 
 /// Query parameters, decoded with our own message.
-pub struct ApiQuery<T>(pub T);
+pub(super) struct ApiQuery<T>(pub T);
 
 /// The one positive id of a path such as `/jobs/{id}`.
-pub struct Id(pub i64);
+pub(super) struct Id(pub i64);
 
 /// The two positive ids of a path such as `/jobs/{id}/script/versions/{version}/restore`.
-pub struct Ids(pub i64, pub i64);
+pub(super) struct Ids(pub i64, pub i64);
 
 /// The authenticated caller, put in the request by the token check.
-pub struct Caller(pub Principal);
+pub(super) struct Caller(pub Principal);
 
 /// The body, refused with a clear message when over the limit.
 async fn body(req: Request) -> Result<Bytes, ApiError> {

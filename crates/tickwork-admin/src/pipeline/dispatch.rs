@@ -14,7 +14,7 @@ use crate::executor_client::ExecutorClient;
 
 /// Everything the executor needs to run one run, plus how to pick its executor.
 #[derive(Debug, Clone)]
-pub struct DispatchRequest {
+pub(crate) struct DispatchRequest {
     pub run_id: i64,
     pub job_id: i64,
     /// The instant the run was due (epoch ms); the executor files its log under this date.
@@ -35,7 +35,7 @@ pub struct DispatchRequest {
 
 /// The result of a dispatch, as the ledger records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DispatchOutcome {
+pub(crate) struct DispatchOutcome {
     pub run_id: i64,
     /// The executor that was called (None when routing found none).
     pub address: Option<String>,
@@ -46,7 +46,7 @@ pub struct DispatchOutcome {
 }
 
 impl DispatchOutcome {
-    pub fn accepted(&self) -> bool {
+    pub(crate) fn accepted(&self) -> bool {
         self.trigger_code == tickwork_protocol::CODE_SUCCESS
     }
 
@@ -62,7 +62,7 @@ impl DispatchOutcome {
 
 impl DispatchRequest {
     /// The `/run` body of this run.
-    pub fn trigger_param(&self) -> TriggerParam {
+    pub(crate) fn trigger_param(&self) -> TriggerParam {
         TriggerParam {
             // Job ids are 32-bit on Java executors; the admin never allocates larger ones.
             job_id: self.job_id as i32,
@@ -82,7 +82,7 @@ impl DispatchRequest {
 }
 
 /// Chooses the executor of `req` among `candidates`, then calls `/run` there.
-pub async fn dispatch(
+pub(crate) async fn dispatch(
     client: &ExecutorClient,
     router: &Mutex<Router>,
     req: &DispatchRequest,

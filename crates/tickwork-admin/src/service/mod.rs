@@ -238,7 +238,7 @@ impl Service {
 }
 
 /// The furthest back "clear runs older than N days" reaches: a hundred years.
-pub const MAX_CLEAR_DAYS: i64 = 36_500;
+pub(crate) const MAX_CLEAR_DAYS: i64 = 36_500;
 
 /// The API view of a stored job. The spec is taken apart whole, so a new field of
 /// [`JobSpec`] cannot be left out here.

@@ -37,17 +37,17 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-pub use tickwork_testkit::Backend;
+pub(crate) use tickwork_testkit::Backend;
 
-pub const API_TOKEN: &str = "cluster-test-api-token";
+pub(crate) const API_TOKEN: &str = "cluster-test-api-token";
 
 /// Milliseconds since the epoch.
-pub fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     tickwork_admin::timer::now_ms()
 }
 
 /// Writes a line to the real stderr: figures a passing test reports.
-pub fn report(line: impl AsRef<str>) {
+pub(crate) fn report(line: impl AsRef<str>) {
     let _ = writeln!(std::io::stderr(), "{}", line.as_ref());
 }
 
@@ -55,7 +55,7 @@ pub fn report(line: impl AsRef<str>) {
 
 /// A fresh database (from `tickwork-testkit`) and the test's executor token, dropped by
 /// [`TestDb::drop_database`] (or, after a panic, on drop).
-pub struct TestDb {
+pub(crate) struct TestDb {
     pub backend: Backend,
     /// What the admins connect with.
     pub url: String,
@@ -70,7 +70,7 @@ pub struct TestDb {
 impl TestDb {
     /// A fresh database on `backend`, or `None` (after a loud banner) when its server is not
     /// reachable outside CI.
-    pub async fn create(backend: Backend) -> Option<TestDb> {
+    pub(crate) async fn create(backend: Backend) -> Option<TestDb> {
         let mut db = tickwork_testkit::TestDb::create(backend, "tw").await?;
         let mut url = db.url().to_owned();
         let mut user = None;
@@ -101,7 +101,7 @@ impl TestDb {
     }
 
     /// Opens a store on the database (and applies the migrations).
-    pub async fn store(&self) -> Arc<dyn Store> {
+    pub(crate) async fn store(&self) -> Arc<dyn Store> {
         let options = StoreOptions {
             max_connections: Some(5),
             ..StoreOptions::default()
@@ -122,7 +122,7 @@ impl TestDb {
     /// Makes the database refuse every connection and ends the open ones: PostgreSQL stops
     /// accepting connections to it (`ALLOW_CONNECTIONS false`) and terminates its sessions;
     /// MySQL/MariaDB locks the database's user (`ACCOUNT LOCK`) and kills its connections.
-    pub async fn deny_connections(&self) {
+    pub(crate) async fn deny_connections(&self) {
         match self.backend {
             Backend::Postgres => {
                 let name = self.db.name().expect("a server database");
@@ -164,7 +164,7 @@ impl TestDb {
     }
 
     /// Ends the outage of [`TestDb::deny_connections`].
-    pub async fn allow_connections(&self) {
+    pub(crate) async fn allow_connections(&self) {
         let sql = match self.backend {
             Backend::Postgres => format!(
                 "ALTER DATABASE {} ALLOW_CONNECTIONS true",
@@ -179,7 +179,7 @@ impl TestDb {
         self.must_execute(&sql).await;
     }
 
-    pub async fn drop_database(self) {
+    pub(crate) async fn drop_database(self) {
         self.db.drop_database().await;
     }
 }
@@ -191,7 +191,7 @@ fn new_token() -> String {
 // ---- child processes ----
 
 /// A child process of this test binary in an admin or executor role. Killed when dropped.
-pub struct Child {
+pub(crate) struct Child {
     pub name: String,
     /// The admin's base URL, or the executor's registered address.
     pub address: String,
@@ -205,12 +205,17 @@ pub struct Child {
 impl Child {
     /// Starts an admin on `db_url` as node `node_id`. `toml` is laid over the admin's
     /// configuration (the `[cluster]`, `[monitor]`, ... sections of `tickwork admin`'s file).
-    pub async fn admin(logs: &tempfile::TempDir, node_id: &str, db: &TestDb, toml: &str) -> Child {
+    pub(crate) async fn admin(
+        logs: &tempfile::TempDir,
+        node_id: &str,
+        db: &TestDb,
+        toml: &str,
+    ) -> Child {
         Child::admin_with(logs, node_id, db, toml, None, &[]).await
     }
 
     /// As [`Child::admin`], listening on `listen` (an `ip:port`) when given, with `env` set.
-    pub async fn admin_with(
+    pub(crate) async fn admin_with(
         logs: &tempfile::TempDir,
         node_id: &str,
         db: &TestDb,
@@ -231,7 +236,7 @@ impl Child {
 
     /// Starts an SDK executor of `app` registering with `admins` (comma-separated), with a
     /// `slow` handler that sleeps for its params (a duration) and a `count` handler.
-    pub async fn executor(
+    pub(crate) async fn executor(
         logs: &tempfile::TempDir,
         name: &str,
         app: &str,
@@ -292,13 +297,13 @@ impl Child {
     }
 
     /// SIGKILL: no cleanup at all.
-    pub async fn kill(&mut self) {
+    pub(crate) async fn kill(&mut self) {
         let _ = kill(self.pid(), Signal::SIGKILL);
         let _ = self.child.wait().await;
     }
 
     /// SIGTERM, then the exit status within `timeout` (`None`: still running).
-    pub async fn terminate(&mut self, timeout: Duration) -> Option<ExitStatus> {
+    pub(crate) async fn terminate(&mut self, timeout: Duration) -> Option<ExitStatus> {
         let _ = kill(self.pid(), Signal::SIGTERM);
         tokio::time::timeout(timeout, self.child.wait())
             .await
@@ -308,7 +313,7 @@ impl Child {
 
     /// The exit status once the process ends by itself within `timeout` (`None`: still
     /// running).
-    pub async fn exited(&mut self, timeout: Duration) -> Option<ExitStatus> {
+    pub(crate) async fn exited(&mut self, timeout: Duration) -> Option<ExitStatus> {
         tokio::time::timeout(timeout, self.child.wait())
             .await
             .ok()
@@ -316,12 +321,12 @@ impl Child {
     }
 
     /// Whether the process still runs.
-    pub fn is_running(&mut self) -> bool {
+    pub(crate) fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
 
     /// The last lines of its log.
-    pub fn log_tail(&self, lines: usize) -> String {
+    pub(crate) fn log_tail(&self, lines: usize) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let all: Vec<&str> = text.lines().collect();
         all[all.len().saturating_sub(lines)..].join("\n")
@@ -348,7 +353,7 @@ fn child_command(role: &str, token: &str) -> Command {
 }
 
 /// The body of the ignored `child` test: does nothing unless started as a child.
-pub fn child_main() {
+pub(crate) fn child_main() {
     let Ok(role) = std::env::var("TW_CHILD_ROLE") else {
         return;
     };
@@ -457,14 +462,14 @@ async fn child_executor() -> i32 {
 
 /// An SDK executor in this process whose `count`, `slow` and `fail` handlers record every
 /// execution by run id (`slow` also sleeps; `fail` fails with "disk full on /data").
-pub struct CountingExecutor {
+pub(crate) struct CountingExecutor {
     pub executor: RunningExecutor,
     pub executions: Arc<Mutex<HashMap<i64, u32>>>,
     _dir: tempfile::TempDir,
 }
 
 impl CountingExecutor {
-    pub async fn start(app: &str, admins: &[String], token: &str) -> CountingExecutor {
+    pub(crate) async fn start(app: &str, admins: &[String], token: &str) -> CountingExecutor {
         let dir = tempfile::tempdir().expect("executor folder");
         let executions = Arc::new(Mutex::new(HashMap::new()));
         let seen = executions.clone();
@@ -502,12 +507,12 @@ impl CountingExecutor {
         }
     }
 
-    pub fn address(&self) -> String {
+    pub(crate) fn address(&self) -> String {
         self.executor.address().to_owned()
     }
 
     /// Run ids executed more than once, with their counts.
-    pub fn doubles(&self) -> Vec<(i64, u32)> {
+    pub(crate) fn doubles(&self) -> Vec<(i64, u32)> {
         let mut d: Vec<(i64, u32)> = self
             .executions
             .lock()
@@ -520,7 +525,7 @@ impl CountingExecutor {
         d
     }
 
-    pub fn count(&self, run_id: i64) -> u32 {
+    pub(crate) fn count(&self, run_id: i64) -> u32 {
         self.executions
             .lock()
             .unwrap()
@@ -531,7 +536,7 @@ impl CountingExecutor {
 }
 
 /// An admin in this process, serving HTTP on a free port.
-pub struct InProcessAdmin {
+pub(crate) struct InProcessAdmin {
     pub running: Option<Running>,
     pub admin: Admin,
     /// The admin's database, for checks of what it recorded.
@@ -542,7 +547,7 @@ pub struct InProcessAdmin {
 }
 
 impl InProcessAdmin {
-    pub async fn start(db: &TestDb, node_id: &str, toml: &str) -> InProcessAdmin {
+    pub(crate) async fn start(db: &TestDb, node_id: &str, toml: &str) -> InProcessAdmin {
         // `TW_TEST_LOG=debug` shows what the in-process admins do.
         if let Ok(filter) = std::env::var("TW_TEST_LOG") {
             let _ = tracing_subscriber::fmt()
@@ -583,7 +588,7 @@ impl InProcessAdmin {
     }
 
     /// A clean shutdown, as on SIGTERM.
-    pub async fn shutdown(mut self) {
+    pub(crate) async fn shutdown(mut self) {
         self.stop.cancel();
         let _ = (&mut self.server).await;
         if let Some(running) = self.running.take() {
@@ -594,7 +599,7 @@ impl InProcessAdmin {
 
     /// An abrupt end: every task is aborted, nothing is cleaned up (the heartbeat row and the
     /// lease stay until they expire).
-    pub fn crash(mut self) {
+    pub(crate) fn crash(mut self) {
         self.server.abort();
         drop(self.running.take());
     }
@@ -604,13 +609,13 @@ impl InProcessAdmin {
 
 /// A client of one admin's JSON API and health endpoints.
 #[derive(Clone)]
-pub struct Api {
+pub(crate) struct Api {
     pub base: String,
     http: reqwest::Client,
 }
 
 impl Api {
-    pub fn new(base: &str) -> Api {
+    pub(crate) fn new(base: &str) -> Api {
         let _ = rustls::crypto::ring::default_provider().install_default();
         Api {
             base: base.trim_end_matches('/').to_owned(),
@@ -622,7 +627,7 @@ impl Api {
     }
 
     /// `POST /openapi/v1/<path>`, expecting success.
-    pub async fn post(&self, path: &str, body: Value) -> Value {
+    pub(crate) async fn post(&self, path: &str, body: Value) -> Value {
         let url = format!("{}/openapi/v1/{path}", self.base);
         let resp = self
             .http
@@ -639,7 +644,7 @@ impl Api {
     }
 
     /// `<method> /openapi/v1/<path>` with an optional JSON body: the status and the JSON answer.
-    pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    pub(crate) async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         let url = format!("{}/openapi/v1/{path}", self.base);
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
         let mut req = self.http.request(method, &url).bearer_auth(API_TOKEN);
@@ -656,7 +661,7 @@ impl Api {
     }
 
     /// `GET <path>` (a path from the root), its status and body.
-    pub async fn get(&self, path: &str) -> (u16, String) {
+    pub(crate) async fn get(&self, path: &str) -> (u16, String) {
         let url = format!("{}{path}", self.base);
         match self.http.get(&url).send().await {
             Ok(resp) => {
@@ -668,7 +673,7 @@ impl Api {
     }
 
     /// Creates an auto group of `app` and returns its id.
-    pub async fn group(&self, app: &str) -> i64 {
+    pub(crate) async fn group(&self, app: &str) -> i64 {
         let g = self
             .post(
                 "groups",
@@ -682,7 +687,7 @@ impl Api {
 // ---- reading and waiting ----
 
 /// Every run of `job_id` (or of all jobs), oldest first.
-pub async fn runs_of(store: &dyn Store, job_id: Option<i64>) -> Vec<Run> {
+pub(crate) async fn runs_of(store: &dyn Store, job_id: Option<i64>) -> Vec<Run> {
     let mut runs = Vec::new();
     let mut offset = 0;
     loop {
@@ -709,7 +714,7 @@ pub async fn runs_of(store: &dyn Store, job_id: Option<i64>) -> Vec<Run> {
 }
 
 /// Polls `check` every 200 ms until it gives a value, or `None` after `timeout`.
-pub async fn poll<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
+pub(crate) async fn poll<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -727,7 +732,7 @@ where
 }
 
 /// Polls `check` every 200 ms until it gives a value; panics after `timeout` with `what`.
-pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+pub(crate) async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -746,7 +751,7 @@ where
 }
 
 /// Sleeps until the wall clock reaches `at` (epoch ms).
-pub async fn sleep_until_ms(at: i64) {
+pub(crate) async fn sleep_until_ms(at: i64) {
     let wait = at - now_ms();
     if wait > 0 {
         tokio::time::sleep(Duration::from_millis(wait as u64)).await;
@@ -756,9 +761,9 @@ pub async fn sleep_until_ms(at: i64) {
 /// Held while a heavy scenario (several admin processes under load) runs: one at a time on
 /// the machine, whether the tests run in one process (`cargo test`) or one process each
 /// (`cargo nextest`). A file lock, released when the guard is dropped (or the process dies).
-pub struct Serial(#[allow(dead_code)] std::fs::File);
+pub(crate) struct Serial(#[allow(dead_code)] std::fs::File);
 
-pub async fn serial() -> Serial {
+pub(crate) async fn serial() -> Serial {
     let path = std::env::temp_dir().join("tickwork-admin-cluster-tests.lock");
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -775,7 +780,7 @@ pub async fn serial() -> Serial {
 }
 
 /// A folder for the children's logs; kept (and named on stderr) when `TW_KEEP_LOGS` is set.
-pub fn log_dir() -> tempfile::TempDir {
+pub(crate) fn log_dir() -> tempfile::TempDir {
     let mut dir = tempfile::tempdir().expect("log folder");
     if std::env::var_os("TW_KEEP_LOGS").is_some() {
         dir.disable_cleanup(true);
@@ -785,7 +790,7 @@ pub fn log_dir() -> tempfile::TempDir {
 }
 
 /// A duration from an environment variable in seconds, or `default`.
-pub fn env_secs(name: &str, default: u64) -> u64 {
+pub(crate) fn env_secs(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -796,7 +801,7 @@ pub fn env_secs(name: &str, default: u64) -> u64 {
 
 /// One request a [`Receiver`] got.
 #[derive(Debug, Clone)]
-pub struct Received {
+pub(crate) struct Received {
     pub path: String,
     pub query: String,
     pub headers: HashMap<String, String>,
@@ -804,7 +809,7 @@ pub struct Received {
 }
 
 impl Received {
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.body).expect("a JSON body")
     }
 }
@@ -812,7 +817,7 @@ impl Received {
 /// A real HTTP server that records every POST and answers each path with its script of
 /// statuses (the last one repeats; 200 with `{"errcode":0,"code":0}` when none is given).
 #[derive(Clone)]
-pub struct Receiver {
+pub(crate) struct Receiver {
     pub base: String,
     requests: Arc<Mutex<Vec<Received>>>,
     scripts: Arc<Mutex<HashMap<String, Vec<u16>>>>,
@@ -820,7 +825,7 @@ pub struct Receiver {
 }
 
 impl Receiver {
-    pub async fn start() -> Receiver {
+    pub(crate) async fn start() -> Receiver {
         use axum::extract::State;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -873,19 +878,19 @@ impl Receiver {
     }
 
     /// Answers `path` with these statuses, one per request, the last one repeating.
-    pub fn script(&self, path: &str, statuses: &[u16]) {
+    pub(crate) fn script(&self, path: &str, statuses: &[u16]) {
         self.scripts
             .lock()
             .unwrap()
             .insert(path.to_owned(), statuses.to_vec());
     }
 
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
     /// Every request to `path` so far.
-    pub fn requests(&self, path: &str) -> Vec<Received> {
+    pub(crate) fn requests(&self, path: &str) -> Vec<Received> {
         self.requests
             .lock()
             .unwrap()
@@ -896,7 +901,7 @@ impl Receiver {
     }
 
     /// Waits until `path` got at least `n` requests; panics after `timeout`.
-    pub async fn wait_for(&self, path: &str, n: usize, timeout: Duration) -> Vec<Received> {
+    pub(crate) async fn wait_for(&self, path: &str, n: usize, timeout: Duration) -> Vec<Received> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let changed = self.changed.notified();
