@@ -15,7 +15,11 @@ use crate::error::{is_foreign_key_violation, is_retryable, is_unique_violation};
 use crate::model::*;
 use crate::rows::*;
 use crate::sql::{Arg, Backend, Conn, Kind, Query, alarm_in, state_in, state_literal};
-use crate::{Error, Store, StoreOptions};
+use crate::store::{
+    AccountStore, AlarmStore, AuditStore, ClusterStore, GroupStore, JobStore, RunLedger,
+    ScriptStore, Store,
+};
+use crate::{Error, StoreOptions};
 
 /// Column limits, the same on every backend (they are MySQL's VARCHAR sizes).
 const APP_NAME_MAX: usize = 64;
@@ -403,7 +407,7 @@ struct NewFire {
 }
 
 impl<B: Backend> SqlStore<B> {
-    /// One attempt of [`Store::runs_mark_dispatched`].
+    /// One attempt of [`RunLedger::runs_mark_dispatched`].
     async fn runs_mark_dispatched_once(&self, batch: &[Dispatched]) -> Result<u64, Error> {
         if batch.is_empty() {
             return Ok(0);
@@ -445,7 +449,7 @@ impl<B: Backend> SqlStore<B> {
         Ok(changed)
     }
 
-    /// One attempt of [`Store::runs_complete`].
+    /// One attempt of [`RunLedger::runs_complete`].
     async fn runs_complete_once(
         &self,
         batch: &[RunComplete],
@@ -518,7 +522,7 @@ impl<B: Backend> SqlStore<B> {
         Ok(ended)
     }
 
-    /// One attempt of [`Store::run_complete`].
+    /// One attempt of [`RunLedger::run_complete`].
     async fn run_complete_once(
         &self,
         complete: &RunComplete,
@@ -542,7 +546,7 @@ impl<B: Backend> SqlStore<B> {
         Ok(ended)
     }
 
-    /// One attempt of [`Store::run_mark_trigger_failed`].
+    /// One attempt of [`RunLedger::run_mark_trigger_failed`].
     async fn run_mark_trigger_failed_once(
         &self,
         failed: &TriggerFailed,
@@ -578,7 +582,7 @@ impl<B: Backend> SqlStore<B> {
         convert(B::fetch_all::<RunRow>(conn, read).await?)
     }
 
-    /// One attempt of [`Store::runs_mark_misfired`].
+    /// One attempt of [`RunLedger::runs_mark_misfired`].
     async fn runs_mark_misfired_once(
         &self,
         misfired: &MarkMisfired,
@@ -771,7 +775,7 @@ impl<B: Backend> SqlStore<B> {
             .transpose()
     }
 
-    /// One claim transaction (see [`Store::jobs_claim_due`]).
+    /// One claim transaction (see [`JobStore::jobs_claim_due`]).
     async fn claim_once(
         &self,
         params: &ClaimParams,
@@ -877,7 +881,7 @@ impl<B: Backend> SqlStore<B> {
 
     /// A job gets one catch-up for its late fires (FIRE_ONCE_NOW). After an outage a node
     /// may have made one of the job's earlier planned runs that catch-up (see
-    /// [`Store::run_catch_up`]); then this claim records its own catch-up as misfired. The
+    /// [`RunLedger::run_catch_up`]); then this claim records its own catch-up as misfired. The
     /// job's row lock, held here and taken by `run_catch_up`, orders the two.
     async fn skip_second_catch_ups(
         conn: &mut Conn<B>,
@@ -1261,9 +1265,10 @@ impl<B: Backend> Store for SqlStore<B> {
     async fn close(&self) {
         self.pool.close().await;
     }
+}
 
-    // ---- executor groups ----
-
+#[async_trait]
+impl<B: Backend> GroupStore for SqlStore<B> {
     async fn group_create(&self, group: GroupNew) -> Result<Group, Error> {
         let addresses = group_fields(&group.app_name, &group.title, &group.addresses)?;
         let app_name = group.app_name.trim().to_owned();
@@ -1378,8 +1383,6 @@ impl<B: Backend> Store for SqlStore<B> {
         self.group_get(set.id).await
     }
 
-    // ---- executor registry ----
-
     async fn registry_heartbeat(&self, beat: RegistryBeat) -> Result<(), Error> {
         check_required("app_name", &beat.app_name, APP_NAME_MAX)?;
         check_required("address", &beat.address, ADDRESS_MAX)?;
@@ -1433,9 +1436,10 @@ impl<B: Backend> Store for SqlStore<B> {
         entries.sort_unstable_by(|a, b| (&a.app_name, &a.address).cmp(&(&b.app_name, &b.address)));
         Ok(entries)
     }
+}
 
-    // ---- jobs ----
-
+#[async_trait]
+impl<B: Backend> JobStore for SqlStore<B> {
     async fn job_create(&self, job: JobNew) -> Result<Job, Error> {
         let key = job.key.trim().to_owned();
         check_required("job key", &key, JOB_KEY_MAX)?;
@@ -1649,9 +1653,10 @@ impl<B: Backend> Store for SqlStore<B> {
             }
         }
     }
+}
 
-    // ---- runs ----
-
+#[async_trait]
+impl<B: Backend> RunLedger for SqlStore<B> {
     async fn run_insert(&self, run: RunNew) -> Result<Run, Error> {
         check_run_new(&run)?;
         let job_id = run.job_id;
@@ -1786,8 +1791,6 @@ impl<B: Backend> Store for SqlStore<B> {
         counts.sort_unstable();
         Ok(counts)
     }
-
-    // ---- recovery ----
 
     async fn runs_adopt_orphaned(&self, params: AdoptParams) -> Result<Vec<Run>, Error> {
         check_required("node id", &params.node_id, NODE_ID_MAX)?;
@@ -1972,6 +1975,199 @@ impl<B: Backend> Store for SqlStore<B> {
         convert(self.fetch_all::<RunRow>(q).await?)
     }
 
+    async fn runs_purge(&self, purge: RunPurge) -> Result<u64, Error> {
+        if purge.limit == 0 {
+            return Ok(0);
+        }
+        // Select, then delete by id: portable (MySQL refuses LIMIT in an IN subquery, SQLite
+        // has no DELETE ... LIMIT) and each batch stays one short statement.
+        let select = Query::new(format!(
+            "SELECT id FROM tw_runs WHERE scheduled_at < ? AND state{} \
+             ORDER BY scheduled_at, id LIMIT ?",
+            *FINAL_STATES
+        ))
+        .bind(purge.before)
+        .bind(i64::from(purge.limit));
+        let ids: Vec<i64> = self
+            .fetch_all::<(i64,)>(select)
+            .await?
+            .into_iter()
+            .map(|(id,)| id)
+            .collect();
+        let mut deleted = 0;
+        for chunk in ids.chunks(ROWS_PER_STATEMENT) {
+            let mut q = Query::new("DELETE FROM tw_alarm_deliveries WHERE run_id IN ").one_off();
+            q.push_list(chunk.iter().copied());
+            self.execute(q).await?;
+            let mut q = Query::new("DELETE FROM tw_runs WHERE id IN ").one_off();
+            q.push_list(chunk.iter().copied());
+            deleted += self.execute(q).await?;
+        }
+        Ok(deleted)
+    }
+
+    async fn reports_purge(&self, before: i64) -> Result<u64, Error> {
+        let q = Query::new("DELETE FROM tw_run_reports WHERE day < ?").bind(before);
+        Ok(self.execute(q).await?)
+    }
+
+    async fn report_upsert(&self, report: RunReport) -> Result<(), Error> {
+        let mut q = Query::new(format!(
+            "INSERT INTO tw_run_reports ({REPORT_COLUMNS}) VALUES (?, ?, ?, ?, ?)"
+        ))
+        .bind(report.day)
+        .bind(report.running)
+        .bind(report.succeeded)
+        .bind(report.failed)
+        .bind(report.updated_at);
+        q.push(&B::KIND.on_conflict_update(
+            "day",
+            &[
+                "running_count",
+                "succeeded_count",
+                "failed_count",
+                "updated_at",
+            ],
+        ));
+        self.execute(q).await?;
+        Ok(())
+    }
+
+    async fn reports_list(&self, range: TimeRange) -> Result<Vec<RunReport>, Error> {
+        let mut q = Query::new(format!(
+            "SELECT {REPORT_COLUMNS} FROM tw_run_reports WHERE 1 = 1"
+        ));
+        push_range(&mut q, "day", range);
+        q.push(" ORDER BY day");
+        Ok(self
+            .fetch_all::<ReportRow>(q)
+            .await?
+            .into_iter()
+            .map(RunReport::from)
+            .collect())
+    }
+
+    async fn runs_clear(&self, clear: RunClear) -> Result<u64, Error> {
+        let mut deleted = 0;
+        loop {
+            // In batches, as retention does: each statement stays short on a big ledger.
+            let mut select = Query::new(format!(
+                "SELECT id FROM tw_runs WHERE scheduled_at < ? AND state{}",
+                *FINAL_STATES
+            ))
+            .bind(clear.before);
+            if let Some(job) = clear.job_id {
+                select.push(" AND job_id = ").push_bind(job);
+            }
+            if let Some(group) = clear.group_id {
+                select.push(" AND group_id = ").push_bind(group);
+            }
+            select
+                .push(" ORDER BY id LIMIT ")
+                .push_bind(ROWS_PER_STATEMENT as i64);
+            let ids: Vec<i64> = self
+                .fetch_all::<(i64,)>(select)
+                .await?
+                .into_iter()
+                .map(|(id,)| id)
+                .collect();
+            if ids.is_empty() {
+                return Ok(deleted);
+            }
+            let mut q = Query::new("DELETE FROM tw_runs WHERE id IN ").one_off();
+            q.push_list(ids.iter().copied());
+            deleted += self.execute(q).await?;
+            if ids.len() < ROWS_PER_STATEMENT {
+                return Ok(deleted);
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl<B: Backend> ClusterStore for SqlStore<B> {
+    async fn node_heartbeat(&self, beat: NodeBeat) -> Result<(), Error> {
+        check_required("node id", &beat.id, NODE_ID_MAX)?;
+        check_len("node address", &beat.address, ADDRESS_MAX)?;
+        let mut q = Query::new(format!(
+            "INSERT INTO tw_nodes ({NODE_COLUMNS}) VALUES (?, ?, ?, ?)"
+        ))
+        .bind(&beat.id)
+        .bind(&beat.address)
+        .bind(beat.now)
+        .bind(beat.now);
+        q.push(&B::KIND.on_conflict_update("id", &["address", "heartbeat_at"]));
+        self.execute(q).await?;
+        Ok(())
+    }
+
+    async fn nodes_list(&self) -> Result<Vec<Node>, Error> {
+        let q = Query::new(format!("SELECT {NODE_COLUMNS} FROM tw_nodes"));
+        let mut nodes: Vec<Node> = self
+            .fetch_all::<NodeRow>(q)
+            .await?
+            .into_iter()
+            .map(Node::from)
+            .collect();
+        nodes.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+        Ok(nodes)
+    }
+
+    async fn node_leave(&self, node_id: &str) -> Result<bool, Error> {
+        let q = Query::new("DELETE FROM tw_nodes WHERE id = ?").bind(node_id);
+        Ok(self.execute(q).await? > 0)
+    }
+
+    async fn nodes_sweep(&self, older_than: i64) -> Result<u64, Error> {
+        let q = Query::new("DELETE FROM tw_nodes WHERE heartbeat_at < ?").bind(older_than);
+        Ok(self.execute(q).await?)
+    }
+
+    async fn lease_acquire(&self, request: LeaseRequest) -> Result<bool, Error> {
+        check_required("lease name", &request.name, LEASE_NAME_MAX)?;
+        check_required("node id", &request.node, NODE_ID_MAX)?;
+        if request.ttl_ms <= 0 {
+            return Err(Error::Invalid("lease ttl must be positive".to_owned()));
+        }
+        let expires_at = request.now.saturating_add(request.ttl_ms);
+        // Two atomic statements, no transaction: the insert wins a free lease; otherwise the
+        // conditional update renews our own or steals an expired one. Each database re-checks
+        // the update's condition on the row's newest version, so two nodes cannot both win.
+        let mut insert = Query::new(B::KIND.insert_or_skip());
+        insert
+            .push("tw_leases (name, holder, expires_at) VALUES (")
+            .push_bind(request.name.as_str())
+            .push(", ")
+            .push_bind(request.node.as_str())
+            .push(", ")
+            .push_bind(expires_at)
+            .push(")")
+            .push(&B::KIND.on_conflict_skip("name"));
+        if self.execute(insert).await? > 0 {
+            return Ok(true);
+        }
+        let renew = Query::new(
+            "UPDATE tw_leases SET holder = ?, expires_at = ? \
+             WHERE name = ? AND (holder = ? OR expires_at <= ?)",
+        )
+        .bind(request.node.as_str())
+        .bind(expires_at)
+        .bind(request.name.as_str())
+        .bind(request.node.as_str())
+        .bind(request.now);
+        Ok(self.execute(renew).await? > 0)
+    }
+
+    async fn lease_release(&self, key: LeaseKey) -> Result<bool, Error> {
+        let q = Query::new("DELETE FROM tw_leases WHERE name = ? AND holder = ?")
+            .bind(key.name)
+            .bind(key.node);
+        Ok(self.execute(q).await? > 0)
+    }
+}
+
+#[async_trait]
+impl<B: Backend> AlarmStore for SqlStore<B> {
     async fn runs_queue_alarms(&self, limit: u32) -> Result<Vec<Run>, Error> {
         if limit == 0 {
             return Ok(Vec::new());
@@ -2022,8 +2218,6 @@ impl<B: Backend> Store for SqlStore<B> {
         .bind(i64::from(limit));
         convert(self.fetch_all::<RunRow>(q).await?)
     }
-
-    // ---- alarms ----
 
     async fn alarm_channel_create(&self, channel: AlarmChannelNew) -> Result<AlarmChannel, Error> {
         check_channel(&channel.name, &channel.config)?;
@@ -2330,166 +2524,10 @@ impl<B: Backend> Store for SqlStore<B> {
         let items = convert(self.fetch_all::<DeliveryRow>(q).await?)?;
         Ok(Paged { items, total })
     }
+}
 
-    // ---- retention ----
-
-    async fn runs_purge(&self, purge: RunPurge) -> Result<u64, Error> {
-        if purge.limit == 0 {
-            return Ok(0);
-        }
-        // Select, then delete by id: portable (MySQL refuses LIMIT in an IN subquery, SQLite
-        // has no DELETE ... LIMIT) and each batch stays one short statement.
-        let select = Query::new(format!(
-            "SELECT id FROM tw_runs WHERE scheduled_at < ? AND state{} \
-             ORDER BY scheduled_at, id LIMIT ?",
-            *FINAL_STATES
-        ))
-        .bind(purge.before)
-        .bind(i64::from(purge.limit));
-        let ids: Vec<i64> = self
-            .fetch_all::<(i64,)>(select)
-            .await?
-            .into_iter()
-            .map(|(id,)| id)
-            .collect();
-        let mut deleted = 0;
-        for chunk in ids.chunks(ROWS_PER_STATEMENT) {
-            let mut q = Query::new("DELETE FROM tw_alarm_deliveries WHERE run_id IN ").one_off();
-            q.push_list(chunk.iter().copied());
-            self.execute(q).await?;
-            let mut q = Query::new("DELETE FROM tw_runs WHERE id IN ").one_off();
-            q.push_list(chunk.iter().copied());
-            deleted += self.execute(q).await?;
-        }
-        Ok(deleted)
-    }
-
-    async fn reports_purge(&self, before: i64) -> Result<u64, Error> {
-        let q = Query::new("DELETE FROM tw_run_reports WHERE day < ?").bind(before);
-        Ok(self.execute(q).await?)
-    }
-
-    // ---- reports ----
-
-    async fn report_upsert(&self, report: RunReport) -> Result<(), Error> {
-        let mut q = Query::new(format!(
-            "INSERT INTO tw_run_reports ({REPORT_COLUMNS}) VALUES (?, ?, ?, ?, ?)"
-        ))
-        .bind(report.day)
-        .bind(report.running)
-        .bind(report.succeeded)
-        .bind(report.failed)
-        .bind(report.updated_at);
-        q.push(&B::KIND.on_conflict_update(
-            "day",
-            &[
-                "running_count",
-                "succeeded_count",
-                "failed_count",
-                "updated_at",
-            ],
-        ));
-        self.execute(q).await?;
-        Ok(())
-    }
-
-    async fn reports_list(&self, range: TimeRange) -> Result<Vec<RunReport>, Error> {
-        let mut q = Query::new(format!(
-            "SELECT {REPORT_COLUMNS} FROM tw_run_reports WHERE 1 = 1"
-        ));
-        push_range(&mut q, "day", range);
-        q.push(" ORDER BY day");
-        Ok(self
-            .fetch_all::<ReportRow>(q)
-            .await?
-            .into_iter()
-            .map(RunReport::from)
-            .collect())
-    }
-
-    // ---- cluster ----
-
-    async fn node_heartbeat(&self, beat: NodeBeat) -> Result<(), Error> {
-        check_required("node id", &beat.id, NODE_ID_MAX)?;
-        check_len("node address", &beat.address, ADDRESS_MAX)?;
-        let mut q = Query::new(format!(
-            "INSERT INTO tw_nodes ({NODE_COLUMNS}) VALUES (?, ?, ?, ?)"
-        ))
-        .bind(&beat.id)
-        .bind(&beat.address)
-        .bind(beat.now)
-        .bind(beat.now);
-        q.push(&B::KIND.on_conflict_update("id", &["address", "heartbeat_at"]));
-        self.execute(q).await?;
-        Ok(())
-    }
-
-    async fn nodes_list(&self) -> Result<Vec<Node>, Error> {
-        let q = Query::new(format!("SELECT {NODE_COLUMNS} FROM tw_nodes"));
-        let mut nodes: Vec<Node> = self
-            .fetch_all::<NodeRow>(q)
-            .await?
-            .into_iter()
-            .map(Node::from)
-            .collect();
-        nodes.sort_unstable_by(|a, b| a.id.cmp(&b.id));
-        Ok(nodes)
-    }
-
-    async fn node_leave(&self, node_id: &str) -> Result<bool, Error> {
-        let q = Query::new("DELETE FROM tw_nodes WHERE id = ?").bind(node_id);
-        Ok(self.execute(q).await? > 0)
-    }
-
-    async fn nodes_sweep(&self, older_than: i64) -> Result<u64, Error> {
-        let q = Query::new("DELETE FROM tw_nodes WHERE heartbeat_at < ?").bind(older_than);
-        Ok(self.execute(q).await?)
-    }
-
-    async fn lease_acquire(&self, request: LeaseRequest) -> Result<bool, Error> {
-        check_required("lease name", &request.name, LEASE_NAME_MAX)?;
-        check_required("node id", &request.node, NODE_ID_MAX)?;
-        if request.ttl_ms <= 0 {
-            return Err(Error::Invalid("lease ttl must be positive".to_owned()));
-        }
-        let expires_at = request.now.saturating_add(request.ttl_ms);
-        // Two atomic statements, no transaction: the insert wins a free lease; otherwise the
-        // conditional update renews our own or steals an expired one. Each database re-checks
-        // the update's condition on the row's newest version, so two nodes cannot both win.
-        let mut insert = Query::new(B::KIND.insert_or_skip());
-        insert
-            .push("tw_leases (name, holder, expires_at) VALUES (")
-            .push_bind(request.name.as_str())
-            .push(", ")
-            .push_bind(request.node.as_str())
-            .push(", ")
-            .push_bind(expires_at)
-            .push(")")
-            .push(&B::KIND.on_conflict_skip("name"));
-        if self.execute(insert).await? > 0 {
-            return Ok(true);
-        }
-        let renew = Query::new(
-            "UPDATE tw_leases SET holder = ?, expires_at = ? \
-             WHERE name = ? AND (holder = ? OR expires_at <= ?)",
-        )
-        .bind(request.node.as_str())
-        .bind(expires_at)
-        .bind(request.name.as_str())
-        .bind(request.node.as_str())
-        .bind(request.now);
-        Ok(self.execute(renew).await? > 0)
-    }
-
-    async fn lease_release(&self, key: LeaseKey) -> Result<bool, Error> {
-        let q = Query::new("DELETE FROM tw_leases WHERE name = ? AND holder = ?")
-            .bind(key.name)
-            .bind(key.node);
-        Ok(self.execute(q).await? > 0)
-    }
-
-    // ---- users ----
-
+#[async_trait]
+impl<B: Backend> AccountStore for SqlStore<B> {
     async fn user_create(&self, user: UserNew) -> Result<User, Error> {
         let username = user.username.trim().to_owned();
         check_required("username", &username, USERNAME_MAX)?;
@@ -2592,8 +2630,6 @@ impl<B: Backend> Store for SqlStore<B> {
         self.count("tw_users", &Query::new("")).await
     }
 
-    // ---- sessions ----
-
     async fn session_create(&self, session: Session) -> Result<(), Error> {
         check_required("session digest", &session.id_hash, DIGEST_MAX)?;
         check_required("csrf token", &session.csrf_token, DIGEST_MAX)?;
@@ -2655,8 +2691,6 @@ impl<B: Backend> Store for SqlStore<B> {
             .bind(purge.idle_before);
         Ok(self.execute(q).await?)
     }
-
-    // ---- API tokens ----
 
     async fn api_token_create(&self, token: ApiTokenNew) -> Result<ApiToken, Error> {
         let name = token.name.trim().to_owned();
@@ -2750,9 +2784,10 @@ impl<B: Backend> Store for SqlStore<B> {
             .map(ApiToken::from)
             .collect())
     }
+}
 
-    // ---- audit log ----
-
+#[async_trait]
+impl<B: Backend> AuditStore for SqlStore<B> {
     async fn audit_append(&self, entry: AuditNew) -> Result<i64, Error> {
         check_required("actor", &entry.actor, USERNAME_MAX)?;
         check_required("action", &entry.action, ACTION_MAX)?;
@@ -2809,9 +2844,10 @@ impl<B: Backend> Store for SqlStore<B> {
             .collect();
         Ok(Paged { items, total })
     }
+}
 
-    // ---- script versions ----
-
+#[async_trait]
+impl<B: Backend> ScriptStore for SqlStore<B> {
     async fn script_version_append(
         &self,
         version: ScriptVersionNew,
@@ -2885,42 +2921,6 @@ impl<B: Backend> Store for SqlStore<B> {
                 "script version",
                 format!("{}/{}", key.job_id, key.version),
             )),
-        }
-    }
-
-    async fn runs_clear(&self, clear: RunClear) -> Result<u64, Error> {
-        let mut deleted = 0;
-        loop {
-            // In batches, as retention does: each statement stays short on a big ledger.
-            let mut select = Query::new(format!(
-                "SELECT id FROM tw_runs WHERE scheduled_at < ? AND state{}",
-                *FINAL_STATES
-            ))
-            .bind(clear.before);
-            if let Some(job) = clear.job_id {
-                select.push(" AND job_id = ").push_bind(job);
-            }
-            if let Some(group) = clear.group_id {
-                select.push(" AND group_id = ").push_bind(group);
-            }
-            select
-                .push(" ORDER BY id LIMIT ")
-                .push_bind(ROWS_PER_STATEMENT as i64);
-            let ids: Vec<i64> = self
-                .fetch_all::<(i64,)>(select)
-                .await?
-                .into_iter()
-                .map(|(id,)| id)
-                .collect();
-            if ids.is_empty() {
-                return Ok(deleted);
-            }
-            let mut q = Query::new("DELETE FROM tw_runs WHERE id IN ").one_off();
-            q.push_list(ids.iter().copied());
-            deleted += self.execute(q).await?;
-            if ids.len() < ROWS_PER_STATEMENT {
-                return Ok(deleted);
-            }
         }
     }
 }
