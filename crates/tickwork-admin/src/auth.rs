@@ -112,9 +112,10 @@ impl std::str::FromStr for Role {
             "admin" => Ok(Role::Admin),
             "operator" => Ok(Role::Operator),
             "viewer" => Ok(Role::Viewer),
-            other => Err(Error::Invalid(format!(
-                "role: {other:?} is not one of admin operator viewer"
-            ))),
+            other => Err(Error::invalid_field(
+                "role",
+                format!("{other:?} is not one of admin operator viewer"),
+            )),
         }
     }
 }
@@ -333,9 +334,10 @@ pub fn generate_password() -> Result<String, Error> {
 /// Checks a password's length in characters: the longest is [`MAX_PASSWORD_CHARS`].
 fn check_password_max(password: &str) -> Result<(), Error> {
     if password.chars().count() > MAX_PASSWORD_CHARS {
-        return Err(Error::Invalid(format!(
-            "password: must be at most {MAX_PASSWORD_CHARS} characters"
-        )));
+        return Err(Error::invalid_field(
+            "password",
+            format!("must be at most {MAX_PASSWORD_CHARS} characters"),
+        ));
     }
     Ok(())
 }
@@ -343,9 +345,10 @@ fn check_password_max(password: &str) -> Result<(), Error> {
 /// Checks a new password's length.
 pub fn validate_password(password: &str) -> Result<(), Error> {
     if password.chars().count() < MIN_PASSWORD_CHARS {
-        return Err(Error::Invalid(format!(
-            "password: must be at least {MIN_PASSWORD_CHARS} characters"
-        )));
+        return Err(Error::invalid_field(
+            "password",
+            format!("must be at least {MIN_PASSWORD_CHARS} characters"),
+        ));
     }
     check_password_max(password)
 }
@@ -813,7 +816,7 @@ impl Auth {
         let (password, generated) = match &self.config.initial_admin_password {
             Some(p) if !p.is_empty() => {
                 validate_password(p)
-                    .map_err(|e| Error::Invalid(format!("the first admin's {e}")))?;
+                    .map_err(|e| Error::invalid(format!("the first admin's {e}")))?;
                 (p.clone(), false)
             }
             _ => (generate_password()?, true),
@@ -980,7 +983,10 @@ mod tests {
         assert!(validate_password(&p).is_ok());
         let longer = format!("{p}a");
         match validate_password(&longer) {
-            Err(Error::Invalid(m)) => assert!(m.contains("at most 1024 characters"), "{m}"),
+            Err(e @ Error::Invalid { .. }) => {
+                assert_eq!(e.field(), Some("password"));
+                assert!(e.to_string().contains("at most 1024 characters"), "{e}");
+            }
             other => panic!("{other:?}"),
         }
     }

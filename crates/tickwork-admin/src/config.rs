@@ -228,36 +228,34 @@ impl Config {
     pub fn validate(&self) -> Result<(), Error> {
         let s = &self.scheduler;
         if s.lookahead <= s.claim_interval {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "scheduler.lookahead_ms ({}) must be greater than scheduler.claim_interval_ms ({})",
                 s.lookahead.as_millis(),
                 s.claim_interval.as_millis()
             )));
         }
         if s.claim_limit == 0 || s.max_fires_per_job == 0 {
-            return Err(Error::Invalid(
-                "scheduler.claim_limit and scheduler.max_fires_per_job must be at least 1".into(),
+            return Err(Error::invalid(
+                "scheduler.claim_limit and scheduler.max_fires_per_job must be at least 1",
             ));
         }
         if self.dispatch.concurrency == 0 || self.dispatch.slow_concurrency == 0 {
-            return Err(Error::Invalid(
-                "dispatch.concurrency and dispatch.slow_concurrency must be at least 1".into(),
+            return Err(Error::invalid(
+                "dispatch.concurrency and dispatch.slow_concurrency must be at least 1",
             ));
         }
         if self.access_token.is_empty() || self.api_token.is_empty() {
-            return Err(Error::Invalid(
-                "access and api tokens must not be empty".into(),
-            ));
+            return Err(Error::invalid("access and api tokens must not be empty"));
         }
         tickwork_core::schedule::parse_time_zone(&self.default_time_zone)?;
         if self.node_id.trim().is_empty() || self.node_id.len() > 64 {
-            return Err(Error::Invalid("node_id must be 1 to 64 characters".into()));
+            return Err(Error::invalid("node_id must be 1 to 64 characters"));
         }
         // MySQL compares strings without their trailing spaces: "a" and "a " would be one
         // node to it and two to the others.
         if self.node_id.trim() != self.node_id {
-            return Err(Error::Invalid(
-                "node_id must not start or end with white space".into(),
+            return Err(Error::invalid(
+                "node_id must not start or end with white space",
             ));
         }
         let c = &self.cluster;
@@ -265,7 +263,7 @@ impl Config {
         // A node fences itself when its heartbeat is older than half of node_dead_after, so a
         // single slow beat must not already close the fence.
         if c.heartbeat_interval.is_zero() || c.heartbeat_interval * 2 > c.node_dead_after / 2 {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "cluster.heartbeat_interval_ms ({}) must be at most a quarter of \
                  cluster.node_dead_after_ms ({})",
                 ms(c.heartbeat_interval),
@@ -273,7 +271,7 @@ impl Config {
             )));
         }
         if c.lease_ttl < c.heartbeat_interval * 2 {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "cluster.lease_ttl_ms ({}) must be at least twice cluster.heartbeat_interval_ms ({})",
                 ms(c.lease_ttl),
                 ms(c.heartbeat_interval)
@@ -281,19 +279,17 @@ impl Config {
         }
         let a = &self.auth;
         if a.session_idle < Duration::from_secs(60) || a.session_max < a.session_idle {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "auth.session_idle_s ({}) must be at least 60 and at most auth.session_max_s ({})",
                 a.session_idle.as_secs(),
                 a.session_max.as_secs()
             )));
         }
         if a.login_max_failures == 0 {
-            return Err(Error::Invalid(
-                "auth.login_max_failures must be at least 1".into(),
-            ));
+            return Err(Error::invalid("auth.login_max_failures must be at least 1"));
         }
         if !(1..=256).contains(&a.max_concurrent_logins) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "auth.max_concurrent_logins ({}) is out of range 1-256",
                 a.max_concurrent_logins
             )));
@@ -311,7 +307,7 @@ impl Config {
             ("alarm.backoff_ms", self.alarm.backoff),
         ] {
             if d < Duration::from_millis(10) {
-                return Err(Error::Invalid(format!(
+                return Err(Error::invalid(format!(
                     "{name} ({}) must be at least 10",
                     ms(d)
                 )));
@@ -319,27 +315,27 @@ impl Config {
         }
         let a = &self.alarm;
         if !(1..=100).contains(&a.max_attempts) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "alarm.max_attempts ({}) is out of range 1-100",
                 a.max_attempts
             )));
         }
         if a.backoff_max < a.backoff {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "alarm.backoff_max_ms ({}) must be at least alarm.backoff_ms ({})",
                 ms(a.backoff_max),
                 ms(a.backoff)
             )));
         }
         if !(Duration::from_millis(100)..=Duration::from_secs(300)).contains(&a.send_timeout) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "alarm.send_timeout_ms ({}) is out of range 100-300000",
                 ms(a.send_timeout)
             )));
         }
         self.http
             .check("http.header_read_timeout_ms", "http.max_connections")
-            .map_err(Error::Invalid)?;
+            .map_err(Error::invalid)?;
         Ok(())
     }
 }
@@ -485,14 +481,14 @@ impl ConfigFile {
     pub fn into_config(self) -> Result<Config, Error> {
         let database_url = self
             .database_url
-            .ok_or_else(|| Error::Invalid("database_url is required".into()))?;
+            .ok_or_else(|| Error::invalid("database_url is required"))?;
         let access_token = self.access_token.unwrap_or_default();
         let api_token = self.api_token.unwrap_or_default();
         let mut c = Config::new(&database_url, &access_token, &api_token);
         if let Some(l) = self.listen {
-            c.listen = l
-                .parse()
-                .map_err(|_| Error::Invalid(format!("listen: {l:?} is not an ip:port address")))?;
+            c.listen = l.parse().map_err(|_| {
+                Error::invalid_field("listen", format!("{l:?} is not an ip:port address"))
+            })?;
         }
         if let Some(n) = self.node_id {
             c.node_id = n;
@@ -526,7 +522,7 @@ impl ConfigFile {
         }
         if let Some(v) = d.executor_timeout_ms {
             if !(100..=60_000).contains(&v) {
-                return Err(Error::Invalid(format!(
+                return Err(Error::invalid(format!(
                     "dispatch.executor_timeout_ms: {v} is out of range 100-60000"
                 )));
             }

@@ -26,7 +26,7 @@ use tickwork_store::Store;
 
 pub use auth::{Auth, NewSession, Principal, Role, SESSION_COOKIE, SessionInfo, check_csrf};
 pub use config::Config;
-pub use error::Error;
+pub use error::{Error, ErrorCode};
 pub use pipeline::cluster::MAINTENANCE_LEASE;
 pub use pipeline::executor_api::{ExecutorApi, ExecutorAuth, ExecutorCaller};
 pub use pipeline::{Scheduler, Stats, planner, timer};

@@ -3,6 +3,7 @@
 //! the routes of [`crate::http::API_ROUTES`] and that it validates.
 
 use serde_json::{Map, Value, json};
+use tickwork_core::job::Limits;
 use tickwork_core::run::RunState;
 use tickwork_core::{
     BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType,
@@ -535,6 +536,9 @@ fn t(kind: &str) -> Value {
     json!({ "type": kind })
 }
 
+/// The job limits the schema states: the ones the service checks.
+const JOB: Limits = Limits::STANDARD;
+
 /// A string of at most `n` characters.
 fn str_max(n: u64) -> Value {
     json!({ "type": "string", "maxLength": n })
@@ -586,9 +590,20 @@ fn schemas() -> Value {
             ),
             (
                 "description",
-                if input { str_max(255) } else { t("string") },
+                if input {
+                    str_max(JOB.description_chars as u64)
+                } else {
+                    t("string")
+                },
             ),
-            ("owner", if input { str_max(64) } else { t("string") }),
+            (
+                "owner",
+                if input {
+                    str_max(JOB.owner_chars as u64)
+                } else {
+                    t("string")
+                },
+            ),
             ("alarm_channels", t("string")),
             ("schedule_type", schedule.clone()),
             ("schedule_conf", t("string")),
@@ -615,12 +630,16 @@ fn schemas() -> Value {
             ),
             (
                 "retry_count",
-                if input { int_in(0, 100) } else { t("integer") },
+                if input {
+                    int_in(0, i64::from(JOB.retry_count_max))
+                } else {
+                    t("integer")
+                },
             ),
             (
                 "retry_backoff_ms",
                 if input {
-                    int_in(0, 86_400_000)
+                    int_in(0, JOB.retry_backoff_ms_max)
                 } else {
                     t("integer")
                 },
@@ -667,9 +686,8 @@ fn schemas() -> Value {
     let job_required: Vec<&str> = job_out.iter().map(|(k, _)| *k).collect();
     let mut all = json!({
         "Error": object(&[
-            ("code", json!({ "type": "string", "enum": [
-                "invalid_input", "not_found", "conflict", "unauthorized", "forbidden",
-                "rate_limited", "executor_error", "unavailable", "internal"] })),
+            ("code", json!({ "type": "string",
+                "enum": crate::ErrorCode::ALL.map(crate::ErrorCode::as_str) })),
             ("message", t("string")),
             ("field", json!({ "type": "string", "description": "the input field an invalid_input names" })),
             ("error", object(&[("code", t("string")), ("message", t("string"))], &["code", "message"], false)),

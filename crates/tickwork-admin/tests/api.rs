@@ -1386,6 +1386,7 @@ async fn bad_input_is_refused_clearly_and_changes_nothing() {
         (Method::GET, "/jobs", "/jobs?size=5000".into(), "", "limit"),
         (Method::GET, "/jobs", "/jobs?colour=red".into(), "", "unknown field"),
         (Method::GET, "/jobs/{id}", "/jobs/abc".into(), "", "not an id"),
+        (Method::POST, "/jobs/{id}/script/versions/{version}/restore", format!("/jobs/{j}/script/versions/0/restore"), "", "version: \"0\" is not an id"),
     ];
     for (m, route, path, body, mention) in &bodies {
         let body = (!body.is_empty()).then_some(*body);
@@ -1952,6 +1953,48 @@ async fn group_token_rotation_invalidates_the_old_token_at_once() {
     h.stop().await;
 }
 
+/// A console form that collides with the current state (an app name taken) was answered as
+/// a bad form (422), and an error page for a conflict as a failure of the admin (500); both
+/// take the REST API's status now: 409, the form saying why, nothing changed.
+#[tokio::test]
+async fn console_conflict_was_answered_422_not_409() {
+    let h = Harness::start().await;
+    h.group("taken-app").await;
+    let other = h.group("other-app").await;
+    let groups_before = h.get("/groups", "/groups", BUILTIN).await.ok();
+    let audit_before = h.audit_total().await;
+    let (cookie, csrf, client) = h.console().await;
+    let post = |path: String, app: &'static str| {
+        client
+            .post(format!("{}{path}", h.base))
+            .header("cookie", &cookie)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(
+                serde_urlencoded::to_string([
+                    ("_csrf", csrf.as_str()),
+                    ("app_name", app),
+                    ("title", "x"),
+                    ("address_mode", "auto"),
+                ])
+                .unwrap(),
+            )
+            .send()
+    };
+    for path in ["/groups".to_owned(), format!("/groups/{other}/edit")] {
+        let resp = post(path.clone(), "taken-app").await.unwrap();
+        assert_eq!(resp.status().as_u16(), 409, "{path}");
+        let page = resp.text().await.unwrap();
+        assert!(page.contains("is taken"), "{path} says why: {page}");
+    }
+    assert_eq!(
+        h.get("/groups", "/groups", BUILTIN).await.ok(),
+        groups_before,
+        "nothing changed"
+    );
+    assert_eq!(h.audit_total().await, audit_before, "nothing audited");
+    h.stop().await;
+}
+
 /// The console's groups page: a button gives a group a new token, shown on that answer only
 /// (not cached); the page itself says only whether a group has its own token.
 #[tokio::test]
@@ -2443,7 +2486,9 @@ async fn a_password_with_a_multibyte_character_at_byte_1024_logs_in_without_pani
         users_before.as_array().unwrap().len() + 1
     );
     match h.admin.service.auth().login("mb", &longer, ip).await {
-        Err(Error::Invalid(m)) => assert!(m.contains("at most 1024 characters"), "{m}"),
+        Err(e @ Error::Invalid { .. }) => {
+            assert!(e.to_string().contains("at most 1024 characters"), "{e}")
+        }
         other => panic!("{other:?}"),
     }
     // The password of the report: 1,034 bytes, a two-byte character at byte 1,023.
@@ -3399,5 +3444,142 @@ async fn clearing_runs_older_than_a_huge_number_of_days_is_refused() {
         .ok();
     assert_eq!(cleared["deleted"], 0);
     assert_eq!(h.runs_of(job).await.len(), 1);
+    h.stop().await;
+}
+
+/// A field error answered by the service: 400, `invalid_input`, naming `field`.
+fn assert_field_error(a: &Answer, field: &str) {
+    a.refused(400, "invalid_input");
+    assert_eq!(a.body["field"], field, "{a:?}");
+}
+
+#[tokio::test]
+async fn params_of_64_kib_passed_the_service_and_failed_in_the_store() {
+    let h = Harness::start().await;
+    let g = h.group("params-limit").await;
+    let max = tickwork_core::job::Limits::STANDARD.params_bytes;
+    let job = |params: String| json!({ "group_id": g, "schedule_type": "NONE", "handler": "demo", "params": params });
+
+    let at_max = "p".repeat(max);
+    let created = h
+        .call(
+            Method::POST,
+            "/jobs",
+            "/jobs",
+            BUILTIN,
+            Some(job(at_max.clone())),
+        )
+        .await
+        .ok();
+    let id = created["id"].as_i64().unwrap();
+    let read = h
+        .get("/jobs/{id}", &format!("/jobs/{id}"), BUILTIN)
+        .await
+        .ok();
+    assert_eq!(read["params"].as_str().unwrap().len(), max);
+    assert_eq!(read["params"], at_max.as_str());
+
+    // One byte more: the service names the field, the store is never asked.
+    let count = h.job_count().await;
+    let a = h
+        .call(
+            Method::POST,
+            "/jobs",
+            "/jobs",
+            BUILTIN,
+            Some(job("p".repeat(max + 1))),
+        )
+        .await;
+    assert_field_error(&a, "params");
+    assert_eq!(
+        a.body["message"],
+        format!("params: must be at most {max} bytes")
+    );
+    assert_eq!(h.job_count().await, count);
+
+    // A trigger's own params have the same limit.
+    let a = h
+        .trigger(id, json!({ "params": "p".repeat(max + 1) }))
+        .await;
+    assert_field_error(&a, "params");
+    h.trigger(id, json!({ "params": at_max })).await.ok();
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn group_title_counted_bytes_while_its_message_said_characters() {
+    let h = Harness::start().await;
+    let group = |app: &str, title: String| json!({ "app_name": app, "title": title });
+    // 64 characters in 128 bytes.
+    let title = "é".repeat(64);
+    let created = h
+        .call(
+            Method::POST,
+            "/groups",
+            "/groups",
+            BUILTIN,
+            Some(group("title-at-limit", title.clone())),
+        )
+        .await
+        .ok();
+    assert_eq!(created["title"], title.as_str());
+    let a = h
+        .call(
+            Method::POST,
+            "/groups",
+            "/groups",
+            BUILTIN,
+            Some(group("title-over", "é".repeat(65))),
+        )
+        .await;
+    assert_field_error(&a, "title");
+    assert!(
+        a.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("64 characters"),
+        "{a:?}"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn job_handler_counted_bytes_while_its_message_said_characters() {
+    let h = Harness::start().await;
+    let g = h.group("handler-limit").await;
+    let max = tickwork_core::job::Limits::STANDARD.handler_chars;
+    let job = |handler: String| json!({ "group_id": g, "handler": handler });
+    // As many characters as allowed, twice as many bytes.
+    let handler = "ü".repeat(max);
+    let created = h
+        .call(
+            Method::POST,
+            "/jobs",
+            "/jobs",
+            BUILTIN,
+            Some(job(handler.clone())),
+        )
+        .await
+        .ok();
+    let id = created["id"].as_i64().unwrap();
+    let read = h
+        .get("/jobs/{id}", &format!("/jobs/{id}"), BUILTIN)
+        .await
+        .ok();
+    assert_eq!(read["handler"], handler.as_str());
+    let a = h
+        .call(
+            Method::POST,
+            "/jobs",
+            "/jobs",
+            BUILTIN,
+            Some(job("ü".repeat(max + 1))),
+        )
+        .await;
+    assert_field_error(&a, "handler");
+    assert_eq!(
+        a.body["message"],
+        format!("handler: must be at most {max} characters")
+    );
     h.stop().await;
 }

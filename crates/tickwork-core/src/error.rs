@@ -34,6 +34,12 @@ pub enum Error {
         probe: crate::routing::Probe,
         report: String,
     },
+    /// A field of a job definition that breaks its limits or a rule; `field` is its JSON name.
+    #[error("{field}: {message}")]
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
     /// A run state change that the run state machine does not allow.
     #[error("run: cannot move from {from} to {to}")]
     RunTransition {

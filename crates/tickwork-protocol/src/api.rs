@@ -3,6 +3,7 @@
 //! default.
 
 use serde::{Deserialize, Serialize};
+use tickwork_core::job::JobSpec;
 use tickwork_core::run::RunState;
 use tickwork_core::{
     BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType,
@@ -149,6 +150,40 @@ impl JobInput {
             glue_source: String::new(),
             start: false,
         }
+    }
+}
+
+impl JobInput {
+    /// The definition this input writes, normalized as stored ([`JobSpec::normalized`]), in
+    /// `default_time_zone` when it names none. Not validated: [`JobSpec::validate`] is the
+    /// admin's.
+    pub fn to_spec(&self, default_time_zone: &str) -> JobSpec {
+        let time_zone = match &self.time_zone {
+            Some(z) if !z.trim().is_empty() => z.clone(),
+            _ => default_time_zone.to_owned(),
+        };
+        JobSpec {
+            group_id: self.group_id,
+            description: self.description.clone(),
+            owner: self.owner.clone(),
+            alarm_channels: self.alarm_channels.clone(),
+            schedule_type: self.schedule_type,
+            schedule_conf: self.schedule_conf.clone(),
+            time_zone,
+            misfire_strategy: self.misfire_strategy,
+            route_strategy: self.route_strategy,
+            handler: self.handler.clone(),
+            params: self.params.clone(),
+            block_strategy: self.block_strategy,
+            timeout_s: self.timeout_s,
+            retry_count: self.retry_count,
+            retry_backoff_ms: self.retry_backoff_ms,
+            child_job_ids: self.child_job_ids.clone(),
+            priority: self.priority,
+            glue_type: self.glue_type,
+            glue_source: self.glue_source.clone(),
+        }
+        .normalized()
     }
 }
 

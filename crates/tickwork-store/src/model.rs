@@ -5,9 +5,7 @@
 
 use tickwork_core::alarm::AlarmStatus;
 use tickwork_core::run::RunState;
-use tickwork_core::{
-    BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType, misfire,
-};
+use tickwork_core::{GlueType, TriggerType, misfire};
 
 use crate::Error;
 
@@ -227,65 +225,9 @@ pub struct RegistryEntry {
 
 // ---- jobs ----
 
-/// The editable definition of a job: what `job_create` and `job_update` write.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobSpec {
-    pub group_id: i64,
-    pub description: String,
-    pub owner: String,
-    /// Where alarms go; the alarm component owns the format (XXL: comma-separated e-mails).
-    pub alarm_channels: String,
-    pub schedule_type: ScheduleType,
-    /// Cron text, interval, instant: whatever `schedule_type` reads.
-    pub schedule_conf: String,
-    /// IANA name of the zone the schedule is read in.
-    pub time_zone: String,
-    pub misfire_strategy: MisfireStrategy,
-    pub route_strategy: RouteStrategy,
-    pub handler: String,
-    pub params: String,
-    pub block_strategy: BlockStrategy,
-    /// Run timeout in seconds; 0 = none.
-    pub timeout_s: i32,
-    /// Retries after a failed run.
-    pub retry_count: i32,
-    /// Delay before a retry, in milliseconds.
-    pub retry_backoff_ms: i64,
-    /// Jobs fired when a run of this one succeeds.
-    pub child_job_ids: Vec<i64>,
-    /// Higher fires first when several runs are due at the same millisecond.
-    pub priority: i32,
-    pub glue_type: GlueType,
-    pub glue_source: String,
-}
-
-impl JobSpec {
-    /// A bean job of `group_id` running `handler`, never scheduled, with XXL-JOB's defaults
-    /// for everything else (UTC, first route, serial execution).
-    pub fn new(group_id: i64, handler: impl Into<String>) -> Self {
-        JobSpec {
-            group_id,
-            description: String::new(),
-            owner: String::new(),
-            alarm_channels: String::new(),
-            schedule_type: ScheduleType::None,
-            schedule_conf: String::new(),
-            time_zone: "UTC".to_owned(),
-            misfire_strategy: MisfireStrategy::DoNothing,
-            route_strategy: RouteStrategy::First,
-            handler: handler.into(),
-            params: String::new(),
-            block_strategy: BlockStrategy::SerialExecution,
-            timeout_s: 0,
-            retry_count: 0,
-            retry_backoff_ms: 0,
-            child_job_ids: Vec::new(),
-            priority: 0,
-            glue_type: GlueType::Bean,
-            glue_source: String::new(),
-        }
-    }
-}
+/// The editable definition of a job: what `job_create` and `job_update` write. It is core's,
+/// so the admin validates the very type the store writes, against the same limits.
+pub use tickwork_core::job::JobSpec;
 
 /// A stored job.
 #[derive(Debug, Clone, PartialEq, Eq)]

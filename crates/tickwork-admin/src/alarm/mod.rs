@@ -100,7 +100,7 @@ pub(crate) enum ChannelConfig {
 }
 
 fn invalid(msg: impl std::fmt::Display) -> Error {
-    Error::Invalid(format!("config: {msg}"))
+    Error::invalid_field("config", msg)
 }
 
 /// An empty secret means none.

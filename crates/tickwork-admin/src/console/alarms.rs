@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 
 use askama::Template;
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -14,9 +13,9 @@ use tickwork_protocol::api::{
     AlarmChannelInput, AlarmChannelView, AlarmDeliveryQuery, AlarmDeliveryView,
 };
 
-use super::session::Visitor;
+use super::session::{Posted, Visitor};
 use super::ui::{self, Ctx, Field, Form, Opt};
-use crate::{Error, Service};
+use crate::{Error, ErrorCode, Service};
 
 /// The channel kinds and how the form names them.
 const KINDS: [(&str, &str); 6] = [
@@ -189,16 +188,12 @@ fn fields(values: &HashMap<&str, String>, editing: bool) -> Vec<Field> {
 
 /// A service error on the field it names: `config: url ...` on the URL field, `name: ...` on
 /// the name; anything else in the banner.
-fn errors_of(v: &Visitor, e: Error) -> HashMap<String, String> {
-    let text = v.error_text(&e);
-    let (field, msg) = match e {
-        Error::Invalid(_) => ui::field_error(&text),
-        _ => (String::new(), text),
-    };
-    if field == "config" {
-        return HashMap::from([(config_field(&msg).to_owned(), msg)]);
+fn errors_of(v: &Visitor, e: &Error) -> (StatusCode, HashMap<String, String>) {
+    let (status, mut errors) = v.form_errors(e);
+    if let Some(msg) = errors.remove("config") {
+        errors.insert(config_field(&msg).to_owned(), msg);
     }
-    HashMap::from([(field, msg)])
+    (status, errors)
 }
 
 /// The form field a service complaint about the config names (`host: ...`, `url "x": ...`,
@@ -266,7 +261,7 @@ async fn page(
 ) -> Response {
     let channels = match a.alarms().channels_list(&v.principal).await {
         Ok(c) => c,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let mut c = v.ctx("alarm_channels");
     let query = AlarmDeliveryQuery {
@@ -336,24 +331,20 @@ fn input_of(values: &HashMap<&str, String>) -> Result<AlarmChannelInput, String>
     })
 }
 
-pub async fn create(State(a): State<Service>, v: Visitor, body: Bytes) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
+pub async fn create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
     let values = values_of_form(&form);
-    let status = StatusCode::UNPROCESSABLE_ENTITY;
     let input = match input_of(&values) {
         Ok(i) => i,
         Err(field) => {
             let errors = HashMap::from([(field, v.t("bad_number").to_owned())]);
+            let status = ErrorCode::InvalidInput.status();
             return page(&a, &v, "", &values, errors, status).await;
         }
     };
     match v.ops(&a).alarm_channel_create(input).await {
         Ok(_) => ui::see_other(&ui::with_ok("/alarms", "created")),
         Err(e) => {
-            let errors = errors_of(&v, e);
+            let (status, errors) = errors_of(&v, &e);
             page(&a, &v, "", &values, errors, status).await
         }
     }
@@ -377,44 +368,37 @@ fn form_page(
 pub async fn edit_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
     match a.alarms().channel_get(&v.principal, id).await {
         Ok(ch) => form_page(&v, id, &values_of_view(&ch), HashMap::new(), StatusCode::OK),
-        Err(e) => v.not_found(e),
+        Err(e) => v.error_page(e),
     }
 }
 
 pub async fn update(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     let values = values_of_form(&form);
-    let status = StatusCode::UNPROCESSABLE_ENTITY;
     let input = match input_of(&values) {
         Ok(i) => i,
         Err(field) => {
             let errors = HashMap::from([(field, v.t("bad_number").to_owned())]);
-            return form_page(&v, id, &values, errors, status);
+            return form_page(&v, id, &values, errors, ErrorCode::InvalidInput.status());
         }
     };
     match v.ops(&a).alarm_channel_update(id, input).await {
         Ok(_) => ui::see_other(&ui::with_ok("/alarms", "saved")),
-        Err(e) => form_page(&v, id, &values, errors_of(&v, e), status),
+        Err(e) => {
+            let (status, errors) = errors_of(&v, &e);
+            form_page(&v, id, &values, errors, status)
+        }
     }
 }
 
 pub async fn delete(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, _): Posted,
 ) -> Response {
-    if let Err(res) = v.form(&body) {
-        return *res;
-    }
     match v.ops(&a).alarm_channel_delete(id).await {
         Ok(()) => ui::see_other(&ui::with_ok("/alarms", "deleted")),
         Err(e) => v.fail("/alarms", e),
@@ -422,15 +406,7 @@ pub async fn delete(
 }
 
 /// Sends a test message; the outcome comes back as the page's banner.
-pub async fn test(
-    State(a): State<Service>,
-    v: Visitor,
-    Path(id): Path<i64>,
-    body: Bytes,
-) -> Response {
-    if let Err(res) = v.form(&body) {
-        return *res;
-    }
+pub async fn test(State(a): State<Service>, Path(id): Path<i64>, Posted(v, _): Posted) -> Response {
     match v.ops(&a).alarm_channel_test(id).await {
         Ok(r) if r.ok => ui::see_other(&ui::with_ok("/alarms", "test_sent")),
         Ok(r) => {

@@ -50,7 +50,7 @@ fn day_start(now: Timestamp, tz: &jiff::tz::TimeZone, days_back: i64) -> Option<
 pub async fn page(State(a): State<Service>, v: Visitor) -> Response {
     match build(&a, &v).await {
         Ok(p) => ui::render(&p),
-        Err(e) => v.not_found(e),
+        Err(e) => v.error_page(e),
     }
 }
 

@@ -5,15 +5,14 @@
 use std::collections::HashMap;
 
 use askama::Template;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use tickwork_protocol::api::{GroupInput, GroupTokenView, GroupView};
 
-use super::session::Visitor;
+use super::session::{Posted, Visitor};
 use super::ui::{self, Ctx, Field, Form, Opt};
-use crate::{Error, Service};
+use crate::Service;
 
 /// One live executor of a group.
 pub struct Instance {
@@ -123,7 +122,7 @@ async fn page_with_token(
         a.dashboard().registry_entries().await
     }) {
         Ok(x) => x,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let mut c = v.ctx("groups");
     let now = crate::timer::now_ms();
@@ -168,26 +167,13 @@ pub async fn list(State(a): State<Service>, v: Visitor) -> Response {
     page(&a, &v, &HashMap::new(), HashMap::new(), StatusCode::OK).await
 }
 
-fn errors_of(v: &Visitor, e: Error) -> HashMap<String, String> {
-    let text = v.error_text(&e);
-    let (field, msg) = match e {
-        Error::Invalid(_) => ui::field_error(&text),
-        _ => (String::new(), text),
-    };
-    HashMap::from([(field, msg)])
-}
-
-pub async fn create(State(a): State<Service>, v: Visitor, body: Bytes) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
+pub async fn create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
     let values = values_of_form(&form);
     match v.ops(&a).group_create(input_of(&values)).await {
         Ok(_) => ui::see_other(&ui::with_ok("/groups", "created")),
         Err(e) => {
-            let errors = errors_of(&v, e);
-            page(&a, &v, &values, errors, StatusCode::UNPROCESSABLE_ENTITY).await
+            let (status, errors) = v.form_errors(&e);
+            page(&a, &v, &values, errors, status).await
         }
     }
 }
@@ -211,7 +197,7 @@ fn form_page(
 pub async fn edit_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
     let g = match a.groups().get(id).await {
         Ok(g) => g,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let values = HashMap::from([
         ("app_name", g.app_name),
@@ -224,36 +210,24 @@ pub async fn edit_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>
 
 pub async fn update(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     let values = values_of_form(&form);
     match v.ops(&a).group_update(id, input_of(&values)).await {
         Ok(_) => ui::see_other(&ui::with_ok("/groups", "saved")),
-        Err(e) => form_page(
-            &v,
-            id,
-            &values,
-            errors_of(&v, e),
-            StatusCode::UNPROCESSABLE_ENTITY,
-        ),
+        Err(e) => {
+            let (status, errors) = v.form_errors(&e);
+            form_page(&v, id, &values, errors, status)
+        }
     }
 }
 
 pub async fn delete(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, _): Posted,
 ) -> Response {
-    if let Err(res) = v.form(&body) {
-        return *res;
-    }
     match v.ops(&a).group_delete(id).await {
         Ok(()) => ui::see_other(&ui::with_ok("/groups", "deleted")),
         Err(e) => v.fail("/groups", e),
@@ -263,13 +237,9 @@ pub async fn delete(
 /// Gives a group a new executor token and shows it on this answer only, which no cache keeps.
 pub async fn rotate_token(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, _): Posted,
 ) -> Response {
-    if let Err(res) = v.form(&body) {
-        return *res;
-    }
     match v.ops(&a).group_rotate_token(id).await {
         Ok(created) => {
             let mut res = page_with_token(

@@ -5,7 +5,6 @@ use std::collections::HashMap;
 
 use askama::Template;
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -16,9 +15,9 @@ use tickwork_protocol::api::{
     GroupView, JobInput, JobQuery, JobView, RunQuery, RunView, TriggerInput,
 };
 
-use super::session::Visitor;
+use super::session::{Posted, Visitor};
 use super::ui::{self, Ctx, Field, Form, Opt};
-use crate::{Error, Service};
+use crate::{ErrorCode, Service};
 
 const PAGE: u64 = 50;
 
@@ -74,7 +73,7 @@ pub struct ListQuery {
 pub async fn list(State(a): State<Service>, v: Visitor, Query(q): Query<ListQuery>) -> Response {
     let groups = match a.groups().list().await {
         Ok(g) => g,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let names = group_names(&groups);
     let query = JobQuery {
@@ -86,7 +85,7 @@ pub async fn list(State(a): State<Service>, v: Visitor, Query(q): Query<ListQuer
     };
     let page = match a.jobs().list(query).await {
         Ok(p) => p,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let c = v.ctx("jobs");
     let rows = page
@@ -428,7 +427,7 @@ fn defaults(a: &Service) -> Values {
 pub async fn new_form(State(a): State<Service>, v: Visitor) -> Response {
     let groups = match a.groups().list().await {
         Ok(g) => g,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     form_page(
         &a,
@@ -447,7 +446,7 @@ pub async fn new_form(State(a): State<Service>, v: Visitor) -> Response {
 pub async fn copy_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
     let (groups, job) = match tokio::try_join!(a.groups().list(), a.jobs().get(id)) {
         Ok(x) => x,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let mut values = values_of_job(&job);
     values.insert(
@@ -468,14 +467,10 @@ pub async fn copy_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>
     )
 }
 
-pub async fn create(State(a): State<Service>, v: Visitor, body: Bytes) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
+pub async fn create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
     let groups = match a.groups().list().await {
         Ok(g) => g,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let values = values_of_form(&form);
     let result = match parse_input(&v, &values) {
@@ -483,12 +478,12 @@ pub async fn create(State(a): State<Service>, v: Visitor, body: Bytes) -> Respon
             .ops(&a)
             .job_create(input)
             .await
-            .map_err(|e| error_map(&v, e)),
-        Err(errors) => Err(errors),
+            .map_err(|e| v.form_errors(&e)),
+        Err(errors) => Err((ErrorCode::InvalidInput.status(), errors)),
     };
     match result {
         Ok(job) => ui::see_other(&ui::with_ok(&format!("/jobs/{}", job.id), "created")),
-        Err(errors) => form_page(
+        Err((status, errors)) => form_page(
             &a,
             &v,
             &groups,
@@ -498,25 +493,15 @@ pub async fn create(State(a): State<Service>, v: Visitor, body: Bytes) -> Respon
             &values,
             true,
             errors,
-            StatusCode::UNPROCESSABLE_ENTITY,
+            status,
         ),
     }
-}
-
-/// A service error as form errors: `field: problem` goes to its field, the rest to the page.
-fn error_map(v: &Visitor, e: Error) -> HashMap<String, String> {
-    let text = v.error_text(&e);
-    let (field, msg) = match e {
-        Error::Invalid(_) => ui::field_error(&text),
-        _ => (String::new(), text),
-    };
-    HashMap::from([(field, msg)])
 }
 
 pub async fn edit_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
     let (groups, job) = match tokio::try_join!(a.groups().list(), a.jobs().get(id)) {
         Ok(x) => x,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     form_page(
         &a,
@@ -534,17 +519,12 @@ pub async fn edit_form(State(a): State<Service>, v: Visitor, Path(id): Path<i64>
 
 pub async fn update(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     let (groups, job) = match tokio::try_join!(a.groups().list(), a.jobs().get(id)) {
         Ok(x) => x,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let mut values = values_of_form(&form);
     // The script is edited on its own page, with versions; an edit keeps it.
@@ -555,13 +535,13 @@ pub async fn update(
             v.ops(&a)
                 .job_update(id, input)
                 .await
-                .map_err(|e| error_map(&v, e))
+                .map_err(|e| v.form_errors(&e))
         }
-        Err(errors) => Err(errors),
+        Err(errors) => Err((ErrorCode::InvalidInput.status(), errors)),
     };
     match result {
         Ok(_) => ui::see_other(&ui::with_ok(&format!("/jobs/{id}"), "saved")),
-        Err(errors) => form_page(
+        Err((status, errors)) => form_page(
             &a,
             &v,
             &groups,
@@ -571,7 +551,7 @@ pub async fn update(
             &values,
             false,
             errors,
-            StatusCode::UNPROCESSABLE_ENTITY,
+            status,
         ),
     }
 }
@@ -594,7 +574,7 @@ struct JobPage {
 pub async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
     let (groups, job) = match tokio::try_join!(a.groups().list(), a.jobs().get(id)) {
         Ok(x) => x,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let runs = a
         .runs()
@@ -640,14 +620,9 @@ fn back(form: &Form, id: i64) -> String {
 
 pub async fn start(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     let back = back(&form, id);
     match v.ops(&a).job_start(id).await {
         Ok(_) => ui::see_other(&ui::with_ok(&back, "started")),
@@ -657,14 +632,9 @@ pub async fn start(
 
 pub async fn stop(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     let back = back(&form, id);
     match v.ops(&a).job_stop(id).await {
         Ok(_) => ui::see_other(&ui::with_ok(&back, "stopped")),
@@ -674,14 +644,9 @@ pub async fn stop(
 
 pub async fn delete(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     match v.ops(&a).job_delete(id).await {
         Ok(()) => ui::see_other(&ui::with_ok("/jobs", "deleted")),
         Err(e) => v.fail(&back(&form, id), e),
@@ -690,14 +655,9 @@ pub async fn delete(
 
 pub async fn trigger(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     let input = TriggerInput {
         params: Some(form.get("params").to_owned()).filter(|p| !p.is_empty()),
         address: Some(form.get("address").trim().to_owned()).filter(|p| !p.is_empty()),

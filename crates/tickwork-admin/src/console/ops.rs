@@ -124,8 +124,3 @@ impl Ops<'_> {
         self.a.alarms().channel_test(self.p, id).await
     }
 }
-
-/// Whether an error means "not allowed".
-pub fn is_forbidden(e: &Error) -> bool {
-    matches!(e, Error::Forbidden(_))
-}

@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 
 use askama::Template;
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::Response;
@@ -13,9 +12,9 @@ use tickwork_protocol::api::{
     AuditQuery, AuditView, TokenInput, TokenView, UserInput, UserUpdateInput, UserView,
 };
 
-use super::session::Visitor;
+use super::session::{Posted, Visitor};
 use super::ui::{self, Ctx, Field, Form, Opt};
-use crate::{Error, Service};
+use crate::{ErrorCode, Service};
 
 const ROLES: [&str; 3] = ["admin", "operator", "viewer"];
 
@@ -65,7 +64,7 @@ async fn users_page(
 ) -> Response {
     let users = match a.users().list(&v.principal).await {
         Ok(u) => u,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let get = |k: &str| form.map(|f| f.get(k).to_owned()).unwrap_or_default();
     let role = get("role");
@@ -103,30 +102,11 @@ pub async fn users(State(a): State<Service>, v: Visitor) -> Response {
     users_page(&a, &v, None, HashMap::new(), StatusCode::OK).await
 }
 
-fn errors_of(v: &Visitor, e: Error) -> HashMap<String, String> {
-    let text = v.error_text(&e);
-    let (field, msg) = match e {
-        Error::Invalid(_) => ui::field_error(&text),
-        _ => (String::new(), text),
-    };
-    HashMap::from([(field, msg)])
-}
-
-pub async fn user_create(State(a): State<Service>, v: Visitor, body: Bytes) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
+pub async fn user_create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
     let Some(group_ids) = parse_ids(form.get("group_ids")) else {
         let errors = HashMap::from([("group_ids".to_owned(), v.t("bad_number").to_owned())]);
-        return users_page(
-            &a,
-            &v,
-            Some(&form),
-            errors,
-            StatusCode::UNPROCESSABLE_ENTITY,
-        )
-        .await;
+        let status = ErrorCode::InvalidInput.status();
+        return users_page(&a, &v, Some(&form), errors, status).await;
     };
     let input = UserInput {
         username: form.get("username").trim().to_owned(),
@@ -138,29 +118,17 @@ pub async fn user_create(State(a): State<Service>, v: Visitor, body: Bytes) -> R
     match v.ops(&a).user_create(input).await {
         Ok(_) => ui::see_other(&ui::with_ok("/users", "created")),
         Err(e) => {
-            let errors = errors_of(&v, e);
-            users_page(
-                &a,
-                &v,
-                Some(&form),
-                errors,
-                StatusCode::UNPROCESSABLE_ENTITY,
-            )
-            .await
+            let (status, errors) = v.form_errors(&e);
+            users_page(&a, &v, Some(&form), errors, status).await
         }
     }
 }
 
 pub async fn user_update(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     let Some(group_ids) = parse_ids(form.get("group_ids")) else {
         return ui::see_other(&ui::with_err("/users", v.t("bad_number")));
     };
@@ -203,7 +171,7 @@ async fn tokens_page(
 ) -> Response {
     let tokens = match a.tokens().list(&v.principal).await {
         Ok(t) => t,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let c = v.ctx("tokens");
     let rows = tokens
@@ -230,11 +198,7 @@ pub async fn tokens(State(a): State<Service>, v: Visitor) -> Response {
     tokens_page(&a, &v, None, String::new(), StatusCode::OK).await
 }
 
-pub async fn token_create(State(a): State<Service>, v: Visitor, body: Bytes) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
+pub async fn token_create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
     let input = TokenInput {
         name: form.get("name").trim().to_owned(),
         user_id: None,
@@ -250,33 +214,24 @@ pub async fn token_create(State(a): State<Service>, v: Visitor, body: Bytes) -> 
             );
             res
         }
+        // The page has no field for this; say it in the banner instead.
+        Err(e) if e.code() != ErrorCode::Internal => {
+            ui::see_other(&ui::with_err("/tokens", &v.error_text(&e)))
+        }
         Err(e) => {
-            let mut res = tokens_page(
-                &a,
-                &v,
-                None,
-                form.get("name").to_owned(),
-                StatusCode::UNPROCESSABLE_ENTITY,
-            )
-            .await;
-            // The page has no field for this; say it in the banner instead.
-            if !matches!(e, Error::Store(_)) {
-                res = ui::see_other(&ui::with_err("/tokens", &v.error_text(&e)));
-            }
-            res
+            // An internal failure: logged, and the form shown again to retry.
+            v.error_text(&e);
+            let name = form.get("name").to_owned();
+            tokens_page(&a, &v, None, name, e.code().status()).await
         }
     }
 }
 
 pub async fn token_revoke(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, _): Posted,
 ) -> Response {
-    if let Err(res) = v.form(&body) {
-        return *res;
-    }
     match v.ops(&a).token_revoke(id).await {
         Ok(_) => ui::see_other(&ui::with_ok("/tokens", "revoked")),
         Err(e) => v.fail("/tokens", e),
@@ -331,7 +286,7 @@ pub async fn audit(State(a): State<Service>, v: Visitor, Query(q): Query<AuditPa
     };
     let page = match a.audit_log().list(&v.principal, query).await {
         Ok(p) => p,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let c = v.ctx("audit");
     let json = |j: &Option<serde_json::Value>| {

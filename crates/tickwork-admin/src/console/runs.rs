@@ -5,14 +5,13 @@ use std::collections::HashMap;
 
 use askama::Template;
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tickwork_core::run::RunState;
 use tickwork_protocol::api::{JobQuery, RunQuery, RunView};
 
-use super::session::Visitor;
+use super::session::{Posted, Visitor};
 use super::ui::{self, Ctx, Opt};
 use crate::{Error, Service};
 
@@ -109,7 +108,7 @@ async fn job_names(a: &Service) -> Result<Vec<(i64, String)>, Error> {
 pub async fn list(State(a): State<Service>, v: Visitor, Query(q): Query<ListQuery>) -> Response {
     let jobs = match job_names(&a).await {
         Ok(j) => j,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let names: HashMap<i64, String> = jobs.iter().cloned().collect();
     let state = Some(q.state.clone()).filter(|s| !s.is_empty());
@@ -127,7 +126,7 @@ pub async fn list(State(a): State<Service>, v: Visitor, Query(q): Query<ListQuer
         .await;
     let page = match page {
         Ok(p) => p,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let c = v.ctx("runs");
     let runs = page
@@ -181,7 +180,7 @@ struct RunPage {
 pub async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
     let run = match a.runs().get(id).await {
         Ok(r) => r,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let job = a
         .jobs()
@@ -198,14 +197,9 @@ pub async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -
 
 pub async fn kill(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     let back = match form.get("_back") {
         "" => format!("/runs/{id}"),
         b => ui::safe_path(b).to_owned(),
@@ -259,11 +253,7 @@ pub async fn log(
     }
 }
 
-pub async fn clear(State(a): State<Service>, v: Visitor, body: Bytes) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
+pub async fn clear(State(a): State<Service>, Posted(v, form): Posted) -> Response {
     let Ok(days) = form.get("before_days").trim().parse::<i64>() else {
         return ui::see_other(&ui::with_err(
             "/runs",

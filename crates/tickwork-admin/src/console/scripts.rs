@@ -2,15 +2,14 @@
 //! (which becomes a new version, so nothing is ever lost).
 
 use askama::Template;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use tickwork_protocol::api::{JobView, ScriptInput, ScriptVersionView};
 
-use super::session::Visitor;
+use super::session::{Posted, Visitor};
 use super::ui::{self, Ctx};
-use crate::{Error, Service};
+use crate::{ErrorCode, Service};
 
 #[derive(Template)]
 #[template(path = "script.html")]
@@ -28,11 +27,11 @@ async fn show(
     a: &Service,
     v: &Visitor,
     id: i64,
-    edited: Option<(String, String, String)>,
+    edited: Option<(StatusCode, String, String, String)>,
 ) -> Response {
     let (job, versions) = match tokio::try_join!(a.jobs().get(id), a.scripts().versions(id)) {
         Ok(x) => x,
-        Err(e) => return v.not_found(e),
+        Err(e) => return v.error_page(e),
     };
     let c = v.ctx("jobs");
     let versions = versions
@@ -42,14 +41,9 @@ async fn show(
             (s, at)
         })
         .collect();
-    let status = if edited.is_some() {
-        StatusCode::UNPROCESSABLE_ENTITY
-    } else {
-        StatusCode::OK
-    };
-    let (source, comment, error) = match edited {
-        Some((s, cm, e)) => (s, cm, Some(e)),
-        None => (job.glue_source.clone(), String::new(), None),
+    let (status, source, comment, error) = match edited {
+        Some((status, s, cm, e)) => (status, s, cm, Some(e)),
+        None => (StatusCode::OK, job.glue_source.clone(), String::new(), None),
     };
     let page = ScriptPage {
         can_change: v.can_change(job.group_id),
@@ -69,14 +63,9 @@ pub async fn page(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> 
 
 pub async fn save(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     let input = ScriptInput {
         glue_type: None,
         source: form.get("source").to_owned(),
@@ -84,9 +73,14 @@ pub async fn save(
     };
     match v.ops(&a).script_save(id, input.clone()).await {
         Ok(_) => ui::see_other(&ui::with_ok(&format!("/jobs/{id}/script"), "script_saved")),
-        Err(e @ (Error::Invalid(_) | Error::Forbidden(_))) => {
-            let msg = v.error_text(&e);
-            show(&a, &v, id, Some((input.source, input.comment, msg))).await
+        Err(e) if matches!(e.code(), ErrorCode::InvalidInput | ErrorCode::Forbidden) => {
+            let edited = (
+                e.code().status(),
+                input.source,
+                input.comment,
+                v.error_text(&e),
+            );
+            show(&a, &v, id, Some(edited)).await
         }
         Err(e) => v.fail(&format!("/jobs/{id}/script"), e),
     }
@@ -94,14 +88,9 @@ pub async fn save(
 
 pub async fn restore(
     State(a): State<Service>,
-    v: Visitor,
     Path(id): Path<i64>,
-    body: Bytes,
+    Posted(v, form): Posted,
 ) -> Response {
-    let form = match v.form(&body) {
-        Ok(f) => f,
-        Err(res) => return *res,
-    };
     let back = format!("/jobs/{id}/script");
     let Ok(version) = form.get("version").parse::<i64>() else {
         return ui::see_other(&ui::with_err(&back, v.t("bad_number")));

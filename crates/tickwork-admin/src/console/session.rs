@@ -1,11 +1,14 @@
 //! Signing in and out, the session every page needs, CSRF checks of forms, the language
 //! choice, and how errors of the service layer are shown.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use askama::Template;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, FromRequestParts, OptionalFromRequestParts, Request, State};
+use axum::extract::{
+    ConnectInfo, FromRequest, FromRequestParts, OptionalFromRequestParts, Request, State,
+};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -15,9 +18,9 @@ use super::auth::{
     check_login_csrf,
 };
 use super::i18n::Lang;
-use super::ops::{self, Ops};
+use super::ops::Ops;
 use super::ui::{self, Ctx, Form};
-use crate::{Error, Service};
+use crate::{Error, ErrorCode, Service};
 
 /// The cookie of an explicit language choice.
 const LANG_COOKIE: &str = "lang";
@@ -125,6 +128,26 @@ impl OptionalFromRequestParts<Service> for Visitor {
     }
 }
 
+/// A form posted by the signed-in person, its CSRF token checked: without a session the
+/// answer is a redirect to the login page, with a bad token a page that says so; either way
+/// nothing happens.
+pub struct Posted(pub Visitor, pub Form);
+
+impl FromRequest<Service> for Posted {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, admin: &Service) -> Result<Self, Response> {
+        let (mut parts, body) = req.into_parts();
+        let v =
+            <Visitor as FromRequestParts<Service>>::from_request_parts(&mut parts, admin).await?;
+        let body = Bytes::from_request(Request::from_parts(parts, body), admin)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let form = v.form(&body).map_err(|res| *res)?;
+        Ok(Posted(v, form))
+    }
+}
+
 impl Visitor {
     /// The layout context of a page under navigation item `nav`.
     pub fn ctx(&self, nav: &'static str) -> Ctx {
@@ -167,7 +190,7 @@ impl Visitor {
 
     /// Reads a submitted form and checks its CSRF token; a bad token is answered with a
     /// page that says so, and nothing happens.
-    pub fn form(&self, body: &Bytes) -> Result<Form, Box<Response>> {
+    fn form(&self, body: &Bytes) -> Result<Form, Box<Response>> {
         let form = Form::parse(body);
         let presented = form.get("_csrf");
         if check_csrf(&self.session, presented).is_ok() {
@@ -197,32 +220,33 @@ impl Visitor {
         ui::see_other(&ui::with_err(back, &self.error_text(&e)))
     }
 
-    /// The message of a service error for people.
+    /// The message of a service error for people; an internal cause is logged, not shown.
     pub fn error_text(&self, e: &Error) -> String {
-        if ops::is_forbidden(e) {
+        if e.code() == ErrorCode::Forbidden {
             return self.t("forbidden").to_owned();
         }
-        match e {
-            Error::Store(inner) => {
-                tracing::error!(error = ?inner, "console: database error");
-                self.t("error").to_owned()
-            }
-            Error::Internal(inner) => {
-                tracing::error!(error = %inner, "console: internal error");
-                self.t("error").to_owned()
-            }
-            other => other.to_string(),
-        }
+        e.client_message("console")
+            .unwrap_or_else(|| self.t("error").to_owned())
     }
 
-    /// A 404 page, or the error page of another failure to read something.
-    pub fn not_found(&self, e: Error) -> Response {
-        let status = match &e {
-            Error::NotFound(_) => StatusCode::NOT_FOUND,
-            e if ops::is_forbidden(e) => StatusCode::FORBIDDEN,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
+    /// A service error on a form sent back to be corrected: the answer's status, and the
+    /// messages by field (an input error on the field it names, the rest under "" for the
+    /// page's banner).
+    pub fn form_errors(&self, e: &Error) -> (StatusCode, HashMap<String, String>) {
+        let errors = match e {
+            Error::Invalid {
+                field: Some(field),
+                message,
+            } => HashMap::from([(field.clone(), message.clone())]),
+            other => HashMap::from([(String::new(), self.error_text(other))]),
         };
-        self.message(status, &self.error_text(&e), "/")
+        (e.code().status(), errors)
+    }
+
+    /// The error page of a failure to show something: 404 for a missing thing, and so on
+    /// by the error's code.
+    pub fn error_page(&self, e: Error) -> Response {
+        self.message(e.code().status(), &self.error_text(&e), "/")
     }
 }
 
@@ -423,28 +447,26 @@ pub async fn login_submit(State(admin): State<Service>, req: Request) -> Respons
             res
         }
         Err(e) => {
-            let (status, error) = match e {
-                Error::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "bad_credentials"),
+            let error = match &e {
+                Error::Unauthorized(_) => "bad_credentials",
                 // The only input a login checks: the password's length.
-                Error::Invalid(_) => (StatusCode::BAD_REQUEST, "password_too_long"),
-                Error::RateLimited(m) if m == LOGINS_BUSY => {
-                    (StatusCode::TOO_MANY_REQUESTS, "login_busy")
-                }
-                Error::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "login_slow_down"),
+                Error::Invalid { .. } => "password_too_long",
+                Error::RateLimited(m) if m == LOGINS_BUSY => "login_busy",
+                Error::RateLimited(_) => "login_slow_down",
                 other => {
-                    tracing::error!(error = %other, "console: login failed");
-                    (StatusCode::INTERNAL_SERVER_ERROR, "error")
+                    if let Some(m) = other.client_message("console login") {
+                        tracing::error!(error = %m, "console: login failed");
+                    }
+                    "error"
                 }
             };
+            let status = e.code().status();
             login_page(&admin, &headers, status, username, next, Some(error))
         }
     }
 }
 
-pub async fn logout(State(admin): State<Service>, visitor: Visitor, body: Bytes) -> Response {
-    if let Err(res) = visitor.form(&body) {
-        return *res;
-    }
+pub async fn logout(State(admin): State<Service>, Posted(visitor, _): Posted) -> Response {
     if let Err(e) = admin.auth().logout(&visitor.session_id).await {
         tracing::error!(error = %e, "console: logout failed");
     }

@@ -201,16 +201,6 @@ pub fn place_errors(fields: &mut [Field], errors: HashMap<String, String>) -> Op
     (!rest.is_empty()).then(|| rest.join("; "))
 }
 
-/// Splits a service error message `field: problem` into the field and the problem.
-pub fn field_error(msg: &str) -> (String, String) {
-    match msg.split_once(": ") {
-        Some((f, m)) if !f.is_empty() && f.chars().all(|c| c.is_ascii_lowercase() || c == '_') => {
-            (f.to_owned(), m.to_owned())
-        }
-        _ => (String::new(), msg.to_owned()),
-    }
-}
-
 /// A submitted `application/x-www-form-urlencoded` form.
 #[derive(Debug, Default)]
 pub struct Form(pub Vec<(String, String)>);
@@ -319,18 +309,6 @@ mod tests {
         assert_eq!(with_err("/jobs?ok=saved", "no"), "/jobs?err=no");
         assert_eq!(with_ok("https://evil.example/", "x"), "/?ok=x");
         assert_eq!(safe_path("//evil.example"), "/");
-    }
-
-    #[test]
-    fn service_errors_split_by_field() {
-        assert_eq!(
-            field_error("schedule_conf: bad cron"),
-            ("schedule_conf".into(), "bad cron".into())
-        );
-        assert_eq!(
-            field_error("job 3 not found"),
-            (String::new(), "job 3 not found".into())
-        );
     }
 
     #[test]

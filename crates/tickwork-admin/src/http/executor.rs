@@ -5,7 +5,6 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::response::{IntoResponse, Response};
 use tickwork_protocol::{ACCESS_TOKEN_HEADER, Envelope, HandleCallbackParam, RegistryParam, msg};
-use tracing::error;
 
 use crate::{Error, Scheduler};
 
@@ -52,10 +51,7 @@ async fn executor_call(
     let auth = match admin.executor_api().executor_auth(token).await {
         Ok(Some(auth)) => auth,
         Ok(None) => return Envelope::fail(msg::WRONG_TOKEN),
-        Err(e) => {
-            error!(error = ?e, call = name, "database error checking an executor token");
-            return Envelope::fail("the admin could not check this request; try again");
-        }
+        Err(e) => return Envelope::fail(failure(name, &e)),
     };
     let body = match axum::body::to_bytes(body, EXECUTOR_BODY_LIMIT).await {
         Ok(b) => b,
@@ -71,24 +67,27 @@ async fn executor_call(
     let result = match name {
         "registry" => match tickwork_protocol::decode::<RegistryParam>(&body) {
             Ok(p) => admin.executor_api().registry_beat(&auth, p).await,
-            Err(e) => Err(Error::Invalid(e.to_string())),
+            Err(e) => Err(Error::invalid(e.to_string())),
         },
         "registryRemove" => match tickwork_protocol::decode::<RegistryParam>(&body) {
             Ok(p) => admin.executor_api().registry_remove(&auth, p).await,
-            Err(e) => Err(Error::Invalid(e.to_string())),
+            Err(e) => Err(Error::invalid(e.to_string())),
         },
         _ => match tickwork_protocol::decode::<Vec<HandleCallbackParam>>(&body) {
             Ok(items) => admin.executor_api().callbacks(&auth, items).await,
-            Err(e) => Err(Error::Invalid(e.to_string())),
+            Err(e) => Err(Error::invalid(e.to_string())),
         },
     };
     match result {
         Ok(()) => Envelope::success(),
-        Err(Error::Store(e)) => {
-            // The executor keeps (spools) what it sent and tries again.
-            error!(error = ?e, call = name, "database error in executor call");
-            Envelope::fail("the admin could not record this request; try again")
-        }
-        Err(e) => Envelope::fail(e.to_string()),
+        Err(e) => Envelope::fail(failure(name, &e)),
     }
+}
+
+/// The envelope's message of a failed call: the error's text, or for an internal failure
+/// (logged) a request to try again; the executor keeps (spools) what it sent and does.
+fn failure(call: &str, e: &Error) -> String {
+    tracing::error_span!("executor call", call)
+        .in_scope(|| e.client_message("executor api"))
+        .unwrap_or_else(|| "the admin could not handle this request; try again".to_owned())
 }

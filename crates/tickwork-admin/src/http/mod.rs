@@ -9,6 +9,7 @@
 //! [`crate::Principal`].
 
 mod executor;
+mod extract;
 mod health;
 mod rest;
 
@@ -18,7 +19,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tracing::error;
 
 pub use rest::API_ROUTES;
 
@@ -64,6 +64,8 @@ pub fn service_router(service: Service) -> Router {
 
 /// An error as the JSON API answers it: `{"code":"…","message":"…"}` (plus `field` for an
 /// input error that names one), repeated under `"error"` for clients of the first releases.
+/// Status and code come from [`Error::code`]; internal causes are logged, never sent.
+#[derive(Debug)]
 pub struct ApiError(Error);
 
 impl From<Error> for ApiError {
@@ -72,55 +74,23 @@ impl From<Error> for ApiError {
     }
 }
 
-impl ApiError {
-    /// The HTTP status and stable code of an error.
-    pub fn status_and_code(e: &Error) -> (StatusCode, &'static str) {
-        match e {
-            Error::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_input"),
-            Error::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
-            Error::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
-            Error::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
-            Error::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
-            Error::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
-            Error::Executor(_) => (StatusCode::BAD_GATEWAY, "executor_error"),
-            Error::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-            Error::Store(_) | Error::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
-        }
-    }
-}
-
-/// The field an input error names: messages are written `field: what is wrong`.
-fn field_of(message: &str) -> Option<&str> {
-    let (field, _) = message.split_once(": ")?;
-    (!field.is_empty()
-        && field
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.')))
-    .then_some(field)
-}
+/// What clients read instead of an internal cause.
+const INTERNAL_MESSAGE: &str = "internal error; see the admin's log";
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, code) = Self::status_and_code(&self.0);
-        let message = match &self.0 {
-            Error::Store(inner) => {
-                error!(error = ?inner, "database error");
-                "internal error; see the admin's log".to_owned()
-            }
-            Error::Internal(inner) => {
-                error!(error = %inner, "internal error");
-                "internal error; see the admin's log".to_owned()
-            }
-            other => other.to_string(),
-        };
+        let code = self.0.code();
+        let status = code.status();
+        let message = self
+            .0
+            .client_message("api")
+            .unwrap_or_else(|| INTERNAL_MESSAGE.to_owned());
         let mut body = serde_json::json!({
-            "code": code,
+            "code": code.as_str(),
             "message": message,
-            "error": { "code": code, "message": message },
+            "error": { "code": code.as_str(), "message": message },
         });
-        if let Error::Invalid(m) = &self.0
-            && let Some(field) = field_of(m)
-        {
+        if let Some(field) = self.0.field() {
             body["field"] = field.into();
         }
         let mut resp = (status, axum::Json(body)).into_response();

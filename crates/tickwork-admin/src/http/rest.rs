@@ -1,14 +1,12 @@
 //! The REST API under `/openapi/v1`: bearer-token authentication, then handlers that only
 //! translate between HTTP and the [`Service`].
 
-use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, Request, State};
+use axum::Router;
+use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
-use axum::{Extension, Router};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use tickwork_core::{ScheduleType, TriggerType};
 use tickwork_protocol::api::{
     AlarmChannelInput, AlarmChannelView, AlarmDeliveryQuery, AlarmTestResult, AuditQuery,
@@ -17,12 +15,10 @@ use tickwork_protocol::api::{
 };
 
 use super::ApiError;
-use crate::auth::Principal;
+use super::extract::{ApiJson, ApiJsonOr, ApiQuery, Caller, Id, Ids};
 use crate::{Error, Service};
 
-/// Largest body of a JSON API call: a job with a 1 MiB script fits.
-const API_BODY_LIMIT: usize = 2 * 1024 * 1024;
-
+/// The routes and [`API_ROUTES`] (which the OpenAPI document and its conformance tests
 /// describe, exactly) come from the same table, so they cannot drift apart.
 macro_rules! rest_api {
     ($( $path:literal => { $( $method:ident : $handler:ident ),+ $(,)? } )+) => {
@@ -84,78 +80,11 @@ pub(super) fn router(service: Service) -> Router<Service> {
         .method_not_allowed_fallback(api_method_not_allowed)
 }
 
-type ApiResult<T> = Result<axum::Json<T>, ApiError>;
-
-fn ok<T>(v: T) -> ApiResult<T> {
-    Ok(axum::Json(v))
-}
-
-/// Reads a request body, refusing one over the limit with a clear message.
-async fn read(body: Body) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(body, API_BODY_LIMIT)
-        .await
-        .map_err(|_| {
-            Error::Invalid(format!(
-                "request body is larger than {API_BODY_LIMIT} bytes"
-            ))
-            .into()
-        })
-}
-
-/// Reads a JSON body with our own error message (unknown fields, wrong types, syntax).
-async fn json<T: DeserializeOwned>(body: Body) -> Result<T, ApiError> {
-    let body = read(body).await?;
-    json_object(&body)
-}
-
-/// Reads an optional JSON body: empty means the type's default.
-async fn json_or_default<T: DeserializeOwned + Default>(body: Body) -> Result<T, ApiError> {
-    let body = read(body).await?;
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
-    }
-    json_object(&body)
-}
-
-/// Decodes a body that must be a JSON object. Serde would also fill a struct from an array
-/// of its fields in order; no client means that, so anything but an object is refused.
-fn json_object<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return Err(
-            Error::Invalid("invalid json: the request body must be a JSON object".into()).into(),
-        );
-    }
-    serde_json::from_slice(body).map_err(|e| Error::Invalid(format!("invalid json: {e}")).into())
-}
-
 /// The token of an `Authorization: Bearer <token>` header; the scheme's case does not matter
 /// (RFC 7235).
 fn bearer_token(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim().split_once([' ', '\t'])?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-}
-
-/// Reads query parameters with our own error message.
-fn query<T: DeserializeOwned>(q: Option<&str>) -> Result<T, ApiError> {
-    serde_urlencoded_like(q.unwrap_or("")).map_err(ApiError)
-}
-
-fn serde_urlencoded_like<T: DeserializeOwned>(q: &str) -> Result<T, Error> {
-    Query::<T>::try_from_uri(
-        &format!("/?{q}")
-            .parse()
-            .map_err(|_| Error::Invalid("invalid query string".into()))?,
-    )
-    .map(|Query(v)| v)
-    .map_err(|e| Error::Invalid(format!("invalid query: {}", e.body_text())))
-}
-
-/// A numeric path segment, with a JSON error instead of axum's plain-text one.
-fn id(name: &str, text: &str) -> Result<i64, ApiError> {
-    text.parse::<i64>()
-        .ok()
-        .filter(|&n| n > 0)
-        .ok_or_else(|| Error::Invalid(format!("{name}: {text:?} is not an id")).into())
 }
 
 /// Authenticates a REST call by its bearer token and hands its [`Principal`] to the handler.
@@ -183,7 +112,7 @@ async fn api_not_found() -> ApiError {
 }
 
 async fn api_method_not_allowed(method: Method) -> Response {
-    let mut resp = ApiError(Error::Invalid(format!(
+    let mut resp = ApiError(Error::invalid(format!(
         "method {method} is not allowed on this endpoint"
     )))
     .into_response();
@@ -202,7 +131,21 @@ pub(super) async fn openapi_document() -> Response {
 
 // ---- REST API ----
 
-type Caller = Extension<Principal>;
+type ApiResult<T> = Result<axum::Json<T>, ApiError>;
+
+fn ok<T>(v: T) -> ApiResult<T> {
+    Ok(axum::Json(v))
+}
+
+/// A created secret: shown in this answer only, which no cache may keep.
+fn created_secret<T: serde::Serialize>(v: T) -> Response {
+    (
+        StatusCode::CREATED,
+        [(header::CACHE_CONTROL, "no-store")],
+        axum::Json(v),
+    )
+        .into_response()
+}
 
 /// `page` (from 1) and `size` of the REST API, or the older `offset` and `limit`.
 fn page_to_offset(
@@ -210,25 +153,25 @@ fn page_to_offset(
     size: Option<u64>,
     offset: Option<u64>,
     limit: Option<u64>,
-) -> Result<(Option<u64>, Option<u64>), ApiError> {
+) -> Result<(Option<u64>, Option<u64>), Error> {
     if page.is_none() && size.is_none() {
         return Ok((offset, limit));
     }
     if offset.is_some() || limit.is_some() {
-        return Err(Error::Invalid(
-            "page: use page and size, or offset and limit, not both".into(),
-        )
-        .into());
+        return Err(Error::invalid_field(
+            "page",
+            "use page and size, or offset and limit, not both",
+        ));
     }
     let size = size.unwrap_or(50);
     let page = page.unwrap_or(1);
     if page == 0 {
-        return Err(Error::Invalid("page: pages count from 1".into()).into());
+        return Err(Error::invalid_field("page", "pages count from 1"));
     }
     Ok((Some((page - 1).saturating_mul(size)), Some(size)))
 }
 
-async fn me(Extension(p): Caller) -> ApiResult<serde_json::Value> {
+async fn me(Caller(p): Caller) -> ApiResult<serde_json::Value> {
     ok(serde_json::json!({
         "user_id": p.user_id,
         "username": p.username,
@@ -244,60 +187,48 @@ async fn groups_list(State(a): State<Service>) -> ApiResult<Vec<crate::GroupView
 
 async fn group_create(
     State(a): State<Service>,
-    Extension(p): Caller,
-    body: Body,
+    Caller(p): Caller,
+    ApiJson(input): ApiJson<GroupInput>,
 ) -> ApiResult<crate::GroupView> {
-    ok(a.groups()
-        .create(&p, json::<GroupInput>(body).await?)
-        .await?)
+    ok(a.groups().create(&p, input).await?)
 }
 
-async fn group_get(State(a): State<Service>, Path(g): Path<String>) -> ApiResult<crate::GroupView> {
-    ok(a.groups().get(id("id", &g)?).await?)
+async fn group_get(State(a): State<Service>, Id(g): Id) -> ApiResult<crate::GroupView> {
+    ok(a.groups().get(g).await?)
 }
 
 async fn group_update(
     State(a): State<Service>,
-    Extension(p): Caller,
-    Path(g): Path<String>,
-    body: Body,
+    Caller(p): Caller,
+    Id(g): Id,
+    ApiJson(input): ApiJson<GroupInput>,
 ) -> ApiResult<crate::GroupView> {
-    let g = id("id", &g)?;
-    ok(a.groups()
-        .update(&p, g, json::<GroupInput>(body).await?)
-        .await?)
+    ok(a.groups().update(&p, g, input).await?)
 }
 
 async fn group_delete(
     State(a): State<Service>,
-    Extension(p): Caller,
-    Path(g): Path<String>,
+    Caller(p): Caller,
+    Id(g): Id,
 ) -> ApiResult<serde_json::Value> {
-    let g = id("id", &g)?;
     a.groups().delete(&p, g).await?;
     ok(serde_json::json!({ "deleted": g }))
 }
 
 async fn group_instances(
     State(a): State<Service>,
-    Path(g): Path<String>,
+    Id(g): Id,
 ) -> ApiResult<Vec<tickwork_protocol::api::InstanceView>> {
-    ok(a.groups().instances(id("id", &g)?).await?)
+    ok(a.groups().instances(g).await?)
 }
 
-/// Sets a new executor token for the group and shows it this once (never cached).
+/// Sets a new executor token for the group and shows it this once.
 async fn group_token_rotate(
     State(a): State<Service>,
-    Extension(p): Caller,
-    Path(g): Path<String>,
+    Caller(p): Caller,
+    Id(g): Id,
 ) -> Result<Response, ApiError> {
-    let created = a.groups().rotate_token(&p, id("id", &g)?).await?;
-    Ok((
-        StatusCode::CREATED,
-        [(header::CACHE_CONTROL, "no-store")],
-        axum::Json(created),
-    )
-        .into_response())
+    Ok(created_secret(a.groups().rotate_token(&p, g).await?))
 }
 
 #[derive(Deserialize)]
@@ -314,9 +245,8 @@ struct JobListParams {
 
 async fn jobs_list(
     State(a): State<Service>,
-    uri: axum::http::Uri,
+    ApiQuery(q): ApiQuery<JobListParams>,
 ) -> ApiResult<tickwork_protocol::api::Page<crate::JobView>> {
-    let q: JobListParams = query(uri.query())?;
     let (offset, limit) = page_to_offset(q.page, q.size, q.offset, q.limit)?;
     ok(a.jobs()
         .list(JobQuery {
@@ -331,101 +261,89 @@ async fn jobs_list(
 
 async fn job_create(
     State(a): State<Service>,
-    Extension(p): Caller,
-    body: Body,
+    Caller(p): Caller,
+    ApiJson(input): ApiJson<JobInput>,
 ) -> ApiResult<crate::JobView> {
-    ok(a.jobs().create(&p, json::<JobInput>(body).await?).await?)
+    ok(a.jobs().create(&p, input).await?)
 }
 
-async fn job_get(State(a): State<Service>, Path(j): Path<String>) -> ApiResult<crate::JobView> {
-    ok(a.jobs().get(id("id", &j)?).await?)
+async fn job_get(State(a): State<Service>, Id(j): Id) -> ApiResult<crate::JobView> {
+    ok(a.jobs().get(j).await?)
 }
 
 async fn job_update(
     State(a): State<Service>,
-    Extension(p): Caller,
-    Path(j): Path<String>,
-    body: Body,
+    Caller(p): Caller,
+    Id(j): Id,
+    ApiJson(input): ApiJson<JobInput>,
 ) -> ApiResult<crate::JobView> {
-    let j = id("id", &j)?;
-    ok(a.jobs()
-        .update(&p, j, json::<JobInput>(body).await?)
-        .await?)
+    ok(a.jobs().update(&p, j, input).await?)
 }
 
 async fn job_delete(
     State(a): State<Service>,
-    Extension(p): Caller,
-    Path(j): Path<String>,
+    Caller(p): Caller,
+    Id(j): Id,
 ) -> ApiResult<serde_json::Value> {
-    let j = id("id", &j)?;
     a.jobs().delete(&p, j).await?;
     ok(serde_json::json!({ "deleted": j }))
 }
 
 async fn job_start(
     State(a): State<Service>,
-    Extension(p): Caller,
-    Path(j): Path<String>,
+    Caller(p): Caller,
+    Id(j): Id,
 ) -> ApiResult<crate::JobView> {
-    ok(a.jobs().start(&p, id("id", &j)?).await?)
+    ok(a.jobs().start(&p, j).await?)
 }
 
 async fn job_stop(
     State(a): State<Service>,
-    Extension(p): Caller,
-    Path(j): Path<String>,
+    Caller(p): Caller,
+    Id(j): Id,
 ) -> ApiResult<crate::JobView> {
-    ok(a.jobs().stop(&p, id("id", &j)?).await?)
+    ok(a.jobs().stop(&p, j).await?)
 }
 
 async fn job_trigger(
     State(a): State<Service>,
-    Extension(p): Caller,
-    Path(j): Path<String>,
-    body: Body,
+    Caller(p): Caller,
+    Id(j): Id,
+    ApiJsonOr(input): ApiJsonOr<TriggerInput>,
 ) -> ApiResult<crate::RunView> {
-    let j = id("id", &j)?;
-    let input: TriggerInput = json_or_default(body).await?;
     ok(a.jobs().trigger(&p, j, input, TriggerType::Api).await?)
 }
 
 async fn job_copy(
     State(a): State<Service>,
-    Extension(p): Caller,
-    Path(j): Path<String>,
-    body: Body,
+    Caller(p): Caller,
+    Id(j): Id,
+    ApiJsonOr(input): ApiJsonOr<CopyInput>,
 ) -> ApiResult<crate::JobView> {
-    let j = id("id", &j)?;
-    let input: CopyInput = json_or_default(body).await?;
     ok(a.jobs().copy(&p, j, input).await?)
 }
 
 async fn script_versions(
     State(a): State<Service>,
-    Path(j): Path<String>,
+    Id(j): Id,
 ) -> ApiResult<Vec<tickwork_protocol::api::ScriptVersionView>> {
-    ok(a.scripts().versions(id("id", &j)?).await?)
+    ok(a.scripts().versions(j).await?)
 }
 
 async fn script_save(
     State(a): State<Service>,
-    Extension(p): Caller,
-    Path(j): Path<String>,
-    body: Body,
+    Caller(p): Caller,
+    Id(j): Id,
+    ApiJson(input): ApiJson<ScriptInput>,
 ) -> ApiResult<tickwork_protocol::api::ScriptVersionView> {
-    let j = id("id", &j)?;
-    ok(a.scripts()
-        .save(&p, j, json::<ScriptInput>(body).await?)
-        .await?)
+    ok(a.scripts().save(&p, j, input).await?)
 }
 
 async fn script_restore(
     State(a): State<Service>,
-    Extension(p): Caller,
-    Path((j, v)): Path<(String, String)>,
+    Caller(p): Caller,
+    Ids(j, v): Ids,
 ) -> ApiResult<tickwork_protocol::api::ScriptVersionView> {
-    let (j, v) = (id("id", &j)?, id("version", &v)?);
     ok(a.scripts().restore(&p, j, v).await?)
 }
 
@@ -445,9 +363,8 @@ struct RunListParams {
 
 async fn runs_list(
     State(a): State<Service>,
-    uri: axum::http::Uri,
+    ApiQuery(q): ApiQuery<RunListParams>,
 ) -> ApiResult<tickwork_protocol::api::Page<crate::RunView>> {
-    let q: RunListParams = query(uri.query())?;
     let (offset, limit) = page_to_offset(q.page, q.size, q.offset, q.limit)?;
     ok(a.runs()
         .list(RunQuery {
@@ -473,21 +390,23 @@ struct ClearParams {
 
 async fn runs_clear(
     State(a): State<Service>,
-    Extension(p): Caller,
-    uri: axum::http::Uri,
+    Caller(p): Caller,
+    ApiQuery(q): ApiQuery<ClearParams>,
 ) -> ApiResult<serde_json::Value> {
-    let q: ClearParams = query(uri.query())?;
     let before = match (q.before, q.before_days) {
         (Some(before), None) => before,
         (None, Some(days)) => a.runs().clear_before_days(days)?,
         (Some(_), Some(_)) => {
-            return Err(
-                Error::Invalid("before_days: give before or before_days, not both".into()).into(),
-            );
+            return Err(Error::invalid_field(
+                "before_days",
+                "give before or before_days, not both",
+            )
+            .into());
         }
         (None, None) => {
-            return Err(Error::Invalid(
-                "before: is required (epoch milliseconds), or before_days".into(),
+            return Err(Error::invalid_field(
+                "before",
+                "is required (epoch milliseconds), or before_days",
             )
             .into());
         }
@@ -496,16 +415,16 @@ async fn runs_clear(
     ok(serde_json::json!({ "deleted": deleted }))
 }
 
-async fn run_get(State(a): State<Service>, Path(r): Path<String>) -> ApiResult<crate::RunView> {
-    ok(a.runs().get(id("id", &r)?).await?)
+async fn run_get(State(a): State<Service>, Id(r): Id) -> ApiResult<crate::RunView> {
+    ok(a.runs().get(r).await?)
 }
 
 async fn run_kill(
     State(a): State<Service>,
-    Extension(p): Caller,
-    Path(r): Path<String>,
+    Caller(p): Caller,
+    Id(r): Id,
 ) -> ApiResult<crate::RunView> {
-    ok(a.runs().kill(&p, id("id", &r)?).await?)
+    ok(a.runs().kill(&p, r).await?)
 }
 
 #[derive(Deserialize)]
@@ -516,11 +435,9 @@ struct LogQuery {
 
 async fn run_log(
     State(a): State<Service>,
-    Path(r): Path<String>,
-    uri: axum::http::Uri,
+    Id(r): Id,
+    ApiQuery(q): ApiQuery<LogQuery>,
 ) -> ApiResult<tickwork_protocol::api::RunLog> {
-    let r = id("id", &r)?;
-    let q: LogQuery = query(uri.query())?;
     let log = a.runs().log(r, q.from_line.unwrap_or(1)).await?;
     ok(tickwork_protocol::api::RunLog {
         from_line: log.from_line_num,
@@ -541,8 +458,10 @@ struct PreviewInput {
     n: Option<usize>,
 }
 
-async fn schedule_preview(State(a): State<Service>, body: Body) -> ApiResult<serde_json::Value> {
-    let p: PreviewInput = json(body).await?;
+async fn schedule_preview(
+    State(a): State<Service>,
+    ApiJson(p): ApiJson<PreviewInput>,
+) -> ApiResult<serde_json::Value> {
     let fires = a.jobs().schedule_preview(
         p.schedule_type,
         &p.schedule_conf,
@@ -565,15 +484,14 @@ struct PreviewQuery {
 
 async fn schedule_preview_get(
     State(a): State<Service>,
-    uri: axum::http::Uri,
+    ApiQuery(q): ApiQuery<PreviewQuery>,
 ) -> ApiResult<serde_json::Value> {
-    let q: PreviewQuery = query(uri.query())?;
     let kind: ScheduleType = q
         .kind
         .as_deref()
         .unwrap_or("CRON")
         .parse()
-        .map_err(|e| Error::Invalid(format!("type: {e}")))?;
+        .map_err(|e| Error::invalid_field("type", e))?;
     let fires = a.jobs().schedule_preview(
         kind,
         q.conf.as_deref().unwrap_or(""),
@@ -585,97 +503,74 @@ async fn schedule_preview_get(
 
 async fn users_list(
     State(a): State<Service>,
-    Extension(p): Caller,
+    Caller(p): Caller,
 ) -> ApiResult<Vec<tickwork_protocol::api::UserView>> {
     ok(a.users().list(&p).await?)
 }
 
 async fn user_create(
     State(a): State<Service>,
-    Extension(p): Caller,
-    body: Body,
+    Caller(p): Caller,
+    ApiJson(input): ApiJson<UserInput>,
 ) -> ApiResult<tickwork_protocol::api::UserView> {
-    ok(a.users().create(&p, json::<UserInput>(body).await?).await?)
+    ok(a.users().create(&p, input).await?)
 }
 
 async fn user_get(
     State(a): State<Service>,
-    Extension(p): Caller,
-    Path(u): Path<String>,
+    Caller(p): Caller,
+    Id(u): Id,
 ) -> ApiResult<tickwork_protocol::api::UserView> {
-    ok(a.users().get(&p, id("id", &u)?).await?)
+    ok(a.users().get(&p, u).await?)
 }
 
 async fn user_update(
     State(a): State<Service>,
-    Extension(p): Caller,
-    Path(u): Path<String>,
-    body: Body,
+    Caller(p): Caller,
+    Id(u): Id,
+    ApiJson(input): ApiJson<UserUpdateInput>,
 ) -> ApiResult<tickwork_protocol::api::UserView> {
-    let u = id("id", &u)?;
-    ok(a.users()
-        .update(&p, u, json::<UserUpdateInput>(body).await?)
-        .await?)
+    ok(a.users().update(&p, u, input).await?)
 }
 
 async fn user_password(
     State(a): State<Service>,
-    Extension(p): Caller,
-    Path(u): Path<String>,
-    body: Body,
+    Caller(p): Caller,
+    Id(u): Id,
+    ApiJson(input): ApiJson<PasswordInput>,
 ) -> ApiResult<serde_json::Value> {
-    let u = id("id", &u)?;
-    a.users()
-        .set_password(&p, u, json::<PasswordInput>(body).await?)
-        .await?;
+    a.users().set_password(&p, u, input).await?;
     ok(serde_json::json!({ "changed": u }))
 }
 
 async fn tokens_list(
     State(a): State<Service>,
-    Extension(p): Caller,
+    Caller(p): Caller,
 ) -> ApiResult<Vec<tickwork_protocol::api::TokenView>> {
     ok(a.tokens().list(&p).await?)
 }
 
 async fn token_create(
     State(a): State<Service>,
-    Extension(p): Caller,
-    body: Body,
-) -> Result<
-    (
-        StatusCode,
-        [(header::HeaderName, &'static str); 1],
-        axum::Json<tickwork_protocol::api::TokenCreated>,
-    ),
-    ApiError,
-> {
-    let created = a
-        .tokens()
-        .create(&p, json::<TokenInput>(body).await?)
-        .await?;
-    // The secret is in this answer only: no cache may keep it.
-    Ok((
-        StatusCode::CREATED,
-        [(header::CACHE_CONTROL, "no-store")],
-        axum::Json(created),
-    ))
+    Caller(p): Caller,
+    ApiJson(input): ApiJson<TokenInput>,
+) -> Result<Response, ApiError> {
+    Ok(created_secret(a.tokens().create(&p, input).await?))
 }
 
 async fn token_revoke(
     State(a): State<Service>,
-    Extension(p): Caller,
-    Path(t): Path<String>,
+    Caller(p): Caller,
+    Id(t): Id,
 ) -> ApiResult<tickwork_protocol::api::TokenView> {
-    ok(a.tokens().revoke(&p, id("id", &t)?).await?)
+    ok(a.tokens().revoke(&p, t).await?)
 }
 
 async fn audit_list(
     State(a): State<Service>,
-    Extension(p): Caller,
-    uri: axum::http::Uri,
+    Caller(p): Caller,
+    ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> ApiResult<tickwork_protocol::api::Page<tickwork_protocol::api::AuditView>> {
-    let q: AuditQuery = query(uri.query())?;
     ok(a.audit_log().list(&p, q).await?)
 }
 
@@ -687,62 +582,57 @@ async fn stats(State(a): State<Service>) -> ApiResult<tickwork_protocol::api::St
 
 async fn alarm_channels_list(
     State(a): State<Service>,
-    Extension(p): Caller,
+    Caller(p): Caller,
 ) -> ApiResult<Vec<AlarmChannelView>> {
     ok(a.alarms().channels_list(&p).await?)
 }
 
 async fn alarm_channel_create(
     State(a): State<Service>,
-    Extension(p): Caller,
-    body: Body,
+    Caller(p): Caller,
+    ApiJson(input): ApiJson<AlarmChannelInput>,
 ) -> ApiResult<AlarmChannelView> {
-    let input = json::<AlarmChannelInput>(body).await?;
     ok(a.alarms().channel_create(&p, input).await?)
 }
 
 async fn alarm_channel_get(
     State(a): State<Service>,
-    Extension(p): Caller,
-    Path(c): Path<String>,
+    Caller(p): Caller,
+    Id(c): Id,
 ) -> ApiResult<AlarmChannelView> {
-    ok(a.alarms().channel_get(&p, id("id", &c)?).await?)
+    ok(a.alarms().channel_get(&p, c).await?)
 }
 
 async fn alarm_channel_update(
     State(a): State<Service>,
-    Extension(p): Caller,
-    Path(c): Path<String>,
-    body: Body,
+    Caller(p): Caller,
+    Id(c): Id,
+    ApiJson(input): ApiJson<AlarmChannelInput>,
 ) -> ApiResult<AlarmChannelView> {
-    let c = id("id", &c)?;
-    let input = json::<AlarmChannelInput>(body).await?;
     ok(a.alarms().channel_update(&p, c, input).await?)
 }
 
 async fn alarm_channel_delete(
     State(a): State<Service>,
-    Extension(p): Caller,
-    Path(c): Path<String>,
+    Caller(p): Caller,
+    Id(c): Id,
 ) -> ApiResult<serde_json::Value> {
-    let c = id("id", &c)?;
     a.alarms().channel_delete(&p, c).await?;
     ok(serde_json::json!({ "deleted": c }))
 }
 
 async fn alarm_channel_test(
     State(a): State<Service>,
-    Extension(p): Caller,
-    Path(c): Path<String>,
+    Caller(p): Caller,
+    Id(c): Id,
 ) -> ApiResult<AlarmTestResult> {
-    ok(a.alarms().channel_test(&p, id("id", &c)?).await?)
+    ok(a.alarms().channel_test(&p, c).await?)
 }
 
 async fn alarm_deliveries_list(
     State(a): State<Service>,
-    Extension(p): Caller,
-    uri: axum::http::Uri,
+    Caller(p): Caller,
+    ApiQuery(q): ApiQuery<AlarmDeliveryQuery>,
 ) -> ApiResult<tickwork_protocol::api::Page<tickwork_protocol::api::AlarmDeliveryView>> {
-    let q: AlarmDeliveryQuery = query(uri.query())?;
     ok(a.alarms().deliveries_list(&p, q).await?)
 }

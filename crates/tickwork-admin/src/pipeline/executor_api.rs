@@ -99,9 +99,7 @@ impl ExecutorApi {
     /// `api/registry`: an executor's heartbeat.
     pub async fn registry_beat(&self, auth: &ExecutorAuth, p: RegistryParam) -> Result<(), Error> {
         if !p.is_complete() {
-            return Err(Error::Invalid(
-                tickwork_protocol::msg::ILLEGAL_ARGUMENT.into(),
-            ));
+            return Err(Error::invalid(tickwork_protocol::msg::ILLEGAL_ARGUMENT));
         }
         let beat = RegistryBeat {
             app_name: p.registry_key.trim().to_owned(),
@@ -130,9 +128,7 @@ impl ExecutorApi {
         p: RegistryParam,
     ) -> Result<(), Error> {
         if !p.is_complete() {
-            return Err(Error::Invalid(
-                tickwork_protocol::msg::ILLEGAL_ARGUMENT.into(),
-            ));
+            return Err(Error::invalid(tickwork_protocol::msg::ILLEGAL_ARGUMENT));
         }
         let key = RegistryKey {
             app_name: p.registry_key.trim().to_owned(),

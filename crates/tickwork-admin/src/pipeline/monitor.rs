@@ -308,7 +308,7 @@ impl Maintenance {
 /// milliseconds. Days are calendar days: 23 or 25 hours long across a DST change.
 pub(crate) fn report_days(zone: &str, now: i64) -> Result<Vec<(i64, i64)>, Error> {
     let tz = tickwork_core::schedule::parse_time_zone(zone)?;
-    let bad = |e: jiff::Error| Error::Invalid(format!("report day in {zone}: {e}"));
+    let bad = |e: jiff::Error| Error::invalid(format!("report day in {zone}: {e}"));
     let mut day = Timestamp::from_millisecond(now)
         .map_err(bad)?
         .to_zoned(tz)

@@ -27,7 +27,7 @@ use tracing::info;
 const NAME_MAX: usize = 64;
 
 fn invalid(field: &str, msg: impl std::fmt::Display) -> Error {
-    Error::Invalid(format!("{field}: {msg}"))
+    Error::invalid_field(field, msg)
 }
 
 fn kinds() -> String {

@@ -103,7 +103,7 @@ impl AuditLog<'_> {
         let size = q.size.unwrap_or(50);
         let number = q.page.unwrap_or(1);
         if number == 0 {
-            return Err(Error::Invalid("page: pages count from 1".into()));
+            return Err(Error::invalid_field("page", "pages count from 1"));
         }
         let req = page(Some((number - 1).saturating_mul(size)), Some(size))?;
         let p = self

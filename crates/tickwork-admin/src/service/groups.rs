@@ -18,7 +18,7 @@ impl Groups<'_> {
         if app.is_empty() || app.len() > 64 {
             return Err(invalid("app_name", "must be 1 to 64 characters"));
         }
-        if input.title.len() > 64 {
+        if input.title.chars().count() > 64 {
             return Err(invalid("title", "must be at most 64 characters"));
         }
         let mode = match input.address_mode.as_deref().unwrap_or("auto") {

@@ -1,7 +1,8 @@
 //! Jobs: create, change, copy, delete, start, stop, trigger, list, and schedule previews.
 
+use tickwork_core::job::{self, Limits};
 use tickwork_core::schedule::Schedule;
-use tickwork_core::{GlueType, ScheduleType, TriggerType};
+use tickwork_core::{ScheduleType, TriggerType};
 use tickwork_protocol::api::{CopyInput, JobInput, JobQuery, JobView, Page, RunView, TriggerInput};
 use tickwork_store::{
     Job, JobFilter, JobNew, JobSpec, JobStatus, JobStatusChange, JobUpdate, RunNew, ScriptVersion,
@@ -9,82 +10,35 @@ use tickwork_store::{
 };
 
 use super::audit::Target;
-use super::{Jobs, MAX_SOURCE, MAX_TEXT, has_source, invalid, job_view, page, paged, run_view};
+use super::{Jobs, has_source, invalid, job_view, page, paged, run_view};
 use crate::Error;
 use crate::auth::Principal;
 use crate::timer::now_ms;
 
 impl Jobs<'_> {
     /// Checks a job definition and turns it into the stored spec with its parsed schedule;
-    /// `by` must be allowed to change the group of every child job it lists.
+    /// `by` must be allowed to change the group of every child job it lists. The rules on
+    /// the definition itself are core's ([`JobSpec::validate`]); here is only what needs the
+    /// store: the group, the child jobs and the alarm channels exist.
     async fn job_spec(
         self,
         by: &Principal,
         input: &JobInput,
         own_id: Option<i64>,
     ) -> Result<(JobSpec, Schedule), Error> {
-        let i = input;
-        if i.description.chars().count() > 255 {
-            return Err(invalid("description", "must be at most 255 characters"));
-        }
-        if i.owner.chars().count() > 64 {
-            return Err(invalid("owner", "must be at most 64 characters"));
-        }
-        match self.inner.store.group_get(i.group_id).await {
+        let mut spec = input.to_spec(&self.inner.config.default_time_zone);
+        let schedule = spec.validate(&Limits::STANDARD)?;
+        match self.inner.store.group_get(spec.group_id).await {
             Ok(_) => {}
             Err(tickwork_store::Error::NotFound { .. }) => {
                 return Err(invalid(
                     "group_id",
-                    format!("executor group {} does not exist", i.group_id),
+                    format!("executor group {} does not exist", spec.group_id),
                 ));
             }
             Err(e) => return Err(e.into()),
         }
-        let zone = i
-            .time_zone
-            .clone()
-            .filter(|z| !z.trim().is_empty())
-            .unwrap_or_else(|| self.inner.config.default_time_zone.clone());
-        let schedule = Schedule::parse(i.schedule_type, &i.schedule_conf, &zone)
-            .map_err(|e| invalid("schedule_conf", e))?;
-        let handler = i.handler.trim();
-        if i.glue_type == GlueType::Bean && handler.is_empty() {
-            return Err(invalid("handler", "a BEAN job needs a handler name"));
-        }
-        if handler.len() > 255 {
-            return Err(invalid("handler", "must be at most 255 characters"));
-        }
-        if has_source(i.glue_type) && i.glue_source.trim().is_empty() {
-            return Err(invalid(
-                "glue_source",
-                format!("a {} job needs a script", i.glue_type),
-            ));
-        }
-        if i.glue_source.len() > MAX_SOURCE {
-            return Err(invalid("glue_source", "must be at most 1 MiB"));
-        }
-        if i.params.len() > MAX_TEXT {
-            return Err(invalid("params", "must be at most 64 KiB"));
-        }
-        if i.timeout_s < 0 {
-            return Err(invalid(
-                "timeout_s",
-                format!("{} is negative; use 0 for no timeout", i.timeout_s),
-            ));
-        }
-        if !(0..=100).contains(&i.retry_count) {
-            return Err(invalid(
-                "retry_count",
-                format!("{} is out of range 0-100", i.retry_count),
-            ));
-        }
-        if !(0..=86_400_000).contains(&i.retry_backoff_ms) {
-            return Err(invalid(
-                "retry_backoff_ms",
-                format!("{} is out of range 0-86400000", i.retry_backoff_ms),
-            ));
-        }
-        for &child in &i.child_job_ids {
+        for &child in &spec.child_job_ids {
             if Some(child) == own_id {
                 return Err(invalid("child_job_ids", "a job cannot be its own child"));
             }
@@ -108,37 +62,11 @@ impl Jobs<'_> {
                 Err(e) => return Err(e.into()),
             }
         }
-        let alarm_channels = self
+        spec.alarm_channels = self
             .inner
             .alarms()
-            .check_alarm_channels(&i.alarm_channels)
+            .check_alarm_channels(&spec.alarm_channels)
             .await?;
-        let spec = JobSpec {
-            group_id: i.group_id,
-            description: i.description.clone(),
-            owner: i.owner.clone(),
-            alarm_channels,
-            schedule_type: i.schedule_type,
-            schedule_conf: i.schedule_conf.trim().to_owned(),
-            time_zone: zone,
-            misfire_strategy: i.misfire_strategy,
-            route_strategy: i.route_strategy,
-            handler: handler.to_owned(),
-            params: i.params.clone(),
-            block_strategy: i.block_strategy,
-            timeout_s: i.timeout_s,
-            retry_count: i.retry_count,
-            retry_backoff_ms: i.retry_backoff_ms,
-            child_job_ids: i.child_job_ids.clone(),
-            priority: i.priority,
-            glue_type: i.glue_type,
-            // Shell scripts written on Windows would fail on `\r`; XXL-JOB strips it too.
-            glue_source: if i.glue_type == GlueType::Shell {
-                i.glue_source.replace('\r', "")
-            } else {
-                i.glue_source.clone()
-            },
-        };
         Ok((spec, schedule))
     }
 
@@ -161,7 +89,7 @@ impl Jobs<'_> {
         let (spec, schedule) = self.job_spec(by, &input, None).await?;
         let key = match input.key.as_deref().map(str::trim) {
             Some(k) if !k.is_empty() => {
-                validate_key(k)?;
+                job::validate_key(k, &Limits::STANDARD)?;
                 k.to_owned()
             }
             _ => format!("job-{:016x}", fastrand::u64(..)),
@@ -424,10 +352,8 @@ impl Jobs<'_> {
         trigger_type: TriggerType,
     ) -> Result<RunView, Error> {
         let job = self.job_for_change(by, id).await?;
-        if let Some(p) = &input.params
-            && p.len() > MAX_TEXT
-        {
-            return Err(invalid("params", "must be at most 64 KiB"));
+        if let Some(p) = &input.params {
+            job::validate_params(p, &Limits::STANDARD)?;
         }
         let address = match input.address.as_deref().map(str::trim) {
             None | Some("") => None,
@@ -499,19 +425,4 @@ impl Jobs<'_> {
         let s = Schedule::parse(kind, conf, zone).map_err(|e| invalid("schedule_conf", e))?;
         Ok(s.next_fires(now_ms(), n.clamp(1, 100)))
     }
-}
-
-/// A job key: 1 to 128 characters of letters, digits, `.`, `_` and `-`.
-fn validate_key(k: &str) -> Result<(), Error> {
-    if k.len() > 128
-        || !k
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-    {
-        return Err(invalid(
-            "key",
-            format!("{k:?} must be 1 to 128 letters, digits, '.', '_' or '-'"),
-        ));
-    }
-    Ok(())
 }

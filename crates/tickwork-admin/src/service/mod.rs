@@ -18,9 +18,8 @@ mod users;
 
 use std::sync::Arc;
 
-use tickwork_core::GlueType;
 use tickwork_protocol::api::{JobView, LatenessView, Page, RunView};
-use tickwork_store::{Job, PageReq, Run, RunComplete, Store};
+use tickwork_store::{Job, JobSpec, PageReq, Run, RunComplete, Store};
 
 use crate::Error;
 use crate::alarm::Senders;
@@ -238,38 +237,55 @@ impl Service {
     }
 }
 
-/// Longest accepted job params, script source and similar texts.
-pub(crate) const MAX_TEXT: usize = 64 * 1024;
-/// Longest accepted script source.
-pub(crate) const MAX_SOURCE: usize = 1024 * 1024;
 /// The furthest back "clear runs older than N days" reaches: a hundred years.
 pub const MAX_CLEAR_DAYS: i64 = 36_500;
 
-/// The API view of a stored job.
+/// The API view of a stored job. The spec is taken apart whole, so a new field of
+/// [`JobSpec`] cannot be left out here.
 pub(crate) fn job_view(j: Job) -> JobView {
-    let s = j.spec;
+    let JobSpec {
+        group_id,
+        description,
+        owner,
+        alarm_channels,
+        schedule_type,
+        schedule_conf,
+        time_zone,
+        misfire_strategy,
+        route_strategy,
+        handler,
+        params,
+        block_strategy,
+        timeout_s,
+        retry_count,
+        retry_backoff_ms,
+        child_job_ids,
+        priority,
+        glue_type,
+        glue_source,
+    } = j.spec;
     JobView {
         id: j.id,
         key: j.key,
-        group_id: s.group_id,
-        description: s.description,
-        owner: s.owner,
-        alarm_channels: s.alarm_channels,
-        schedule_type: s.schedule_type,
-        schedule_conf: s.schedule_conf,
-        time_zone: s.time_zone,
-        misfire_strategy: s.misfire_strategy,
-        route_strategy: s.route_strategy,
-        handler: s.handler,
-        params: s.params,
-        block_strategy: s.block_strategy,
-        timeout_s: s.timeout_s,
-        retry_count: s.retry_count,
-        retry_backoff_ms: s.retry_backoff_ms,
-        child_job_ids: s.child_job_ids,
-        priority: s.priority,
-        glue_type: s.glue_type,
-        glue_source: s.glue_source,
+        group_id,
+        description,
+        owner,
+        alarm_channels,
+        schedule_type,
+        schedule_conf,
+        time_zone,
+        misfire_strategy,
+        route_strategy,
+        handler,
+        params,
+        block_strategy,
+        timeout_s,
+        retry_count,
+        retry_backoff_ms,
+        child_job_ids,
+        priority,
+        glue_type,
+        glue_source,
         glue_updated_at: j.glue_updated_at,
         status: j.status.as_str().to_owned(),
         next_fire_at: j
@@ -313,9 +329,10 @@ pub(crate) fn run_view(r: Run) -> RunView {
 pub(crate) fn page(offset: Option<u64>, limit: Option<u64>) -> Result<PageReq, Error> {
     let limit = limit.unwrap_or(50);
     if !(1..=1000).contains(&limit) {
-        return Err(Error::Invalid(format!(
-            "limit: {limit} is out of range 1-1000"
-        )));
+        return Err(Error::invalid_field(
+            "limit",
+            format!("{limit} is out of range 1-1000"),
+        ));
     }
     Ok(PageReq {
         offset: offset.unwrap_or(0),
@@ -339,10 +356,8 @@ pub(crate) fn paged<T, U>(
 
 /// Whether jobs of this glue type carry their source (every glue type, Groovy included:
 /// the editor and its versions serve them all; only where they run differs).
-pub(crate) fn has_source(t: GlueType) -> bool {
-    t != GlueType::Bean
-}
+pub(crate) use tickwork_core::job::has_source;
 
 pub(crate) fn invalid(field: &str, msg: impl std::fmt::Display) -> Error {
-    Error::Invalid(format!("{field}: {msg}"))
+    Error::invalid_field(field, msg)
 }

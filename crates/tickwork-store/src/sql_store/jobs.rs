@@ -27,12 +27,16 @@ const FIRE_COLUMNS: &str = "job_id, group_id, scheduled_at, fire_key, trigger_ty
 fn check_spec(spec: &JobSpec) -> Result<(), Error> {
     check_len("description", &spec.description, DESCRIPTION_MAX)?;
     check_len("owner", &spec.owner, OWNER_MAX)?;
-    check_bytes("alarm_channels", &spec.alarm_channels, TEXT_MAX_BYTES)?;
+    check_bytes(
+        "alarm_channels",
+        &spec.alarm_channels,
+        JOB.alarm_channels_bytes,
+    )?;
     check_len("schedule_conf", &spec.schedule_conf, SCHEDULE_CONF_MAX)?;
     check_required("time_zone", &spec.time_zone, TIME_ZONE_MAX)?;
     check_len("handler", &spec.handler, HANDLER_MAX)?;
-    check_bytes("params", &spec.params, TEXT_MAX_BYTES)?;
-    check_bytes("glue_source", &spec.glue_source, GLUE_MAX_BYTES)?;
+    check_bytes("params", &spec.params, JOB.params_bytes)?;
+    check_bytes("glue_source", &spec.glue_source, JOB.glue_source_bytes)?;
     if spec.timeout_s < 0 || spec.retry_count < 0 || spec.retry_backoff_ms < 0 {
         return Err(Error::Invalid(
             "timeout, retry count and retry backoff must not be negative".to_owned(),

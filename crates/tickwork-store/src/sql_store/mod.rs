@@ -20,6 +20,7 @@ use async_trait::async_trait;
 use sqlx::Pool;
 use tickwork_core::TriggerType;
 use tickwork_core::alarm::AlarmStatus;
+use tickwork_core::job::Limits;
 use tickwork_core::run::{RunMove, RunState};
 
 use crate::error::{is_foreign_key_violation, is_retryable, is_unique_violation};
@@ -32,16 +33,18 @@ use crate::store::{
 };
 use crate::{Error, StoreOptions};
 
-/// Column limits, the same on every backend (they are MySQL's VARCHAR sizes).
+/// Column limits, the same on every backend (they are MySQL's VARCHAR sizes). A job's are
+/// core's [`Limits::STANDARD`], which the admin validates against.
 const APP_NAME_MAX: usize = 64;
 const TITLE_MAX: usize = 128;
 const ADDRESS_MAX: usize = 255;
-const JOB_KEY_MAX: usize = 128;
-const DESCRIPTION_MAX: usize = 255;
-const OWNER_MAX: usize = 64;
-const SCHEDULE_CONF_MAX: usize = 255;
-const TIME_ZONE_MAX: usize = 64;
-const HANDLER_MAX: usize = 255;
+const JOB: Limits = Limits::STANDARD;
+const JOB_KEY_MAX: usize = JOB.key_chars;
+const DESCRIPTION_MAX: usize = JOB.description_chars;
+const OWNER_MAX: usize = JOB.owner_chars;
+const SCHEDULE_CONF_MAX: usize = JOB.schedule_conf_chars;
+const TIME_ZONE_MAX: usize = JOB.time_zone_chars;
+const HANDLER_MAX: usize = JOB.handler_chars;
 const NODE_ID_MAX: usize = 64;
 const LEASE_NAME_MAX: usize = 64;
 const CHANNEL_NAME_MAX: usize = 64;
@@ -155,7 +158,7 @@ fn check_run_new(run: &RunNew) -> Result<(), Error> {
         check_len("owner node", node, NODE_ID_MAX)?;
     }
     if let Some(params) = &run.params {
-        check_bytes("params", params, TEXT_MAX_BYTES)?;
+        check_bytes("params", params, JOB.params_bytes)?;
     }
     Ok(())
 }
