@@ -32,7 +32,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tickwork_store::{
-    ApiTokenTouch, Session, SessionPurge, SessionTouch, Store, User, UserNew, UserRole,
+    AccountStore, ApiTokenTouch, AuditStore, Session, SessionPurge, SessionTouch, User, UserNew,
+    UserRole,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{info, warn};
@@ -525,7 +526,8 @@ impl Drop for Checking<'_> {
 
 /// Logins, sessions and API credentials. Reachable as `Admin::auth` and `AppState::auth`.
 pub struct Auth {
-    store: Arc<dyn Store>,
+    /// Users, sessions and tokens: all that authentication reads and writes.
+    store: Arc<dyn AccountStore>,
     config: AuthConfig,
     /// The built-in API token: an admin credential, as before per-user tokens existed.
     builtin_token: String,
@@ -540,7 +542,7 @@ pub struct Auth {
 }
 
 impl Auth {
-    pub fn new(store: Arc<dyn Store>, config: AuthConfig, builtin_token: &str) -> Self {
+    pub fn new(store: Arc<dyn AccountStore>, config: AuthConfig, builtin_token: &str) -> Self {
         Auth {
             store,
             checks: Arc::new(Semaphore::new(config.max_concurrent_logins.max(1))),
@@ -802,9 +804,12 @@ impl Auth {
     }
 
     /// On a database without users, creates [`FIRST_ADMIN`] with the configured password, or
-    /// a generated one. Returns the generated password, to be shown once; `None` when users
-    /// existed or the password was configured.
-    pub async fn ensure_first_admin(&self) -> Result<Option<String>, Error> {
+    /// a generated one, and records it in `audit`. Returns the generated password, to be shown
+    /// once; `None` when users existed or the password was configured.
+    pub async fn ensure_first_admin(
+        &self,
+        audit: &dyn AuditStore,
+    ) -> Result<Option<String>, Error> {
         if self.store.users_count().await? > 0 {
             return Ok(None);
         }
@@ -831,7 +836,7 @@ impl Auth {
         match created {
             Ok(u) => {
                 let after = serde_json::json!({ "username": u.username, "role": "admin" });
-                self.store
+                audit
                     .audit_append(tickwork_store::AuditNew {
                         at: now,
                         actor_id: None,

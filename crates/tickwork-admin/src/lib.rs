@@ -63,7 +63,7 @@ pub async fn start(config: Config, store: Arc<dyn Store>) -> Result<Running, Err
     ));
     // Before anything is served: there is never a moment without an admin account, and never
     // a default password.
-    let generated_admin_password = auth.ensure_first_admin().await?;
+    let generated_admin_password = auth.ensure_first_admin(store.as_ref()).await?;
     let metrics = Arc::new(metrics::Metrics::default());
     let (scheduler, tasks) =
         Scheduler::start(config.clone(), store.clone(), metrics.clone()).await?;

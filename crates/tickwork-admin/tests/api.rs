@@ -2172,7 +2172,12 @@ async fn first_admin_is_created_once_with_the_configured_password() {
         .expect("configured password");
     // A second start on the same database creates nobody and generates nothing.
     assert_eq!(
-        h.admin.service.auth().ensure_first_admin().await.unwrap(),
+        h.admin
+            .service
+            .auth()
+            .ensure_first_admin(h.store.as_ref())
+            .await
+            .unwrap(),
         None
     );
     h.stop().await;

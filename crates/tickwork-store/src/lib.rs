@@ -1,4 +1,6 @@
-//! Tickwork's persistence: the [`Store`] trait and its implementation on SQLite, PostgreSQL and
+//! Tickwork's persistence: the [`Store`] trait (one part per area: [`GroupStore`],
+//! [`JobStore`], [`RunLedger`], [`ClusterStore`], [`AlarmStore`], [`AccountStore`],
+//! [`AuditStore`], [`ScriptStore`]) and its implementation on SQLite, PostgreSQL and
 //! MySQL/MariaDB, chosen by URL.
 //!
 //! This crate knows nothing about HTTP. It does no schedule math either: the claim takes a
@@ -6,7 +8,7 @@
 //! a unique key on (job, fire key) makes a double scheduled fire impossible at the database,
 //! whatever the admin nodes do.
 //!
-//! Layout: `model` (rows and parameters), `store` (the trait), `sql` (one query, three
+//! Layout: `model` (rows and parameters), `store` (the traits), `sql` (one query, three
 //! dialects), `backends` (driver glue per database), `sql_store` (the shared implementation),
 //! `rows` (decoding), and `migrations/<backend>` embedded at build time.
 
@@ -23,7 +25,10 @@ use std::time::Duration;
 
 pub use error::Error;
 pub use model::*;
-pub use store::Store;
+pub use store::{
+    AccountStore, AlarmStore, AuditStore, ClusterStore, GroupStore, JobStore, RunLedger,
+    ScriptStore, Store,
+};
 pub use tickwork_core::alarm::AlarmStatus;
 pub use tickwork_core::run::RunState;
 

@@ -4,7 +4,7 @@
 //! arguments as plain values ([`Arg`]). A [`Backend`] (one small impl per database, in
 //! `backends.rs`) binds those values to the concrete sqlx driver and rewrites placeholders
 //! where needed. The few real dialect differences (row locks, insert-or-skip, upsert,
-//! `RETURNING`) are answered by [`Kind`]. The store logic itself (`sql_store.rs`) is generic
+//! `RETURNING`) are answered by [`Kind`]. The store logic itself (`sql_store`) is generic
 //! over `Backend` and never names a driver type.
 
 use std::future::Future;

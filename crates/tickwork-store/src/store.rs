@@ -1,5 +1,5 @@
-//! The `Store` trait: every operation the admin performs on the database, named by what it
-//! does to state.
+//! The `Store` trait and its parts, one per area: every operation the admin performs on the
+//! database, named by what it does to state.
 
 use async_trait::async_trait;
 use tickwork_core::run::RunState;
@@ -7,18 +7,39 @@ use tickwork_core::run::RunState;
 use crate::Error;
 use crate::model::*;
 
-/// Persistence of the scheduling center. Object-safe: the admin holds an `Arc<dyn Store>`.
+/// Persistence of the scheduling center: every area's trait. Object-safe: the admin holds an
+/// `Arc<dyn Store>`, and a part that needs one area only may hold that area's trait object
+/// (`Arc<dyn Store>` coerces to `Arc<dyn AccountStore>`, say).
 ///
-/// Every method is one short transaction (or one statement); none holds a lock across calls.
-/// Getters of a single row return [`Error::NotFound`] when it does not exist.
+/// In every area, each method is one short transaction (or one statement); none holds a lock
+/// across calls. Getters of a single row return [`Error::NotFound`] when it does not exist.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store:
+    GroupStore
+    + JobStore
+    + RunLedger
+    + ClusterStore
+    + AlarmStore
+    + AccountStore
+    + AuditStore
+    + ScriptStore
+    + Send
+    + Sync
+    + 'static
+{
     /// The backend's name: `sqlite`, `postgres` or `mysql`.
     fn backend(&self) -> &'static str;
 
     /// Closes the connection pool, waiting for connections in use to come back.
     async fn close(&self);
+}
 
+/// Executor groups and the registry of their live executors.
+///
+/// An area of its own rather than part of the jobs: groups and their registry are what routing
+/// and the executor API read, and neither holds a job or a run.
+#[async_trait]
+pub trait GroupStore: Send + Sync {
     // ---- executor groups ----
 
     /// Creates a group. A taken `app_name` is a `Conflict`.
@@ -59,9 +80,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Every registry row, by app and address (for the address cache and the console).
     async fn registry_list(&self) -> Result<Vec<RegistryEntry>, Error>;
+}
 
-    // ---- jobs ----
-
+/// Job definitions, their schedule position, and the claim that turns due fires into runs.
+#[async_trait]
+pub trait JobStore: Send + Sync {
     /// Creates a job at version 1. A taken key is a `Conflict`; a missing group is `Invalid`.
     async fn job_create(&self, job: JobNew) -> Result<Job, Error>;
 
@@ -101,7 +124,12 @@ pub trait Store: Send + Sync + 'static {
         params: ClaimParams,
         planner: &Planner<'_>,
     ) -> Result<ClaimResult, Error>;
+}
 
+/// The run ledger: writing runs outside the schedule, moving them through their states with
+/// their follow-ups, recovery of runs whose node went away, retention and the daily reports.
+#[async_trait]
+pub trait RunLedger: Send + Sync {
     // ---- runs ----
 
     /// Writes a `planned` run outside the schedule (manual, API, retry, parent, misfire),
@@ -133,7 +161,7 @@ pub trait Store: Send + Sync + 'static {
     async fn run_set_shard(&self, shard: RunShard) -> Result<(), Error>;
 
     /// Moves a pending run to its final state with its result (`failed` and `timed_out` become
-    /// `killed` when a kill was requested, see [`Store::run_kill_intent`]), as
+    /// `killed` when a kill was requested, see [`RunLedger::run_kill_intent`]), as
     /// [`RunMove::Complete`](tickwork_core::run::RunMove::Complete) allows: a `dispatched`
     /// run, or a `planned` one for a callback's results (`succeeded`, `failed`, `timed_out`:
     /// the callback beat the dispatch record). In the same transaction it writes what `follow`
@@ -154,7 +182,7 @@ pub trait Store: Send + Sync + 'static {
     /// `false`, and no change, when the run is unknown or not dispatched.
     async fn run_kill_intent(&self, intent: RunKillIntent) -> Result<bool, Error>;
 
-    /// Completes many runs in one transaction, as [`Store::run_complete`] does one, with the
+    /// Completes many runs in one transaction, as [`RunLedger::run_complete`] does one, with the
     /// follow-ups of each run that ended now. Unknown and already final runs are left alone
     /// and not returned; a run repeated in the batch counts once (its first result).
     async fn runs_complete(
@@ -212,6 +240,56 @@ pub trait Store: Send + Sync + 'static {
     /// completes them as `lost` through the usual completion path.
     async fn runs_find_lost(&self, query: LostQuery) -> Result<Vec<Run>, Error>;
 
+    // ---- retention ----
+
+    /// Deletes one batch of final runs scheduled before `before` (see [`RunPurge`]); how
+    /// many went. Call again until it returns less than the limit.
+    async fn runs_purge(&self, purge: RunPurge) -> Result<u64, Error>;
+
+    /// Deletes the reports of days before `before`; how many went.
+    async fn reports_purge(&self, before: i64) -> Result<u64, Error>;
+
+    /// Deletes final runs as an operator asks (see [`RunClear`]); how many went.
+    async fn runs_clear(&self, clear: RunClear) -> Result<u64, Error>;
+
+    // ---- reports ----
+
+    /// Writes (or overwrites) the counts of one day.
+    async fn report_upsert(&self, report: RunReport) -> Result<(), Error>;
+
+    /// The reports whose `day` lies in `range`, by day.
+    async fn reports_list(&self, range: TimeRange) -> Result<Vec<RunReport>, Error>;
+}
+
+/// The admin nodes of a cluster: heartbeats and leases.
+#[async_trait]
+pub trait ClusterStore: Send + Sync {
+    /// Records an admin node's heartbeat (inserting the node on its first beat).
+    async fn node_heartbeat(&self, beat: NodeBeat) -> Result<(), Error>;
+
+    /// Every admin node, by id.
+    async fn nodes_list(&self) -> Result<Vec<Node>, Error>;
+
+    /// Removes a node's row (a clean shutdown): its planned runs become orphans at once.
+    /// Whether the row was there.
+    async fn node_leave(&self, node_id: &str) -> Result<bool, Error>;
+
+    /// Removes the rows of nodes whose last heartbeat is older than `older_than`; how many.
+    async fn nodes_sweep(&self, older_than: i64) -> Result<u64, Error>;
+
+    /// Takes or renews a lease; `true` when `node` holds it until `now + ttl_ms`.
+    async fn lease_acquire(&self, request: LeaseRequest) -> Result<bool, Error>;
+
+    /// Gives up a lease `node` holds; `false` when it was not `node`'s.
+    async fn lease_release(&self, key: LeaseKey) -> Result<bool, Error>;
+}
+
+/// Alarms: the runs' alarm status, the channels, and the deliveries to them. Queueing a
+/// run's alarm is the first step of delivery, so it lives here rather than in the ledger.
+#[async_trait]
+pub trait AlarmStore: Send + Sync {
+    // ---- runs calling for an alarm ----
+
     /// Queues up to `limit` failed runs (failed, timed out, lost) for an alarm: their
     /// `alarm_status` moves from [`AlarmStatus::Undecided`] to [`AlarmStatus::Queued`],
     /// atomically, so a run is queued once whoever asks. Returns the runs queued now.
@@ -221,7 +299,7 @@ pub trait Store: Send + Sync + 'static {
     /// not written yet, by id.
     async fn runs_awaiting_alarm(&self, limit: u32) -> Result<Vec<Run>, Error>;
 
-    // ---- alarms ----
+    // ---- channels and deliveries ----
 
     /// Creates an alarm channel. A taken name is a `Conflict`.
     async fn alarm_channel_create(&self, channel: AlarmChannelNew) -> Result<AlarmChannel, Error>;
@@ -271,45 +349,12 @@ pub trait Store: Send + Sync + 'static {
         &self,
         filter: DeliveryFilter,
     ) -> Result<Paged<AlarmDelivery>, Error>;
+}
 
-    // ---- retention ----
-
-    /// Deletes one batch of final runs scheduled before `before` (see [`RunPurge`]); how
-    /// many went. Call again until it returns less than the limit.
-    async fn runs_purge(&self, purge: RunPurge) -> Result<u64, Error>;
-
-    /// Deletes the reports of days before `before`; how many went.
-    async fn reports_purge(&self, before: i64) -> Result<u64, Error>;
-
-    // ---- reports ----
-
-    /// Writes (or overwrites) the counts of one day.
-    async fn report_upsert(&self, report: RunReport) -> Result<(), Error>;
-
-    /// The reports whose `day` lies in `range`, by day.
-    async fn reports_list(&self, range: TimeRange) -> Result<Vec<RunReport>, Error>;
-
-    // ---- cluster ----
-
-    /// Records an admin node's heartbeat (inserting the node on its first beat).
-    async fn node_heartbeat(&self, beat: NodeBeat) -> Result<(), Error>;
-
-    /// Every admin node, by id.
-    async fn nodes_list(&self) -> Result<Vec<Node>, Error>;
-
-    /// Removes a node's row (a clean shutdown): its planned runs become orphans at once.
-    /// Whether the row was there.
-    async fn node_leave(&self, node_id: &str) -> Result<bool, Error>;
-
-    /// Removes the rows of nodes whose last heartbeat is older than `older_than`; how many.
-    async fn nodes_sweep(&self, older_than: i64) -> Result<u64, Error>;
-
-    /// Takes or renews a lease; `true` when `node` holds it until `now + ttl_ms`.
-    async fn lease_acquire(&self, request: LeaseRequest) -> Result<bool, Error>;
-
-    /// Gives up a lease `node` holds; `false` when it was not `node`'s.
-    async fn lease_release(&self, key: LeaseKey) -> Result<bool, Error>;
-
+/// Operators and their credentials: users, console sessions and API tokens. The console's
+/// authentication needs only this trait.
+#[async_trait]
+pub trait AccountStore: Send + Sync {
     // ---- users ----
 
     /// Creates a user. A taken username is a `Conflict`.
@@ -372,17 +417,21 @@ pub trait Store: Send + Sync + 'static {
 
     /// The tokens of one user, or of everyone, by id.
     async fn api_tokens_list(&self, user_id: Option<i64>) -> Result<Vec<ApiToken>, Error>;
+}
 
-    // ---- audit log ----
-
+/// The audit log of operator actions.
+#[async_trait]
+pub trait AuditStore: Send + Sync {
     /// Appends one record; its id.
     async fn audit_append(&self, entry: AuditNew) -> Result<i64, Error>;
 
     /// One page of records matching the filter, newest first.
     async fn audit_list(&self, filter: AuditFilter) -> Result<Paged<AuditEntry>, Error>;
+}
 
-    // ---- script versions ----
-
+/// The version history of GLUE scripts.
+#[async_trait]
+pub trait ScriptStore: Send + Sync {
     /// Appends a version of a job's script, numbered one past the job's newest. A missing
     /// job is `NotFound`.
     async fn script_version_append(
@@ -395,7 +444,4 @@ pub trait Store: Send + Sync + 'static {
 
     /// One version of a job's script.
     async fn script_version_get(&self, key: ScriptVersionKey) -> Result<ScriptVersion, Error>;
-
-    /// Deletes final runs as an operator asks (see [`RunClear`]); how many went.
-    async fn runs_clear(&self, clear: RunClear) -> Result<u64, Error>;
 }

@@ -53,23 +53,27 @@ where
     db.drop_database().await;
 }
 
-/// Instantiates every listed test (an `async fn(Ctx)` at the crate root) once per backend:
-/// `sqlite::name`, `postgres::name`, `mysql::name`.
+/// Instantiates every listed test (an `async fn(Ctx)` in the named module of the suite) once
+/// per backend: `sqlite::name`, `postgres::name`, `mysql::name`.
 #[macro_export]
 macro_rules! conformance {
-    ($($test:ident),+ $(,)?) => {
-        $crate::conformance!(@backend sqlite, Sqlite, $($test),+);
-        $crate::conformance!(@backend postgres, Postgres, $($test),+);
-        $crate::conformance!(@backend mysql, MySql, $($test),+);
+    ($($module:ident: [$($test:ident),+ $(,)?]),+ $(,)?) => {
+        $crate::conformance!(@backend sqlite, Sqlite, $($module: [$($test),+]),+);
+        $crate::conformance!(@backend postgres, Postgres, $($module: [$($test),+]),+);
+        $crate::conformance!(@backend mysql, MySql, $($module: [$($test),+]),+);
     };
-    (@backend $module:ident, $variant:ident, $($test:ident),+) => {
-        mod $module {
-            $(
+    (@backend $backend:ident, $variant:ident, $($module:ident: [$($test:ident),+]),+) => {
+        mod $backend {
+            $($(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $test() {
-                    $crate::support::run($crate::support::Backend::$variant, super::$test).await;
+                    $crate::support::run(
+                        $crate::support::Backend::$variant,
+                        super::$module::$test,
+                    )
+                    .await;
                 }
-            )+
+            )+)+
         }
     };
 }

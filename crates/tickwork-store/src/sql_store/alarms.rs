@@ -1,0 +1,421 @@
+//! Alarms: the runs that call for one, channels and deliveries.
+
+use super::*;
+
+/// `state` condition of the runs that call for an alarm ([`RunState::calls_for_alarm`]).
+static ALARM_STATES: LazyLock<String> = LazyLock::new(|| {
+    let states: Vec<RunState> = RunState::ALL
+        .iter()
+        .copied()
+        .filter(|s| s.calls_for_alarm())
+        .collect();
+    state_in(&states)
+});
+
+impl<B: Backend> SqlStore<B> {
+    /// The ids of the jobs whose alarm channels list `name`.
+    async fn jobs_using_channel(conn: &mut Conn<B>, name: &str) -> Result<Vec<i64>, Error> {
+        // LIKE narrows the scan; the exact match is decided on the split list.
+        let q = Query::new(
+            "SELECT id, alarm_channels FROM tw_jobs WHERE LOWER(alarm_channels) LIKE ? \
+             ESCAPE '!' ORDER BY id",
+        )
+        .bind(contains_pattern(name));
+        Ok(B::fetch_all::<(i64, String)>(conn, q)
+            .await?
+            .into_iter()
+            .filter(|(_, list)| split_list(list).any(|n| n == name))
+            .map(|(id, _)| id)
+            .collect())
+    }
+
+    async fn channel_in(conn: &mut Conn<B>, id: i64) -> Result<AlarmChannel, Error> {
+        let q = Query::new(format!(
+            "SELECT {ALARM_CHANNEL_COLUMNS} FROM tw_alarm_channels WHERE id = ?"
+        ))
+        .bind(id);
+        match B::fetch_optional::<AlarmChannelRow>(conn, q).await? {
+            Some(row) => row.try_into(),
+            None => Err(Error::not_found("alarm channel", id)),
+        }
+    }
+}
+
+/// Validates a channel's name and config.
+fn check_channel(name: &str, config: &str) -> Result<(), Error> {
+    check_required("name", name, CHANNEL_NAME_MAX)?;
+    if name.contains(',') || name.trim() != name {
+        return Err(Error::Invalid(format!(
+            "name {name:?} must not contain a comma or surrounding spaces"
+        )));
+    }
+    check_bytes("config", config, TEXT_MAX_BYTES)
+}
+
+fn in_use(name: &str, jobs: &[i64]) -> Error {
+    let ids: Vec<String> = jobs.iter().map(i64::to_string).collect();
+    Error::Conflict(format!(
+        "alarm channel {name:?} is used by job(s) {}",
+        ids.join(", ")
+    ))
+}
+
+#[async_trait]
+impl<B: Backend> AlarmStore for SqlStore<B> {
+    async fn runs_queue_alarms(&self, limit: u32) -> Result<Vec<Run>, Error> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut tx = B::begin_write(&self.pool).await?;
+        let select = Query::new(format!(
+            "SELECT id FROM tw_runs WHERE alarm_status{} AND state{} ORDER BY id LIMIT ?{}",
+            alarm_in(AlarmStatus::sources_of(AlarmStatus::Queued)),
+            *ALARM_STATES,
+            B::KIND.skip_locked()
+        ))
+        .bind(i64::from(limit));
+        let ids: Vec<i64> = B::fetch_all::<(i64,)>(&mut *tx, select)
+            .await?
+            .into_iter()
+            .map(|(id,)| id)
+            .collect();
+        let mut runs = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(ROWS_PER_STATEMENT) {
+            let mut q = Query::new("UPDATE tw_runs SET alarm_status = ").one_off();
+            q.push_bind(AlarmStatus::Queued.code());
+            // `+ 0`: every new run is undecided, so an index on the column is no help next
+            // to the ids (see `Kind::state_beside_ids`).
+            q.push(" WHERE alarm_status + 0")
+                .push(&alarm_in(AlarmStatus::sources_of(AlarmStatus::Queued)));
+            q.push(" AND id IN ");
+            q.push_list(chunk.iter().copied());
+            B::execute(&mut *tx, q).await?;
+            let mut read =
+                Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs WHERE id IN ")).one_off();
+            read.push_list(chunk.iter().copied());
+            for row in B::fetch_all::<RunRow>(&mut *tx, read).await? {
+                runs.push(Run::try_from(row)?);
+            }
+        }
+        tx.commit().await?;
+        runs.sort_by_key(|r| r.id);
+        Ok(runs)
+    }
+
+    async fn runs_awaiting_alarm(&self, limit: u32) -> Result<Vec<Run>, Error> {
+        let q = Query::new(format!(
+            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE alarm_status{} AND state{} \
+             ORDER BY id LIMIT ?",
+            alarm_in(&[AlarmStatus::Queued]),
+            *ALARM_STATES
+        ))
+        .bind(i64::from(limit));
+        convert(self.fetch_all::<RunRow>(q).await?)
+    }
+
+    async fn alarm_channel_create(&self, channel: AlarmChannelNew) -> Result<AlarmChannel, Error> {
+        check_channel(&channel.name, &channel.config)?;
+        let q = Query::new(
+            "INSERT INTO tw_alarm_channels (name, kind, config, enabled, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&channel.name)
+        .bind(channel.kind.as_str())
+        .bind(&channel.config)
+        .bind(i32::from(channel.enabled))
+        .bind(channel.now)
+        .bind(channel.now);
+        let mut conn = self.pool.acquire().await?;
+        let name = &channel.name;
+        let id = Self::insert_id(&mut conn, q)
+            .await
+            .map_err(|e| {
+                unique_or(e, || {
+                    Error::Conflict(format!("alarm channel name {name:?} is taken"))
+                })
+            })?
+            .ok_or_else(|| Error::corrupt("the channel insert wrote no row".to_owned()))?;
+        Ok(AlarmChannel {
+            id,
+            name: channel.name,
+            kind: channel.kind,
+            config: channel.config,
+            enabled: channel.enabled,
+            created_at: channel.now,
+            updated_at: channel.now,
+        })
+    }
+
+    async fn alarm_channel_update(
+        &self,
+        channel: AlarmChannelUpdate,
+    ) -> Result<AlarmChannel, Error> {
+        check_channel(&channel.name, &channel.config)?;
+        let mut tx = B::begin_write(&self.pool).await?;
+        let old = Self::channel_in(&mut tx, channel.id).await?;
+        if old.name != channel.name {
+            let jobs = Self::jobs_using_channel(&mut tx, &old.name).await?;
+            if !jobs.is_empty() {
+                return Err(in_use(&old.name, &jobs));
+            }
+        }
+        let name = &channel.name;
+        let q = Query::new(
+            "UPDATE tw_alarm_channels SET name = ?, kind = ?, config = ?, enabled = ?, \
+             updated_at = ? WHERE id = ?",
+        )
+        .bind(name)
+        .bind(channel.kind.as_str())
+        .bind(&channel.config)
+        .bind(i32::from(channel.enabled))
+        .bind(channel.now)
+        .bind(channel.id);
+        B::execute(&mut *tx, q).await.map_err(|e| {
+            unique_or(e, || {
+                Error::Conflict(format!("alarm channel name {name:?} is taken"))
+            })
+        })?;
+        let updated = Self::channel_in(&mut tx, channel.id).await?;
+        tx.commit().await?;
+        Ok(updated)
+    }
+
+    async fn alarm_channel_delete(&self, id: i64, now: i64) -> Result<(), Error> {
+        let mut tx = B::begin_write(&self.pool).await?;
+        let channel = Self::channel_in(&mut tx, id).await?;
+        let jobs = Self::jobs_using_channel(&mut tx, &channel.name).await?;
+        if !jobs.is_empty() {
+            return Err(in_use(&channel.name, &jobs));
+        }
+        let q = Query::new(
+            "UPDATE tw_alarm_deliveries SET state = 'failed', last_error = ?, \
+             claimed_by = NULL, claimed_until = NULL, updated_at = ? \
+             WHERE channel_id = ? AND state = 'pending'",
+        )
+        .bind("the alarm channel was deleted")
+        .bind(now)
+        .bind(id);
+        B::execute(&mut *tx, q).await?;
+        B::execute(
+            &mut *tx,
+            Query::new("DELETE FROM tw_alarm_channels WHERE id = ?").bind(id),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn alarm_channel_get(&self, id: i64) -> Result<AlarmChannel, Error> {
+        let mut conn = self.pool.acquire().await?;
+        Self::channel_in(&mut conn, id).await
+    }
+
+    async fn alarm_channels_list(&self) -> Result<Vec<AlarmChannel>, Error> {
+        let q = Query::new(format!(
+            "SELECT {ALARM_CHANNEL_COLUMNS} FROM tw_alarm_channels ORDER BY id"
+        ));
+        convert(self.fetch_all::<AlarmChannelRow>(q).await?)
+    }
+
+    async fn alarm_deliveries_queue(&self, queue: AlarmDeliveriesQueue) -> Result<u64, Error> {
+        if queue.runs.is_empty() {
+            return Ok(0);
+        }
+        retry_deadlocks(|| async {
+            let mut written = 0;
+            let mut tx = B::begin_write(&self.pool).await?;
+            for run in &queue.runs {
+                let mut wanted = run.channel_ids.clone();
+                wanted.sort_unstable();
+                wanted.dedup();
+                for &channel in &wanted {
+                    // The channel's name and kind are copied, so the row still reads well
+                    // after the channel is renamed or deleted.
+                    let mut q = Query::new(B::KIND.insert_or_skip());
+                    q.push(
+                        "tw_alarm_deliveries (run_id, channel_id, channel_name, kind, state, \
+                         attempts, next_attempt_at, created_at, updated_at) \
+                         SELECT ?, id, name, kind, 'pending', 0, ?, ?, ? \
+                         FROM tw_alarm_channels WHERE id = ?",
+                    );
+                    q = q
+                        .bind(run.run_id)
+                        .bind(queue.now)
+                        .bind(queue.now)
+                        .bind(queue.now)
+                        .bind(channel);
+                    q.push(&B::KIND.on_conflict_skip("run_id, channel_id"));
+                    written += B::execute(&mut *tx, q).await?.rows;
+                }
+                let status = if wanted.is_empty() {
+                    AlarmStatus::NotNeeded
+                } else {
+                    AlarmStatus::Delivering
+                };
+                let q = Query::new(format!(
+                    "UPDATE tw_runs SET alarm_status = ? WHERE id = ? AND alarm_status{}",
+                    alarm_in(AlarmStatus::sources_of(status))
+                ))
+                .bind(status.code())
+                .bind(run.run_id);
+                B::execute(&mut *tx, q).await?;
+            }
+            tx.commit().await?;
+            Ok(written)
+        })
+        .await
+    }
+
+    async fn alarm_deliveries_claim_due(
+        &self,
+        claim: DeliveryClaim,
+    ) -> Result<Vec<AlarmDelivery>, Error> {
+        check_required("node id", &claim.node_id, NODE_ID_MAX)?;
+        if claim.limit == 0 {
+            return Ok(Vec::new());
+        }
+        if claim.hold_ms <= 0 {
+            return Err(Error::Invalid("claim hold must be positive".to_owned()));
+        }
+        retry_deadlocks(|| async {
+            let mut tx = B::begin_write(&self.pool).await?;
+            let select = Query::new(format!(
+                "SELECT id FROM tw_alarm_deliveries WHERE state = 'pending' \
+                 AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until <= ?) \
+                 ORDER BY next_attempt_at, id LIMIT ?{}",
+                B::KIND.skip_locked()
+            ))
+            .bind(claim.now)
+            .bind(claim.now)
+            .bind(i64::from(claim.limit));
+            let ids: Vec<i64> = B::fetch_all::<(i64,)>(&mut *tx, select)
+                .await?
+                .into_iter()
+                .map(|(id,)| id)
+                .collect();
+            if ids.is_empty() {
+                // Ended here, not by the drop: a dropped transaction is rolled back only when
+                // its connection is next used, and until then InnoDB keeps the locks of the
+                // rows this SELECT looked at, which the next claim would skip.
+                tx.commit().await?;
+                return Ok(Vec::new());
+            }
+            let mut q = Query::new("UPDATE tw_alarm_deliveries SET claimed_by = ").one_off();
+            q.push_bind(claim.node_id.as_str());
+            q.push(", claimed_until = ")
+                .push_bind(claim.now.saturating_add(claim.hold_ms));
+            q.push(" WHERE state = 'pending' AND id IN ");
+            q.push_list(ids.iter().copied());
+            B::execute(&mut *tx, q).await?;
+            let mut read = Query::new(format!(
+                "SELECT {DELIVERY_COLUMNS} FROM tw_alarm_deliveries WHERE claimed_by = "
+            ))
+            .one_off();
+            read.push_bind(claim.node_id.as_str());
+            read.push(" AND id IN ");
+            read.push_list(ids.iter().copied());
+            read.push(" ORDER BY next_attempt_at, id");
+            let rows = convert(B::fetch_all::<DeliveryRow>(&mut *tx, read).await?)?;
+            tx.commit().await?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn alarm_delivery_finish(&self, finish: DeliveryFinish) -> Result<bool, Error> {
+        let (state, next, error, sent_at) = match &finish.outcome {
+            DeliveryOutcome::Sent => (DeliveryState::Sent, None, None, Some(finish.now)),
+            DeliveryOutcome::Retry {
+                error,
+                next_attempt_at,
+            } => (
+                DeliveryState::Pending,
+                Some(*next_attempt_at),
+                clip(Some(error)),
+                None,
+            ),
+            DeliveryOutcome::Failed { error } => {
+                (DeliveryState::Failed, None, clip(Some(error)), None)
+            }
+        };
+        retry_deadlocks(|| async {
+            let mut tx = B::begin_write(&self.pool).await?;
+            let mut q = Query::new(
+                "UPDATE tw_alarm_deliveries SET state = ?, attempts = attempts + 1, \
+                 claimed_by = NULL, claimed_until = NULL, updated_at = ?",
+            )
+            .bind(state.as_str())
+            .bind(finish.now);
+            if let Some(next) = next {
+                q.push(", next_attempt_at = ").push_bind(next);
+            }
+            if error.is_some() {
+                q.push(", last_error = ").push_bind(error.clone());
+            }
+            if let Some(at) = sent_at {
+                q.push(", sent_at = ").push_bind(at);
+            }
+            q.push(" WHERE id = ").push_bind(finish.id);
+            q.push(" AND state = 'pending' AND claimed_by = ")
+                .push_bind(finish.node_id.as_str());
+            if B::execute(&mut *tx, q).await?.rows == 0 {
+                // Ended here for the same reason as in the claim: no locks left behind.
+                tx.commit().await?;
+                return Ok(false);
+            }
+            let run_status = match state {
+                DeliveryState::Pending => None,
+                DeliveryState::Sent => Some(AlarmStatus::Sent),
+                DeliveryState::Failed => Some(AlarmStatus::SendFailed),
+            };
+            if let Some(status) = run_status {
+                // A failure on one channel is what the run shows, whatever the others did.
+                let q = Query::new(format!(
+                    "UPDATE tw_runs SET alarm_status = ? WHERE id = \
+                     (SELECT run_id FROM tw_alarm_deliveries WHERE id = ?) AND alarm_status{}",
+                    alarm_in(AlarmStatus::sources_of(status))
+                ))
+                .bind(status.code())
+                .bind(finish.id);
+                B::execute(&mut *tx, q).await?;
+            }
+            tx.commit().await?;
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn alarm_delivery_get(&self, id: i64) -> Result<AlarmDelivery, Error> {
+        let q = Query::new(format!(
+            "SELECT {DELIVERY_COLUMNS} FROM tw_alarm_deliveries WHERE id = ?"
+        ))
+        .bind(id);
+        match self.fetch_optional::<DeliveryRow>(q).await? {
+            Some(row) => row.try_into(),
+            None => Err(Error::not_found("alarm delivery", id)),
+        }
+    }
+
+    async fn alarm_deliveries_list(
+        &self,
+        filter: DeliveryFilter,
+    ) -> Result<Paged<AlarmDelivery>, Error> {
+        let (offset, limit) = check_page(filter.page)?;
+        let mut clause = Query::new(" WHERE 1 = 1");
+        if let Some(run) = filter.run_id {
+            clause.push(" AND run_id = ").push_bind(run);
+        }
+        if let Some(state) = filter.state {
+            clause.push(" AND state = ").push_bind(state.as_str());
+        }
+        let total = self.count("tw_alarm_deliveries", &clause).await?;
+        let mut q = Query::new(format!(
+            "SELECT {DELIVERY_COLUMNS} FROM tw_alarm_deliveries"
+        ));
+        q.append(&clause);
+        q.push(" ORDER BY id DESC LIMIT ").push_bind(limit);
+        q.push(" OFFSET ").push_bind(offset);
+        let items = convert(self.fetch_all::<DeliveryRow>(q).await?)?;
+        Ok(Paged { items, total })
+    }
+}

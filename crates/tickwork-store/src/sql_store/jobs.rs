@@ -1,0 +1,646 @@
+//! Jobs, and the claim that turns their due fires into runs.
+
+use super::*;
+
+/// How often a claim that lost a deadlock is tried again.
+const CLAIM_RETRIES: u32 = 3;
+
+/// The job columns a definition writes, in the order [`bind_spec`] binds them.
+const SPEC_COLUMNS: &str = "group_id, description, owner, alarm_channels, schedule_type, \
+     schedule_conf, time_zone, misfire_strategy, route_strategy, handler, params, \
+     block_strategy, timeout_s, retry_count, retry_backoff_ms, child_job_ids, priority, \
+     glue_type, glue_source";
+
+/// `group_id = ?, description = ?, ...` for updates.
+static SPEC_ASSIGNMENTS: LazyLock<String> = LazyLock::new(|| {
+    SPEC_COLUMNS
+        .split(',')
+        .map(|c| format!("{} = ?", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
+});
+
+/// The columns a claim writes per fire (the rest take their defaults).
+const FIRE_COLUMNS: &str = "job_id, group_id, scheduled_at, fire_key, trigger_type, attempt, \
+     handler, params, state, owner_node, priority, created_at, finished_at";
+
+fn check_spec(spec: &JobSpec) -> Result<(), Error> {
+    check_len("description", &spec.description, DESCRIPTION_MAX)?;
+    check_len("owner", &spec.owner, OWNER_MAX)?;
+    check_bytes(
+        "alarm_channels",
+        &spec.alarm_channels,
+        JOB.alarm_channels_bytes,
+    )?;
+    check_len("schedule_conf", &spec.schedule_conf, SCHEDULE_CONF_MAX)?;
+    check_required("time_zone", &spec.time_zone, TIME_ZONE_MAX)?;
+    check_len("handler", &spec.handler, HANDLER_MAX)?;
+    check_bytes("params", &spec.params, JOB.params_bytes)?;
+    check_bytes("glue_source", &spec.glue_source, JOB.glue_source_bytes)?;
+    if spec.timeout_s < 0 || spec.retry_count < 0 || spec.retry_backoff_ms < 0 {
+        return Err(Error::Invalid(
+            "timeout, retry count and retry backoff must not be negative".to_owned(),
+        ));
+    }
+    if let Some(id) = spec.child_job_ids.iter().find(|&&id| id <= 0) {
+        return Err(Error::Invalid(format!("child job id {id} is not a job id")));
+    }
+    Ok(())
+}
+
+/// Binds the definition columns in [`SPEC_COLUMNS`] order.
+fn bind_spec(q: Query, spec: &JobSpec) -> Query {
+    q.bind(spec.group_id)
+        .bind(&spec.description)
+        .bind(&spec.owner)
+        .bind(&spec.alarm_channels)
+        .bind(spec.schedule_type.as_str())
+        .bind(&spec.schedule_conf)
+        .bind(&spec.time_zone)
+        .bind(spec.misfire_strategy.as_str())
+        .bind(spec.route_strategy.as_str())
+        .bind(spec.handler.trim())
+        .bind(&spec.params)
+        .bind(spec.block_strategy.as_str())
+        .bind(spec.timeout_s)
+        .bind(spec.retry_count)
+        .bind(spec.retry_backoff_ms)
+        .bind(child_ids_text(&spec.child_job_ids))
+        .bind(spec.priority)
+        .bind(spec.glue_type.as_str())
+        .bind(&spec.glue_source)
+}
+
+/// One fire of a claim, before it is written.
+struct NewFire {
+    /// Index into the claimed jobs.
+    job: usize,
+    fire: PlannedFire,
+}
+
+impl<B: Backend> SqlStore<B> {
+    async fn job_in(conn: &mut Conn<B>, id: i64) -> Result<Job, Error> {
+        let q = Query::new(format!("SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id = ?")).bind(id);
+        match B::fetch_optional::<JobRow>(conn, q).await? {
+            Some(row) => row.try_into(),
+            None => Err(Error::not_found("job", id)),
+        }
+    }
+
+    /// One claim transaction (see [`JobStore::jobs_claim_due`]).
+    async fn claim_once(
+        &self,
+        params: &ClaimParams,
+        planner: &Planner<'_>,
+    ) -> Result<ClaimResult, Error> {
+        let horizon = params.now.saturating_add(params.lookahead_ms.max(0));
+        let mut tx = B::begin_write(&self.pool).await?;
+        let select = Query::new(format!(
+            "SELECT {JOB_COLUMNS} FROM tw_jobs WHERE status = 'running' AND next_fire_at <= ? \
+             ORDER BY next_fire_at, id LIMIT ?{}",
+            B::KIND.skip_locked()
+        ))
+        .bind(horizon)
+        .bind(i64::from(params.limit));
+        let jobs: Vec<Job> = convert(B::fetch_all::<JobRow>(&mut *tx, select).await?)?;
+        if jobs.is_empty() {
+            tx.commit().await?;
+            return Ok(ClaimResult::default());
+        }
+
+        let mut fires = Vec::new();
+        let mut next = Vec::with_capacity(jobs.len());
+        let mut duplicates = 0;
+        for (index, job) in jobs.iter().enumerate() {
+            let plan = planner(job, params.now);
+            let mut keys = HashSet::with_capacity(plan.fires.len());
+            for fire in plan.fires {
+                if !fire.state.is_initial() {
+                    return Err(Error::Invalid(format!(
+                        "the planner gave job {} a fire in state {}",
+                        job.id, fire.state
+                    )));
+                }
+                // Two fires with one key in one plan: the ledger would keep the first anyway.
+                if keys.insert(fire.fire_key) {
+                    fires.push(NewFire { job: index, fire });
+                } else {
+                    duplicates += 1;
+                }
+            }
+            next.push((job.id, plan.next_fire_at));
+        }
+
+        Self::skip_second_catch_ups(&mut tx, &jobs, &mut fires).await?;
+        let ids = Self::insert_fires(&mut tx, &jobs, &fires, params).await?;
+
+        let mut last_fire: HashMap<i64, i64> = HashMap::new();
+        for f in &fires {
+            let job_id = jobs[f.job].id;
+            if f.fire.state == RunState::Planned && ids.contains_key(&(job_id, f.fire.fire_key)) {
+                let last = last_fire.entry(job_id).or_insert(f.fire.scheduled_at);
+                *last = (*last).max(f.fire.scheduled_at);
+            }
+        }
+        Self::advance_jobs(&mut tx, &next, &last_fire).await?;
+        tx.commit().await?;
+
+        let mut result = ClaimResult {
+            jobs: jobs.len(),
+            duplicates,
+            ..ClaimResult::default()
+        };
+        for f in fires {
+            let job = &jobs[f.job];
+            let Some(&id) = ids.get(&(job.id, f.fire.fire_key)) else {
+                result.duplicates += 1;
+                continue;
+            };
+            if f.fire.state != RunState::Planned {
+                result.misfired += 1;
+                continue;
+            }
+            result.runs.push(Run {
+                id,
+                job_id: job.id,
+                group_id: job.spec.group_id,
+                scheduled_at: f.fire.scheduled_at,
+                fire_key: Some(f.fire.fire_key),
+                trigger_type: f.fire.trigger_type,
+                attempt: 0,
+                parent_run_id: None,
+                executor_address: None,
+                handler: job.spec.handler.clone(),
+                params: job.spec.params.clone(),
+                shard_index: None,
+                shard_total: None,
+                state: RunState::Planned,
+                trigger_code: 0,
+                trigger_msg: None,
+                handle_code: 0,
+                handle_msg: None,
+                alarm_status: AlarmStatus::Undecided,
+                owner_node: Some(params.node_id.clone()),
+                priority: job.spec.priority,
+                created_at: params.now,
+                dispatched_at: None,
+                finished_at: None,
+            });
+        }
+        result.runs.sort_by_key(|r| (r.scheduled_at, r.id));
+        Ok(result)
+    }
+
+    /// A job gets one catch-up for its late fires (FIRE_ONCE_NOW). After an outage a node
+    /// may have made one of the job's earlier planned runs that catch-up (see
+    /// [`RunLedger::run_catch_up`]); then this claim records its own catch-up as misfired. The
+    /// job's row lock, held here and taken by `run_catch_up`, orders the two.
+    async fn skip_second_catch_ups(
+        conn: &mut Conn<B>,
+        jobs: &[Job],
+        fires: &mut [NewFire],
+    ) -> Result<(), Error> {
+        // Per job given a catch-up: its earliest late fire.
+        let mut late_since: HashMap<i64, i64> = HashMap::new();
+        for f in fires.iter() {
+            let job_id = jobs[f.job].id;
+            if f.fire.trigger_type == TriggerType::Misfire && f.fire.state == RunState::Planned {
+                late_since.entry(job_id).or_insert(i64::MAX);
+            }
+        }
+        if late_since.is_empty() {
+            return Ok(());
+        }
+        for f in fires.iter() {
+            let late =
+                f.fire.state == RunState::Misfired || f.fire.trigger_type == TriggerType::Misfire;
+            if let (true, Some(since)) = (late, late_since.get_mut(&jobs[f.job].id)) {
+                *since = (*since).min(f.fire.fire_key);
+            }
+        }
+        let mut q =
+            Query::new("SELECT job_id, MAX(scheduled_at) FROM tw_runs WHERE trigger_type = ")
+                .one_off();
+        q.push_bind(TriggerType::Misfire.as_str())
+            .push(" AND job_id IN ");
+        q.push_list(late_since.keys().copied());
+        q.push(" GROUP BY job_id");
+        let caught: HashSet<i64> = B::fetch_all::<(i64, i64)>(conn, q)
+            .await?
+            .into_iter()
+            .filter(|(job_id, at)| late_since.get(job_id).is_some_and(|since| at >= since))
+            .map(|(job_id, _)| job_id)
+            .collect();
+        for f in fires.iter_mut() {
+            let job = &jobs[f.job];
+            if caught.contains(&job.id) && f.fire.trigger_type == TriggerType::Misfire {
+                f.fire =
+                    PlannedFire::misfired(f.fire.fire_key, job.spec.schedule_type.trigger_type());
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the fires with multi-row inserts that skip ledger collisions, and returns the
+    /// ids of the rows this call wrote, keyed by (job id, fire key).
+    async fn insert_fires(
+        conn: &mut Conn<B>,
+        jobs: &[Job],
+        fires: &[NewFire],
+        params: &ClaimParams,
+    ) -> Result<HashMap<(i64, i64), i64>, Error> {
+        let mut ids = HashMap::with_capacity(fires.len());
+        // Thirteen binds and their placeholders per row, plus the job's handler and params.
+        let row_bytes = |f: &NewFire| {
+            let spec = &jobs[f.job].spec;
+            240 + spec.handler.len() + spec.params.len()
+        };
+        for chunk in sized_chunks(fires, row_bytes) {
+            let wanted: HashSet<(i64, i64)> = chunk
+                .iter()
+                .map(|f| (jobs[f.job].id, f.fire.fire_key))
+                .collect();
+            // Without RETURNING (MySQL), tell our rows from older ones by what was there
+            // before. Sound because only a claim writes a job's keyed runs, and it holds the
+            // job's row lock, as this transaction does now: nobody else adds keys for these
+            // jobs between the two reads.
+            let existing: HashSet<(i64, i64)> = if B::KIND.has_returning() {
+                HashSet::new()
+            } else {
+                Self::ledger_rows(conn, &wanted)
+                    .await?
+                    .into_iter()
+                    .map(|(_, job, key)| (job, key))
+                    .collect()
+            };
+
+            let mut q = Query::new(B::KIND.insert_or_skip()).one_off();
+            q.push("tw_runs (").push(FIRE_COLUMNS).push(") VALUES ");
+            for (n, f) in chunk.iter().enumerate() {
+                if n > 0 {
+                    q.push(", ");
+                }
+                let job = &jobs[f.job];
+                let finished_at = (f.fire.state != RunState::Planned).then_some(params.now);
+                q.push_list([
+                    Arg::from(job.id),
+                    job.spec.group_id.into(),
+                    f.fire.scheduled_at.into(),
+                    f.fire.fire_key.into(),
+                    f.fire.trigger_type.as_str().into(),
+                    0_i32.into(),
+                    job.spec.handler.as_str().into(),
+                    job.spec.params.as_str().into(),
+                    f.fire.state.as_str().into(),
+                    params.node_id.as_str().into(),
+                    job.spec.priority.into(),
+                    params.now.into(),
+                    finished_at.into(),
+                ]);
+            }
+            q.push(&B::KIND.on_conflict_skip("job_id, fire_key"));
+
+            if B::KIND.has_returning() {
+                q.push(" RETURNING id, job_id, fire_key");
+                for (id, job, key) in B::fetch_all::<(i64, i64, i64)>(conn, q).await? {
+                    ids.insert((job, key), id);
+                }
+            } else {
+                B::execute(conn, q).await?;
+                for (id, job, key) in Self::ledger_rows(conn, &wanted).await? {
+                    if !existing.contains(&(job, key)) {
+                        ids.insert((job, key), id);
+                    }
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    /// The ledger rows (id, job, key) among `wanted`, found through the (job_id, fire_key)
+    /// index: the jobs' rows within the keys' span, then filtered exactly.
+    async fn ledger_rows(
+        conn: &mut Conn<B>,
+        wanted: &HashSet<(i64, i64)>,
+    ) -> Result<Vec<(i64, i64, i64)>, Error> {
+        let job_ids: BTreeSet<i64> = wanted.iter().map(|&(job, _)| job).collect();
+        let (Some(low), Some(high)) = (
+            wanted.iter().map(|&(_, k)| k).min(),
+            wanted.iter().map(|&(_, k)| k).max(),
+        ) else {
+            return Ok(Vec::new());
+        };
+        let mut q =
+            Query::new("SELECT id, job_id, fire_key FROM tw_runs WHERE job_id IN ").one_off();
+        q.push_list(job_ids);
+        q.push(" AND fire_key >= ").push_bind(low);
+        q.push(" AND fire_key <= ").push_bind(high);
+        let rows = B::fetch_all::<(i64, i64, i64)>(conn, q).await?;
+        Ok(rows
+            .into_iter()
+            .filter(|&(_, job, key)| wanted.contains(&(job, key)))
+            .collect())
+    }
+
+    /// Moves each claimed job to its next fire (stopping it at `None`) and records its last
+    /// planned fire, with one batched UPDATE per chunk. Leaves `version` and `updated_at`
+    /// alone: scheduling is not an edit.
+    async fn advance_jobs(
+        conn: &mut Conn<B>,
+        next: &[(i64, Option<i64>)],
+        last_fire: &HashMap<i64, i64>,
+    ) -> Result<(), Error> {
+        for chunk in sized_chunks(next, |_| 120) {
+            // A no-op first assignment, so every real one below can start with a comma.
+            let mut q = Query::new("UPDATE tw_jobs SET updated_at = updated_at").one_off();
+            push_case(&mut q, "next_fire_at", chunk, |r| r.0, |r| r.1.into());
+            let stopped: Vec<i64> = chunk
+                .iter()
+                .filter(|r| r.1.is_none())
+                .map(|r| r.0)
+                .collect();
+            if !stopped.is_empty() {
+                q.push(", status = CASE WHEN id IN ");
+                q.push_list(stopped);
+                q.push(" THEN 'stopped' ELSE status END");
+            }
+            let fired: Vec<(i64, i64)> = chunk
+                .iter()
+                .filter_map(|r| last_fire.get(&r.0).map(|&at| (r.0, at)))
+                .collect();
+            if !fired.is_empty() {
+                q.push(", last_fire_at = CASE id");
+                for (id, at) in fired {
+                    q.push(" WHEN ").push_bind(id);
+                    q.push(" THEN ").push_bind(at);
+                }
+                q.push(" ELSE last_fire_at END");
+            }
+            q.push(" WHERE id IN ");
+            q.push_list(chunk.iter().map(|r| r.0));
+            B::execute(conn, q).await?;
+        }
+        Ok(())
+    }
+
+    /// The WHERE clause of a job listing.
+    fn job_filter(filter: &JobFilter) -> Query {
+        let mut q = Query::new(" WHERE 1 = 1");
+        if let Some(group) = filter.group_id {
+            q.push(" AND group_id = ").push_bind(group);
+        }
+        if let Some(status) = filter.status {
+            q.push(" AND status = ").push_bind(status.as_str());
+        }
+        if let Some(text) = filter
+            .text
+            .as_deref()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+        {
+            let pattern = contains_pattern(text);
+            q.push(" AND (");
+            for (i, column) in ["description", "handler", "job_key", "owner"]
+                .iter()
+                .enumerate()
+            {
+                if i > 0 {
+                    q.push(" OR ");
+                }
+                q.push(&format!("LOWER({column}) LIKE "))
+                    .push_bind(pattern.as_str())
+                    .push(" ESCAPE '!'");
+            }
+            q.push(")");
+        }
+        q
+    }
+}
+
+#[async_trait]
+impl<B: Backend> JobStore for SqlStore<B> {
+    async fn job_create(&self, job: JobNew) -> Result<Job, Error> {
+        let key = job.key.trim().to_owned();
+        check_required("job key", &key, JOB_KEY_MAX)?;
+        check_spec(&job.spec)?;
+        let q = Query::new(format!(
+            "INSERT INTO tw_jobs (job_key, {SPEC_COLUMNS}, glue_updated_at, status, \
+             next_fire_at, last_fire_at, version, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)"
+        ))
+        .bind(&key);
+        let q = bind_spec(q, &job.spec)
+            .bind(job.now)
+            .bind(job.status.as_str())
+            .bind(job.next_fire_at)
+            .bind(None::<i64>)
+            .bind(job.now)
+            .bind(job.now);
+        let mut conn = self.pool.acquire().await?;
+        let group_id = job.spec.group_id;
+        let id = Self::insert_id(&mut conn, q)
+            .await
+            .map_err(|e| {
+                if is_foreign_key_violation(&e) {
+                    Error::Invalid(format!("group {group_id} does not exist"))
+                } else {
+                    unique_or(e, || Error::Conflict(format!("job key {key:?} is taken")))
+                }
+            })?
+            .ok_or_else(|| Error::corrupt("the job insert wrote no row".to_owned()))?;
+        let mut spec = job.spec;
+        spec.handler = spec.handler.trim().to_owned();
+        Ok(Job {
+            id,
+            key,
+            spec,
+            status: job.status,
+            next_fire_at: job.next_fire_at,
+            last_fire_at: None,
+            glue_updated_at: job.now,
+            version: 1,
+            created_at: job.now,
+            updated_at: job.now,
+        })
+    }
+
+    async fn job_update(&self, update: JobUpdate) -> Result<Job, Error> {
+        check_spec(&update.spec)?;
+        let id = update.id;
+        let mut tx = B::begin_write(&self.pool).await?;
+        let current = Query::new(format!(
+            "SELECT version, glue_type, glue_source, glue_updated_at FROM tw_jobs WHERE id = ?{}",
+            B::KIND.for_update()
+        ))
+        .bind(id);
+        let mut row =
+            B::fetch_optional::<(i64, String, String, i64)>(&mut *tx, current.clone()).await?;
+        // MariaDB can answer a locking read that waited for a claim's lock on the row without
+        // the row (see `lock_runs`): look again while a plain read still finds it.
+        let exists = Query::new("SELECT id FROM tw_jobs WHERE id = ?").bind(id);
+        for _ in 0..10 {
+            if row.is_some()
+                || B::KIND != Kind::MySql
+                || B::fetch_optional::<(i64,)>(&mut *tx, exists.clone())
+                    .await?
+                    .is_none()
+            {
+                break;
+            }
+            row =
+                B::fetch_optional::<(i64, String, String, i64)>(&mut *tx, current.clone()).await?;
+        }
+        let Some((version, glue_type, glue_source, glue_updated_at)) = row else {
+            return Err(Error::not_found("job", id));
+        };
+        if let Some(expected) = update.expected_version
+            && expected != version
+        {
+            return Err(Error::Conflict(format!(
+                "job {id} was changed by someone else (version {version}, not {expected})"
+            )));
+        }
+        let glue_changed =
+            glue_type != update.spec.glue_type.as_str() || glue_source != update.spec.glue_source;
+        let q = Query::new(format!(
+            "UPDATE tw_jobs SET {}, glue_updated_at = ?, next_fire_at = ?, \
+             version = version + 1, updated_at = ? WHERE id = ?",
+            *SPEC_ASSIGNMENTS
+        ));
+        let group_id = update.spec.group_id;
+        let q = bind_spec(q, &update.spec)
+            .bind(if glue_changed {
+                update.now
+            } else {
+                glue_updated_at
+            })
+            .bind(update.next_fire_at)
+            .bind(update.now)
+            .bind(id);
+        B::execute(&mut *tx, q).await.map_err(|e| {
+            if is_foreign_key_violation(&e) {
+                Error::Invalid(format!("group {group_id} does not exist"))
+            } else {
+                Error::Database(e)
+            }
+        })?;
+        let job = Self::job_in(&mut tx, id).await?;
+        tx.commit().await?;
+        Ok(job)
+    }
+
+    async fn job_delete(&self, id: i64) -> Result<(), Error> {
+        let mut tx = B::begin_write(&self.pool).await?;
+        B::execute(
+            &mut *tx,
+            Query::new(
+                "DELETE FROM tw_alarm_deliveries WHERE run_id IN \
+                 (SELECT id FROM tw_runs WHERE job_id = ?)",
+            )
+            .bind(id),
+        )
+        .await?;
+        B::execute(
+            &mut *tx,
+            Query::new("DELETE FROM tw_runs WHERE job_id = ?").bind(id),
+        )
+        .await?;
+        B::execute(
+            &mut *tx,
+            Query::new("DELETE FROM tw_script_versions WHERE job_id = ?").bind(id),
+        )
+        .await?;
+        let done = B::execute(
+            &mut *tx,
+            Query::new("DELETE FROM tw_jobs WHERE id = ?").bind(id),
+        )
+        .await?;
+        if done.rows == 0 {
+            return Err(Error::not_found("job", id));
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn job_get(&self, id: i64) -> Result<Job, Error> {
+        let mut conn = self.pool.acquire().await?;
+        Self::job_in(&mut conn, id).await
+    }
+
+    async fn job_get_by_key(&self, key: &str) -> Result<Job, Error> {
+        let q = Query::new(format!(
+            "SELECT {JOB_COLUMNS} FROM tw_jobs WHERE job_key = ?"
+        ))
+        .bind(key.trim());
+        match self.fetch_optional::<JobRow>(q).await? {
+            Some(row) => row.try_into(),
+            None => Err(Error::not_found("job", key)),
+        }
+    }
+
+    async fn jobs_list(&self, filter: JobFilter) -> Result<Paged<Job>, Error> {
+        let (offset, limit) = check_page(filter.page)?;
+        let clause = Self::job_filter(&filter);
+        let total = self.count("tw_jobs", &clause).await?;
+        let mut q = Query::new(format!("SELECT {JOB_COLUMNS} FROM tw_jobs"));
+        q.append(&clause);
+        q.push(" ORDER BY id LIMIT ").push_bind(limit);
+        q.push(" OFFSET ").push_bind(offset);
+        let items = convert(self.fetch_all::<JobRow>(q).await?)?;
+        Ok(Paged { items, total })
+    }
+
+    async fn job_set_status(&self, change: JobStatusChange) -> Result<Job, Error> {
+        let q = Query::new(
+            "UPDATE tw_jobs SET status = ?, next_fire_at = ?, updated_at = ? WHERE id = ?",
+        )
+        .bind(change.status.as_str())
+        .bind(change.next_fire_at)
+        .bind(change.now)
+        .bind(change.id);
+        if self.execute(q).await? == 0 {
+            return Err(Error::not_found("job", change.id));
+        }
+        self.job_get(change.id).await
+    }
+
+    async fn job_set_next_fire(&self, next: JobNextFire) -> Result<bool, Error> {
+        let q =
+            Query::new("UPDATE tw_jobs SET next_fire_at = ? WHERE id = ? AND status = 'running'")
+                .bind(next.next_fire_at)
+                .bind(next.id);
+        Ok(self.execute(q).await? > 0)
+    }
+
+    async fn jobs_claim_due(
+        &self,
+        params: ClaimParams,
+        planner: &Planner<'_>,
+    ) -> Result<ClaimResult, Error> {
+        check_required("node id", &params.node_id, NODE_ID_MAX)?;
+        if params.limit == 0 {
+            return Ok(ClaimResult::default());
+        }
+        let mut retries = 0;
+        loop {
+            match self.claim_once(&params, planner).await {
+                Err(Error::Database(e)) if retries < CLAIM_RETRIES && is_retryable(&e) => {
+                    retries += 1;
+                    tracing::debug!(error = %e, retries, "claim lost a deadlock, trying again");
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_assignments_follow_the_column_list() {
+        assert!(SPEC_ASSIGNMENTS.starts_with("group_id = ?, description = ?"));
+        assert_eq!(SPEC_ASSIGNMENTS.matches('?').count(), 19);
+    }
+}

@@ -1,0 +1,395 @@
+//! The one implementation of [`Store`], generic over the [`Backend`]: every statement is
+//! written here once. This module holds the type, the limits of the columns and the helpers
+//! every area shares; each area's trait is implemented in its own file.
+
+mod accounts;
+mod alarms;
+mod audit;
+mod cluster;
+mod groups;
+mod jobs;
+mod runs;
+mod scripts;
+mod transitions;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::marker::PhantomData;
+use std::sync::LazyLock;
+
+use async_trait::async_trait;
+use sqlx::Pool;
+use tickwork_core::TriggerType;
+use tickwork_core::alarm::AlarmStatus;
+use tickwork_core::job::Limits;
+use tickwork_core::run::{RunMove, RunState};
+
+use crate::error::{is_foreign_key_violation, is_retryable, is_unique_violation};
+use crate::model::*;
+use crate::rows::*;
+use crate::sql::{Arg, Backend, Conn, Kind, Query, alarm_in, state_in, state_literal};
+use crate::store::{
+    AccountStore, AlarmStore, AuditStore, ClusterStore, GroupStore, JobStore, RunLedger,
+    ScriptStore, Store,
+};
+use crate::{Error, StoreOptions};
+
+/// Column limits, the same on every backend (they are MySQL's VARCHAR sizes). A job's are
+/// core's [`Limits::STANDARD`], which the admin validates against.
+const APP_NAME_MAX: usize = 64;
+const TITLE_MAX: usize = 128;
+const ADDRESS_MAX: usize = 255;
+const JOB: Limits = Limits::STANDARD;
+const JOB_KEY_MAX: usize = JOB.key_chars;
+const DESCRIPTION_MAX: usize = JOB.description_chars;
+const OWNER_MAX: usize = JOB.owner_chars;
+const SCHEDULE_CONF_MAX: usize = JOB.schedule_conf_chars;
+const TIME_ZONE_MAX: usize = JOB.time_zone_chars;
+const HANDLER_MAX: usize = JOB.handler_chars;
+const NODE_ID_MAX: usize = 64;
+const LEASE_NAME_MAX: usize = 64;
+const CHANNEL_NAME_MAX: usize = 64;
+const USERNAME_MAX: usize = 64;
+const PASSWORD_HASH_MAX: usize = 255;
+const LOCALE_MAX: usize = 16;
+const DIGEST_MAX: usize = 64;
+const TOKEN_NAME_MAX: usize = 128;
+const ACTION_MAX: usize = 64;
+const TARGET_TYPE_MAX: usize = 32;
+const TARGET_ID_MAX: usize = 128;
+const COMMENT_MAX: usize = 255;
+/// MySQL's TEXT holds 65,535 bytes.
+const TEXT_MAX_BYTES: usize = 65_535;
+/// MySQL's MEDIUMTEXT holds 16 MiB.
+const GLUE_MAX_BYTES: usize = 16 * 1024 * 1024 - 1;
+
+/// Rows per multi-row statement: well under every backend's bind limit (SQLite 32,766).
+const ROWS_PER_STATEMENT: usize = 500;
+
+/// Bytes of SQL text and binds one batch statement aims to stay under. sqlx leaves Nagle's
+/// algorithm on, and a statement that leaves in more than one write (seen above 16 KiB) waits
+/// for the server's delayed ACK, about 40 ms on Linux, each time.
+const STATEMENT_BYTES: usize = 12 * 1024;
+
+/// Splits `items` into runs of rows whose estimated statement size stays under
+/// [`STATEMENT_BYTES`] (and at most [`ROWS_PER_STATEMENT`] rows); a row bigger than the
+/// budget goes alone.
+fn sized_chunks<T>(items: &[T], row_bytes: impl Fn(&T) -> usize) -> Vec<&[T]> {
+    let mut chunks = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, item) in items.iter().enumerate() {
+        let size = row_bytes(item);
+        if i > start && (bytes + size > STATEMENT_BYTES || i - start == ROWS_PER_STATEMENT) {
+            chunks.push(&items[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += size;
+    }
+    if start < items.len() {
+        chunks.push(&items[start..]);
+    }
+    chunks
+}
+
+/// A [`Store`] on one backend.
+pub(crate) struct SqlStore<B: Backend> {
+    pool: Pool<B::Db>,
+    backend: PhantomData<B>,
+}
+
+fn check_len(field: &str, value: &str, max_chars: usize) -> Result<(), Error> {
+    if value.chars().count() > max_chars {
+        return Err(Error::Invalid(format!(
+            "{field} is longer than {max_chars} characters"
+        )));
+    }
+    Ok(())
+}
+
+fn check_required(field: &str, value: &str, max_chars: usize) -> Result<(), Error> {
+    if value.trim().is_empty() {
+        return Err(Error::Invalid(format!("{field} is empty")));
+    }
+    check_len(field, value, max_chars)
+}
+
+fn check_bytes(field: &str, value: &str, max_bytes: usize) -> Result<(), Error> {
+    if value.len() > max_bytes {
+        return Err(Error::Invalid(format!(
+            "{field} is longer than {max_bytes} bytes"
+        )));
+    }
+    Ok(())
+}
+
+/// Cuts a free-text message to what every backend stores, on a character boundary.
+/// Messages come from executors and must never make a callback fail.
+fn clip(message: Option<&str>) -> Option<String> {
+    message.map(|m| {
+        let mut end = m.len().min(TEXT_MAX_BYTES);
+        while !m.is_char_boundary(end) {
+            end -= 1;
+        }
+        m[..end].to_owned()
+    })
+}
+
+fn check_page(page: PageReq) -> Result<(i64, i64), Error> {
+    if page.limit == 0 || page.limit > PageReq::MAX_LIMIT {
+        return Err(Error::Invalid(format!(
+            "page limit must be between 1 and {}",
+            PageReq::MAX_LIMIT
+        )));
+    }
+    let offset = i64::try_from(page.offset)
+        .map_err(|_| Error::Invalid("page offset is too large".to_owned()))?;
+    Ok((offset, page.limit as i64))
+}
+
+fn child_ids_text(ids: &[i64]) -> String {
+    ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// Checks the fields of a run to write outside the schedule.
+fn check_run_new(run: &RunNew) -> Result<(), Error> {
+    if let Some(address) = &run.executor_address {
+        check_len("executor address", address, ADDRESS_MAX)?;
+    }
+    if let Some(node) = &run.owner_node {
+        check_len("owner node", node, NODE_ID_MAX)?;
+    }
+    if let Some(params) = &run.params {
+        check_bytes("params", params, JOB.params_bytes)?;
+    }
+    Ok(())
+}
+
+/// The INSERT of a run outside the schedule. INSERT ... SELECT copies the job's fields in the
+/// same statement, so a missing job writes nothing instead of an orphan run.
+fn insert_run(run: RunNew) -> Query {
+    Query::new(
+        "INSERT INTO tw_runs (job_id, group_id, scheduled_at, trigger_type, attempt, \
+         parent_run_id, executor_address, handler, params, shard_index, shard_total, state, \
+         owner_node, priority, created_at) \
+         SELECT id, group_id, ?, ?, ?, ?, ?, handler, COALESCE(?, params), ?, ?, ?, \
+         ?, priority, ? FROM tw_jobs WHERE id = ?",
+    )
+    .bind(run.scheduled_at)
+    .bind(run.trigger_type.as_str())
+    .bind(run.attempt)
+    .bind(run.parent_run_id)
+    .bind(run.executor_address)
+    .bind(run.params)
+    .bind(run.shard_index)
+    .bind(run.shard_total)
+    .bind(RunState::Planned.as_str())
+    .bind(run.owner_node)
+    .bind(run.now)
+    .bind(run.job_id)
+}
+
+/// A unique-key collision becomes `conflict`; anything else stays a database error.
+fn unique_or(e: sqlx::Error, conflict: impl FnOnce() -> Error) -> Error {
+    if is_unique_violation(&e) {
+        conflict()
+    } else {
+        Error::Database(e)
+    }
+}
+
+/// `LIKE` pattern matching `text` anywhere, with `!` escaping the wildcards.
+fn contains_pattern(text: &str) -> String {
+    let mut p = String::with_capacity(text.len() + 2);
+    p.push('%');
+    for c in text.to_lowercase().chars() {
+        if matches!(c, '!' | '%' | '_') {
+            p.push('!');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
+/// ` AND column >= ? AND column < ?` for the ends of `range` that are set.
+fn push_range(q: &mut Query, column: &str, range: TimeRange) {
+    if let Some(from) = range.from {
+        q.push(&format!(" AND {column} >= ")).push_bind(from);
+    }
+    if let Some(to) = range.to {
+        q.push(&format!(" AND {column} < ")).push_bind(to);
+    }
+}
+
+/// `, column = CASE id WHEN ? THEN ? ... END`: one value per row in a batched update.
+fn push_case<T>(
+    q: &mut Query,
+    column: &str,
+    rows: &[T],
+    id: impl Fn(&T) -> i64,
+    value: impl Fn(&T) -> Arg,
+) {
+    q.push(&format!(", {column} = CASE id"));
+    for r in rows {
+        q.push(" WHEN ").push_bind(id(r));
+        q.push(" THEN ").push_bind(value(r));
+    }
+    q.push(" END");
+}
+
+/// Runs a write transaction again when it lost a deadlock or a serialization conflict: a
+/// callback batch and a dispatch batch may lock the same runs in different orders (MySQL and
+/// MariaDB report it as error 1213), and the loser must not turn into an error the executor
+/// has to resend.
+async fn retry_deadlocks<T, F, Fut>(mut attempt: F) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Error>>,
+{
+    let mut retries = 0;
+    loop {
+        match attempt().await {
+            Err(Error::Database(e)) if retries < DEADLOCK_RETRIES && is_retryable(&e) => {
+                retries += 1;
+                tracing::debug!(error = %e, retries, "write lost a deadlock, trying again");
+            }
+            other => return other,
+        }
+    }
+}
+
+/// How often a batch write that lost a deadlock is tried again.
+const DEADLOCK_RETRIES: u32 = 5;
+
+impl<B: Backend> SqlStore<B> {
+    /// Opens the pool and brings the schema up to date.
+    pub(crate) async fn open(url: &str, options: &StoreOptions) -> Result<Self, Error> {
+        let pool = B::open(url, options).await?;
+        B::migrate(&pool).await?;
+        Ok(SqlStore {
+            pool,
+            backend: PhantomData,
+        })
+    }
+
+    async fn fetch_all<T: crate::sql::AnyRow>(&self, q: Query) -> Result<Vec<T>, Error> {
+        let mut conn = self.pool.acquire().await?;
+        Ok(B::fetch_all(&mut *conn, q).await?)
+    }
+
+    async fn fetch_optional<T: crate::sql::AnyRow>(&self, q: Query) -> Result<Option<T>, Error> {
+        let mut conn = self.pool.acquire().await?;
+        Ok(B::fetch_optional(&mut *conn, q).await?)
+    }
+
+    /// Runs one statement on its own (autocommit); the number of rows it touched.
+    async fn execute(&self, q: Query) -> Result<u64, sqlx::Error> {
+        let mut conn = self.pool.acquire().await?;
+        Ok(B::execute(&mut *conn, q).await?.rows)
+    }
+
+    /// Runs an INSERT and returns the new row's id, or `None` when it inserted nothing.
+    async fn insert_id(conn: &mut Conn<B>, mut q: Query) -> Result<Option<i64>, sqlx::Error> {
+        if B::KIND.has_returning() {
+            q.push(" RETURNING id");
+            Ok(B::fetch_optional::<(i64,)>(conn, q).await?.map(|(id,)| id))
+        } else {
+            let done = B::execute(conn, q).await?;
+            Ok((done.rows > 0).then_some(done.last_id))
+        }
+    }
+
+    async fn count(&self, table: &str, filter: &Query) -> Result<u64, Error> {
+        let mut q = Query::new(format!("SELECT COUNT(*) FROM {table}"));
+        q.append(filter);
+        let (n,): (i64,) = self
+            .fetch_optional(q)
+            .await?
+            .ok_or_else(|| Error::corrupt("COUNT returned no row".to_owned()))?;
+        Ok(n.max(0) as u64)
+    }
+
+    /// Locks the runs `ids` by primary key and returns their (id, state).
+    ///
+    /// The state is not part of the lock's WHERE: InnoDB could then scan the state index,
+    /// and under READ COMMITTED a locking scan there misses a row whose state another
+    /// transaction is changing. And on MariaDB (seen on 10.11) even a locking read by primary
+    /// key that had to wait for another transaction's row locks can come back without those
+    /// rows: the result is compared with a plain read of the same rows, and the lock taken
+    /// again until both agree.
+    async fn lock_runs(conn: &mut Conn<B>, ids: &[i64]) -> Result<Vec<(i64, RunState)>, Error> {
+        const TRIES: usize = 10;
+        for _ in 0..TRIES {
+            let mut lock = Query::new("SELECT id, state FROM tw_runs WHERE id IN ").one_off();
+            lock.push_list(ids.iter().copied());
+            lock.push(B::KIND.for_update());
+            let locked = B::fetch_all::<(i64, String)>(conn, lock)
+                .await?
+                .into_iter()
+                .map(|(id, state)| Ok((id, parse::<RunState>("state", &state)?)))
+                .collect::<Result<Vec<_>, Error>>()?;
+            if B::KIND != Kind::MySql || locked.len() == ids.len() {
+                return Ok(locked);
+            }
+            let mut plain = Query::new("SELECT id FROM tw_runs WHERE id IN ").one_off();
+            plain.push_list(ids.iter().copied());
+            // Rows only ever go (deleted with their job), so equal counts mean equal sets.
+            if B::fetch_all::<(i64,)>(conn, plain).await?.len() == locked.len() {
+                return Ok(locked);
+            }
+            tracing::debug!(
+                locked = locked.len(),
+                wanted = ids.len(),
+                "a locking read came back short; locking again"
+            );
+        }
+        Err(Error::Conflict(
+            "the runs kept changing while being locked; try again".to_owned(),
+        ))
+    }
+}
+
+#[async_trait]
+impl<B: Backend> Store for SqlStore<B> {
+    fn backend(&self) -> &'static str {
+        B::KIND.name()
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_patterns_escape_wildcards_and_fold_case() {
+        assert_eq!(contains_pattern("100%_Done!"), "%100!%!_done!!%");
+    }
+
+    #[test]
+    fn messages_are_clipped_on_a_char_boundary() {
+        let long = "é".repeat(TEXT_MAX_BYTES);
+        let clipped = clip(Some(&long)).unwrap();
+        assert!(clipped.len() <= TEXT_MAX_BYTES && clipped.len() >= TEXT_MAX_BYTES - 1);
+        assert_eq!(clip(Some("short")).as_deref(), Some("short"));
+        assert_eq!(clip(None), None);
+    }
+
+    #[test]
+    fn batch_statements_stay_under_the_size_budget() {
+        let lens = |chunks: Vec<&[usize]>| chunks.iter().map(|c| c.len()).collect::<Vec<_>>();
+        // (row sizes, expected chunk lengths)
+        let cases: &[(Vec<usize>, Vec<usize>)] = &[
+            (vec![], vec![]),
+            (vec![100; 3], vec![3]),
+            (vec![STATEMENT_BYTES / 4; 9], vec![4, 4, 1]),
+            (vec![10, STATEMENT_BYTES * 2, 10], vec![1, 1, 1]),
+            (vec![1; ROWS_PER_STATEMENT + 1], vec![ROWS_PER_STATEMENT, 1]),
+        ];
+        for (sizes, want) in cases {
+            assert_eq!(&lens(sized_chunks(sizes, |&n| n)), want, "sizes {sizes:?}");
+        }
+    }
+}

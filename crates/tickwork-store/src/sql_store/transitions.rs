@@ -1,0 +1,336 @@
+//! The writes that move runs on: the dispatch record, and the ends of runs (completion,
+//! trigger failure, misfire) with the follow-ups written in the same transaction.
+
+use super::*;
+
+/// `state` condition of the runs a dispatch record lands on: those it moves, and those an
+/// early callback ended before it was written (which keep their state).
+static DISPATCH_RECORD_STATES: LazyLock<String> = LazyLock::new(|| {
+    let mut states = RunMove::Dispatch.from_states().to_vec();
+    states.extend_from_slice(RunState::EARLY_RESULTS);
+    state_in(&states)
+});
+
+/// The `state` a completion writes for `result`: the result, or what it means when a kill of
+/// the run was asked for ([`RunMove::to_with_kill_intent`]), decided in the statement itself
+/// so that no final state is ever left. Binds its values to `q`.
+fn push_result_state(q: &mut Query, result: RunState) {
+    let killed = RunMove::Complete(result).to_with_kill_intent();
+    if killed == result {
+        q.push_bind(result.as_str());
+    } else {
+        q.push("CASE WHEN kill_requested_at IS NULL THEN ");
+        q.push_bind(result.as_str());
+        q.push(" ELSE ").push_bind(killed.as_str()).push(" END");
+    }
+}
+
+impl<B: Backend> SqlStore<B> {
+    /// One attempt of [`RunLedger::runs_mark_dispatched`].
+    pub(super) async fn runs_mark_dispatched_once(
+        &self,
+        batch: &[Dispatched],
+    ) -> Result<u64, Error> {
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        for d in batch {
+            check_required("executor address", &d.address, ADDRESS_MAX)?;
+        }
+        let mut changed = 0;
+        let mut tx = B::begin_write(&self.pool).await?;
+        // Four CASE arms of two binds and their text per row, plus the strings.
+        let row_bytes =
+            |d: &Dispatched| 160 + d.address.len() + d.trigger_msg.as_deref().map_or(0, str::len);
+        for chunk in sized_chunks(batch, row_bytes) {
+            let mut q = Query::new(format!(
+                "UPDATE tw_runs SET state = CASE WHEN state{} THEN {} ELSE state END",
+                state_in(RunMove::Dispatch.from_states()),
+                state_literal(RunMove::Dispatch.to())
+            ))
+            .one_off();
+            let id = |d: &Dispatched| d.run_id;
+            push_case(&mut q, "executor_address", chunk, id, |d| {
+                d.address.as_str().into()
+            });
+            push_case(&mut q, "trigger_code", chunk, id, |d| d.trigger_code.into());
+            push_case(&mut q, "trigger_msg", chunk, id, |d| {
+                clip(d.trigger_msg.as_deref()).into()
+            });
+            push_case(&mut q, "dispatched_at", chunk, id, |d| d.at.into());
+            q.push(" WHERE id IN ");
+            q.push_list(chunk.iter().map(id));
+            // A callback can beat the batch here: such a run is already final, and only gains
+            // its trigger record. Trigger failures, misfires and skips are left alone.
+            q.push(" AND dispatched_at IS NULL AND trigger_code = 0 AND ");
+            q.push(B::KIND.state_beside_ids());
+            q.push(&DISPATCH_RECORD_STATES);
+            changed += B::execute(&mut *tx, q).await?.rows;
+        }
+        tx.commit().await?;
+        Ok(changed)
+    }
+
+    /// One attempt of [`RunLedger::runs_complete`].
+    pub(super) async fn runs_complete_once(
+        &self,
+        batch: &[RunComplete],
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error> {
+        if let Some(c) = batch.iter().find(|c| !c.state.is_result()) {
+            return Err(Error::Invalid(format!("{} is not a result state", c.state)));
+        }
+        let mut seen = HashSet::new();
+        let batch: Vec<&RunComplete> = batch.iter().filter(|c| seen.insert(c.run_id)).collect();
+        if batch.is_empty() {
+            return Ok(Ended::default());
+        }
+        let mut done = Vec::with_capacity(batch.len());
+        let mut tx = B::begin_write(&self.pool).await?;
+        // Four CASE arms (the state's with its kill choice) and the id, with their binds.
+        let row_bytes = |c: &&RunComplete| 220 + c.handle_msg.as_deref().map_or(0, str::len);
+        for chunk in sized_chunks(&batch, row_bytes) {
+            // Lock the runs, then keep those their result applies to, so that what is updated
+            // is exactly what is returned.
+            let ids: Vec<i64> = chunk.iter().map(|c| c.run_id).collect();
+            let states: HashMap<i64, RunState> =
+                Self::lock_runs(&mut tx, &ids).await?.into_iter().collect();
+            let rows: Vec<&RunComplete> = chunk
+                .iter()
+                .copied()
+                .filter(|c| {
+                    states
+                        .get(&c.run_id)
+                        .is_some_and(|&s| RunMove::Complete(c.state).applies_to(s))
+                })
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let id = |c: &&RunComplete| c.run_id;
+            let mut q = Query::new("UPDATE tw_runs SET state = CASE id").one_off();
+            for c in &rows {
+                q.push(" WHEN ").push_bind(c.run_id).push(" THEN ");
+                push_result_state(&mut q, c.state);
+            }
+            q.push(" END");
+            push_case(&mut q, "handle_code", &rows, id, |c| c.handle_code.into());
+            push_case(&mut q, "handle_msg", &rows, id, |c| {
+                clip(c.handle_msg.as_deref()).into()
+            });
+            push_case(&mut q, "finished_at", &rows, id, |c| c.at.into());
+            // Under the lock the rows are exactly those found above; the condition on the
+            // states is kept as the statement's own guard.
+            let from: BTreeSet<RunState> = rows
+                .iter()
+                .flat_map(|c| RunMove::Complete(c.state).from_states())
+                .copied()
+                .collect();
+            let from: Vec<RunState> = from.into_iter().collect();
+            q.push(" WHERE id IN ");
+            q.push_list(rows.iter().map(id));
+            q.push(" AND ").push(B::KIND.state_beside_ids());
+            q.push(&state_in(&from));
+            B::execute(&mut *tx, q).await?;
+            let mut read =
+                Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs WHERE id IN ")).one_off();
+            read.push_list(rows.iter().map(id));
+            for row in B::fetch_all::<RunRow>(&mut *tx, read).await? {
+                done.push(Run::try_from(row)?);
+            }
+        }
+        let ended = Self::write_follow_ups(&mut tx, done, follow).await?;
+        tx.commit().await?;
+        Ok(ended)
+    }
+
+    /// One attempt of [`RunLedger::run_complete`].
+    pub(super) async fn run_complete_once(
+        &self,
+        complete: &RunComplete,
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error> {
+        // `planned` too for a callback's results: an executor may call back before the
+        // dispatch batch is written.
+        let mut q = Query::new("UPDATE tw_runs SET state = ");
+        push_result_state(&mut q, complete.state);
+        q.push(", handle_code = ?, handle_msg = ?, finished_at = ? WHERE id = ? AND state");
+        q.push(&state_in(RunMove::Complete(complete.state).from_states()));
+        let q = q
+            .bind(complete.handle_code)
+            .bind(clip(complete.handle_msg.as_deref()))
+            .bind(complete.at)
+            .bind(complete.run_id);
+        let mut tx = B::begin_write(&self.pool).await?;
+        let ended = Self::ended_one(&mut tx, q, complete.run_id).await?;
+        let ended = Self::write_follow_ups(&mut tx, ended, follow).await?;
+        tx.commit().await?;
+        Ok(ended)
+    }
+
+    /// One attempt of [`RunLedger::run_mark_trigger_failed`].
+    pub(super) async fn run_mark_trigger_failed_once(
+        &self,
+        failed: &TriggerFailed,
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error> {
+        let q = Query::new(format!(
+            "UPDATE tw_runs SET state = {}, executor_address = COALESCE(?, executor_address), \
+             trigger_code = ?, trigger_msg = ?, finished_at = ? \
+             WHERE id = ? AND state{} AND handle_code = 0",
+            state_literal(RunMove::TriggerFail.to()),
+            state_in(RunMove::TriggerFail.from_states())
+        ))
+        .bind(failed.address.clone())
+        .bind(failed.trigger_code)
+        .bind(clip(Some(&failed.trigger_msg)))
+        .bind(failed.at)
+        .bind(failed.run_id);
+        let mut tx = B::begin_write(&self.pool).await?;
+        let ended = Self::ended_one(&mut tx, q, failed.run_id).await?;
+        let ended = Self::write_follow_ups(&mut tx, ended, follow).await?;
+        tx.commit().await?;
+        Ok(ended)
+    }
+
+    /// Runs `end`, an UPDATE that ends run `run_id` or changes nothing, and reads the run
+    /// back when it ended.
+    async fn ended_one(conn: &mut Conn<B>, end: Query, run_id: i64) -> Result<Vec<Run>, Error> {
+        if B::execute(&mut *conn, end).await?.rows == 0 {
+            return Ok(Vec::new());
+        }
+        let read =
+            Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs WHERE id = ?")).bind(run_id);
+        convert(B::fetch_all::<RunRow>(conn, read).await?)
+    }
+
+    /// One attempt of [`RunLedger::runs_mark_misfired`].
+    pub(super) async fn runs_mark_misfired_once(
+        &self,
+        misfired: &MarkMisfired,
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error> {
+        if misfired.run_ids.is_empty() {
+            return Ok(Ended::default());
+        }
+        let reason = clip(Some(&misfired.reason));
+        let mut done = Vec::new();
+        let mut tx = B::begin_write(&self.pool).await?;
+        for chunk in misfired.run_ids.chunks(ROWS_PER_STATEMENT) {
+            // Lock the runs first, so that the planned ones read now are exactly those the
+            // update below ends.
+            let planned: Vec<i64> = Self::lock_runs(&mut tx, chunk)
+                .await?
+                .into_iter()
+                .filter(|&(_, state)| RunMove::Misfire.applies_to(state))
+                .map(|(id, _)| id)
+                .collect();
+            if planned.is_empty() {
+                continue;
+            }
+            let mut q = Query::new(format!(
+                "UPDATE tw_runs SET state = {}, trigger_msg = ",
+                state_literal(RunMove::Misfire.to())
+            ))
+            .one_off();
+            q.push_bind(reason.clone());
+            q.push(", finished_at = ").push_bind(misfired.at);
+            q.push(" WHERE ").push(B::KIND.state_beside_ids());
+            q.push(&state_in(RunMove::Misfire.from_states()))
+                .push(" AND owner_node = ")
+                .push_bind(misfired.node_id.as_str());
+            q.push(" AND id IN ");
+            q.push_list(planned.iter().copied());
+            B::execute(&mut *tx, q).await?;
+            let mut read =
+                Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs WHERE id IN ")).one_off();
+            read.push_list(planned.iter().copied());
+            read.push(" AND ")
+                .push(B::KIND.state_beside_ids())
+                .push(&state_in(&[RunMove::Misfire.to()]))
+                .push(" AND owner_node = ")
+                .push_bind(misfired.node_id.as_str());
+            done.extend(convert(B::fetch_all::<RunRow>(&mut *tx, read).await?)?);
+        }
+        let ended = Self::write_follow_ups(&mut tx, done, follow).await?;
+        tx.commit().await?;
+        Ok(ended)
+    }
+
+    /// Writes what follows `ended`, the runs this transaction just ended: asks `follow` about
+    /// each run whose job still exists, writes the runs it plans (a run of a job that is gone
+    /// is skipped) and moves the job's next fire when it says so, if the job is still running
+    /// and still where the planner saw it.
+    async fn write_follow_ups(
+        conn: &mut Conn<B>,
+        ended: Vec<Run>,
+        follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error> {
+        let job_ids: Vec<i64> = ended
+            .iter()
+            .map(|r| r.job_id)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut jobs: HashMap<i64, Job> = HashMap::with_capacity(job_ids.len());
+        for chunk in job_ids.chunks(ROWS_PER_STATEMENT) {
+            let mut q =
+                Query::new(format!("SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id IN ")).one_off();
+            q.push_list(chunk.iter().copied());
+            for job in convert::<JobRow, Job>(B::fetch_all::<JobRow>(&mut *conn, q).await?)? {
+                jobs.insert(job.id, job);
+            }
+        }
+        let mut ids = Vec::new();
+        let mut advanced_jobs = Vec::new();
+        for run in &ended {
+            // The job was deleted meanwhile: nothing follows.
+            let Some(job) = jobs.get_mut(&run.job_id) else {
+                continue;
+            };
+            let plan = follow(run, job);
+            for new in plan.runs {
+                check_run_new(&new)?;
+                if let Some(id) = Self::insert_id(&mut *conn, insert_run(new)).await? {
+                    ids.push(id);
+                }
+            }
+            let Some(next) = plan.next_fire_at else {
+                continue;
+            };
+            let q = match job.next_fire_at {
+                Some(seen) => Query::new(
+                    "UPDATE tw_jobs SET next_fire_at = ? WHERE id = ? AND status = 'running' \
+                     AND next_fire_at = ?",
+                )
+                .bind(next)
+                .bind(job.id)
+                .bind(seen),
+                None => Query::new(
+                    "UPDATE tw_jobs SET next_fire_at = ? WHERE id = ? AND status = 'running' \
+                     AND next_fire_at IS NULL",
+                )
+                .bind(next)
+                .bind(job.id),
+            };
+            if B::execute(&mut *conn, q).await?.rows > 0 {
+                // A later run of the same job in this batch sees where the job is now.
+                job.next_fire_at = Some(next);
+                advanced_jobs.push(job.id);
+            }
+        }
+        let mut follow_ups = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(ROWS_PER_STATEMENT) {
+            let mut read =
+                Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs WHERE id IN ")).one_off();
+            read.push_list(chunk.iter().copied());
+            follow_ups.extend(convert(B::fetch_all::<RunRow>(&mut *conn, read).await?)?);
+        }
+        follow_ups.sort_by_key(|r: &Run| (r.scheduled_at, r.id));
+        Ok(Ended {
+            runs: ended,
+            follow_ups,
+            advanced_jobs,
+        })
+    }
+}

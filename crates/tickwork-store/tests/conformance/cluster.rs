@@ -1,0 +1,124 @@
+//! Admin nodes and leases.
+
+use super::*;
+
+pub(crate) async fn node_heartbeat_and_list(ctx: Ctx) {
+    let store = &*ctx.store;
+    for (id, at) in [("node-b", NOW), ("node-a", NOW + 1), ("node-b", NOW + 5000)] {
+        store
+            .node_heartbeat(NodeBeat {
+                id: id.to_owned(),
+                address: format!("http://{id}:8080"),
+                now: at,
+            })
+            .await
+            .unwrap();
+    }
+    let nodes = store.nodes_list().await.unwrap();
+    let view: Vec<(&str, i64, i64)> = nodes
+        .iter()
+        .map(|n| (n.id.as_str(), n.started_at, n.heartbeat_at))
+        .collect();
+    assert_eq!(
+        view,
+        [("node-a", NOW + 1, NOW + 1), ("node-b", NOW, NOW + 5000)]
+    );
+}
+
+pub(crate) async fn lease_acquire_renew_and_steal_after_expiry(ctx: Ctx) {
+    let store = &*ctx.store;
+    let request = |node: &str, now: i64| LeaseRequest {
+        name: "maintenance".to_owned(),
+        node: node.to_owned(),
+        ttl_ms: 10_000,
+        now,
+    };
+    assert!(store.lease_acquire(request("a", NOW)).await.unwrap());
+    assert!(!store.lease_acquire(request("b", NOW + 1)).await.unwrap());
+    // Renewing, even twice at the same instant, keeps it.
+    assert!(store.lease_acquire(request("a", NOW + 5000)).await.unwrap());
+    assert!(store.lease_acquire(request("a", NOW + 5000)).await.unwrap());
+    // Still held at the old expiry, since the renewal moved it.
+    assert!(
+        !store
+            .lease_acquire(request("b", NOW + 10_000))
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .lease_acquire(request("b", NOW + 15_000))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .lease_acquire(request("a", NOW + 15_001))
+            .await
+            .unwrap()
+    );
+
+    let key = |node: &str| LeaseKey {
+        name: "maintenance".to_owned(),
+        node: node.to_owned(),
+    };
+    assert!(!store.lease_release(key("a")).await.unwrap());
+    assert!(store.lease_release(key("b")).await.unwrap());
+    assert!(
+        store
+            .lease_acquire(request("a", NOW + 15_002))
+            .await
+            .unwrap()
+    );
+    assert_invalid(
+        store
+            .lease_acquire(LeaseRequest {
+                ttl_ms: 0,
+                ..request("a", NOW)
+            })
+            .await,
+    );
+
+    // Many nodes at once, on a free lease: exactly one wins.
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let store = ctx.store.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .lease_acquire(LeaseRequest {
+                    name: "contended".to_owned(),
+                    node: format!("n{i}"),
+                    ttl_ms: 10_000,
+                    now: NOW,
+                })
+                .await
+                .unwrap()
+        }));
+    }
+    let mut winners = 0;
+    for task in tasks {
+        winners += usize::from(task.await.unwrap());
+    }
+    assert_eq!(winners, 1);
+}
+
+pub(crate) async fn node_leave_and_sweep(ctx: Ctx) {
+    let store = &*ctx.store;
+    beat(store, "a", NOW).await;
+    beat(store, "b", NOW - 100_000).await;
+    beat(store, "c", NOW - 10).await;
+    assert!(store.node_leave("a").await.unwrap());
+    assert!(!store.node_leave("a").await.unwrap());
+    assert_eq!(store.nodes_sweep(NOW - 50_000).await.unwrap(), 1);
+    let ids: Vec<String> = store
+        .nodes_list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|n| n.id)
+        .collect();
+    assert_eq!(ids, ["c"]);
+    // A node that left and comes back is simply new again.
+    beat(store, "a", NOW + 1).await;
+    assert_eq!(store.nodes_list().await.unwrap().len(), 2);
+}

@@ -1,0 +1,343 @@
+//! The store's conformance suite: every test is written once, as an `async fn(Ctx)` in the
+//! module of its area, and run on SQLite, PostgreSQL and MySQL/MariaDB by the `conformance!`
+//! list at the end.
+
+mod support;
+
+mod accounts;
+mod alarms;
+mod audit;
+mod claim;
+mod cluster;
+mod follow_ups;
+mod groups;
+mod jobs;
+mod recovery;
+mod retention;
+mod runs;
+mod schema;
+mod scripts;
+mod state_machine;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use support::Ctx;
+use tickwork_core::run::{RunMove, RunState};
+use tickwork_core::{
+    BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType, follow_up,
+    misfire,
+};
+use tickwork_store::*;
+
+/// A fixed "now": the store never reads the clock, every instant is an input.
+const NOW: i64 = 1_700_000_000_000;
+
+// ---- helpers ----
+
+/// The operations that end runs, with no follow-ups, shaped as the tests about run states
+/// read them.
+trait EndsRuns {
+    async fn complete_plain(&self, complete: RunComplete) -> Result<Option<Run>, Error>;
+    async fn complete_batch_plain(&self, batch: &[RunComplete]) -> Result<Vec<Run>, Error>;
+    async fn trigger_failed_plain(&self, failed: TriggerFailed) -> Result<Option<Run>, Error>;
+    async fn misfire_plain(&self, misfired: MarkMisfired) -> Result<u64, Error>;
+}
+
+impl EndsRuns for dyn Store {
+    async fn complete_plain(&self, complete: RunComplete) -> Result<Option<Run>, Error> {
+        let ended = self.run_complete(complete, NO_FOLLOW_UPS).await?;
+        Ok(ended.runs.into_iter().next())
+    }
+
+    async fn complete_batch_plain(&self, batch: &[RunComplete]) -> Result<Vec<Run>, Error> {
+        Ok(self.runs_complete(batch, NO_FOLLOW_UPS).await?.runs)
+    }
+
+    async fn trigger_failed_plain(&self, failed: TriggerFailed) -> Result<Option<Run>, Error> {
+        let ended = self.run_mark_trigger_failed(failed, NO_FOLLOW_UPS).await?;
+        Ok(ended.runs.into_iter().next())
+    }
+
+    async fn misfire_plain(&self, misfired: MarkMisfired) -> Result<u64, Error> {
+        let ended = self.runs_mark_misfired(misfired, NO_FOLLOW_UPS).await?;
+        Ok(ended.runs.len() as u64)
+    }
+}
+
+async fn group(store: &dyn Store, app_name: &str) -> Group {
+    store
+        .group_create(GroupNew {
+            app_name: app_name.to_owned(),
+            title: format!("{app_name} executors"),
+            address_mode: AddressMode::Auto,
+            addresses: Vec::new(),
+            now: NOW,
+        })
+        .await
+        .expect("create group")
+}
+
+fn job_new(group_id: i64, key: &str) -> JobNew {
+    let mut spec = JobSpec::new(group_id, format!("{key}Handler"));
+    spec.description = format!("job {key}");
+    spec.owner = "ops".to_owned();
+    spec.params = format!("params of {key}");
+    JobNew {
+        key: key.to_owned(),
+        spec,
+        status: JobStatus::Stopped,
+        next_fire_at: None,
+        now: NOW,
+    }
+}
+
+/// A running fixed-rate job whose next fire is `next`.
+async fn running_job(store: &dyn Store, group_id: i64, key: &str, next: i64) -> Job {
+    let mut new = job_new(group_id, key);
+    new.spec.schedule_type = ScheduleType::FixRate;
+    new.spec.schedule_conf = "1".to_owned();
+    new.status = JobStatus::Running;
+    new.next_fire_at = Some(next);
+    store.job_create(new).await.expect("create job")
+}
+
+/// A planner for a fixed-rate schedule: every instant from the job's next fire up to
+/// `horizon`, then continues after the last.
+fn fixed_rate(interval: i64, horizon: i64) -> impl Fn(&Job, i64) -> JobPlan + Send + Sync {
+    move |job, _now| {
+        let mut at = job.next_fire_at.expect("a claimed job has a next fire");
+        let mut fires = Vec::new();
+        while at <= horizon {
+            fires.push(PlannedFire::on_time(at, TriggerType::FixRate));
+            at += interval;
+        }
+        JobPlan {
+            fires,
+            next_fire_at: Some(at),
+        }
+    }
+}
+
+fn claim(node: &str, now: i64, lookahead_ms: i64, limit: u32) -> ClaimParams {
+    ClaimParams {
+        node_id: node.to_owned(),
+        now,
+        lookahead_ms,
+        limit,
+    }
+}
+
+/// Every run of the database, oldest first.
+async fn all_runs(store: &dyn Store, job_id: Option<i64>) -> Vec<Run> {
+    let mut runs = Vec::new();
+    let mut offset = 0;
+    loop {
+        let page = store
+            .runs_list(RunFilter {
+                job_id,
+                page: PageReq {
+                    offset,
+                    limit: PageReq::MAX_LIMIT,
+                },
+                ..RunFilter::default()
+            })
+            .await
+            .expect("list runs");
+        let n = page.items.len() as u64;
+        runs.extend(page.items);
+        offset += n;
+        if n < PageReq::MAX_LIMIT {
+            break;
+        }
+    }
+    runs.reverse();
+    runs
+}
+
+fn assert_invalid<T: std::fmt::Debug>(result: Result<T, Error>) {
+    assert!(
+        matches!(result, Err(Error::Invalid(_))),
+        "expected Invalid, got {result:?}"
+    );
+}
+
+fn assert_conflict<T: std::fmt::Debug>(result: Result<T, Error>) {
+    assert!(
+        matches!(result, Err(Error::Conflict(_))),
+        "expected Conflict, got {result:?}"
+    );
+}
+
+fn assert_not_found<T: std::fmt::Debug>(result: Result<T, Error>) {
+    assert!(
+        matches!(result, Err(Error::NotFound { .. })),
+        "expected NotFound, got {result:?}"
+    );
+}
+
+async fn beat(store: &dyn Store, node: &str, at: i64) {
+    store
+        .node_heartbeat(NodeBeat {
+            id: node.to_owned(),
+            address: format!("http://{node}:8080"),
+            now: at,
+        })
+        .await
+        .expect("node heartbeat");
+}
+
+/// A planned manual run of `job_id` owned by `owner`, due at `at`.
+async fn planned(store: &dyn Store, job_id: i64, owner: Option<&str>, at: i64) -> Run {
+    store
+        .run_insert(RunNew {
+            scheduled_at: at,
+            owner_node: owner.map(str::to_owned),
+            ..RunNew::new(job_id, TriggerType::Manual, NOW)
+        })
+        .await
+        .expect("insert run")
+}
+
+async fn dispatch(store: &dyn Store, run_id: i64, address: &str, at: i64) {
+    let n = store
+        .runs_mark_dispatched(&[Dispatched {
+            run_id,
+            address: address.to_owned(),
+            trigger_code: 200,
+            trigger_msg: None,
+            at,
+        }])
+        .await
+        .expect("mark dispatched");
+    assert_eq!(n, 1);
+}
+
+/// Completes a pending run with `state`. A kill or a lost run only ends a dispatched run, so
+/// for those a run still planned is dispatched first.
+async fn complete(store: &dyn Store, run_id: i64, state: RunState) {
+    if !RunState::EARLY_RESULTS.contains(&state) {
+        store
+            .runs_mark_dispatched(&[Dispatched {
+                run_id,
+                address: "http://exec:1".to_owned(),
+                trigger_code: 200,
+                trigger_msg: None,
+                at: NOW,
+            }])
+            .await
+            .expect("mark dispatched");
+    }
+    store
+        .complete_plain(RunComplete {
+            run_id,
+            handle_code: state.handle_code().max(500),
+            handle_msg: None,
+            state,
+            at: NOW,
+        })
+        .await
+        .expect("complete")
+        .expect("the run was pending");
+}
+
+fn adopt(node: &str, dead_before: i64, limit: u32) -> AdoptParams {
+    AdoptParams {
+        node_id: node.to_owned(),
+        dead_before,
+        limit,
+    }
+}
+
+fn result(run_id: i64, state: RunState, at: i64) -> RunComplete {
+    RunComplete {
+        run_id,
+        handle_code: state.handle_code(),
+        handle_msg: None,
+        state,
+        at,
+    }
+}
+
+conformance! {
+    schema: [migrations_apply_twice],
+    groups: [
+        group_crud,
+        group_conflicts_and_validation,
+        registry_heartbeat_upserts_and_lists_sorted,
+        registry_remove_and_sweep,
+        group_token_is_per_group_and_rotates_at_once,
+    ],
+    jobs: [
+        job_crud_round_trips_every_field,
+        job_key_conflict_and_validation,
+        job_update_is_optimistic_when_asked,
+        jobs_list_filters_and_paginates,
+        job_status_and_next_fire,
+        job_delete_removes_its_runs,
+    ],
+    claim: [
+        claim_writes_every_fire_in_window,
+        claim_stops_job_when_plan_has_no_next,
+        claim_respects_limit_and_order,
+        claim_returns_only_planned_runs,
+        claim_rejects_a_planner_state_that_is_not_a_fire,
+        ledger_skips_a_forced_duplicate_fire,
+        ledger_racing_claimers_write_each_fire_once,
+        concurrent_claimers_never_share_a_job,
+    ],
+    runs: [
+        runs_mark_dispatched_in_one_batch,
+        runs_complete_finishes_a_batch_once,
+        run_set_shard_records_a_broadcast_shard,
+        run_skip_ends_only_planned_runs,
+        run_complete_moves_to_final_state_once,
+        run_mark_trigger_failed_ends_the_run,
+        run_insert_manual_runs_have_no_fire_key_and_coexist,
+        runs_list_filters,
+        runs_planned_owned_by_node,
+        runs_groups_names_the_group_of_each_run,
+        kill_intent_turns_a_later_failure_into_killed,
+    ],
+    retention: [
+        reports_and_state_counts,
+        retention_purges_in_batches,
+        runs_clear_deletes_only_final_runs_matching,
+    ],
+    cluster: [
+        node_heartbeat_and_list,
+        lease_acquire_renew_and_steal_after_expiry,
+        node_leave_and_sweep,
+    ],
+    recovery: [
+        adopt_orphaned_takes_runs_of_dead_and_departed_nodes,
+        adoption_race_two_adopters_never_share_a_run,
+        misfire_marking_catch_up_and_ownership,
+        one_catch_up_per_job_between_claims_and_takeovers,
+        lost_run_selection,
+        callbacks_racing_the_ledger_are_never_lost,
+        callbacks_racing_the_ledger_and_a_claim_are_never_lost,
+    ],
+    alarms: [
+        alarms_are_queued_once,
+        alarm_channel_crud,
+        alarm_deliveries_are_queued_once_per_run_and_channel,
+        alarm_delivery_claim_retry_and_finish,
+        alarm_delivery_claimers_never_share_a_delivery,
+    ],
+    accounts: [
+        users_create_update_password_and_list,
+        sessions_touch_delete_and_purge,
+        api_tokens_create_find_touch_revoke,
+    ],
+    audit: [audit_append_and_list_filters_and_pages],
+    scripts: [script_versions_number_per_job_and_go_with_the_job],
+    state_machine: [store_obeys_the_run_state_machine],
+    follow_ups: [
+        completion_writes_retries_and_children_in_its_transaction,
+        a_follow_up_that_cannot_be_written_leaves_the_run_pending,
+        misfiring_a_fixed_delay_fire_moves_its_job_on,
+    ],
+}

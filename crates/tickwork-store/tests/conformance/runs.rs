@@ -1,0 +1,715 @@
+//! Runs: writing them, their state changes, listing, kill intent.
+
+use super::*;
+
+pub(crate) async fn runs_mark_dispatched_in_one_batch(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "dispatch").await;
+    let job = running_job(store, g.id, "dispatch", NOW).await;
+    let claimed = store
+        .jobs_claim_due(claim("node-a", NOW, 200, 10), &fixed_rate(100, NOW + 200))
+        .await
+        .unwrap();
+    assert_eq!(claimed.runs.len(), 3);
+    // A fast executor calls back before the dispatch batch is written.
+    let early = store
+        .run_insert(RunNew::new(job.id, TriggerType::Manual, NOW))
+        .await
+        .unwrap();
+    store
+        .complete_plain(RunComplete {
+            run_id: early.id,
+            handle_code: 200,
+            handle_msg: None,
+            state: RunState::Succeeded,
+            at: NOW + 5,
+        })
+        .await
+        .unwrap()
+        .expect("early completion");
+
+    let mut batch: Vec<Dispatched> = claimed
+        .runs
+        .iter()
+        .chain([&early])
+        .enumerate()
+        .map(|(i, r)| Dispatched {
+            run_id: r.id,
+            address: format!("http://exec-{i}:9999"),
+            trigger_code: 200,
+            trigger_msg: Some(format!("routed to exec-{i}")),
+            at: NOW + 10 + i as i64,
+        })
+        .collect();
+    batch.push(Dispatched {
+        run_id: early.id + 1000,
+        address: "http://nowhere:1".to_owned(),
+        trigger_code: 200,
+        trigger_msg: None,
+        at: NOW,
+    });
+    assert_eq!(store.runs_mark_dispatched(&batch).await.unwrap(), 4);
+    for (i, r) in claimed.runs.iter().enumerate() {
+        let run = store.run_get(r.id).await.unwrap();
+        assert_eq!(run.state, RunState::Dispatched);
+        assert_eq!(run.executor_address, Some(format!("http://exec-{i}:9999")));
+        assert_eq!(
+            (run.trigger_code, run.dispatched_at),
+            (200, Some(NOW + 10 + i as i64))
+        );
+        assert_eq!(run.trigger_msg, Some(format!("routed to exec-{i}")));
+    }
+    let early = store.run_get(early.id).await.unwrap();
+    assert_eq!(early.state, RunState::Succeeded);
+    assert_eq!(
+        early.executor_address.as_deref(),
+        Some("http://exec-3:9999")
+    );
+    // Recorded once: a repeat changes nothing.
+    assert_eq!(store.runs_mark_dispatched(&batch).await.unwrap(), 0);
+    assert_eq!(store.runs_mark_dispatched(&[]).await.unwrap(), 0);
+}
+
+pub(crate) async fn runs_complete_finishes_a_batch_once(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "batch").await;
+    let job = running_job(store, g.id, "batch", NOW).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let run = store
+            .run_insert(RunNew::new(job.id, TriggerType::Api, NOW))
+            .await
+            .unwrap();
+        ids.push(run.id);
+    }
+    // The third is already final before the batch arrives.
+    store
+        .complete_plain(RunComplete {
+            run_id: ids[2],
+            handle_code: 200,
+            handle_msg: None,
+            state: RunState::Succeeded,
+            at: NOW + 1,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let result = |run_id, handle_code, state, msg: &str| RunComplete {
+        run_id,
+        handle_code,
+        handle_msg: Some(msg.to_owned()),
+        state,
+        at: NOW + 10,
+    };
+    let batch = [
+        result(ids[0], 200, RunState::Succeeded, "ok"),
+        result(ids[1], 502, RunState::TimedOut, "slow"),
+        result(ids[2], 500, RunState::Failed, "too late"),
+        // A resent callback for a run already in this batch counts once.
+        result(ids[0], 500, RunState::Failed, "resent"),
+        result(987_654, 200, RunState::Succeeded, "unknown"),
+    ];
+    let mut done = store.complete_batch_plain(&batch).await.unwrap();
+    done.sort_by_key(|r| r.id);
+    let summary: Vec<_> = done
+        .iter()
+        .map(|r| {
+            (
+                r.id,
+                r.state,
+                r.handle_code,
+                r.handle_msg.clone(),
+                r.finished_at,
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (
+                ids[0],
+                RunState::Succeeded,
+                200,
+                Some("ok".to_owned()),
+                Some(NOW + 10)
+            ),
+            (
+                ids[1],
+                RunState::TimedOut,
+                502,
+                Some("slow".to_owned()),
+                Some(NOW + 10)
+            ),
+        ]
+    );
+    let third = store.run_get(ids[2]).await.unwrap();
+    assert_eq!(
+        (third.state, third.finished_at),
+        (RunState::Succeeded, Some(NOW + 1))
+    );
+    // The whole batch again changes nothing.
+    assert!(store.complete_batch_plain(&batch).await.unwrap().is_empty());
+    assert!(store.complete_batch_plain(&[]).await.unwrap().is_empty());
+    let bad = [result(ids[0], 200, RunState::Planned, "x")];
+    assert!(matches!(
+        store.complete_batch_plain(&bad).await,
+        Err(Error::Invalid(_))
+    ));
+}
+
+pub(crate) async fn run_set_shard_records_a_broadcast_shard(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "shard").await;
+    let job = running_job(store, g.id, "shard", NOW).await;
+    let run = store
+        .run_insert(RunNew::new(job.id, TriggerType::Api, NOW))
+        .await
+        .unwrap();
+    assert_eq!((run.shard_index, run.shard_total), (None, None));
+    let shard = RunShard {
+        run_id: run.id,
+        index: 0,
+        total: 3,
+    };
+    store.run_set_shard(shard).await.unwrap();
+    let run = store.run_get(run.id).await.unwrap();
+    assert_eq!((run.shard_index, run.shard_total), (Some(0), Some(3)));
+    let out_of_range = RunShard { index: 3, ..shard };
+    assert!(matches!(
+        store.run_set_shard(out_of_range).await,
+        Err(Error::Invalid(_))
+    ));
+    let unknown = RunShard {
+        run_id: 987_654,
+        ..shard
+    };
+    assert!(
+        store
+            .run_set_shard(unknown)
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("not found")
+    );
+}
+
+pub(crate) async fn run_skip_ends_only_planned_runs(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "skip").await;
+    let job = running_job(store, g.id, "skip", NOW).await;
+    let planned = store
+        .run_insert(RunNew::new(job.id, TriggerType::Api, NOW))
+        .await
+        .unwrap();
+    let skipped = store
+        .run_skip(RunSkip {
+            run_id: planned.id,
+            reason: "job stopped".to_owned(),
+            at: NOW + 5,
+        })
+        .await
+        .unwrap()
+        .expect("a planned run is skipped");
+    assert_eq!(skipped.state, RunState::Skipped);
+    assert_eq!(skipped.trigger_msg.as_deref(), Some("job stopped"));
+    assert_eq!(skipped.finished_at, Some(NOW + 5));
+    // Skipping again, or a run that is not planned, changes nothing.
+    let again = RunSkip {
+        run_id: planned.id,
+        reason: "again".to_owned(),
+        at: NOW + 6,
+    };
+    assert_eq!(store.run_skip(again).await.unwrap(), None);
+    let dispatched = store
+        .run_insert(RunNew::new(job.id, TriggerType::Api, NOW))
+        .await
+        .unwrap();
+    store
+        .runs_mark_dispatched(&[Dispatched {
+            run_id: dispatched.id,
+            address: "http://exec:1".to_owned(),
+            trigger_code: 200,
+            trigger_msg: None,
+            at: NOW + 1,
+        }])
+        .await
+        .unwrap();
+    let skip = RunSkip {
+        run_id: dispatched.id,
+        reason: "late".to_owned(),
+        at: NOW + 7,
+    };
+    assert_eq!(store.run_skip(skip).await.unwrap(), None);
+    assert_eq!(
+        store.run_get(dispatched.id).await.unwrap().state,
+        RunState::Dispatched
+    );
+    let unknown = RunSkip {
+        run_id: 987_654,
+        reason: "x".to_owned(),
+        at: NOW,
+    };
+    assert_eq!(store.run_skip(unknown).await.unwrap(), None);
+}
+
+pub(crate) async fn run_complete_moves_to_final_state_once(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "complete").await;
+    let job = running_job(store, g.id, "complete", NOW).await;
+    let run = store
+        .run_insert(RunNew::new(job.id, TriggerType::Api, NOW))
+        .await
+        .unwrap();
+    store
+        .runs_mark_dispatched(&[Dispatched {
+            run_id: run.id,
+            address: "http://exec:1".to_owned(),
+            trigger_code: 200,
+            trigger_msg: None,
+            at: NOW + 1,
+        }])
+        .await
+        .unwrap();
+    let done = store
+        .complete_plain(RunComplete {
+            run_id: run.id,
+            handle_code: 200,
+            handle_msg: Some("all good".to_owned()),
+            state: RunState::Succeeded,
+            at: NOW + 100,
+        })
+        .await
+        .unwrap()
+        .expect("first completion");
+    assert_eq!(done.state, RunState::Succeeded);
+    assert_eq!(
+        (done.handle_code, done.handle_msg.as_deref()),
+        (200, Some("all good"))
+    );
+    assert_eq!(
+        (done.finished_at, done.dispatched_at),
+        (Some(NOW + 100), Some(NOW + 1))
+    );
+
+    let repeat = store
+        .complete_plain(RunComplete {
+            run_id: run.id,
+            handle_code: 500,
+            handle_msg: Some("late failure".to_owned()),
+            state: RunState::Failed,
+            at: NOW + 200,
+        })
+        .await
+        .unwrap();
+    assert_eq!(repeat, None);
+    assert_eq!(store.run_get(run.id).await.unwrap(), done);
+
+    let unknown = RunComplete {
+        run_id: run.id + 1000,
+        handle_code: 200,
+        handle_msg: None,
+        state: RunState::Succeeded,
+        at: NOW,
+    };
+    assert_eq!(store.complete_plain(unknown.clone()).await.unwrap(), None);
+    for state in [
+        RunState::Planned,
+        RunState::Dispatched,
+        RunState::Misfired,
+        RunState::Skipped,
+    ] {
+        assert_invalid(
+            store
+                .complete_plain(RunComplete {
+                    state,
+                    ..unknown.clone()
+                })
+                .await,
+        );
+    }
+
+    // An oversized message is cut to what every backend stores, never refused.
+    let other = store
+        .run_insert(RunNew::new(job.id, TriggerType::Api, NOW))
+        .await
+        .unwrap();
+    let long = "é".repeat(40_000);
+    let timed_out = store
+        .complete_plain(RunComplete {
+            run_id: other.id,
+            handle_code: 502,
+            handle_msg: Some(long.clone()),
+            state: RunState::TimedOut,
+            at: NOW,
+        })
+        .await
+        .unwrap()
+        .expect("completion");
+    let msg = timed_out.handle_msg.unwrap();
+    assert!(msg.len() <= 65_535 && long.starts_with(&msg) && msg.len() > 60_000);
+}
+
+pub(crate) async fn run_mark_trigger_failed_ends_the_run(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "refused").await;
+    let job = running_job(store, g.id, "refused", NOW).await;
+    let run = store
+        .run_insert(RunNew::new(job.id, TriggerType::Manual, NOW))
+        .await
+        .unwrap();
+    let failed = store
+        .trigger_failed_plain(TriggerFailed {
+            run_id: run.id,
+            address: Some("http://exec:1".to_owned()),
+            trigger_code: 500,
+            trigger_msg: "connection refused".to_owned(),
+            at: NOW + 3,
+        })
+        .await
+        .unwrap()
+        .expect("trigger failure");
+    assert_eq!(failed.state, RunState::Failed);
+    assert_eq!(
+        (failed.trigger_code, failed.trigger_msg.as_deref()),
+        (500, Some("connection refused"))
+    );
+    assert_eq!(
+        (failed.executor_address.as_deref(), failed.finished_at),
+        (Some("http://exec:1"), Some(NOW + 3))
+    );
+    let again = TriggerFailed {
+        run_id: run.id,
+        address: None,
+        trigger_code: 500,
+        trigger_msg: "again".to_owned(),
+        at: NOW + 4,
+    };
+    assert_eq!(store.trigger_failed_plain(again).await.unwrap(), None);
+    let late = RunComplete {
+        run_id: run.id,
+        handle_code: 200,
+        handle_msg: None,
+        state: RunState::Succeeded,
+        at: NOW + 5,
+    };
+    assert_eq!(store.complete_plain(late).await.unwrap(), None);
+    // A dispatch record cannot overwrite the trigger failure either.
+    let dispatched = Dispatched {
+        run_id: run.id,
+        address: "http://other:1".to_owned(),
+        trigger_code: 200,
+        trigger_msg: None,
+        at: NOW + 6,
+    };
+    assert_eq!(store.runs_mark_dispatched(&[dispatched]).await.unwrap(), 0);
+    assert_eq!(store.run_get(run.id).await.unwrap(), failed);
+}
+
+pub(crate) async fn run_insert_manual_runs_have_no_fire_key_and_coexist(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "manual").await;
+    let mut new = job_new(g.id, "manual");
+    new.spec.priority = 9;
+    let job = store.job_create(new).await.unwrap();
+
+    let first = store
+        .run_insert(RunNew::new(job.id, TriggerType::Manual, NOW))
+        .await
+        .unwrap();
+    let second = store
+        .run_insert(RunNew {
+            params: Some("override".to_owned()),
+            executor_address: Some("http://chosen:9999".to_owned()),
+            owner_node: Some("node-a".to_owned()),
+            ..RunNew::new(job.id, TriggerType::Manual, NOW)
+        })
+        .await
+        .unwrap();
+    let retry = store
+        .run_insert(RunNew {
+            attempt: 1,
+            parent_run_id: Some(first.id),
+            scheduled_at: NOW + 15_000,
+            shard_index: Some(1),
+            shard_total: Some(3),
+            ..RunNew::new(job.id, TriggerType::Retry, NOW)
+        })
+        .await
+        .unwrap();
+    assert_ne!(first.id, second.id);
+    for run in [&first, &second, &retry] {
+        assert_eq!(run.fire_key, None);
+        assert_eq!(run.state, RunState::Planned);
+        assert_eq!((run.job_id, run.group_id, run.priority), (job.id, g.id, 9));
+        assert_eq!(run.handler, job.spec.handler);
+        assert_eq!(
+            (run.trigger_code, run.handle_code, run.alarm_status),
+            (0, 0, AlarmStatus::Undecided)
+        );
+        assert_eq!(run.created_at, NOW);
+    }
+    assert_eq!(first.params, job.spec.params);
+    assert_eq!(
+        (first.scheduled_at, first.trigger_type),
+        (NOW, TriggerType::Manual)
+    );
+    assert_eq!(second.params, "override");
+    assert_eq!(
+        second.executor_address.as_deref(),
+        Some("http://chosen:9999")
+    );
+    assert_eq!(second.owner_node.as_deref(), Some("node-a"));
+    assert_eq!((retry.attempt, retry.parent_run_id), (1, Some(first.id)));
+    assert_eq!(
+        (retry.shard_index, retry.shard_total, retry.scheduled_at),
+        (Some(1), Some(3), NOW + 15_000)
+    );
+    assert_eq!(
+        all_runs(store, Some(job.id)).await,
+        vec![first, second, retry]
+    );
+
+    assert_not_found(
+        store
+            .run_insert(RunNew::new(job.id + 1000, TriggerType::Manual, NOW))
+            .await,
+    );
+    assert_not_found(store.run_get(-1).await);
+}
+
+pub(crate) async fn runs_list_filters(ctx: Ctx) {
+    let store = &*ctx.store;
+    let a = group(store, "list-a").await;
+    let b = group(store, "list-b").await;
+    let job_a = running_job(store, a.id, "list-a", NOW).await;
+    let job_b = running_job(store, b.id, "list-b", NOW).await;
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        let job = if i < 4 { job_a.id } else { job_b.id };
+        let run = store
+            .run_insert(RunNew {
+                scheduled_at: NOW + i * 1000,
+                ..RunNew::new(job, TriggerType::Manual, NOW)
+            })
+            .await
+            .unwrap();
+        ids.push(run.id);
+    }
+    store
+        .complete_plain(RunComplete {
+            run_id: ids[1],
+            handle_code: 500,
+            handle_msg: None,
+            state: RunState::Failed,
+            at: NOW,
+        })
+        .await
+        .unwrap();
+    let list = |filter: RunFilter| store.runs_list(filter);
+    let ids_of = |page: &Paged<Run>| page.items.iter().map(|r| r.id).collect::<Vec<_>>();
+
+    let all = list(RunFilter::default()).await.unwrap();
+    assert_eq!(all.total, 6);
+    assert_eq!(
+        ids_of(&all),
+        ids.iter().rev().copied().collect::<Vec<_>>(),
+        "newest first"
+    );
+    let of_a = list(RunFilter {
+        job_id: Some(job_a.id),
+        ..RunFilter::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(of_a.total, 4);
+    let of_b = list(RunFilter {
+        group_id: Some(b.id),
+        ..RunFilter::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(ids_of(&of_b), [ids[5], ids[4]]);
+    let failed = list(RunFilter {
+        state: Some(RunState::Failed),
+        ..RunFilter::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(ids_of(&failed), [ids[1]]);
+    let window = list(RunFilter {
+        range: TimeRange {
+            from: Some(NOW + 1000),
+            to: Some(NOW + 3000),
+        },
+        ..RunFilter::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(ids_of(&window), [ids[2], ids[1]]);
+    let page = list(RunFilter {
+        job_id: Some(job_a.id),
+        state: Some(RunState::Planned),
+        page: PageReq {
+            offset: 1,
+            limit: 1,
+        },
+        ..RunFilter::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!((page.total, ids_of(&page)), (3, vec![ids[2]]));
+}
+
+pub(crate) async fn runs_planned_owned_by_node(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "owners").await;
+    running_job(store, g.id, "first", NOW).await;
+    let a = store
+        .jobs_claim_due(claim("node-a", NOW, 100, 1), &fixed_rate(50, NOW + 100))
+        .await
+        .unwrap();
+    running_job(store, g.id, "second", NOW).await;
+    let b = store
+        .jobs_claim_due(claim("node-b", NOW, 100, 1), &fixed_rate(50, NOW + 100))
+        .await
+        .unwrap();
+    assert_eq!((a.runs.len(), b.runs.len()), (3, 3));
+    assert_eq!(store.runs_planned_owned_by("node-a").await.unwrap(), a.runs);
+    assert_eq!(store.runs_planned_owned_by("node-b").await.unwrap(), b.runs);
+    store
+        .runs_mark_dispatched(&[Dispatched {
+            run_id: a.runs[0].id,
+            address: "http://exec:1".to_owned(),
+            trigger_code: 200,
+            trigger_msg: None,
+            at: NOW,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.runs_planned_owned_by("node-a").await.unwrap(),
+        a.runs[1..]
+    );
+    assert!(
+        store
+            .runs_planned_owned_by("node-c")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// The group of each run, for checking a callback against its caller's group.
+pub(crate) async fn runs_groups_names_the_group_of_each_run(ctx: Ctx) {
+    let store = &*ctx.store;
+    let a = group(store, "rg-a").await;
+    let b = group(store, "rg-b").await;
+    let ja = store.job_create(job_new(a.id, "rg-ja")).await.unwrap();
+    let jb = store.job_create(job_new(b.id, "rg-jb")).await.unwrap();
+    let ra = planned(store, ja.id, None, NOW).await;
+    let rb = planned(store, jb.id, None, NOW).await;
+    let mut got = store
+        .runs_groups(&[rb.id, ra.id, rb.id + 1000])
+        .await
+        .unwrap();
+    got.sort_by_key(|g| g.run_id);
+    assert_eq!(
+        got,
+        vec![
+            RunGroup {
+                run_id: ra.id,
+                group_id: a.id
+            },
+            RunGroup {
+                run_id: rb.id,
+                group_id: b.id
+            },
+        ]
+    );
+    assert!(store.runs_groups(&[]).await.unwrap().is_empty());
+}
+
+/// A kill recorded on a dispatched run turns a failure or timeout reported after it into
+/// `killed` (executors report a killed run as failed); success stays success, and a withdrawn
+/// intent changes nothing.
+pub(crate) async fn kill_intent_turns_a_later_failure_into_killed(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "kill-app").await;
+    let job = running_job(store, g.id, "kill-job", NOW).await;
+    let intent = |run_id, at| RunKillIntent { run_id, at };
+    let mut runs = Vec::new();
+    for _ in 0..5 {
+        let r = planned(store, job.id, Some("n1"), NOW).await;
+        runs.push(r.id);
+    }
+    // Only a dispatched run takes a kill.
+    assert!(
+        !store
+            .run_kill_intent(intent(runs[0], Some(NOW)))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .run_kill_intent(intent(999_999, Some(NOW)))
+            .await
+            .unwrap()
+    );
+    for &id in &runs {
+        dispatch(store, id, "http://e:1/", NOW).await;
+    }
+    for &id in &runs[..4] {
+        assert!(store.run_kill_intent(intent(id, Some(NOW))).await.unwrap());
+    }
+    // Withdrawn: the executor refused the kill.
+    assert!(store.run_kill_intent(intent(runs[3], None)).await.unwrap());
+    let result = |run_id, state: RunState| RunComplete {
+        run_id,
+        handle_code: state.handle_code().max(500),
+        handle_msg: Some("job killed".into()),
+        state,
+        at: NOW + 1,
+    };
+    let batch = store
+        .complete_batch_plain(&[
+            result(runs[0], RunState::Failed),
+            result(runs[3], RunState::Failed),
+            result(runs[4], RunState::Failed),
+        ])
+        .await
+        .unwrap();
+    let states: HashMap<i64, RunState> = batch.iter().map(|r| (r.id, r.state)).collect();
+    assert_eq!(states[&runs[0]], RunState::Killed, "{batch:?}");
+    assert_eq!(states[&runs[3]], RunState::Failed, "withdrawn: {batch:?}");
+    assert_eq!(states[&runs[4]], RunState::Failed, "no kill: {batch:?}");
+    let timed_out = store
+        .complete_plain(result(runs[1], RunState::TimedOut))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(timed_out.state, RunState::Killed);
+    let succeeded = store
+        .complete_plain(result(runs[2], RunState::Succeeded))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(succeeded.state, RunState::Succeeded);
+    // Final runs take no kill, and the kill's own answer changes nothing.
+    assert!(
+        !store
+            .run_kill_intent(intent(runs[0], Some(NOW)))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store
+            .complete_plain(result(runs[0], RunState::Killed))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store.run_get(runs[0]).await.unwrap().state,
+        RunState::Killed
+    );
+}
