@@ -10,12 +10,12 @@ use std::sync::Arc;
 use tickwork_store::{Store, StoreOptions};
 use tickwork_testkit::TestDb;
 
-pub use tickwork_testkit::Backend;
+pub(crate) use tickwork_testkit::Backend;
 
 /// What a test gets: the store, and the means to open a second one on the same database
 /// (another admin node).
 #[derive(Clone)]
-pub struct Ctx {
+pub(crate) struct Ctx {
     pub store: Arc<dyn Store>,
     pub url: String,
     pub backend: Backend,
@@ -23,7 +23,7 @@ pub struct Ctx {
 
 impl Ctx {
     /// Another store on the same database; runs the migrations again.
-    pub async fn connect_again(&self) -> Arc<dyn Store> {
+    pub(crate) async fn connect_again(&self) -> Arc<dyn Store> {
         tickwork_store::connect(&self.url, &StoreOptions::default())
             .await
             .expect("second connection to the test database")
@@ -31,7 +31,7 @@ impl Ctx {
 }
 
 /// Runs `test` on a fresh database of `backend`, then drops the database.
-pub async fn run<F, Fut>(backend: Backend, test: F)
+pub(crate) async fn run<F, Fut>(backend: Backend, test: F)
 where
     F: FnOnce(Ctx) -> Fut,
     Fut: Future<Output = ()>,

@@ -1,0 +1,93 @@
+//! Admin nodes, leases, adoption, misfire and lost-run queries, retention.
+
+/// One admin node's heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeBeat {
+    pub id: String,
+    pub address: String,
+    pub now: i64,
+}
+
+/// An admin node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub id: String,
+    pub address: String,
+    pub started_at: i64,
+    pub heartbeat_at: i64,
+}
+
+/// Take or renew lease `name` for `node` until `now + ttl_ms`: granted when it is free,
+/// expired, or already `node`'s.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRequest {
+    pub name: String,
+    pub node: String,
+    pub ttl_ms: i64,
+    pub now: i64,
+}
+
+/// A lease and the node that means to give it up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseKey {
+    pub name: String,
+    pub node: String,
+}
+
+/// Take over `planned` runs whose owner is gone: owned by no node, by a node whose row is gone
+/// (it left), or by a node whose last heartbeat is older than `dead_before`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdoptParams {
+    /// The adopting node: the runs' new `owner_node`. Its own runs are never adopted.
+    pub node_id: String,
+    /// An owner whose heartbeat is older than this is dead.
+    pub dead_before: i64,
+    /// At most this many runs per call, oldest `scheduled_at` first.
+    pub limit: u32,
+}
+
+/// Which of `run_ids` are still `planned` and owned by `node_id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedRuns {
+    pub node_id: String,
+    pub run_ids: Vec<i64>,
+}
+
+/// Planned runs of `node_id` that the misfire policy decided not to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkMisfired {
+    pub node_id: String,
+    pub run_ids: Vec<i64>,
+    /// Why, for operators (kept in `trigger_msg`).
+    pub reason: String,
+    pub at: i64,
+}
+
+/// A planned run of `node_id` that becomes the catch-up of its job's late fires
+/// (`FIRE_ONCE_NOW`): it fires at `at` with trigger type `misfire`, keeping its ledger key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatchUp {
+    pub run_id: i64,
+    pub node_id: String,
+    pub at: i64,
+    /// The earliest late fire of the job: a catch-up of the job scheduled at or after it
+    /// (written by a claim, or by another node) already covers this run.
+    pub late_since: i64,
+}
+
+/// Runs that look lost: `dispatched` before `dispatched_before`, and their executor has not
+/// beaten since `alive_since` (or is not registered at all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LostQuery {
+    pub dispatched_before: i64,
+    pub alive_since: i64,
+    /// At most this many, oldest dispatch first.
+    pub limit: u32,
+}
+
+/// One retention batch: at most `limit` final runs scheduled before `before`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunPurge {
+    pub before: i64,
+    pub limit: u32,
+}

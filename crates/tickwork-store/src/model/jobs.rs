@@ -1,0 +1,164 @@
+//! Jobs and the claim that plans their fires.
+
+use tickwork_core::run::RunState;
+use tickwork_core::{TriggerType, misfire};
+
+use super::{JobStatus, PageReq, Run};
+
+/// The editable definition of a job: what `job_create` and `job_update` write. It is core's,
+/// so the admin validates the very type the store writes, against the same limits.
+pub use tickwork_core::job::JobSpec;
+
+/// A stored job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    pub id: i64,
+    /// Stable unique key, for import/export and jobs-as-code.
+    pub key: String,
+    pub spec: JobSpec,
+    pub status: JobStatus,
+    /// The next instant the scheduler claims; `None` when nothing is scheduled.
+    pub next_fire_at: Option<i64>,
+    /// The latest fire the scheduler planned.
+    pub last_fire_at: Option<i64>,
+    /// When the script (glue type or source) last changed.
+    pub glue_updated_at: i64,
+    /// Bumped by every `job_update`, for optimistic edits.
+    pub version: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A job to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobNew {
+    pub key: String,
+    pub spec: JobSpec,
+    pub status: JobStatus,
+    /// The first fire, computed by the admin; `None` for a stopped job.
+    pub next_fire_at: Option<i64>,
+    pub now: i64,
+}
+
+/// New values for a job's definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobUpdate {
+    pub id: i64,
+    /// `Some(v)`: apply only if the job is still at version `v` (else `Conflict`).
+    /// `None`: last write wins.
+    pub expected_version: Option<i64>,
+    pub spec: JobSpec,
+    /// The next fire under the new schedule, written as given (`None` = nothing scheduled).
+    /// Re-planning a fire that was already claimed is harmless: the ledger skips it.
+    pub next_fire_at: Option<i64>,
+    pub now: i64,
+}
+
+/// Which jobs to list. Text matches description, handler, key and owner, ignoring ASCII case.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JobFilter {
+    pub group_id: Option<i64>,
+    pub status: Option<JobStatus>,
+    pub text: Option<String>,
+    pub page: PageReq,
+}
+
+/// Start or stop a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobStatusChange {
+    pub id: i64,
+    pub status: JobStatus,
+    /// The next fire when starting; `None` when stopping.
+    pub next_fire_at: Option<i64>,
+    pub now: i64,
+}
+
+/// Move a running job's next fire (fixed delay: counted from a completion).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobNextFire {
+    pub id: i64,
+    pub next_fire_at: Option<i64>,
+}
+
+/// One claim round of one admin node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimParams {
+    /// Written as the planned runs' `owner_node`.
+    pub node_id: String,
+    pub now: i64,
+    /// Jobs whose `next_fire_at <= now + lookahead_ms` are claimed.
+    pub lookahead_ms: i64,
+    /// At most this many jobs per round.
+    pub limit: u32,
+}
+
+/// One fire the planner decided on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedFire {
+    /// The schedule's instant this fire stands for: the ledger key. Unique per job.
+    pub fire_key: i64,
+    /// When the run fires: `fire_key`, or the planning instant for a misfire catch-up.
+    pub scheduled_at: i64,
+    pub trigger_type: TriggerType,
+    /// `planned` (fires) or `misfired` (recorded, never fires).
+    pub state: RunState,
+}
+
+impl PlannedFire {
+    /// A fire on time, at its scheduled instant.
+    pub const fn on_time(at: i64, trigger_type: TriggerType) -> Self {
+        PlannedFire {
+            fire_key: at,
+            scheduled_at: at,
+            trigger_type,
+            state: RunState::Planned,
+        }
+    }
+
+    /// A fire recorded as misfired: it never runs, but the ledger shows it was decided.
+    pub const fn misfired(at: i64, trigger_type: TriggerType) -> Self {
+        PlannedFire {
+            fire_key: at,
+            scheduled_at: at,
+            trigger_type,
+            state: RunState::Misfired,
+        }
+    }
+
+    /// Translates one decision of [`tickwork_core::misfire::plan`]; `scheduled` is the
+    /// trigger type of the job's schedule (`CRON`, `FIX_RATE`, ...).
+    pub fn from_misfire(fire: &misfire::PlannedFire, scheduled: TriggerType) -> Self {
+        PlannedFire {
+            fire_key: fire.scheduled_at,
+            scheduled_at: fire.fire_at().unwrap_or(fire.scheduled_at),
+            trigger_type: fire.trigger_type(scheduled).unwrap_or(scheduled),
+            state: fire.state(),
+        }
+    }
+}
+
+/// What the planner decided for one claimed job.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JobPlan {
+    /// Every fire of the window, each with a distinct `fire_key`.
+    pub fires: Vec<PlannedFire>,
+    /// Where the job continues; `None` stops it.
+    pub next_fire_at: Option<i64>,
+}
+
+/// The schedule math the admin supplies to a claim: called once per claimed job with the
+/// claim's `now`, inside the claim transaction, so it must be quick and must not block.
+pub type Planner<'a> = dyn Fn(&Job, i64) -> JobPlan + Send + Sync + 'a;
+
+/// What one claim round did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClaimResult {
+    /// The runs written as `planned`, ordered by `scheduled_at`: the timer fires these.
+    pub runs: Vec<Run>,
+    /// Jobs claimed (planned, advanced or stopped).
+    pub jobs: usize,
+    /// Runs written as `misfired`.
+    pub misfired: usize,
+    /// Fires the ledger already held, so not written again.
+    pub duplicates: usize,
+}
