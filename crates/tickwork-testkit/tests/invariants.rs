@@ -7,7 +7,7 @@
 //! count; dev-dependencies are free. (That tickwork-serve knows neither the admin nor the
 //! executor needs no test: both depend on it, and cargo refuses a cycle.)
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -315,4 +315,132 @@ fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(path);
         }
     }
+}
+
+/// The non-test sources of the library and binary crates: `src/` of each crate, with the
+/// crates that are tests as a whole and `#[cfg(test)]`-only `tests.rs` files left out.
+fn product_sources() -> Vec<PathBuf> {
+    let root = workspace_root();
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(root.join("crates")).expect("the crates folder") {
+        let krate = entry.expect("a folder entry").path();
+        let name = krate.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if matches!(name, "tickwork-it" | "tickwork-console-tests") {
+            continue;
+        }
+        let src = krate.join("src");
+        if src.is_dir() {
+            rs_files(&src, &mut files);
+        }
+    }
+    files.retain(|f| f.file_name().and_then(|n| n.to_str()) != Some("tests.rs"));
+    assert!(files.len() > 50, "found only {} source files", files.len());
+    files
+}
+
+#[test]
+fn no_source_file_is_over_900_lines() {
+    let root = workspace_root();
+    let offenders: Vec<String> = product_sources()
+        .iter()
+        .filter_map(|file| {
+            let lines = std::fs::read_to_string(file)
+                .expect("readable")
+                .lines()
+                .count();
+            (lines > 900).then(|| {
+                let shown = file.strip_prefix(&root).unwrap_or(file).display();
+                format!("{shown}: {lines} lines")
+            })
+        })
+        .collect();
+    assert_none(
+        "no non-test source file has more than 900 lines",
+        &offenders,
+    );
+}
+
+/// Methods per type, counted from `impl Type {` blocks (trait impls are the trait's, not the
+/// type's): a line-based count of `fn` items at the first indentation level.
+fn methods_per_type(files: &[PathBuf]) -> HashMap<String, usize> {
+    let mut count = HashMap::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).expect("readable");
+        let mut current: Option<String> = None;
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("impl") {
+                current = (!line.contains(" for ")).then(|| impl_type(rest)).flatten();
+            } else if line.starts_with('}') {
+                current = None;
+            } else if let Some(ty) = &current
+                && is_method(line)
+            {
+                *count.entry(ty.clone()).or_insert(0) += 1;
+            }
+        }
+    }
+    count
+}
+
+/// `Type` of the text after `impl` in `impl<T: X> Type<'a, T> {`.
+fn impl_type(rest: &str) -> Option<String> {
+    let rest = rest.trim_start();
+    let rest = if rest.starts_with('<') {
+        let mut depth = 0;
+        let end = rest.char_indices().find_map(|(i, c)| {
+            match c {
+                '<' => depth += 1,
+                '>' => depth -= 1,
+                _ => {}
+            }
+            (depth == 0).then_some(i)
+        })?;
+        rest[end + 1..].trim_start()
+    } else {
+        rest
+    };
+    let name: String = rest
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    (!name.is_empty()).then_some(name)
+}
+
+fn is_method(line: &str) -> bool {
+    let Some(item) = line.strip_prefix("    ") else {
+        return false;
+    };
+    let mut words = item.split_whitespace();
+    let mut word = words.next().unwrap_or("");
+    if word.starts_with("pub") {
+        word = words.next().unwrap_or("");
+    }
+    while matches!(word, "const" | "async" | "unsafe") {
+        word = words.next().unwrap_or("");
+    }
+    word == "fn"
+}
+
+#[test]
+fn no_type_has_more_than_40_methods() {
+    let offenders: Vec<String> = methods_per_type(&product_sources())
+        .into_iter()
+        .filter(|&(_, n)| n > 40)
+        .map(|(ty, n)| format!("{ty}: {n} methods"))
+        .collect();
+    assert_none("no type has more than 40 methods", &offenders);
+}
+
+#[test]
+fn method_count_reads_impl_blocks() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("sample.rs");
+    std::fs::write(
+        &file,
+        "//! sample\nimpl<T: Clone> Wide<'_, T> {\n    pub fn a(&self) {}\n    pub(crate) async fn b(&self) {}\n    const fn c() {}\n}\nimpl Display for Wide {\n    fn fmt(&self) {}\n}\n",
+    )
+    .expect("written");
+    let count = methods_per_type(&[file]);
+    assert_eq!(count.get("Wide"), Some(&3));
+    assert_eq!(count.len(), 1);
 }

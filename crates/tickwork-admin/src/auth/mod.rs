@@ -19,17 +19,16 @@
 //! Every secret (session ids, CSRF tokens, API and access tokens, generated passwords) comes
 //! from the operating system's generator and carries at least 128 bits.
 
-use std::collections::HashMap;
+mod limiter;
+mod secrets;
+
 use std::fmt;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use argon2::password_hash::{PasswordHasher, PasswordVerifier};
-use argon2::{Algorithm, Argon2, Block, Params, PasswordHash, Version};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tickwork_store::{
     AccountStore, ApiTokenTouch, AuditStore, Session, SessionPurge, SessionTouch, User, UserNew,
@@ -278,251 +277,10 @@ pub fn check_login_csrf(cookie: &str, presented: &str) -> Result<(), Error> {
     }
 }
 
-/// `n` random bytes from the operating system, hex-encoded.
-pub(crate) fn random_hex(n: usize) -> Result<String, Error> {
-    let mut buf = vec![0u8; n];
-    getrandom::fill(&mut buf)
-        .map_err(|e| Error::Internal(format!("no randomness from the system: {e}")))?;
-    Ok(hex(&buf))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
-
-/// SHA-256 of a secret, hex-encoded: what the store keeps of session ids and API tokens.
-pub(crate) fn digest(secret: &str) -> String {
-    hex(&Sha256::digest(secret.as_bytes()))
-}
-
-/// A new secret token (the executors' access token, the built-in API token): 256 bits from
-/// the operating system's generator, hex-encoded.
-pub fn generate_token() -> Result<String, Error> {
-    random_hex(32)
-}
-
-/// The alphabet of generated passwords: no look-alikes (0 O 1 l I).
-const PASSWORD_ALPHABET: &[u8] = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
-
-/// A strong generated password: [`GENERATED_PASSWORD_CHARS`] characters of an alphabet
-/// without look-alikes, each drawn uniformly from the operating system's generator.
-pub fn generate_password() -> Result<String, Error> {
-    let n = PASSWORD_ALPHABET.len();
-    // Bytes at or above the largest multiple of the alphabet's size are dropped, so that
-    // every letter is equally likely.
-    let limit = (256 / n * n) as u8;
-    let mut out = String::with_capacity(GENERATED_PASSWORD_CHARS);
-    let mut buf = [0u8; 32];
-    while out.len() < GENERATED_PASSWORD_CHARS {
-        getrandom::fill(&mut buf)
-            .map_err(|e| Error::Internal(format!("no randomness from the system: {e}")))?;
-        out.extend(
-            buf.iter()
-                .filter(|b| **b < limit)
-                .map(|b| PASSWORD_ALPHABET[*b as usize % n] as char)
-                .take(GENERATED_PASSWORD_CHARS - out.len()),
-        );
-    }
-    Ok(out)
-}
-
-/// Checks a password's length in characters: the longest is [`MAX_PASSWORD_CHARS`].
-fn check_password_max(password: &str) -> Result<(), Error> {
-    if password.chars().count() > MAX_PASSWORD_CHARS {
-        return Err(Error::invalid_field(
-            "password",
-            format!("must be at most {MAX_PASSWORD_CHARS} characters"),
-        ));
-    }
-    Ok(())
-}
-
-/// Checks a new password's length.
-pub fn validate_password(password: &str) -> Result<(), Error> {
-    if password.chars().count() < MIN_PASSWORD_CHARS {
-        return Err(Error::invalid_field(
-            "password",
-            format!("must be at least {MIN_PASSWORD_CHARS} characters"),
-        ));
-    }
-    check_password_max(password)
-}
-
-/// Hashes a password with Argon2id on the blocking pool.
-pub async fn hash_password(password: &str) -> Result<String, Error> {
-    let password = password.to_owned();
-    tokio::task::spawn_blocking(move || {
-        Argon2::default()
-            .hash_password(password.as_bytes())
-            .map(|h| h.to_string())
-            .map_err(|e| Error::Internal(format!("password hashing failed: {e}")))
-    })
-    .await
-    .map_err(|e| Error::Internal(format!("password hashing task failed: {e}")))?
-}
-
-/// Whether `password` matches the PHC string `hash`, checked on the blocking pool.
-pub async fn verify_password(password: &str, hash: &str) -> Result<bool, Error> {
-    let (password, hash) = (password.to_owned(), hash.to_owned());
-    tokio::task::spawn_blocking(move || {
-        Argon2::default()
-            .verify_password(password.as_bytes(), hash.as_str())
-            .is_ok()
-    })
-    .await
-    .map_err(|e| Error::Internal(format!("password check task failed: {e}")))
-}
-
-/// A hash that matches no password, checked when the username is unknown so that a wrong
-/// username takes as long as a wrong password. Its password needs no secrecy: it is checked
-/// only for names without an account, which fail whatever the result.
-static DECOY_HASH: OnceLock<String> = OnceLock::new();
-
-/// Whether `password` matches the PHC string `hash` (the decoy when `None`), computed in
-/// `memory`; blocking.
-fn verify_blocking(password: &str, hash: Option<&str>, memory: &mut Vec<Block>) -> bool {
-    let hash = match hash {
-        Some(h) => h,
-        None => DECOY_HASH.get_or_init(|| {
-            Argon2::default()
-                .hash_password(b"decoy: no account has this password")
-                .map(|h| h.to_string())
-                .unwrap_or_default()
-        }),
-    };
-    let Ok(hash) = PasswordHash::new(hash) else {
-        return false;
-    };
-    let (Some(salt), Some(expected)) = (&hash.salt, &hash.hash) else {
-        return false;
-    };
-    let Ok(algorithm) = Algorithm::new(hash.algorithm.as_str()) else {
-        return false;
-    };
-    let version = match hash.version.map(Version::try_from) {
-        None => Version::default(),
-        Some(Ok(v)) => v,
-        Some(Err(_)) => return false,
-    };
-    let Ok(params) = Params::try_from(&hash) else {
-        return false;
-    };
-    let blocks = params.block_count();
-    if memory.len() < blocks {
-        memory.resize(blocks, Block::default());
-    }
-    let mut out = vec![0u8; expected.as_bytes().len()];
-    Argon2::new(algorithm, version, params)
-        .hash_password_into_with_memory(
-            password.as_bytes(),
-            salt.as_ref(),
-            &mut out,
-            &mut memory[..blocks],
-        )
-        .is_ok()
-        && bool::from(out.as_slice().ct_eq(expected.as_bytes()))
-}
-
-/// Argon2's working memory for login checks, one buffer per check running and kept for the
-/// next. Bounding the checks alone did not bound memory: every check on a new blocking
-/// thread allocated 19 MiB afresh, and the allocator kept what each thread freed, so a
-/// burst of logins left the admin at a gigabyte. Reused buffers hold it at
-/// `max_concurrent_logins` of them.
-#[derive(Default)]
-struct HashMemory {
-    free: Mutex<Vec<Vec<Block>>>,
-}
-
-impl HashMemory {
-    fn take(&self) -> Vec<Block> {
-        self.free
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop()
-            .unwrap_or_default()
-    }
-
-    fn give_back(&self, memory: Vec<Block>) {
-        self.free
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(memory);
-    }
-}
-
-/// Failed logins per (client IP, username), in memory. An attempt is entered when it is
-/// let through to the password check ([`LoginLimiter::reserve`]) and stays a failure unless
-/// it succeeds or is released unchecked.
-#[derive(Default)]
-struct LoginLimiter {
-    failures: Mutex<HashMap<(IpAddr, String), Vec<Instant>>>,
-}
-
-impl LoginLimiter {
-    /// Entries kept before old ones are swept, bounding memory under a spray of names.
-    const SWEEP_ABOVE: usize = 10_000;
-
-    /// Takes one attempt of `key` in one step with the check, so that concurrent attempts
-    /// cannot all pass it: `None` when `max` attempts are in the window already.
-    fn reserve(&self, key: &(IpAddr, String), max: u32, window: Duration) -> Option<Instant> {
-        let mut map = self.failures.lock().expect("login limiter lock");
-        if map.len() > Self::SWEEP_ABOVE {
-            map.retain(|_, times| times.iter().any(|t| t.elapsed() < window));
-        }
-        let times = map.entry(key.clone()).or_default();
-        times.retain(|t| t.elapsed() < window);
-        if times.len() >= max as usize {
-            return None;
-        }
-        let at = Instant::now();
-        times.push(at);
-        Some(at)
-    }
-
-    /// Gives back an attempt whose password was not checked.
-    fn release(&self, key: &(IpAddr, String), at: Instant) {
-        let mut map = self.failures.lock().expect("login limiter lock");
-        if let Some(times) = map.get_mut(key) {
-            if let Some(i) = times.iter().position(|t| *t == at) {
-                times.remove(i);
-            }
-            if times.is_empty() {
-                map.remove(key);
-            }
-        }
-    }
-
-    fn succeeded(&self, key: &(IpAddr, String)) {
-        self.failures
-            .lock()
-            .expect("login limiter lock")
-            .remove(key);
-    }
-}
-
-/// Counts a password check while it runs, and the most that ran at once.
-struct Checking<'a> {
-    running: &'a AtomicUsize,
-}
-
-impl<'a> Checking<'a> {
-    fn enter(running: &'a AtomicUsize, peak: &AtomicUsize) -> Self {
-        let now = running.fetch_add(1, Ordering::SeqCst) + 1;
-        peak.fetch_max(now, Ordering::SeqCst);
-        Checking { running }
-    }
-}
-
-impl Drop for Checking<'_> {
-    fn drop(&mut self) {
-        self.running.fetch_sub(1, Ordering::SeqCst);
-    }
-}
+use limiter::{Checking, LoginLimiter};
+use secrets::{HashMemory, check_password_max, verify_blocking};
+pub(crate) use secrets::{digest, hash_password, random_hex, verify_password};
+pub use secrets::{generate_password, generate_token, validate_password};
 
 /// Logins, sessions and API credentials. Reachable as `Admin::auth` and `AppState::auth`.
 pub struct Auth {
@@ -860,6 +618,7 @@ impl Auth {
 
 #[cfg(test)]
 mod tests {
+    use super::secrets::PASSWORD_ALPHABET;
     use super::*;
 
     fn info(csrf: &str) -> SessionInfo {

@@ -1,0 +1,374 @@
+//! The OpenAPI document's component schemas, built from the API's types and limits.
+
+use serde_json::{Map, Value, json};
+use tickwork_core::job::Limits;
+use tickwork_core::run::RunState;
+use tickwork_core::{
+    BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType,
+};
+
+use super::int_in;
+
+pub(super) fn names<T: Copy>(all: &[T], name: impl Fn(T) -> &'static str) -> Value {
+    Value::from(all.iter().map(|&v| name(v)).collect::<Vec<_>>())
+}
+
+pub(super) fn reference(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
+}
+
+pub(super) fn array_of(name: &str) -> Value {
+    json!({ "type": "array", "items": reference(name) })
+}
+
+pub(super) fn page_of(name: &str) -> Value {
+    json!({
+        "type": "object",
+        "required": ["items", "total", "page", "size"],
+        "properties": {
+            "items": array_of(name),
+            "total": { "type": "integer", "description": "items matching, on every page" },
+            "page": { "type": "integer" },
+            "size": { "type": "integer" },
+        },
+    })
+}
+
+/// An object schema: `(name, schema)` properties, the required ones listed; `closed` refuses
+/// other properties (inputs do).
+pub(super) fn object(props: &[(&str, Value)], required: &[&str], closed: bool) -> Value {
+    let mut p = Map::new();
+    for (k, v) in props {
+        p.insert((*k).to_owned(), v.clone());
+    }
+    let mut o = json!({ "type": "object", "properties": p, "required": required });
+    if closed {
+        o["additionalProperties"] = false.into();
+    }
+    o
+}
+
+pub(super) fn t(kind: &str) -> Value {
+    json!({ "type": kind })
+}
+
+/// The job limits the schema states: the ones the service checks.
+pub(super) const JOB: Limits = Limits::STANDARD;
+
+/// A string of at most `n` characters.
+pub(super) fn str_max(n: u64) -> Value {
+    json!({ "type": "string", "maxLength": n })
+}
+
+pub(super) fn nullable(kind: &str) -> Value {
+    json!({ "type": [kind, "null"] })
+}
+
+pub(super) fn ints() -> Value {
+    json!({ "type": "array", "items": { "type": "integer" } })
+}
+
+pub(super) fn strings() -> Value {
+    json!({ "type": "array", "items": { "type": "string" } })
+}
+
+pub(super) fn schemas() -> Value {
+    let schedule =
+        json!({ "type": "string", "enum": names(ScheduleType::ALL, ScheduleType::as_str) });
+    let misfire =
+        json!({ "type": "string", "enum": names(MisfireStrategy::ALL, MisfireStrategy::as_str) });
+    let route =
+        json!({ "type": "string", "enum": names(RouteStrategy::ALL, RouteStrategy::as_str) });
+    let block =
+        json!({ "type": "string", "enum": names(BlockStrategy::ALL, BlockStrategy::as_str) });
+    let glue = json!({ "type": "string", "enum": names(GlueType::ALL, GlueType::as_str) });
+    let trigger = json!({ "type": "string", "enum": names(TriggerType::ALL, TriggerType::as_str) });
+    let state = json!({ "type": "string", "enum": names(RunState::ALL, RunState::as_str) });
+    let role = json!({ "type": "string", "enum": ["admin", "operator", "viewer"] });
+    let counts = json!({ "type": "object", "additionalProperties": { "type": "integer" } });
+    let job_fields = |input: bool| {
+        let mut v = vec![
+            (
+                "key",
+                if input {
+                    nullable("string")
+                } else {
+                    t("string")
+                },
+            ),
+            (
+                "group_id",
+                if input {
+                    int_in(1, i64::MAX)
+                } else {
+                    t("integer")
+                },
+            ),
+            (
+                "description",
+                if input {
+                    str_max(JOB.description_chars as u64)
+                } else {
+                    t("string")
+                },
+            ),
+            (
+                "owner",
+                if input {
+                    str_max(JOB.owner_chars as u64)
+                } else {
+                    t("string")
+                },
+            ),
+            ("alarm_channels", t("string")),
+            ("schedule_type", schedule.clone()),
+            ("schedule_conf", t("string")),
+            (
+                "time_zone",
+                if input {
+                    nullable("string")
+                } else {
+                    t("string")
+                },
+            ),
+            ("misfire_strategy", misfire.clone()),
+            ("route_strategy", route.clone()),
+            ("handler", t("string")),
+            ("params", t("string")),
+            ("block_strategy", block.clone()),
+            (
+                "timeout_s",
+                if input {
+                    int_in(0, i64::from(i32::MAX))
+                } else {
+                    t("integer")
+                },
+            ),
+            (
+                "retry_count",
+                if input {
+                    int_in(0, i64::from(JOB.retry_count_max))
+                } else {
+                    t("integer")
+                },
+            ),
+            (
+                "retry_backoff_ms",
+                if input {
+                    int_in(0, JOB.retry_backoff_ms_max)
+                } else {
+                    t("integer")
+                },
+            ),
+            (
+                "child_job_ids",
+                if input {
+                    json!({ "type": "array", "items": int_in(1, i64::MAX) })
+                } else {
+                    ints()
+                },
+            ),
+            (
+                "priority",
+                if input {
+                    int_in(i64::from(i32::MIN), i64::from(i32::MAX))
+                } else {
+                    t("integer")
+                },
+            ),
+            ("glue_type", glue.clone()),
+            ("glue_source", t("string")),
+        ];
+        if input {
+            v.push(("start", t("boolean")));
+        } else {
+            v.extend([
+                ("id", t("integer")),
+                ("glue_updated_at", t("integer")),
+                (
+                    "status",
+                    json!({ "type": "string", "enum": ["running", "stopped"] }),
+                ),
+                ("next_fire_at", nullable("integer")),
+                ("last_fire_at", nullable("integer")),
+                ("version", t("integer")),
+                ("created_at", t("integer")),
+                ("updated_at", t("integer")),
+            ]);
+        }
+        v
+    };
+    let job_out = job_fields(false);
+    let job_required: Vec<&str> = job_out.iter().map(|(k, _)| *k).collect();
+    let mut all = json!({
+        "Error": object(&[
+            ("code", json!({ "type": "string",
+                "enum": crate::ErrorCode::ALL.map(crate::ErrorCode::as_str) })),
+            ("message", t("string")),
+            ("field", json!({ "type": "string", "description": "the input field an invalid_input names" })),
+            ("error", object(&[("code", t("string")), ("message", t("string"))], &["code", "message"], false)),
+        ], &["code", "message", "error"], false),
+        "Me": object(&[
+            ("user_id", t("integer")), ("username", t("string")), ("role", role.clone()),
+            ("group_ids", ints()), ("locale", nullable("string")),
+        ], &["user_id", "username", "role", "group_ids"], false),
+        "GroupInput": object(&[
+            ("app_name", t("string")), ("title", t("string")),
+            ("address_mode", json!({ "type": ["string", "null"], "enum": ["auto", "manual", null] })),
+            ("addresses", strings()),
+        ], &["app_name"], true),
+        "Group": object(&[
+            ("id", t("integer")), ("app_name", t("string")), ("title", t("string")),
+            ("address_mode", t("string")), ("addresses", strings()),
+            ("live_addresses", strings()),
+            ("has_token", json!({
+                "type": "boolean",
+                "description": "the group has its own executor access token (else the global one applies)",
+            })),
+            ("updated_at", t("integer")),
+        ], &["id", "app_name", "title", "address_mode", "addresses", "live_addresses", "has_token", "updated_at"], false),
+        "GroupList": array_of("Group"),
+        "GroupToken": object(&[
+            ("group_id", t("integer")),
+            ("token", json!({
+                "type": "string",
+                "description": "twg_…; executors of the group send it in XXL-JOB-ACCESS-TOKEN; shown only here",
+            })),
+        ], &["group_id", "token"], false),
+        "Instance": object(&[
+            ("address", t("string")), ("last_heartbeat", t("integer")), ("alive", t("boolean")),
+        ], &["address", "last_heartbeat", "alive"], false),
+        "InstanceList": array_of("Instance"),
+        "JobInput": object(&job_fields(true), &["group_id"], true),
+        "Job": object(&job_out, &job_required, false),
+        "JobPage": page_of("Job"),
+        "TriggerInput": object(&[
+            ("params", nullable("string")), ("address", nullable("string")),
+        ], &[], true),
+        "CopyInput": object(&[("description", nullable("string"))], &[], true),
+        "Run": object(&[
+            ("id", t("integer")), ("job_id", t("integer")), ("group_id", t("integer")),
+            ("scheduled_at", t("integer")), ("fire_key", nullable("integer")),
+            ("trigger_type", trigger), ("attempt", t("integer")),
+            ("parent_run_id", nullable("integer")), ("executor_address", nullable("string")),
+            ("handler", t("string")), ("params", t("string")),
+            ("shard_index", nullable("integer")), ("shard_total", nullable("integer")),
+            ("state", state), ("trigger_code", t("integer")), ("trigger_msg", nullable("string")),
+            ("handle_code", t("integer")), ("handle_msg", nullable("string")),
+            ("owner_node", nullable("string")), ("created_at", t("integer")),
+            ("dispatched_at", nullable("integer")), ("finished_at", nullable("integer")),
+        ], &["id", "job_id", "group_id", "scheduled_at", "trigger_type", "state"], false),
+        "RunPage": page_of("Run"),
+        "RunLog": object(&[
+            ("from_line", t("integer")), ("to_line", t("integer")),
+            ("content", t("string")), ("end", t("boolean")),
+        ], &["from_line", "to_line", "content", "end"], false),
+        "Cleared": object(&[("deleted", t("integer"))], &["deleted"], false),
+        "Deleted": object(&[("deleted", t("integer"))], &["deleted"], false),
+        "PreviewInput": object(&[
+            ("schedule_type", schedule.clone()), ("schedule_conf", t("string")),
+            ("time_zone", nullable("string")), ("n", nullable("integer")),
+        ], &["schedule_type", "schedule_conf"], true),
+        "Fires": object(&[("fires", ints())], &["fires"], false),
+        "ScriptInput": object(&[
+            ("glue_type", json!({ "anyOf": [glue.clone(), { "type": "null" }] })),
+            ("source", t("string")), ("comment", t("string")),
+        ], &["source"], true),
+        "ScriptVersion": object(&[
+            ("version", t("integer")), ("glue_type", glue), ("source", t("string")),
+            ("comment", t("string")), ("author", t("string")), ("created_at", t("integer")),
+        ], &["version", "glue_type", "source", "comment", "author", "created_at"], false),
+        "ScriptVersionList": array_of("ScriptVersion"),
+        "UserInput": object(&[
+            ("username", t("string")), ("password", t("string")), ("role", role.clone()),
+            ("group_ids", ints()), ("locale", nullable("string")),
+        ], &["username", "password", "role"], true),
+        "UserUpdateInput": object(&[
+            ("role", role.clone()), ("group_ids", ints()), ("locale", nullable("string")),
+            ("disabled", t("boolean")),
+        ], &["role"], true),
+        "User": object(&[
+            ("id", t("integer")), ("username", t("string")), ("role", role),
+            ("group_ids", ints()), ("locale", nullable("string")), ("disabled", t("boolean")),
+            ("created_at", t("integer")), ("updated_at", t("integer")),
+        ], &["id", "username", "role", "group_ids", "disabled", "created_at", "updated_at"], false),
+        "UserList": array_of("User"),
+        "PasswordInput": object(&[
+            ("current_password", nullable("string")), ("password", t("string")),
+        ], &["password"], true),
+        "PasswordChanged": object(&[("changed", t("integer"))], &["changed"], false),
+        "TokenInput": object(&[("name", t("string")), ("user_id", nullable("integer"))], &["name"], true),
+        "Token": object(&[
+            ("id", t("integer")), ("name", t("string")), ("user_id", t("integer")),
+            ("created_at", t("integer")), ("last_used_at", nullable("integer")),
+            ("revoked_at", nullable("integer")),
+        ], &["id", "name", "user_id", "created_at"], false),
+        "TokenList": array_of("Token"),
+        "TokenCreated": object(&[
+            ("token", reference("Token")),
+            ("secret", json!({ "type": "string", "description": "tw_…; shown only here" })),
+        ], &["token", "secret"], false),
+        "Audit": object(&[
+            ("id", t("integer")), ("at", t("integer")), ("actor_id", nullable("integer")),
+            ("actor", t("string")), ("action", t("string")), ("target_type", t("string")),
+            ("target_id", t("string")), ("before", json!({})), ("after", json!({})),
+        ], &["id", "at", "actor", "action", "target_type", "target_id"], false),
+        "AuditPage": page_of("Audit"),
+        "Stats": object(&[
+            ("jobs", t("integer")), ("jobs_running", t("integer")), ("groups", t("integer")),
+            ("executors", t("integer")), ("runs_today", counts.clone()),
+            ("runs_per_day", json!({ "type": "array", "items": object(&[
+                ("day", t("integer")), ("by_state", counts),
+            ], &["day", "by_state"], false) })),
+            ("lateness", json!({ "anyOf": [{ "type": "null" }, object(&[
+                ("count", t("integer")), ("mean_ms", t("number")),
+                ("p50_ms", nullable("integer")), ("p99_ms", nullable("integer")),
+            ], &["count", "mean_ms"], false)] })),
+        ], &["jobs", "jobs_running", "groups", "executors", "runs_today", "runs_per_day"], false),
+    });
+    let Value::Object(all) = &mut all else {
+        unreachable!("the schemas are an object")
+    };
+    if let Value::Object(alarms) = alarm_schemas() {
+        all.extend(alarms);
+    }
+    Value::Object(std::mem::take(all))
+}
+
+/// The schemas of alarm channels and deliveries, apart from [`schemas`]: one `json!` of
+/// everything would pass the macro recursion limit.
+pub(super) fn alarm_schemas() -> Value {
+    let alarm_kind = json!({ "type": "string",
+        "enum": ["email", "webhook", "dingtalk", "wecom", "feishu", "slack"] });
+    let channel_config = json!({ "type": "object", "description": "per kind: email (host, \
+        port, tls, username, password, from, to), webhook (url, secret), dingtalk and feishu \
+        (url, secret), wecom and slack (url)" });
+    let delivery_state = json!({ "type": "string", "enum": ["pending", "sent", "failed"] });
+    json!({
+        "AlarmChannelInput": object(&[
+            ("name", t("string")),
+            ("kind", alarm_kind),
+            ("config", channel_config),
+            ("enabled", nullable("boolean")),
+        ], &["name", "kind"], true),
+        "AlarmChannel": object(&[
+            ("id", t("integer")), ("name", t("string")), ("kind", t("string")),
+            ("config", t("object")), ("enabled", t("boolean")),
+            ("created_at", t("integer")), ("updated_at", t("integer")),
+        ], &["id", "name", "kind", "config", "enabled", "created_at", "updated_at"], false),
+        "AlarmChannelList": array_of("AlarmChannel"),
+        "AlarmTestResult": object(&[
+            ("ok", t("boolean")), ("error", nullable("string")), ("elapsed_ms", t("integer")),
+        ], &["ok", "elapsed_ms"], false),
+        "AlarmDelivery": object(&[
+            ("id", t("integer")), ("run_id", t("integer")), ("channel_id", t("integer")),
+            ("channel_name", t("string")), ("kind", t("string")),
+            ("state", delivery_state),
+            ("attempts", t("integer")), ("next_attempt_at", nullable("integer")),
+            ("last_error", nullable("string")), ("sent_at", nullable("integer")),
+            ("created_at", t("integer")), ("updated_at", t("integer")),
+        ], &["id", "run_id", "channel_id", "channel_name", "kind", "state", "attempts",
+             "created_at", "updated_at"], false),
+        "AlarmDeliveryPage": page_of("AlarmDelivery"),
+    })
+}
