@@ -3544,6 +3544,42 @@ async fn group_title_counted_bytes_while_its_message_said_characters() {
 }
 
 #[tokio::test]
+async fn group_app_name_counted_bytes_while_its_message_said_characters() {
+    let h = Harness::start().await;
+    // 64 characters in 128 bytes: as many as the store keeps.
+    let app = "é".repeat(64);
+    let created = h
+        .call(
+            Method::POST,
+            "/groups",
+            "/groups",
+            BUILTIN,
+            Some(json!({ "app_name": app, "title": "at the limit" })),
+        )
+        .await
+        .ok();
+    assert_eq!(created["app_name"], app.as_str());
+    let over = h
+        .call(
+            Method::POST,
+            "/groups",
+            "/groups",
+            BUILTIN,
+            Some(json!({ "app_name": "é".repeat(65), "title": "over" })),
+        )
+        .await;
+    assert_field_error(&over, "app_name");
+    assert!(
+        over.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("64 characters"),
+        "{over:?}"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn job_handler_counted_bytes_while_its_message_said_characters() {
     let h = Harness::start().await;
     let g = h.group("handler-limit").await;

@@ -15,7 +15,7 @@ use crate::timer::now_ms;
 impl Groups<'_> {
     fn group_fields(input: &GroupInput) -> Result<(AddressMode, Vec<String>), Error> {
         let app = input.app_name.trim();
-        if app.is_empty() || app.len() > 64 {
+        if app.is_empty() || app.chars().count() > 64 {
             return Err(invalid("app_name", "must be 1 to 64 characters"));
         }
         if input.title.chars().count() > 64 {
