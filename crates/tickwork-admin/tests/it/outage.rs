@@ -8,7 +8,7 @@
 //! (late fires misfired, none caught up) and half `FIRE_ONCE_NOW` (late fires misfired but one
 //! catch-up run per job).
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -19,11 +19,6 @@ use tickwork_core::TriggerType;
 use tickwork_core::run::RunState;
 use tickwork_store::{Run, TimeRange};
 
-#[test]
-#[ignore = "the child process role of this test binary"]
-fn child() {
-    support::child_main();
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn admins_on_postgres_ride_out_a_20_s_outage() {

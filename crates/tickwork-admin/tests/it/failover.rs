@@ -8,7 +8,7 @@
 //! run); the defaults are the issue's. `TICKWORK_FAILOVER_KILL_PHASE_MS` (default 500) is where
 //! in the second the kill and the stop land.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -18,11 +18,6 @@ use support::{Api, Backend, Child, CountingExecutor, TestDb, report, runs_of, wa
 use tickwork_core::run::RunState;
 use tickwork_store::{Run, TimeRange};
 
-#[test]
-#[ignore = "the child process role of this test binary"]
-fn child() {
-    support::child_main();
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_admins_on_postgres_lose_one_to_sigkill_and_one_to_sigterm() {

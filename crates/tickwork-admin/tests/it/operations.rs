@@ -2,7 +2,7 @@
 //! maintenance lease holder at a time, the lease moving on a clean stop and on a crash,
 //! orphaned runs adopted and fired, `/readyz` and `/metrics`, the daily report and retention.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;

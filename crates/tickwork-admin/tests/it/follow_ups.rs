@@ -3,7 +3,7 @@
 //! that dies right after committing results leaves their retry and child runs behind, fired
 //! once it is back. On SQLite, PostgreSQL and MariaDB.
 
-mod support;
+use crate::support;
 
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
@@ -29,11 +29,6 @@ adopt_interval_ms = 200
 /// `next_fire_at` of a fixed-delay job waiting for its fire to end, as the admin writes it.
 const WAITING_FOR_COMPLETION: i64 = i64::MAX;
 
-#[test]
-#[ignore = "the child process role of this test binary"]
-fn child() {
-    support::child_main();
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_fixed_delay_job_whose_fire_misfired_at_adoption_fires_again() {

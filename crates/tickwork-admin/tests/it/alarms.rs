@@ -3,7 +3,7 @@
 //! refused without changing anything, and with several admins on one database every failed
 //! run alarms exactly once.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::time::Duration;

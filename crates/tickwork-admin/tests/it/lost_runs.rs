@@ -3,7 +3,7 @@
 //! it succeeds, and its alarm reaches a real webhook receiver exactly once. On SQLite,
 //! PostgreSQL and MariaDB, with the executor that dies a real child process.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -29,11 +29,6 @@ alarm_interval_ms = 500
 poll_interval_ms = 200
 "#;
 
-#[test]
-#[ignore = "the child process role of this test binary"]
-fn child() {
-    support::child_main();
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_run_of_a_killed_executor_is_lost_retried_and_alarmed_once() {

@@ -3,18 +3,13 @@
 //! runs are dispatched (after a `/beat` probe), logged, killed and completed with that token;
 //! one with the global token is refused; a rotation locks the old token out at once.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::{Api, Backend, Child, TestDb, wait_for};
 
-#[test]
-#[ignore = "the child process role of this test binary"]
-fn child() {
-    support::child_main();
-}
 
 const WAIT: Duration = Duration::from_secs(60);
 

@@ -1,0 +1,20 @@
+//! The admin's integration tests, one binary (one link step) with a module per area: the REST
+//! API and console over real HTTP, alarms, failover, follow-ups, group tokens, lost runs,
+//! cluster operations and a database outage. Tests that need admins or executors as real
+//! processes start this binary again in the role of the ignored `child` test.
+
+mod alarms;
+mod api;
+mod failover;
+mod follow_ups;
+mod group_tokens;
+mod lost_runs;
+mod operations;
+mod outage;
+mod support;
+
+#[test]
+#[ignore = "the child process role of this test binary"]
+fn child() {
+    support::child_main();
+}
