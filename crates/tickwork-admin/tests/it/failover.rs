@@ -18,7 +18,6 @@ use support::{Api, Backend, Child, CountingExecutor, TestDb, report, runs_of, wa
 use tickwork_core::run::RunState;
 use tickwork_store::{Run, TimeRange};
 
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_admins_on_postgres_lose_one_to_sigkill_and_one_to_sigterm() {
     scenario(Backend::Postgres).await;

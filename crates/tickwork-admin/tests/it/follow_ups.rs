@@ -29,7 +29,6 @@ adopt_interval_ms = 200
 /// `next_fire_at` of a fixed-delay job waiting for its fire to end, as the admin writes it.
 const WAITING_FOR_COMPLETION: i64 = i64::MAX;
 
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_fixed_delay_job_whose_fire_misfired_at_adoption_fires_again() {
     fixed_delay_stall(Backend::Sqlite).await;

@@ -10,7 +10,6 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::{Api, Backend, Child, TestDb, wait_for};
 
-
 const WAIT: Duration = Duration::from_secs(60);
 
 async fn run_of(api: &Api, run: i64) -> Value {

@@ -29,7 +29,6 @@ alarm_interval_ms = 500
 poll_interval_ms = 200
 "#;
 
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_run_of_a_killed_executor_is_lost_retried_and_alarmed_once() {
     scenario(Backend::Sqlite).await;

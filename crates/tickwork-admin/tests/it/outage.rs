@@ -19,7 +19,6 @@ use tickwork_core::TriggerType;
 use tickwork_core::run::RunState;
 use tickwork_store::{Run, TimeRange};
 
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn admins_on_postgres_ride_out_a_20_s_outage() {
     scenario(Backend::Postgres).await;
