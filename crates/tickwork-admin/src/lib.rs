@@ -65,9 +65,8 @@ pub async fn start(config: Config, store: Arc<dyn Store>) -> Result<Running, Err
     // a default password.
     let generated_admin_password = auth.ensure_first_admin(store.as_ref()).await?;
     let metrics = Arc::new(metrics::Metrics::default());
-    let (scheduler, tasks) =
-        Scheduler::start(config.clone(), store.clone(), metrics.clone()).await?;
-    let service = Service::with_metrics(config, store, auth, Arc::new(scheduler.clone()), metrics);
+    let (scheduler, tasks) = Scheduler::start(config.clone(), store.clone(), metrics).await?;
+    let service = Service::over(config, store, auth, &scheduler);
     Ok(Running {
         admin: Admin { scheduler, service },
         generated_admin_password,

@@ -126,7 +126,7 @@ pub(crate) struct Inner {
     claim_wake: Notify,
     /// Wakes the alarm delivery loop (deliveries were queued).
     pub(crate) alarm_wake: Notify,
-    pub(crate) senders: crate::alarm::Senders,
+    pub(crate) senders: Arc<crate::alarm::Senders>,
     fast_lane: mpsc::UnboundedSender<Armed>,
     slow_lane: mpsc::UnboundedSender<Armed>,
     ledger: mpsc::UnboundedSender<(Run, DispatchOutcome)>,
@@ -190,7 +190,7 @@ impl Scheduler {
             slow: Mutex::new(HashMap::new()),
             claim_wake: Notify::new(),
             alarm_wake: Notify::new(),
-            senders: crate::alarm::Senders::new(),
+            senders: Arc::new(crate::alarm::Senders::new()),
             fast_lane: fast_tx,
             slow_lane: slow_tx,
             ledger: ledger_tx,

@@ -12,8 +12,8 @@ use tickwork_store::{
     DeliveryState, PageReq,
 };
 
-use super::Alarms;
 use super::audit::Target;
+use super::{Alarms, invalid};
 use crate::Error;
 use crate::alarm::merge_hidden;
 use crate::alarm::{AlarmMessage, ChannelConfig};
@@ -25,10 +25,6 @@ use tracing::info;
 
 /// Longest channel name.
 const NAME_MAX: usize = 64;
-
-fn invalid(field: &str, msg: impl std::fmt::Display) -> Error {
-    Error::invalid_field(field, msg)
-}
 
 fn kinds() -> String {
     AlarmKind::ALL

@@ -22,6 +22,7 @@ use tickwork_protocol::api::{JobView, LatenessView, Page, RunView};
 use tickwork_store::{Job, JobSpec, PageReq, Run, RunComplete, Store};
 
 use crate::Error;
+use crate::Scheduler;
 use crate::alarm::Senders;
 use crate::auth::Auth;
 use crate::config::Config;
@@ -57,7 +58,7 @@ pub(crate) struct Inner {
     /// it has one).
     pub(crate) client: ExecutorClient,
     /// Sends test messages of alarm channels.
-    pub(crate) senders: Senders,
+    pub(crate) senders: Arc<Senders>,
 }
 
 /// The operations of one resource, borrowed from a [`Service`]: `service.jobs().create(..)`.
@@ -167,17 +168,39 @@ impl Service {
         auth: Arc<Auth>,
         pipeline: Arc<dyn PipelineHandle>,
     ) -> Service {
-        Self::with_metrics(config, store, auth, pipeline, Arc::new(Metrics::default()))
+        let client = ExecutorClient::new(&config.access_token, config.dispatch.executor_timeout);
+        let metrics = Arc::new(Metrics::default());
+        let senders = Arc::new(Senders::new());
+        Self::with_parts(config, store, auth, pipeline, metrics, client, senders)
     }
 
-    pub(crate) fn with_metrics(
+    /// The admin's service over its running `scheduler`: the same metrics, executor client
+    /// (its connections) and alarm senders (their SMTP pools) instead of copies of them.
+    pub(crate) fn over(
+        config: Config,
+        store: Arc<dyn Store>,
+        auth: Arc<Auth>,
+        scheduler: &Scheduler,
+    ) -> Service {
+        let shared = &scheduler.inner;
+        let (metrics, client, senders) = (
+            shared.metrics.clone(),
+            shared.client.clone(),
+            shared.senders.clone(),
+        );
+        let pipeline = Arc::new(scheduler.clone());
+        Self::with_parts(config, store, auth, pipeline, metrics, client, senders)
+    }
+
+    fn with_parts(
         config: Config,
         store: Arc<dyn Store>,
         auth: Arc<Auth>,
         pipeline: Arc<dyn PipelineHandle>,
         metrics: Arc<Metrics>,
+        client: ExecutorClient,
+        senders: Arc<Senders>,
     ) -> Service {
-        let client = ExecutorClient::new(&config.access_token, config.dispatch.executor_timeout);
         Service {
             inner: Arc::new(Inner {
                 config,
@@ -186,7 +209,7 @@ impl Service {
                 pipeline,
                 metrics,
                 client,
-                senders: Senders::new(),
+                senders,
             }),
         }
     }
