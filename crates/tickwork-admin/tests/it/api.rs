@@ -3506,69 +3506,38 @@ async fn params_of_64_kib_passed_the_service_and_failed_in_the_store() {
     h.stop().await;
 }
 
-#[tokio::test]
-async fn group_title_counted_bytes_while_its_message_said_characters() {
+/// A group whose `field` holds 64 two-byte characters is created and keeps them; one more
+/// character is refused naming the field and its limit in characters.
+async fn group_field_counts_characters(field: &str) {
     let h = Harness::start().await;
-    let group = |app: &str, title: String| json!({ "app_name": app, "title": title });
+    let group = |value: String, other: &str| {
+        let mut g = json!({ "app_name": other, "title": other });
+        g[field] = value.into();
+        g
+    };
     // 64 characters in 128 bytes.
-    let title = "é".repeat(64);
+    let at_limit = "é".repeat(64);
     let created = h
         .call(
             Method::POST,
             "/groups",
             "/groups",
             BUILTIN,
-            Some(group("title-at-limit", title.clone())),
+            Some(group(at_limit.clone(), "at-limit")),
         )
         .await
         .ok();
-    assert_eq!(created["title"], title.as_str());
-    let a = h
-        .call(
-            Method::POST,
-            "/groups",
-            "/groups",
-            BUILTIN,
-            Some(group("title-over", "é".repeat(65))),
-        )
-        .await;
-    assert_field_error(&a, "title");
-    assert!(
-        a.body["message"]
-            .as_str()
-            .unwrap()
-            .contains("64 characters"),
-        "{a:?}"
-    );
-    h.stop().await;
-}
-
-#[tokio::test]
-async fn group_app_name_counted_bytes_while_its_message_said_characters() {
-    let h = Harness::start().await;
-    // 64 characters in 128 bytes: as many as the store keeps.
-    let app = "é".repeat(64);
-    let created = h
-        .call(
-            Method::POST,
-            "/groups",
-            "/groups",
-            BUILTIN,
-            Some(json!({ "app_name": app, "title": "at the limit" })),
-        )
-        .await
-        .ok();
-    assert_eq!(created["app_name"], app.as_str());
+    assert_eq!(created[field], at_limit.as_str());
     let over = h
         .call(
             Method::POST,
             "/groups",
             "/groups",
             BUILTIN,
-            Some(json!({ "app_name": "é".repeat(65), "title": "over" })),
+            Some(group("é".repeat(65), "over")),
         )
         .await;
-    assert_field_error(&over, "app_name");
+    assert_field_error(&over, field);
     assert!(
         over.body["message"]
             .as_str()
@@ -3577,6 +3546,16 @@ async fn group_app_name_counted_bytes_while_its_message_said_characters() {
         "{over:?}"
     );
     h.stop().await;
+}
+
+#[tokio::test]
+async fn group_title_counted_bytes_while_its_message_said_characters() {
+    group_field_counts_characters("title").await;
+}
+
+#[tokio::test]
+async fn group_app_name_counted_bytes_while_its_message_said_characters() {
+    group_field_counts_characters("app_name").await;
 }
 
 #[tokio::test]
