@@ -6,7 +6,9 @@
 //! maintenance and alarm delivery; executors drive it through the executor API. The
 //! [`Service`] (`service`) holds the operations the REST API, the console and the CLI call,
 //! with permissions and the audit log; it reaches the pipeline only through a
-//! [`PipelineHandle`]. [`start`] builds both; `http` serves them.
+//! [`PipelineHandle`]. [`start`] builds both; `http` serves them. The pipeline reads and waits
+//! on a [`clock::Clock`]: the system clock, or a [`clock::ManualClock`] a test hands to
+//! [`start_with_clock`].
 
 mod alarm;
 pub mod auth;
@@ -29,7 +31,7 @@ pub use config::Config;
 pub use error::{Error, ErrorCode};
 pub use pipeline::cluster::MAINTENANCE_LEASE;
 pub use pipeline::executor_api::{ExecutorApi, ExecutorAuth, ExecutorCaller};
-pub use pipeline::{Scheduler, Stats, planner, timer};
+pub use pipeline::{Scheduler, Stats, clock, planner, timer};
 pub use service::{PipelineHandle, Service};
 pub use tickwork_protocol::api::{
     GroupInput, GroupView, JobInput, JobQuery, JobView, RunQuery, RunView, TriggerInput,
@@ -53,8 +55,18 @@ pub struct Running {
 }
 
 /// Starts an admin on `store`: makes sure an admin account exists, then starts the pipeline
-/// (after a first heartbeat) and the service over it.
+/// (after a first heartbeat) and the service over it, on the system clock.
 pub async fn start(config: Config, store: Arc<dyn Store>) -> Result<Running, Error> {
+    start_with_clock(config, store, clock::Clock::system()).await
+}
+
+/// As [`start`], with the pipeline (and the service's planning of fires) on `clock`: tests
+/// pass a [`clock::ManualClock`]'s clock and move time themselves.
+pub async fn start_with_clock(
+    config: Config,
+    store: Arc<dyn Store>,
+    clock: clock::Clock,
+) -> Result<Running, Error> {
     config.validate()?;
     let auth = Arc::new(Auth::new(
         store.clone(),
@@ -65,7 +77,8 @@ pub async fn start(config: Config, store: Arc<dyn Store>) -> Result<Running, Err
     // a default password.
     let generated_admin_password = auth.ensure_first_admin(store.as_ref()).await?;
     let metrics = Arc::new(metrics::Metrics::default());
-    let (scheduler, tasks) = Scheduler::start(config.clone(), store.clone(), metrics).await?;
+    let (scheduler, tasks) =
+        Scheduler::start(config.clone(), store.clone(), metrics, clock).await?;
     let service = Service::over(config, store, auth, &scheduler);
     Ok(Running {
         admin: Admin { scheduler, service },

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tickwork_store::{AddressMode, Group, LiveQuery, Store};
 use tracing::debug;
@@ -12,16 +12,28 @@ use crate::Error;
 use crate::executor_client::ExecutorClient;
 use crate::timer::now_ms;
 
+use super::clock::Clock;
+
 /// How long a dispatch waits for a group's addresses it must read before it falls back on
-/// the last known list (or, without one, holds the run).
+/// the last known list (or, without one, holds the run). It bounds database IO: real time.
 const ADDRESS_REFRESH_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// The addresses a group's runs may go to now: its manual list, or the registry's executors
-/// of its app name that beat within `dead_after_ms` (sorted ascending, as XXL-JOB does).
+/// The addresses a group's runs may go to now (on the wall clock: the service's group views):
+/// its manual list, or the registry's executors of its app name that beat within
+/// `dead_after_ms` (sorted ascending, as XXL-JOB does).
 pub(crate) async fn live_addresses(
     store: &dyn Store,
     group: &Group,
     dead_after_ms: i64,
+) -> Result<Vec<String>, Error> {
+    live_addresses_since(store, group, now_ms() - dead_after_ms).await
+}
+
+/// A group's manual list, or its registry's executors that beat at `alive_since` or later.
+async fn live_addresses_since(
+    store: &dyn Store,
+    group: &Group,
+    alive_since: i64,
 ) -> Result<Vec<String>, Error> {
     if group.address_mode == AddressMode::Manual {
         return Ok(group.addresses.clone());
@@ -29,18 +41,18 @@ pub(crate) async fn live_addresses(
     Ok(store
         .registry_live(LiveQuery {
             app_name: group.app_name.clone(),
-            alive_since: now_ms() - dead_after_ms,
+            alive_since,
         })
         .await?)
 }
 
-/// A group's live addresses, read at `at`, and the client that calls them with the group's
-/// token.
+/// A group's live addresses, read at `at` (the scheduler's clock), and the client that calls
+/// them with the group's token.
 struct Entry {
     app_name: String,
     addresses: Arc<Vec<String>>,
     client: ExecutorClient,
-    at: Instant,
+    at: i64,
     /// Read again before the cache time is over (its executors changed).
     expired: bool,
     /// A background refresh of this expired entry is under way.
@@ -54,7 +66,8 @@ pub(crate) struct AddressCache {
     store: Arc<dyn Store>,
     /// The client with the global token; a group with its own token gets a copy with it.
     client: ExecutorClient,
-    ttl: Duration,
+    clock: Clock,
+    ttl_ms: i64,
     dead_after_ms: i64,
     groups: Mutex<HashMap<i64, Entry>>,
 }
@@ -63,13 +76,15 @@ impl AddressCache {
     pub(crate) fn new(
         store: Arc<dyn Store>,
         client: ExecutorClient,
+        clock: Clock,
         ttl: Duration,
         dead_after: Duration,
     ) -> Self {
         AddressCache {
             store,
             client,
-            ttl,
+            clock,
+            ttl_ms: ttl.as_millis() as i64,
             dead_after_ms: dead_after.as_millis() as i64,
             groups: Mutex::new(HashMap::new()),
         }
@@ -82,9 +97,11 @@ impl AddressCache {
     ) -> Result<(Arc<Vec<String>>, ExecutorClient), Error> {
         // The list to fall back on when a read that must be waited for fails.
         let fallback = {
+            let now = self.clock.now_ms();
             let mut groups = self.groups.lock().expect("groups lock");
             match groups.get_mut(&group_id) {
-                Some(c) if !c.expired && c.at.elapsed() < self.ttl => {
+                // A clock set back makes the entry old, not young for longer.
+                Some(c) if !c.expired && (0..self.ttl_ms).contains(&(now - c.at)) => {
                     return Ok((c.addresses.clone(), c.client.clone()));
                 }
                 // Its executors changed: read now.
@@ -171,7 +188,9 @@ impl AddressCache {
     /// Reads a group's addresses from the database into the cache.
     async fn load(&self, group_id: i64) -> Result<(Arc<Vec<String>>, ExecutorClient), Error> {
         let group: Group = self.store.group_get(group_id).await?;
-        let addresses = Arc::new(live_addresses(&*self.store, &group, self.dead_after_ms).await?);
+        let now = self.clock.now_ms();
+        let alive_since = now - self.dead_after_ms;
+        let addresses = Arc::new(live_addresses_since(&*self.store, &group, alive_since).await?);
         let client = self.client.for_group(&group);
         self.groups.lock().expect("groups lock").insert(
             group_id,
@@ -179,7 +198,7 @@ impl AddressCache {
                 app_name: group.app_name,
                 addresses: addresses.clone(),
                 client: client.clone(),
-                at: Instant::now(),
+                at: now,
                 expired: false,
                 refreshing: false,
             },

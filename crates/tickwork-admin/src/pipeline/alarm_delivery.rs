@@ -23,7 +23,6 @@ use tracing::{info, warn};
 use super::monitor::Maintenance;
 use crate::Error;
 use crate::alarm::{AlarmMessage, ChannelConfig};
-use crate::timer::now_ms;
 
 /// Runs turned into deliveries per statement.
 const QUEUE_BATCH: u32 = 500;
@@ -91,7 +90,7 @@ impl Maintenance {
             let n = store
                 .alarm_deliveries_queue(AlarmDeliveriesQueue {
                     runs: queue,
-                    now: now_ms(),
+                    now: self.inner.clock.now_ms(),
                 })
                 .await?;
             total += n;
@@ -115,7 +114,7 @@ impl Maintenance {
         loop {
             tokio::select! {
                 _ = self.inner.stop.cancelled() => return,
-                _ = tokio::time::sleep(interval) => {}
+                _ = self.inner.clock.sleep(interval) => {}
                 _ = self.inner.alarm_wake.notified() => {}
             }
             if !self.scheduler().is_lease_holder() {
@@ -143,7 +142,7 @@ impl Maintenance {
                 .store
                 .alarm_deliveries_claim_due(DeliveryClaim {
                     node_id: self.inner.config.node_id.clone(),
-                    now: now_ms(),
+                    now: self.inner.clock.now_ms(),
                     hold_ms: hold.as_millis() as i64,
                     limit: SEND_BATCH,
                 })
@@ -206,6 +205,7 @@ impl Maintenance {
             let config = ChannelConfig::from_stored(channel.kind, &channel.config)
                 .map_err(|e| e.to_string())?;
             let message = self.delivery_message(&d).await?;
+            // The send's timeout bounds network IO: real time, whatever the clock.
             self.inner
                 .senders
                 .send(&channel, &config, &message, c.send_timeout)
@@ -217,7 +217,7 @@ impl Maintenance {
             Err(error) if attempt < c.max_attempts as i32 => (
                 DeliveryOutcome::Retry {
                     error: error.clone(),
-                    next_attempt_at: now_ms()
+                    next_attempt_at: self.inner.clock.now_ms()
                         + backoff_after(attempt, c.backoff, c.backoff_max).as_millis() as i64,
                 },
                 1,
@@ -258,7 +258,7 @@ impl Maintenance {
             id: d.id,
             node_id: self.inner.config.node_id.clone(),
             outcome,
-            now: now_ms(),
+            now: self.inner.clock.now_ms(),
         };
         match self.inner.store.alarm_delivery_finish(finish).await {
             Ok(true) => {}

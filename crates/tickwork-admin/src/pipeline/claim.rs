@@ -9,7 +9,6 @@ use tickwork_store::{ClaimParams, Job};
 use tracing::warn;
 
 use super::planner::{PlanLimits, plan_job};
-use super::timer::now_ms;
 use super::{CachedJob, Scheduler};
 use crate::Error;
 
@@ -29,13 +28,13 @@ impl Scheduler {
             if inner.stop.is_cancelled() {
                 return;
             }
-            let now = now_ms();
+            let now = inner.clock.now_ms();
             if !inner.membership.fence_open(now, &inner.config) {
                 // Others may soon count this node as dead: claim nothing they would adopt.
                 ok_rounds = 0;
                 tokio::select! {
                     _ = inner.stop.cancelled() => return,
-                    _ = tokio::time::sleep(s.claim_interval) => {}
+                    _ = inner.clock.sleep(s.claim_interval) => {}
                 }
                 continue;
             }
@@ -68,6 +67,8 @@ impl Scheduler {
                     }
                     let full = result.jobs >= s.claim_limit as usize;
                     self.arm_all(result.runs, false);
+                    // After the arming: whoever sees this instant finds the round's runs armed.
+                    inner.stats.last_claim_at.fetch_max(now, Ordering::SeqCst);
                     ok_rounds = ok_rounds.saturating_add(1);
                     full
                 }
@@ -91,7 +92,7 @@ impl Scheduler {
             tokio::select! {
                 _ = inner.stop.cancelled() => return,
                 _ = inner.claim_wake.notified() => {}
-                _ = tokio::time::sleep(pause) => {}
+                _ = inner.clock.sleep(pause) => {}
             }
         }
     }

@@ -25,7 +25,6 @@ use std::sync::Arc;
 use super::{Inner, Scheduler};
 use crate::Error;
 use crate::config::Config;
-use crate::timer::now_ms;
 
 /// The lease whose holder runs the maintenance monitors.
 pub const MAINTENANCE_LEASE: &str = "maintenance";
@@ -136,7 +135,7 @@ impl Scheduler {
     pub fn is_lease_holder(&self) -> bool {
         self.inner
             .membership
-            .holds_lease(now_ms(), &self.inner.config)
+            .holds_lease(self.inner.clock.now_ms(), &self.inner.config)
     }
 
     /// Whether this node has stopped claiming and firing because its heartbeat is too old.
@@ -144,7 +143,7 @@ impl Scheduler {
         !self
             .inner
             .membership
-            .fence_open(now_ms(), &self.inner.config)
+            .fence_open(self.inner.clock.now_ms(), &self.inner.config)
     }
 
     /// The instant of this node's last successful heartbeat (0: none yet).
@@ -172,7 +171,7 @@ impl Adoption {
         loop {
             tokio::select! {
                 _ = self.inner.stop.cancelled() => return,
-                _ = tokio::time::sleep(config.cluster.adopt_interval) => {}
+                _ = self.inner.clock.sleep(config.cluster.adopt_interval) => {}
             }
             self.adopt_round().await;
         }
@@ -183,7 +182,7 @@ impl Adoption {
         let config = &self.inner.config;
         let mut total = 0;
         loop {
-            let now = now_ms();
+            let now = self.inner.clock.now_ms();
             if !self.inner.membership.may_adopt(now, config) || self.inner.stop.is_cancelled() {
                 return total;
             }
@@ -259,7 +258,7 @@ impl Adoption {
     /// ledger key (manual, retry, child) always fire.
     pub(crate) async fn take_over(&self, runs: Vec<Run>, origin: Origin) {
         let config = &self.inner.config;
-        let now = now_ms();
+        let now = self.inner.clock.now_ms();
         let grace = match origin {
             Origin::Restart | Origin::Adopted => failover_grace_ms(config),
             Origin::Held => 0,
@@ -407,7 +406,7 @@ pub(crate) struct Heartbeat {
 impl Heartbeat {
     /// The first heartbeat; the admin does not start without it.
     pub(crate) async fn join_cluster(&self) -> Result<(), Error> {
-        let started = now_ms();
+        let started = self.inner.clock.now_ms();
         self.inner
             .store
             .node_heartbeat(self.beat_row(started))
@@ -431,13 +430,14 @@ impl Heartbeat {
     pub(crate) async fn membership_loop(self) {
         let c = self.inner.config.cluster.clone();
         // A write that hangs must not keep the loop from trying again with a fresh instant.
+        // It bounds database IO, so it is real time; the beats follow the scheduler's clock.
         let call_timeout = c.node_dead_after / 2;
         loop {
             tokio::select! {
                 _ = self.inner.cluster_stop.cancelled() => return,
-                _ = tokio::time::sleep(c.heartbeat_interval) => {}
+                _ = self.inner.clock.sleep(c.heartbeat_interval) => {}
             }
-            let started = now_ms();
+            let started = self.inner.clock.now_ms();
             let beat = self.inner.store.node_heartbeat(self.beat_row(started));
             match tokio::time::timeout(call_timeout, beat).await {
                 Ok(Ok(())) => {
@@ -474,7 +474,7 @@ impl Heartbeat {
 
     async fn renew_lease(&self, call_timeout: Duration) {
         let c = &self.inner.config.cluster;
-        let started = now_ms();
+        let started = self.inner.clock.now_ms();
         let request = LeaseRequest {
             name: MAINTENANCE_LEASE.to_owned(),
             node: self.inner.config.node_id.clone(),

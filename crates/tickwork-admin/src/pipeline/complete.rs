@@ -13,8 +13,8 @@ use tickwork_store::{Ended, FollowUpPlan, Job, JobStatus, Run, RunComplete, RunN
 use tracing::debug;
 
 use super::Scheduler;
+use super::clock::Clock;
 use super::planner::WAITING_FOR_COMPLETION;
-use super::timer::now_ms;
 use crate::Error;
 
 impl Scheduler {
@@ -66,6 +66,7 @@ impl Scheduler {
                 job,
                 cached.schedule.as_ref(),
                 &self.inner.config.node_id,
+                &self.inner.clock,
             )
         }
     }
@@ -100,14 +101,16 @@ impl Scheduler {
 
 /// The follow-ups of `run`, which just ended, as runs of `node` to write: a retry after its
 /// backoff, the children's runs now, a waiting fixed-delay job's next fire a delay after the
-/// end (none when its schedule no longer parses).
+/// end (none when its schedule no longer parses). A run without its end instant ended now, on
+/// `clock`.
 pub(crate) fn plan_follow_ups(
     run: &Run,
     job: &Job,
     schedule: Option<&Schedule>,
     node: &str,
+    clock: &Clock,
 ) -> FollowUpPlan {
-    let at = run.finished_at.unwrap_or_else(now_ms);
+    let at = run.finished_at.unwrap_or_else(|| clock.now_ms());
     let spec = &job.spec;
     let decided = follow_up::follow_ups(
         &EndedRun {
@@ -230,6 +233,7 @@ mod tests {
             &job(ScheduleType::Cron, Some(5_000)),
             None,
             "node-b",
+            &Clock::system(),
         );
         let [retry] = &plan.runs[..] else {
             panic!("{plan:?}")
@@ -264,6 +268,7 @@ mod tests {
             &waiting,
             Some(&schedule),
             "n",
+            &Clock::system(),
         );
         assert!(plan.runs.is_empty());
         assert_eq!(plan.next_fire_at, Some(3_000));
@@ -272,6 +277,7 @@ mod tests {
             &waiting,
             Some(&schedule),
             "n",
+            &Clock::system(),
         );
         assert_eq!(plan.runs.len(), 1, "its child");
         assert_eq!(plan.runs[0].trigger_type, TriggerType::Parent);
@@ -283,6 +289,7 @@ mod tests {
             &moved,
             Some(&schedule),
             "n",
+            &Clock::system(),
         );
         assert_eq!(plan.next_fire_at, None);
         let plan = plan_follow_ups(
@@ -290,6 +297,7 @@ mod tests {
             &waiting,
             None,
             "n",
+            &Clock::system(),
         );
         assert_eq!(plan.next_fire_at, None);
     }

@@ -11,7 +11,6 @@ use tickwork_store::{Group, RegistryBeat, RegistryKey, RunComplete};
 use tracing::{info, warn};
 
 use super::Scheduler;
-use super::timer::now_ms;
 use crate::Error;
 
 /// Who an executor call comes from.
@@ -104,7 +103,7 @@ impl ExecutorApi {
         let beat = RegistryBeat {
             app_name: p.registry_key.trim().to_owned(),
             address: p.registry_value.trim().to_owned(),
-            now: now_ms(),
+            now: self.scheduler.inner.clock.now_ms(),
         };
         auth.check_app(&beat.app_name)?;
         self.scheduler
@@ -157,7 +156,7 @@ impl ExecutorApi {
         auth: &ExecutorAuth,
         items: Vec<HandleCallbackParam>,
     ) -> Result<(), Error> {
-        let at = now_ms();
+        let at = self.scheduler.inner.clock.now_ms();
         // Callbacks are the hot path of a busy admin: the runs' groups are read only when
         // the token could be refused for some of them.
         let owners: HashMap<i64, i64> = if auth.acts_for_every_group() {

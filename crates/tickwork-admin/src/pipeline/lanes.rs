@@ -12,7 +12,6 @@ use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
 use super::dispatch::{DispatchOutcome, DispatchRequest, dispatch};
-use super::timer::now_ms;
 use super::{Armed, CachedJob, Scheduler, SlowCount};
 use crate::Error;
 use crate::executor_client::ExecutorClient;
@@ -24,7 +23,7 @@ impl Scheduler {
         while let Some(mut batch) = due.recv().await {
             // Higher priority first when several runs are due at once; fire order otherwise.
             batch.sort_by_key(|(at, a)| (std::cmp::Reverse(a.run.priority), *at));
-            let now = now_ms();
+            let now = self.inner.clock.now_ms();
             let epoch = self.inner.membership.epoch();
             let mut check = Vec::new();
             for (_, armed) in batch {
@@ -90,7 +89,7 @@ impl Scheduler {
     }
 
     fn is_slow(&self, job_id: i64) -> bool {
-        let minute = now_ms() / 60_000;
+        let minute = self.inner.clock.now_ms() / 60_000;
         let slow = self.inner.slow.lock().expect("slow lock");
         slow.get(&job_id).is_some_and(|c| {
             c.minute == minute && c.count > self.inner.config.dispatch.slow_calls_per_minute
@@ -101,7 +100,7 @@ impl Scheduler {
         if took < self.inner.config.dispatch.slow_call {
             return;
         }
-        let minute = now_ms() / 60_000;
+        let minute = self.inner.clock.now_ms() / 60_000;
         let mut slow = self.inner.slow.lock().expect("slow lock");
         slow.retain(|_, c| c.minute >= minute - 1);
         let c = slow.entry(job_id).or_default();
@@ -170,7 +169,7 @@ impl Scheduler {
             let skip = RunSkip {
                 run_id: run.id,
                 reason: "job stopped before the run was due".to_owned(),
-                at: now_ms(),
+                at: self.inner.clock.now_ms(),
             };
             if let Err(e) = self.inner.store.run_skip(skip).await {
                 warn!(run_id = run.id, error = %e, "skipping a run of a stopped job failed");
@@ -206,7 +205,7 @@ impl Scheduler {
         if !self
             .inner
             .membership
-            .fence_open(now_ms(), &self.inner.config)
+            .fence_open(self.inner.clock.now_ms(), &self.inner.config)
             || epoch != self.inner.membership.epoch()
         {
             self.hold(run, "fence closed before dispatch");
@@ -291,8 +290,10 @@ impl Scheduler {
             req.shard_index = 0;
             req.shard_total = total;
         }
+        // How long the call takes is real time (a slow executor is slow on any clock); when it
+        // fires is the scheduler's.
         let started = Instant::now();
-        let now = now_ms();
+        let now = self.inner.clock.now_ms();
         self.inner
             .metrics
             .lateness

@@ -11,7 +11,6 @@ use tracing::{error, warn};
 
 use super::Scheduler;
 use super::dispatch::DispatchOutcome;
-use super::timer::now_ms;
 use crate::metrics::DispatchCause;
 
 impl Scheduler {
@@ -47,7 +46,7 @@ impl Scheduler {
     }
 
     async fn write_outcomes(&self, buf: &mut Vec<(Run, DispatchOutcome)>) {
-        let at = now_ms();
+        let at = self.inner.clock.now_ms();
         let mut accepted = Vec::with_capacity(buf.len());
         let mut refused = Vec::new();
         for (run, out) in buf.drain(..) {
@@ -121,7 +120,9 @@ impl Scheduler {
 
     /// Runs a ledger write until it succeeds. Gives up (`None`) when the store refuses the
     /// input, or when the admin is stopping and the database stayed unreachable for
-    /// [`SHUTDOWN_WRITE_DEADLINE`].
+    /// [`SHUTDOWN_WRITE_DEADLINE`]. The pauses between tries and the deadline wait for the
+    /// database, so they are real time, not the scheduler's clock: a database that comes back
+    /// is written to whatever a test's clock says.
     async fn persist<T, F, Fut>(&self, what: &str, mut write: F) -> Option<T>
     where
         F: FnMut() -> Fut,

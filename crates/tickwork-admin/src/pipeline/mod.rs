@@ -5,11 +5,14 @@
 //! Entry points: `claim` (the claim loop), `lanes` (due runs to the dispatch lanes, routing and
 //! broadcast), `ledger` (the batched dispatch records), `complete` (results and what follows
 //! them), `executor_api` (registry and callbacks: executors drive the pipeline), `cluster`
-//! (heartbeat, fence, adoption, lease) and `monitor` (what the lease holder maintains).
+//! (heartbeat, fence, adoption, lease) and `monitor` (what the lease holder maintains). Every
+//! time read and timed wait goes through the scheduler's `clock` (the system clock unless a
+//! test hands it a manual one).
 
 mod addresses;
 pub(crate) mod alarm_delivery;
 mod claim;
+pub mod clock;
 pub(crate) mod cluster;
 pub(crate) mod complete;
 pub(crate) mod dispatch;
@@ -21,7 +24,7 @@ pub mod planner;
 pub mod timer;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -41,18 +44,23 @@ use crate::service::PipelineHandle;
 use crate::timer::Timer;
 use addresses::AddressCache;
 pub(crate) use addresses::live_addresses;
+use clock::Clock;
 use cluster::{Membership, Origin};
 use dispatch::DispatchOutcome;
 use monitor::Monitor;
 use tickwork_protocol::api::LatenessView;
 
-/// How long a stopping admin keeps trying to record what it dispatched before giving up.
+/// How long a stopping admin keeps trying to record what it dispatched before giving up. It
+/// bounds database IO, so it is real time (`Instant`), not the scheduler's clock.
 const SHUTDOWN_WRITE_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Counters of the pipeline, for metrics and for tests that wait on progress.
 #[derive(Debug, Default)]
 pub struct Stats {
     pub claim_rounds: AtomicU64,
+    /// The clock's time at the latest successful claim round (0: none yet), set once the
+    /// round's runs are armed: a test that moved the clock waits for a round that saw it.
+    pub last_claim_at: AtomicI64,
     pub runs_claimed: AtomicU64,
     /// Runs recorded as misfired: at claim, and after adoption or a hold.
     pub runs_misfired: AtomicU64,
@@ -116,6 +124,8 @@ struct SlowCount {
 
 pub(crate) struct Inner {
     pub(crate) config: Config,
+    /// Every time read and timed wait of the pipeline (not the timeouts of IO).
+    pub(crate) clock: Clock,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) client: ExecutorClient,
     router: Mutex<Router>,
@@ -161,28 +171,32 @@ pub(crate) struct Tasks {
 }
 
 impl Scheduler {
-    /// Starts the pipeline on `store`, after a first heartbeat. Runs this node planned before a
-    /// restart go back into the timer (checked against the database before they fire, late
-    /// ones under their misfire policy).
+    /// Starts the pipeline on `store` and `clock`, after a first heartbeat. Runs this node
+    /// planned before a restart go back into the timer (checked against the database before
+    /// they fire, late ones under their misfire policy).
     pub(crate) async fn start(
         config: Config,
         store: Arc<dyn Store>,
         metrics: Arc<Metrics>,
+        clock: Clock,
     ) -> Result<(Scheduler, Tasks), Error> {
+        // The executor client's timeouts bound network IO: real time, whatever the clock.
         let client = ExecutorClient::new(&config.access_token, config.dispatch.executor_timeout);
         let stop = CancellationToken::new();
         let (due_tx, due_rx) = mpsc::unbounded_channel();
-        let timer = Timer::start(due_tx, stop.clone());
+        let timer = Timer::start(due_tx, stop.clone(), clock.clone());
         let (fast_tx, fast_rx) = mpsc::unbounded_channel();
         let (slow_tx, slow_rx) = mpsc::unbounded_channel();
         let (ledger_tx, ledger_rx) = mpsc::unbounded_channel();
         let addresses = Arc::new(AddressCache::new(
             store.clone(),
             client.clone(),
+            clock.clone(),
             config.registry.address_cache,
             config.registry.dead_after,
         ));
         let inner = Arc::new(Inner {
+            clock,
             router: Mutex::new(Router::new()),
             timer,
             jobs: Mutex::new(HashMap::new()),
@@ -297,6 +311,11 @@ impl Scheduler {
 
     pub fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    /// The clock the pipeline reads and waits on.
+    pub fn clock(&self) -> &Clock {
+        &self.inner.clock
     }
 
     pub(crate) fn store(&self) -> &Arc<dyn Store> {

@@ -18,7 +18,6 @@ use super::{Inner, Scheduler};
 use crate::Error;
 use crate::config::Config;
 use crate::executor_client::ExecutorClient;
-use crate::timer::now_ms;
 
 /// Runs handled per lost-run or alarm statement.
 const BATCH: u32 = 1000;
@@ -86,7 +85,7 @@ impl Maintenance {
         loop {
             tokio::select! {
                 _ = self.inner.stop.cancelled() => return,
-                _ = tokio::time::sleep(interval) => {}
+                _ = self.inner.clock.sleep(interval) => {}
             }
             if !self.scheduler().is_lease_holder() {
                 continue;
@@ -109,7 +108,7 @@ impl Maintenance {
 
     /// Deletes dead executors from the registry, and node rows nobody has heard of for a day.
     async fn sweep_registry(&self) -> Result<(), Error> {
-        let now = now_ms();
+        let now = self.inner.clock.now_ms();
         let dead_after = self.inner.config.registry.dead_after.as_millis() as i64;
         let removed = self.inner.store.registry_sweep(now - dead_after).await?;
         if removed > 0 {
@@ -132,7 +131,7 @@ impl Maintenance {
     /// executor of a manual group is not in the registry: it is gone when `/beat` fails.
     async fn end_lost_runs(&self) -> Result<usize, Error> {
         let c = &self.inner.config;
-        let now = now_ms();
+        let now = self.inner.clock.now_ms();
         let timeout = c.monitor.lost_run_timeout;
         let query = LostQuery {
             dispatched_before: now - timeout.as_millis() as i64,
@@ -231,7 +230,7 @@ impl Maintenance {
     /// running, succeeded, and failed (failed, timed out, killed, lost); misfired and skipped
     /// runs never ran and count in none.
     async fn write_reports(&self) -> Result<(), Error> {
-        let now = now_ms();
+        let now = self.inner.clock.now_ms();
         for (day, next) in report_days(&self.inner.config.default_time_zone, now)? {
             let counts = self
                 .inner
@@ -274,7 +273,7 @@ impl Maintenance {
         let Some(keep) = self.inner.config.monitor.retention() else {
             return Ok(0);
         };
-        let before = now_ms() - keep.as_millis() as i64;
+        let before = self.inner.clock.now_ms() - keep.as_millis() as i64;
         let mut total = 0;
         loop {
             let n = self

@@ -3,7 +3,7 @@
 //! A binary heap keyed by (fire instant, insertion order) behind a mutex; one task sleeps until
 //! the earliest entry and hands every due entry to the dispatcher in one batch. XXL-JOB's ring
 //! of 60 one-second slots is too coarse for millisecond schedules; a heap costs O(log n) per run
-//! and stays exact.
+//! and stays exact. The task reads and waits on the scheduler's [`Clock`].
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
@@ -14,7 +14,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-/// Milliseconds since the Unix epoch, from the wall clock.
+use super::clock::Clock;
+
+/// Milliseconds since the Unix epoch, from the wall clock. The pipeline reads its
+/// [`Clock`] instead; this is the system clock's source and serves the rest of the admin.
 pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -65,15 +68,19 @@ impl<T> Clone for Timer<T> {
 }
 
 impl<T: Send + 'static> Timer<T> {
-    /// Starts the timer task. Due entries are sent, in fire order, as batches on `out`; the task
-    /// ends when `stop` is cancelled or `out` is closed.
-    pub fn start(out: mpsc::UnboundedSender<Vec<(i64, T)>>, stop: CancellationToken) -> Self {
+    /// Starts the timer task on `clock`. Due entries are sent, in fire order, as batches on
+    /// `out`; the task ends when `stop` is cancelled or `out` is closed.
+    pub fn start(
+        out: mpsc::UnboundedSender<Vec<(i64, T)>>,
+        stop: CancellationToken,
+        clock: Clock,
+    ) -> Self {
         let shared = Arc::new(Shared {
             heap: Mutex::new((BinaryHeap::new(), 0)),
             wake: Notify::new(),
         });
         let task = shared.clone();
-        tokio::spawn(async move { run(task, out, stop).await });
+        tokio::spawn(async move { run(task, out, stop, clock).await });
         Timer { shared }
     }
 
@@ -139,6 +146,7 @@ async fn run<T>(
     shared: Arc<Shared<T>>,
     out: mpsc::UnboundedSender<Vec<(i64, T)>>,
     stop: CancellationToken,
+    clock: Clock,
 ) {
     loop {
         // Register interest before looking, so that an insert between the look and the sleep
@@ -148,7 +156,7 @@ async fn run<T>(
         notified.as_mut().enable();
 
         let (due, next) = {
-            let now = now_ms();
+            let now = clock.now_ms();
             let mut guard = shared.heap.lock().expect("timer lock");
             let heap = &mut guard.0;
             let mut due = Vec::new();
@@ -161,15 +169,18 @@ async fn run<T>(
         if !due.is_empty() && out.send(due).is_err() {
             return;
         }
-        let sleep = match next {
-            // Sleep to the millisecond: tokio rounds up, so we never wake early and fire early.
-            Some(at) => Duration::from_millis((at - now_ms()).max(0) as u64),
-            None => Duration::from_secs(3600),
+        // Sleep to the millisecond: the clock never wakes a sleeper early, so nothing fires
+        // early.
+        let sleep = async {
+            match next {
+                Some(at) => clock.sleep_until(at).await,
+                None => clock.sleep(Duration::from_secs(3600)).await,
+            }
         };
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = &mut notified => {}
-            _ = tokio::time::sleep(sleep) => {}
+            _ = sleep => {}
         }
     }
 }
@@ -177,26 +188,35 @@ async fn run<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::clock::ManualClock;
 
     #[tokio::test]
     async fn fires_in_order_and_never_early() {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let stop = CancellationToken::new();
-        let timer = Timer::start(tx, stop.clone());
-        let base = now_ms() + 50;
+        let manual = ManualClock::new(1_000_000);
+        let timer = Timer::start(tx, stop.clone(), manual.clock());
+        let base = manual.now_ms() + 50;
         // Inserted out of order; an earlier entry arriving later must wake the task.
         timer.schedule(base + 30, "c");
         timer.schedule(base + 10, "b");
         timer.schedule(base, "a");
         timer.schedule(base - 10_000, "late");
-        let mut seen = Vec::new();
-        while seen.len() < 4 {
-            for (at, item) in rx.recv().await.expect("timer alive") {
-                assert!(now_ms() >= at, "{item} fired before its instant");
-                seen.push(item);
-            }
+        let late = rx.recv().await.expect("timer alive");
+        assert_eq!(late, [(base - 10_000, "late")]);
+        // Asleep until its earliest entry; a move short of it fires nothing.
+        while manual.sleepers() != [base] {
+            tokio::task::yield_now().await;
         }
-        assert_eq!(seen, ["late", "a", "b", "c"]);
+        manual.set(base - 1);
+        tokio::task::yield_now().await;
+        assert_eq!(manual.sleepers(), [base]);
+        assert!(rx.try_recv().is_err(), "fired before its instant");
+        // Each move to an instant releases exactly the entry due then.
+        for (at, item) in [(base, "a"), (base + 10, "b"), (base + 30, "c")] {
+            manual.set(at);
+            assert_eq!(rx.recv().await.expect("timer alive"), [(at, item)]);
+        }
         assert!(timer.is_empty());
         stop.cancel();
     }
@@ -205,11 +225,13 @@ mod tests {
     async fn removed_entries_never_fire() {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let stop = CancellationToken::new();
-        let timer = Timer::start(tx, stop.clone());
-        let at = now_ms() + 100;
+        let manual = ManualClock::new(0);
+        let timer = Timer::start(tx, stop.clone(), manual.clock());
+        let at = 100;
         timer.schedule_all([(at, 1), (at, 2), (at, 3)]);
         let removed = timer.remove_where(|i| *i == 2);
         assert_eq!(removed, vec![(at, 2)]);
+        manual.set(at);
         let mut seen = Vec::new();
         while seen.len() < 2 {
             seen.extend(rx.recv().await.unwrap().into_iter().map(|(_, i)| i));

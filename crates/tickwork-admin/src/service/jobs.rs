@@ -94,7 +94,7 @@ impl Jobs<'_> {
             }
             _ => format!("job-{:016x}", fastrand::u64(..)),
         };
-        let now = now_ms();
+        let now = self.inner.clock.now_ms();
         let (status, next) = if input.start {
             (JobStatus::Running, Some(Self::first_fire(&schedule, now)?))
         } else {
@@ -159,7 +159,7 @@ impl Jobs<'_> {
         {
             return Err(invalid("key", "a job's key cannot change"));
         }
-        let now = now_ms();
+        let now = self.inner.clock.now_ms();
         let schedule_changed = old.spec.schedule_type != spec.schedule_type
             || old.spec.schedule_conf != spec.schedule_conf
             || old.spec.time_zone != spec.time_zone;
@@ -300,7 +300,7 @@ impl Jobs<'_> {
             &job.spec.time_zone,
         )
         .map_err(|e| invalid("schedule_conf", e))?;
-        let now = now_ms();
+        let now = self.inner.clock.now_ms();
         let next = Self::first_fire(&schedule, now)?;
         let job = self
             .inner
@@ -331,7 +331,8 @@ impl Jobs<'_> {
                 id,
                 status: JobStatus::Stopped,
                 next_fire_at: None,
-                now: now_ms(),
+                // The pipeline skips fires claimed before this instant, on its clock.
+                now: self.inner.clock.now_ms(),
             })
             .await?;
         self.inner.pipeline.forget_job(id);
@@ -359,7 +360,7 @@ impl Jobs<'_> {
             None | Some("") => None,
             Some(a) => Some(self.group_address(job.spec.group_id, a).await?),
         };
-        let now = now_ms();
+        let now = self.inner.clock.now_ms();
         let mut new = RunNew::new(id, trigger_type, now);
         new.params = input.params;
         new.executor_address = address;

@@ -25,6 +25,7 @@ use crate::Error;
 use crate::Scheduler;
 use crate::alarm::Senders;
 use crate::auth::Auth;
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::executor_client::ExecutorClient;
 use crate::metrics::Metrics;
@@ -59,6 +60,8 @@ pub(crate) struct Inner {
     pub(crate) client: ExecutorClient,
     /// Sends test messages of alarm channels.
     pub(crate) senders: Arc<Senders>,
+    /// Where jobs' fires are planned from: the scheduler's clock.
+    pub(crate) clock: Clock,
 }
 
 /// The operations of one resource, borrowed from a [`Service`]: `service.jobs().create(..)`.
@@ -171,7 +174,10 @@ impl Service {
         let client = ExecutorClient::new(&config.access_token, config.dispatch.executor_timeout);
         let metrics = Arc::new(Metrics::default());
         let senders = Arc::new(Senders::new());
-        Self::with_parts(config, store, auth, pipeline, metrics, client, senders)
+        let clock = Clock::system();
+        Self::with_parts(
+            config, store, auth, pipeline, metrics, client, senders, clock,
+        )
     }
 
     /// The admin's service over its running `scheduler`: the same metrics, executor client
@@ -189,9 +195,13 @@ impl Service {
             shared.senders.clone(),
         );
         let pipeline = Arc::new(scheduler.clone());
-        Self::with_parts(config, store, auth, pipeline, metrics, client, senders)
+        let clock = shared.clock.clone();
+        Self::with_parts(
+            config, store, auth, pipeline, metrics, client, senders, clock,
+        )
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn with_parts(
         config: Config,
         store: Arc<dyn Store>,
@@ -200,6 +210,7 @@ impl Service {
         metrics: Arc<Metrics>,
         client: ExecutorClient,
         senders: Arc<Senders>,
+        clock: Clock,
     ) -> Service {
         Service {
             inner: Arc::new(Inner {
@@ -210,6 +221,7 @@ impl Service {
                 metrics,
                 client,
                 senders,
+                clock,
             }),
         }
     }

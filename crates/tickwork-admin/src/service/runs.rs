@@ -155,7 +155,8 @@ impl Runs<'_> {
                 handle_code: tickwork_protocol::CODE_FAIL,
                 handle_msg: Some(msg),
                 state: RunState::Killed,
-                at: now_ms(),
+                // What follows the end (a fixed-delay job's next fire) counts from it.
+                at: self.inner.clock.now_ms(),
             })
             .await?;
         let after = match done {
