@@ -548,6 +548,17 @@ pub(crate) struct InProcessAdmin {
 
 impl InProcessAdmin {
     pub(crate) async fn start(db: &TestDb, node_id: &str, toml: &str) -> InProcessAdmin {
+        let clock = tickwork_admin::clock::Clock::system();
+        InProcessAdmin::start_with_clock(db, node_id, toml, clock).await
+    }
+
+    /// As [`InProcessAdmin::start`], the pipeline on `clock`.
+    pub(crate) async fn start_with_clock(
+        db: &TestDb,
+        node_id: &str,
+        toml: &str,
+        clock: tickwork_admin::clock::Clock,
+    ) -> InProcessAdmin {
         // `TW_TEST_LOG=debug` shows what the in-process admins do.
         if let Ok(filter) = std::env::var("TW_TEST_LOG") {
             let _ = tracing_subscriber::fmt()
@@ -567,7 +578,7 @@ impl InProcessAdmin {
             .await
             .expect("admin listener");
         let address = format!("http://{}", listener.local_addr().expect("address"));
-        let running = tickwork_admin::start(config, store.clone())
+        let running = tickwork_admin::start_with_clock(config, store.clone(), clock)
             .await
             .expect("admin start");
         let admin = running.admin.clone();

@@ -1,0 +1,236 @@
+//! The admin on a manual clock: a cron job due in an hour and a retry after a ten-minute
+//! backoff fire once the test moves the clock past them, and not before, with no wait for that
+//! time. A real admin on SQLite with a real executor; only time is the test's.
+
+use crate::support;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use serde_json::json;
+use support::{Api, Backend, CountingExecutor, InProcessAdmin, TestDb, runs_of, wait_for};
+use tickwork_admin::PipelineHandle;
+use tickwork_admin::clock::ManualClock;
+use tickwork_core::TriggerType;
+use tickwork_core::run::RunState;
+use tickwork_store::Run;
+
+/// 2030-01-01T00:00:00Z, the manual clock's start: far from the wall clock, so that a read of
+/// the wall clock where the clock belongs shows.
+const T0: i64 = 1_893_456_000_000;
+const MINUTE: i64 = 60_000;
+const HOUR: i64 = 60 * MINUTE;
+/// Real time allowed for the admin to act on a move of the clock.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The heartbeat runs on the clock too, so it beats only when the test moves time: the fence
+/// (half of `node_dead_after`, three hours here) stays open across every move of these tests.
+const ADMIN: &str = r#"
+[cluster]
+heartbeat_interval_ms = 1800000
+node_dead_after_ms = 21600000
+lease_ttl_ms = 3600000
+"#;
+
+/// An admin on a manual clock at [`T0`], an executor, and a group that lists the executor.
+struct Setup {
+    db: TestDb,
+    clock: ManualClock,
+    admin: InProcessAdmin,
+    api: Api,
+    executor: CountingExecutor,
+    group: i64,
+}
+
+impl Setup {
+    async fn start(app: &str) -> Option<Setup> {
+        let db = TestDb::create(Backend::Sqlite).await?;
+        let clock = ManualClock::new(T0);
+        let admin = InProcessAdmin::start_with_clock(&db, "clock", ADMIN, clock.clock()).await;
+        let executor =
+            CountingExecutor::start(app, std::slice::from_ref(&admin.address), &db.token).await;
+        let api = Api::new(&admin.address);
+        // A manual list: executors beat on real time while the admin judges beats on its
+        // clock, and a registry entry would be dead after every jump of the clock.
+        let group = api
+            .post(
+                "groups",
+                json!({
+                    "app_name": app,
+                    "title": app,
+                    "address_mode": "manual",
+                    "addresses": [executor.address()],
+                }),
+            )
+            .await["id"]
+            .as_i64()
+            .expect("group id");
+        Some(Setup {
+            db,
+            clock,
+            admin,
+            api,
+            executor,
+            group,
+        })
+    }
+
+    async fn job(&self, fields: serde_json::Value) -> i64 {
+        let mut body = json!({ "group_id": self.group, "time_zone": "UTC" });
+        body.as_object_mut()
+            .expect("an object")
+            .extend(fields.as_object().expect("an object").clone());
+        self.api.post("jobs", body).await["id"]
+            .as_i64()
+            .expect("job id")
+    }
+
+    /// Sets the clock to `at` and waits for a claim round that saw it: whatever that round
+    /// planned is armed. The claim loop's pause counts from its last round, so it is woken, as
+    /// a job change wakes it, to look at the new time at once.
+    async fn move_to(&self, at: i64) {
+        self.clock.set(at);
+        let scheduler = &self.admin.admin.scheduler;
+        PipelineHandle::wake(scheduler);
+        let stats = scheduler.stats();
+        wait_for("a claim round at the new time", WAIT, move || async move {
+            (stats.last_claim_at.load(Ordering::SeqCst) >= at).then_some(())
+        })
+        .await;
+    }
+
+    /// The dispatched run `run_id` once it is final and its dispatch is recorded (a callback
+    /// may end it before the ledger writes the dispatch).
+    async fn ended(&self, run_id: i64) -> Run {
+        let store = self.admin.store.clone();
+        wait_for("the run to end", WAIT, || {
+            let store = store.clone();
+            async move {
+                let run = store.run_get(run_id).await.ok()?;
+                (run.state.is_final() && run.dispatched_at.is_some()).then_some(run)
+            }
+        })
+        .await
+    }
+
+    async fn finish(self) {
+        let Setup {
+            db,
+            admin,
+            executor,
+            ..
+        } = self;
+        assert!(executor.doubles().is_empty(), "{:?}", executor.doubles());
+        admin.shutdown().await;
+        db.drop_database().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cron_job_due_in_an_hour_fires_once_when_the_clock_passes_it() {
+    let Some(s) = Setup::start("hourly").await else {
+        return;
+    };
+    let store = s.admin.store.clone();
+    let job = s
+        .job(json!({
+            "schedule_type": "CRON",
+            "schedule_conf": "0 0 * * * ?",
+            "handler": "count",
+            "start": true,
+        }))
+        .await;
+    // Planned from the admin's clock, not the wall clock.
+    let fire = T0 + HOUR;
+    let planned = store.job_get(job).await.expect("job");
+    assert_eq!(planned.next_fire_at, Some(fire));
+
+    // A minute later the claim loop has looked, and an hour is beyond its window.
+    s.move_to(T0 + MINUTE).await;
+    assert!(runs_of(&*store, Some(job)).await.is_empty());
+
+    // A millisecond before the fire it is claimed and armed, and waits in the timer.
+    s.move_to(fire - 1).await;
+    let runs = runs_of(&*store, Some(job)).await;
+    let [run] = &runs[..] else {
+        panic!("one claimed fire expected: {runs:?}")
+    };
+    assert_eq!(
+        (run.state, run.scheduled_at, run.trigger_type),
+        (RunState::Planned, fire, TriggerType::Cron)
+    );
+    assert_eq!(s.admin.admin.scheduler.timer_len(), 1);
+    assert_eq!(s.executor.count(run.id), 0);
+
+    // Past it: fired, recorded at the clock's time, and only once.
+    s.move_to(fire + 1_000).await;
+    let ended = s.ended(run.id).await;
+    assert_eq!(ended.state, RunState::Succeeded, "{ended:?}");
+    assert_eq!(ended.dispatched_at, Some(fire + 1_000));
+    assert_eq!(s.executor.count(run.id), 1);
+    assert_eq!(runs_of(&*store, Some(job)).await.len(), 1);
+    let next = store.job_get(job).await.expect("job").next_fire_at;
+    assert_eq!(next, Some(fire + HOUR));
+    s.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn retry_after_a_ten_minute_backoff_fires_when_the_clock_passes_the_backoff() {
+    let Some(s) = Setup::start("retrying").await else {
+        return;
+    };
+    let store = s.admin.store.clone();
+    let job = s
+        .job(json!({
+            "handler": "fail",
+            "retry_count": 1,
+            "retry_backoff_ms": 10 * MINUTE,
+        }))
+        .await;
+    let triggered = s.api.post(&format!("jobs/{job}/trigger"), json!({})).await;
+    let first = triggered["id"].as_i64().expect("run id");
+    let failed = s.ended(first).await;
+    assert_eq!(failed.state, RunState::Failed, "{failed:?}");
+    // The clock has not moved: the run ended at T0, and its retry is due ten minutes later.
+    assert_eq!(failed.finished_at, Some(T0));
+    let retry_at = T0 + 10 * MINUTE;
+    let runs = runs_of(&*store, Some(job)).await;
+    let [_, retry] = &runs[..] else {
+        panic!("the run and its retry expected: {runs:?}")
+    };
+    assert_eq!(
+        (retry.trigger_type, retry.parent_run_id, retry.attempt),
+        (TriggerType::Retry, Some(first), 1)
+    );
+    assert_eq!(
+        (retry.state, retry.scheduled_at),
+        (RunState::Planned, retry_at)
+    );
+
+    // The timer holds it and sleeps until its instant; a millisecond short of it fires
+    // nothing.
+    let (scheduler, clock) = (&s.admin.admin.scheduler, &s.clock);
+    wait_for(
+        "the timer asleep until the retry",
+        WAIT,
+        move || async move {
+            (scheduler.timer_len() == 1 && clock.sleepers().contains(&retry_at)).then_some(())
+        },
+    )
+    .await;
+    s.move_to(retry_at - 1).await;
+    assert!(s.clock.sleepers().contains(&retry_at));
+    assert_eq!(scheduler.timer_len(), 1);
+    let waiting = store.run_get(retry.id).await.expect("retry");
+    assert_eq!(waiting.state, RunState::Planned);
+    assert_eq!(s.executor.count(retry.id), 0);
+
+    // At its instant it is dispatched, fails again, and has no retry of its own.
+    s.move_to(retry_at).await;
+    let ended = s.ended(retry.id).await;
+    assert_eq!(ended.state, RunState::Failed, "{ended:?}");
+    assert_eq!(ended.dispatched_at, Some(retry_at));
+    assert_eq!(s.executor.count(retry.id), 1);
+    assert_eq!(runs_of(&*store, Some(job)).await.len(), 2);
+    s.finish().await;
+}
