@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use sqlx::{ConnectOptions, Connection, Executor};
 
+pub mod openapi;
+
 /// The PostgreSQL server used when `TICKWORK_TEST_POSTGRES` is not set.
 pub const POSTGRES_DEFAULT: &str = "postgres://postgres@127.0.0.1:5432/test";
 /// The MySQL/MariaDB server used when `TICKWORK_TEST_MYSQL` is not set.

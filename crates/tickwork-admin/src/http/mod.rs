@@ -103,6 +103,3 @@ impl IntoResponse for ApiError {
         resp
     }
 }
-
-#[cfg(test)]
-mod tests;
