@@ -12,8 +12,8 @@ use tickwork_protocol::api::{
 fuzz_target!(|body: &[u8]| {
     if let Ok(job) = serde_json::from_slice::<JobInput>(body) {
         let _ = serde_json::to_vec(&job).expect("a decoded input encodes");
-        let zone = job.time_zone.as_deref().unwrap_or("UTC");
-        let _ = Schedule::parse(job.schedule_type, &job.schedule_conf, zone);
+        let spec = job.to_spec("UTC");
+        let _ = Schedule::parse(spec.schedule_type, &spec.schedule_conf, &spec.time_zone);
     }
     let _ = serde_json::from_slice::<GroupInput>(body);
     let _ = serde_json::from_slice::<TriggerInput>(body);

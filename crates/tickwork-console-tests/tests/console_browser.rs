@@ -224,7 +224,7 @@ async fn admin_runs_the_console() {
     assert!(c.text("#versions").await.contains("restored version 1"));
     c.shot("script-restored").await;
     let job = c.admin.jobs().get(long_id).await.expect("job");
-    assert!(job.glue_source.contains("long run started"));
+    assert!(job.spec.glue_source.contains("long run started"));
 
     // A viewer, created on the users page.
     c.open("/users").await;

@@ -6,6 +6,9 @@
 //! `VARCHAR(n)` (which counts characters on every backend) and in bytes where it is a `TEXT`
 //! (MySQL's `TEXT` holds 65,535 bytes).
 
+use serde::de::Visitor;
+use serde::{Deserialize, Serialize};
+
 use crate::schedule::Schedule;
 use crate::{BlockStrategy, Error, GlueType, MisfireStrategy, RouteStrategy, ScheduleType};
 
@@ -54,36 +57,119 @@ impl Default for Limits {
     }
 }
 
-/// The editable definition of a job: what the admin validates and the store writes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The editable definition of a job: what the admin validates and the store writes, and
+/// (with serde) the job's fields in the REST API's JSON, the CLI's export file and the
+/// console's form. Every field but `group_id` has a default: the JSON API's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct JobSpec {
     pub group_id: i64,
+    #[serde(default)]
     pub description: String,
+    #[serde(default)]
     pub owner: String,
     /// Where alarms go; the alarm component owns the format (XXL: comma-separated e-mails).
+    #[serde(default)]
     pub alarm_channels: String,
+    #[serde(default = "never")]
     pub schedule_type: ScheduleType,
     /// Cron text, interval, instant: whatever `schedule_type` reads.
+    #[serde(default)]
     pub schedule_conf: String,
-    /// IANA name of the zone the schedule is read in.
+    /// IANA name of the zone the schedule is read in. Empty in an input: the admin's default
+    /// zone, written `null` on the wire (where `null` and absent mean the same).
+    #[serde(default, with = "empty_as_null")]
     pub time_zone: String,
+    #[serde(default = "do_nothing")]
     pub misfire_strategy: MisfireStrategy,
+    #[serde(default = "first")]
     pub route_strategy: RouteStrategy,
+    #[serde(default)]
     pub handler: String,
+    #[serde(default)]
     pub params: String,
+    #[serde(default = "serial")]
     pub block_strategy: BlockStrategy,
     /// Run timeout in seconds; 0 = none.
+    #[serde(default)]
     pub timeout_s: i32,
     /// Retries after a failed run.
+    #[serde(default)]
     pub retry_count: i32,
     /// Delay before a retry, in milliseconds.
+    #[serde(default)]
     pub retry_backoff_ms: i64,
     /// Jobs fired when a run of this one succeeds.
+    #[serde(default)]
     pub child_job_ids: Vec<i64>,
     /// Higher fires first when several runs are due at the same millisecond.
+    #[serde(default)]
     pub priority: i32,
+    #[serde(default = "bean")]
     pub glue_type: GlueType,
+    #[serde(default)]
     pub glue_source: String,
+}
+
+// The defaults of the enum fields: XXL-JOB's.
+fn never() -> ScheduleType {
+    ScheduleType::None
+}
+fn do_nothing() -> MisfireStrategy {
+    MisfireStrategy::DoNothing
+}
+fn first() -> RouteStrategy {
+    RouteStrategy::First
+}
+fn serial() -> BlockStrategy {
+    BlockStrategy::SerialExecution
+}
+fn bean() -> GlueType {
+    GlueType::Bean
+}
+
+/// An empty string as `null`, and `null` as an empty string.
+mod empty_as_null {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(s: &str, to: S) -> Result<S::Ok, S::Error> {
+        match s {
+            "" => to.serialize_none(),
+            s => to.serialize_some(s),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(from: D) -> Result<String, D::Error> {
+        Ok(Option::<String>::deserialize(from)?.unwrap_or_default())
+    }
+}
+
+/// Captures the field names a derived `Deserialize` passes to `deserialize_struct`, then
+/// stops: serde's own list of a struct's fields, in order.
+struct FieldNames(&'static [&'static str]);
+
+impl<'de> serde::Deserializer<'de> for &mut FieldNames {
+    type Error = serde::de::value::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+        Err(serde::de::Error::custom("not a struct"))
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        fields: &'static [&'static str],
+        _: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.0 = fields;
+        Err(serde::de::Error::custom("only the field names were wanted"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
 }
 
 fn invalid(field: &'static str, message: impl Into<String>) -> Error {
@@ -139,26 +225,26 @@ impl JobSpec {
     /// for everything else (UTC, first route, serial execution).
     pub fn new(group_id: i64, handler: impl Into<String>) -> Self {
         JobSpec {
-            group_id,
-            description: String::new(),
-            owner: String::new(),
-            alarm_channels: String::new(),
-            schedule_type: ScheduleType::None,
-            schedule_conf: String::new(),
-            time_zone: "UTC".to_owned(),
-            misfire_strategy: MisfireStrategy::DoNothing,
-            route_strategy: RouteStrategy::First,
             handler: handler.into(),
-            params: String::new(),
-            block_strategy: BlockStrategy::SerialExecution,
-            timeout_s: 0,
-            retry_count: 0,
-            retry_backoff_ms: 0,
-            child_job_ids: Vec::new(),
-            priority: 0,
-            glue_type: GlueType::Bean,
-            glue_source: String::new(),
+            time_zone: "UTC".to_owned(),
+            ..JobSpec::blank(group_id)
         }
+    }
+
+    /// A job of `group_id` with every other field at its serde default, as an input naming
+    /// only its group reads: never scheduled, a BEAN job without a handler, XXL-JOB's
+    /// strategies, the admin's default zone (empty).
+    pub fn blank(group_id: i64) -> Self {
+        use serde::de::value::{Error, MapDeserializer};
+        let only_group = MapDeserializer::<_, Error>::new(std::iter::once(("group_id", group_id)));
+        JobSpec::deserialize(only_group).expect("every field but group_id has a default")
+    }
+
+    /// The names of the fields in the API's JSON and the export file, in their order.
+    pub fn field_names() -> &'static [&'static str] {
+        let mut names = FieldNames(&[]);
+        let _ = JobSpec::deserialize(&mut names);
+        names.0
     }
 
     /// The definition as it is stored: schedule and handler trimmed, and a shell script
@@ -434,6 +520,72 @@ mod tests {
         assert_eq!(n.glue_source, "a\r\nb", "only shell scripts lose \\r");
         s.glue_type = GlueType::Shell;
         assert_eq!(s.normalized().glue_source, "a\nb");
+    }
+
+    #[test]
+    fn field_names_are_the_fields_serde_writes() {
+        let names = JobSpec::field_names();
+        assert_eq!(
+            (names[0], names[names.len() - 1]),
+            ("group_id", "glue_source")
+        );
+        let written = serde_json::to_value(JobSpec::new(1, "h")).unwrap();
+        let mut written: Vec<&str> = written
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
+        let mut names = names.to_vec();
+        written.sort_unstable();
+        names.sort_unstable();
+        assert_eq!(names, written);
+    }
+
+    #[test]
+    fn a_missing_field_takes_its_default_and_group_id_is_required() {
+        let blank: JobSpec = serde_json::from_str(r#"{"group_id": 7}"#).unwrap();
+        assert_eq!(blank, JobSpec::blank(7));
+        let defaults = JobSpec {
+            group_id: 7,
+            description: String::new(),
+            owner: String::new(),
+            alarm_channels: String::new(),
+            schedule_type: ScheduleType::None,
+            schedule_conf: String::new(),
+            time_zone: String::new(),
+            misfire_strategy: MisfireStrategy::DoNothing,
+            route_strategy: RouteStrategy::First,
+            handler: String::new(),
+            params: String::new(),
+            block_strategy: BlockStrategy::SerialExecution,
+            timeout_s: 0,
+            retry_count: 0,
+            retry_backoff_ms: 0,
+            child_job_ids: Vec::new(),
+            priority: 0,
+            glue_type: GlueType::Bean,
+            glue_source: String::new(),
+        };
+        assert_eq!(JobSpec::blank(7), defaults);
+        let e = serde_json::from_str::<JobSpec>(r#"{"handler": "h"}"#).unwrap_err();
+        assert!(e.to_string().contains("missing field `group_id`"), "{e}");
+        let e = serde_json::from_str::<JobSpec>(r#"{"group_id": 1, "colour": 1}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown field `colour`"), "{e}");
+    }
+
+    #[test]
+    fn an_empty_zone_is_null_on_the_wire_and_null_reads_as_empty() {
+        let j = serde_json::to_value(JobSpec::blank(1)).unwrap();
+        assert_eq!(j["time_zone"], serde_json::Value::Null);
+        let j = serde_json::to_value(JobSpec::new(1, "h")).unwrap();
+        assert_eq!(j["time_zone"], "UTC");
+        for zone in [r#""""#, "null"] {
+            let s: JobSpec =
+                serde_json::from_str(&format!(r#"{{"group_id": 1, "time_zone": {zone}}}"#))
+                    .unwrap();
+            assert_eq!(s.time_zone, "", "{zone}");
+        }
     }
 
     #[test]

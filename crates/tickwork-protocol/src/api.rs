@@ -2,12 +2,14 @@
 //! the CLI. Inputs refuse unknown fields, so a typo in a request is an error, not a silent
 //! default.
 
-use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use serde::de::{Error as _, IgnoredAny};
+use serde::{Deserialize, Deserializer, Serialize};
 use tickwork_core::job::JobSpec;
 use tickwork_core::run::RunState;
-use tickwork_core::{
-    BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType,
-};
+use tickwork_core::{GlueType, TriggerType};
 
 /// An executor group as clients write it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -56,134 +58,78 @@ impl std::fmt::Debug for GroupTokenView {
     }
 }
 
-/// A job as clients write it. Every field but `group_id` has a default; names are the JSON
-/// names of the REST API.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A job as clients write it: its definition ([`JobSpec`], whose fields sit at the top level
+/// with their defaults: every field but `group_id` has one) between `key` and `start`.
+/// Unknown fields are refused by name (see the `Deserialize` impl).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobInput {
     /// Stable key for import/export; generated when absent.
-    #[serde(default)]
     pub key: Option<String>,
-    pub group_id: i64,
-    #[serde(default)]
-    pub description: String,
-    #[serde(default)]
-    pub owner: String,
-    #[serde(default)]
-    pub alarm_channels: String,
-    #[serde(default = "default_schedule_type")]
-    pub schedule_type: ScheduleType,
-    #[serde(default)]
-    pub schedule_conf: String,
-    /// IANA zone; the admin's default when absent.
-    #[serde(default)]
-    pub time_zone: Option<String>,
-    #[serde(default = "default_misfire")]
-    pub misfire_strategy: MisfireStrategy,
-    #[serde(default = "default_route")]
-    pub route_strategy: RouteStrategy,
-    #[serde(default)]
-    pub handler: String,
-    #[serde(default)]
-    pub params: String,
-    #[serde(default = "default_block")]
-    pub block_strategy: BlockStrategy,
-    #[serde(default)]
-    pub timeout_s: i32,
-    #[serde(default)]
-    pub retry_count: i32,
-    #[serde(default)]
-    pub retry_backoff_ms: i64,
-    #[serde(default)]
-    pub child_job_ids: Vec<i64>,
-    #[serde(default)]
-    pub priority: i32,
-    #[serde(default = "default_glue")]
-    pub glue_type: GlueType,
-    #[serde(default)]
-    pub glue_source: String,
+    #[serde(flatten)]
+    pub spec: JobSpec,
     /// Start the job at once (create only).
-    #[serde(default)]
     pub start: bool,
 }
 
-fn default_schedule_type() -> ScheduleType {
-    ScheduleType::None
-}
-fn default_misfire() -> MisfireStrategy {
-    MisfireStrategy::DoNothing
-}
-fn default_route() -> RouteStrategy {
-    RouteStrategy::First
-}
-fn default_block() -> BlockStrategy {
-    BlockStrategy::SerialExecution
-}
-fn default_glue() -> GlueType {
-    GlueType::Bean
+/// What a [`JobInput`] reads: its fields and, apart, every other key of the object. Serde's
+/// `deny_unknown_fields` does not work with `flatten`, so the input checks `other` itself.
+#[derive(Deserialize)]
+struct JobInputWire {
+    #[serde(default)]
+    key: Option<String>,
+    #[serde(flatten)]
+    spec: JobSpec,
+    #[serde(default)]
+    start: bool,
+    #[serde(flatten)]
+    other: BTreeMap<String, IgnoredAny>,
 }
 
-impl JobInput {
-    /// A job of `group_id` with every other field at its default: never scheduled, a BEAN
-    /// job without a handler, XXL-JOB's strategies, stopped.
-    pub fn new(group_id: i64) -> Self {
-        JobInput {
-            key: None,
-            group_id,
-            description: String::new(),
-            owner: String::new(),
-            alarm_channels: String::new(),
-            schedule_type: default_schedule_type(),
-            schedule_conf: String::new(),
-            time_zone: None,
-            misfire_strategy: default_misfire(),
-            route_strategy: default_route(),
-            handler: String::new(),
-            params: String::new(),
-            block_strategy: default_block(),
-            timeout_s: 0,
-            retry_count: 0,
-            retry_backoff_ms: 0,
-            child_job_ids: Vec::new(),
-            priority: 0,
-            glue_type: default_glue(),
-            glue_source: String::new(),
-            start: false,
+/// The fields of a [`JobInput`], for serde's "expected one of" message.
+fn job_input_fields() -> &'static [&'static str] {
+    static FIELDS: OnceLock<Vec<&'static str>> = OnceLock::new();
+    FIELDS.get_or_init(|| {
+        let mut f = vec!["key"];
+        f.extend(JobSpec::field_names());
+        f.push("start");
+        f
+    })
+}
+
+impl<'de> Deserialize<'de> for JobInput {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let w = JobInputWire::deserialize(d)?;
+        if let Some(name) = w.other.keys().next() {
+            return Err(D::Error::unknown_field(name, job_input_fields()));
         }
+        Ok(JobInput {
+            key: w.key,
+            spec: w.spec,
+            start: w.start,
+        })
     }
 }
 
 impl JobInput {
+    /// A job of `group_id` with every other field at its default ([`JobSpec::blank`]):
+    /// never scheduled, a BEAN job without a handler, XXL-JOB's strategies, stopped.
+    pub fn new(group_id: i64) -> Self {
+        JobInput {
+            key: None,
+            spec: JobSpec::blank(group_id),
+            start: false,
+        }
+    }
+
     /// The definition this input writes, normalized as stored ([`JobSpec::normalized`]), in
     /// `default_time_zone` when it names none. Not validated: [`JobSpec::validate`] is the
     /// admin's.
     pub fn to_spec(&self, default_time_zone: &str) -> JobSpec {
-        let time_zone = match &self.time_zone {
-            Some(z) if !z.trim().is_empty() => z.clone(),
-            _ => default_time_zone.to_owned(),
-        };
-        JobSpec {
-            group_id: self.group_id,
-            description: self.description.clone(),
-            owner: self.owner.clone(),
-            alarm_channels: self.alarm_channels.clone(),
-            schedule_type: self.schedule_type,
-            schedule_conf: self.schedule_conf.clone(),
-            time_zone,
-            misfire_strategy: self.misfire_strategy,
-            route_strategy: self.route_strategy,
-            handler: self.handler.clone(),
-            params: self.params.clone(),
-            block_strategy: self.block_strategy,
-            timeout_s: self.timeout_s,
-            retry_count: self.retry_count,
-            retry_backoff_ms: self.retry_backoff_ms,
-            child_job_ids: self.child_job_ids.clone(),
-            priority: self.priority,
-            glue_type: self.glue_type,
-            glue_source: self.glue_source.clone(),
+        let mut spec = self.spec.clone();
+        if spec.time_zone.trim().is_empty() {
+            default_time_zone.clone_into(&mut spec.time_zone);
         }
-        .normalized()
+        spec.normalized()
     }
 }
 
@@ -192,54 +138,20 @@ impl From<&JobView> for JobInput {
     fn from(job: &JobView) -> Self {
         JobInput {
             key: Some(job.key.clone()),
-            group_id: job.group_id,
-            description: job.description.clone(),
-            owner: job.owner.clone(),
-            alarm_channels: job.alarm_channels.clone(),
-            schedule_type: job.schedule_type,
-            schedule_conf: job.schedule_conf.clone(),
-            time_zone: Some(job.time_zone.clone()),
-            misfire_strategy: job.misfire_strategy,
-            route_strategy: job.route_strategy,
-            handler: job.handler.clone(),
-            params: job.params.clone(),
-            block_strategy: job.block_strategy,
-            timeout_s: job.timeout_s,
-            retry_count: job.retry_count,
-            retry_backoff_ms: job.retry_backoff_ms,
-            child_job_ids: job.child_job_ids.clone(),
-            priority: job.priority,
-            glue_type: job.glue_type,
-            glue_source: job.glue_source.clone(),
+            spec: job.spec.clone(),
             start: false,
         }
     }
 }
 
-/// A job as clients read it.
+/// A job as clients read it: its definition ([`JobSpec`], fields at the top level) with its
+/// id, key and state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobView {
     pub id: i64,
     pub key: String,
-    pub group_id: i64,
-    pub description: String,
-    pub owner: String,
-    pub alarm_channels: String,
-    pub schedule_type: ScheduleType,
-    pub schedule_conf: String,
-    pub time_zone: String,
-    pub misfire_strategy: MisfireStrategy,
-    pub route_strategy: RouteStrategy,
-    pub handler: String,
-    pub params: String,
-    pub block_strategy: BlockStrategy,
-    pub timeout_s: i32,
-    pub retry_count: i32,
-    pub retry_backoff_ms: i64,
-    pub child_job_ids: Vec<i64>,
-    pub priority: i32,
-    pub glue_type: GlueType,
-    pub glue_source: String,
+    #[serde(flatten)]
+    pub spec: JobSpec,
     pub glue_updated_at: i64,
     pub status: String,
     /// `null` when stopped or waiting for a fixed-delay run to end.

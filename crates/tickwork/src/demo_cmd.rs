@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use tickwork_admin::{GroupInput, JobInput, Principal, Service};
+use tickwork_core::job::JobSpec;
 use tickwork_core::{GlueType, ScheduleType};
 use tickwork_executor::ExecutorConfig;
 
@@ -33,31 +34,34 @@ pub(crate) struct DemoArgs {
 /// A sample job: its key, what it shows, and its definition.
 fn sample_jobs(group_id: i64) -> Vec<(&'static str, JobInput)> {
     let job = |description: &str, kind: ScheduleType, conf: &str| JobInput {
-        description: description.to_owned(),
-        owner: "demo".to_owned(),
-        schedule_type: kind,
-        schedule_conf: conf.to_owned(),
+        spec: JobSpec {
+            description: description.to_owned(),
+            owner: "demo".to_owned(),
+            schedule_type: kind,
+            schedule_conf: conf.to_owned(),
+            ..JobSpec::blank(group_id)
+        },
         start: true,
         ..JobInput::new(group_id)
     };
     let mut echo = job("echo every 5 seconds", ScheduleType::FixRate, "5s");
-    echo.handler = "echo".to_owned();
-    echo.params = "hello from Tickwork".to_owned();
+    echo.spec.handler = "echo".to_owned();
+    echo.spec.params = "hello from Tickwork".to_owned();
     let mut shell = job(
         "shell script every 10 seconds",
         ScheduleType::Cron,
         "0/10 * * * * ?",
     );
-    shell.glue_type = GlueType::Shell;
-    shell.glue_source = "echo \"shell job, param=$1 shard=$2/$3\"\ndate -u\n".to_owned();
-    shell.params = "demo".to_owned();
+    shell.spec.glue_type = GlueType::Shell;
+    shell.spec.glue_source = "echo \"shell job, param=$1 shard=$2/$3\"\ndate -u\n".to_owned();
+    shell.spec.params = "demo".to_owned();
     let mut python = job(
         "python script every minute",
         ScheduleType::Cron,
         "0 * * * * ?",
     );
-    python.glue_type = GlueType::Python;
-    python.glue_source =
+    python.spec.glue_type = GlueType::Python;
+    python.spec.glue_source =
         "import sys, platform\nprint('python', platform.python_version(), 'args', sys.argv[1:])\n"
             .to_owned();
     let mut sleepy = job(
@@ -65,8 +69,8 @@ fn sample_jobs(group_id: i64) -> Vec<(&'static str, JobInput)> {
         ScheduleType::FixDelay,
         "3s",
     );
-    sleepy.handler = "sleep".to_owned();
-    sleepy.params = "2s".to_owned();
+    sleepy.spec.handler = "sleep".to_owned();
+    sleepy.spec.params = "2s".to_owned();
     vec![
         ("demo-echo", echo),
         ("demo-shell", shell),

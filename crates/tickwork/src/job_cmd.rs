@@ -5,11 +5,15 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use serde::{Deserialize, Serialize};
+use serde::de::Error as _;
+use serde::ser::{Error as _, SerializeMap};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tickwork_client::Client;
+use tickwork_core::job::JobSpec;
 use tickwork_core::{BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType};
 use tickwork_protocol::api::{JobInput, JobQuery, JobView, TriggerInput};
 
@@ -125,46 +129,97 @@ pub(crate) struct JobFields {
     start: bool,
 }
 
-/// One job in an export file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One job in an export file: its key, its group's app name, its definition with the API's
+/// field names and its status. The file names the group (`group`) and the child jobs
+/// (`children`, by key) where the API has `group_id` and `child_job_ids`, so those two of
+/// `spec` are the admin's and never written.
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct JobEntry {
     pub key: String,
     /// The executor group's app name.
     pub group: String,
-    #[serde(default)]
-    pub description: String,
-    #[serde(default)]
-    pub owner: String,
-    #[serde(default)]
-    pub alarm_channels: String,
-    pub schedule_type: ScheduleType,
-    #[serde(default)]
-    pub schedule_conf: String,
-    pub time_zone: String,
-    pub misfire_strategy: MisfireStrategy,
-    pub route_strategy: RouteStrategy,
-    #[serde(default)]
-    pub handler: String,
-    #[serde(default)]
-    pub params: String,
-    pub block_strategy: BlockStrategy,
-    #[serde(default)]
-    pub timeout_s: i32,
-    #[serde(default)]
-    pub retry_count: i32,
-    #[serde(default)]
-    pub retry_backoff_ms: i64,
+    pub spec: JobSpec,
     /// Keys of the jobs fired when a run of this one succeeds.
-    #[serde(default)]
     pub children: Vec<String>,
-    #[serde(default)]
-    pub priority: i32,
-    pub glue_type: GlueType,
-    #[serde(default)]
-    pub glue_source: String,
     /// `running` or `stopped`.
     pub status: String,
+}
+
+/// The name in the file of a field of [`JobSpec`].
+fn file_name(spec_field: &'static str) -> &'static str {
+    match spec_field {
+        "group_id" => "group",
+        "child_job_ids" => "children",
+        name => name,
+    }
+}
+
+/// The fields of an entry in their order, for serde's "expected one of" message.
+fn entry_fields() -> &'static [&'static str] {
+    static FIELDS: OnceLock<Vec<&'static str>> = OnceLock::new();
+    FIELDS.get_or_init(|| {
+        let spec = JobSpec::field_names().iter().map(|&f| file_name(f));
+        ["key"].into_iter().chain(spec).chain(["status"]).collect()
+    })
+}
+
+impl Serialize for JobEntry {
+    /// `key`, the definition's fields in their order, `status`.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let spec = toml::Table::try_from(&self.spec).map_err(S::Error::custom)?;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("key", &self.key)?;
+        for &field in JobSpec::field_names() {
+            match field {
+                "group_id" => m.serialize_entry(file_name(field), &self.group)?,
+                "child_job_ids" => m.serialize_entry(file_name(field), &self.children)?,
+                _ => {
+                    if let Some(v) = spec.get(field) {
+                        m.serialize_entry(field, v)?;
+                    }
+                }
+            }
+        }
+        m.serialize_entry("status", &self.status)?;
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for JobEntry {
+    /// Refuses unknown fields by name; the definition's fields take the API's defaults.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Wire {
+            key: String,
+            group: String,
+            #[serde(default)]
+            children: Vec<String>,
+            status: String,
+            #[serde(flatten)]
+            spec: toml::Table,
+        }
+        let mut w = Wire::deserialize(d)?;
+        // The rest are the definition's fields, but for the two the file names otherwise.
+        let known = |name: &str| {
+            JobSpec::field_names()
+                .iter()
+                .any(|&f| f == name && file_name(f) == f)
+        };
+        if let Some(name) = w.spec.keys().find(|k| !known(k)) {
+            return Err(D::Error::unknown_field(name, entry_fields()));
+        }
+        w.spec.insert("group_id".to_owned(), 0.into());
+        let spec = toml::Value::Table(w.spec)
+            .try_into()
+            .map_err(D::Error::custom)?;
+        Ok(JobEntry {
+            key: w.key,
+            group: w.group,
+            spec,
+            children: w.children,
+            status: w.status,
+        })
+    }
 }
 
 /// An export file: `[[job]]` tables.
@@ -201,29 +256,14 @@ fn group_id(groups: &HashMap<String, i64>, app: &str) -> anyhow::Result<i64> {
 fn entry(job: &JobView, apps: &HashMap<i64, String>, keys: &HashMap<i64, String>) -> JobEntry {
     JobEntry {
         key: job.key.clone(),
-        group: apps.get(&job.group_id).cloned().unwrap_or_default(),
-        description: job.description.clone(),
-        owner: job.owner.clone(),
-        alarm_channels: job.alarm_channels.clone(),
-        schedule_type: job.schedule_type,
-        schedule_conf: job.schedule_conf.clone(),
-        time_zone: job.time_zone.clone(),
-        misfire_strategy: job.misfire_strategy,
-        route_strategy: job.route_strategy,
-        handler: job.handler.clone(),
-        params: job.params.clone(),
-        block_strategy: job.block_strategy,
-        timeout_s: job.timeout_s,
-        retry_count: job.retry_count,
-        retry_backoff_ms: job.retry_backoff_ms,
+        group: apps.get(&job.spec.group_id).cloned().unwrap_or_default(),
+        spec: job.spec.clone(),
         children: job
+            .spec
             .child_job_ids
             .iter()
             .map(|id| keys.get(id).cloned().unwrap_or_else(|| id.to_string()))
             .collect(),
-        priority: job.priority,
-        glue_type: job.glue_type,
-        glue_source: job.glue_source.clone(),
         status: job.status.clone(),
     }
 }
@@ -232,74 +272,61 @@ fn entry(job: &JobView, apps: &HashMap<i64, String>, keys: &HashMap<i64, String>
 fn entry_input(e: &JobEntry, group_id: i64) -> JobInput {
     JobInput {
         key: Some(e.key.clone()),
-        description: e.description.clone(),
-        owner: e.owner.clone(),
-        alarm_channels: e.alarm_channels.clone(),
-        schedule_type: e.schedule_type,
-        schedule_conf: e.schedule_conf.clone(),
-        time_zone: Some(e.time_zone.clone()),
-        misfire_strategy: e.misfire_strategy,
-        route_strategy: e.route_strategy,
-        handler: e.handler.clone(),
-        params: e.params.clone(),
-        block_strategy: e.block_strategy,
-        timeout_s: e.timeout_s,
-        retry_count: e.retry_count,
-        retry_backoff_ms: e.retry_backoff_ms,
-        priority: e.priority,
-        glue_type: e.glue_type,
-        glue_source: e.glue_source.clone(),
-        ..JobInput::new(group_id)
+        spec: JobSpec {
+            group_id,
+            child_job_ids: Vec::new(),
+            ..e.spec.clone()
+        },
+        start: false,
     }
 }
 
 /// Lays the fields given on the command line over `base`.
 fn apply(f: &JobFields, base: &mut JobInput, groups: &HashMap<String, i64>) -> anyhow::Result<()> {
+    let spec = &mut base.spec;
     if let Some(g) = &f.group {
-        base.group_id = group_id(groups, g)?;
+        spec.group_id = group_id(groups, g)?;
     }
     let set = |slot: &mut String, v: &Option<String>| {
         if let Some(v) = v {
             slot.clone_from(v);
         }
     };
-    set(&mut base.description, &f.description);
-    set(&mut base.owner, &f.owner);
-    set(&mut base.schedule_conf, &f.schedule);
-    set(&mut base.handler, &f.handler);
-    set(&mut base.params, &f.params);
+    set(&mut spec.description, &f.description);
+    set(&mut spec.owner, &f.owner);
+    set(&mut spec.schedule_conf, &f.schedule);
+    set(&mut spec.time_zone, &f.tz);
+    set(&mut spec.handler, &f.handler);
+    set(&mut spec.params, &f.params);
     if let Some(v) = f.schedule_type {
-        base.schedule_type = v;
-    }
-    if let Some(v) = &f.tz {
-        base.time_zone = Some(v.clone());
+        spec.schedule_type = v;
     }
     if let Some(v) = f.misfire {
-        base.misfire_strategy = v;
+        spec.misfire_strategy = v;
     }
     if let Some(v) = f.route {
-        base.route_strategy = v;
+        spec.route_strategy = v;
     }
     if let Some(v) = f.block {
-        base.block_strategy = v;
+        spec.block_strategy = v;
     }
     if let Some(v) = f.timeout {
-        base.timeout_s = v;
+        spec.timeout_s = v;
     }
     if let Some(v) = f.retries {
-        base.retry_count = v;
+        spec.retry_count = v;
     }
     if let Some(v) = f.backoff_ms {
-        base.retry_backoff_ms = v;
+        spec.retry_backoff_ms = v;
     }
     if let Some(v) = f.glue_type {
-        base.glue_type = v;
+        spec.glue_type = v;
     }
     if let Some(v) = f.priority {
-        base.priority = v;
+        spec.priority = v;
     }
     if let Some(path) = &f.script {
-        base.glue_source = std::fs::read_to_string(path)
+        spec.glue_source = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the script {}", path.display()))?;
     }
     Ok(())
@@ -346,10 +373,10 @@ pub(crate) async fn run(remote: &Remote, command: JobCommand) -> anyhow::Result<
                     j.id,
                     cell(&j.key, 24),
                     j.status,
-                    j.schedule_type.as_str(),
-                    cell(&j.schedule_conf, 20),
+                    j.spec.schedule_type.as_str(),
+                    cell(&j.spec.schedule_conf, 20),
                     instant(j.next_fire_at),
-                    cell(&j.description, 40)
+                    cell(&j.spec.description, 40)
                 );
             }
             println!("({} of {} jobs)", page.items.len(), page.total);
@@ -453,7 +480,7 @@ async fn export(client: &Client, mut jobs: Vec<JobView>) -> anyhow::Result<JobFi
     let mut keys: HashMap<i64, String> = jobs.iter().map(|j| (j.id, j.key.clone())).collect();
     for child in jobs
         .iter()
-        .flat_map(|j| j.child_job_ids.clone())
+        .flat_map(|j| j.spec.child_job_ids.clone())
         .collect::<Vec<_>>()
     {
         if let std::collections::hash_map::Entry::Vacant(slot) = keys.entry(child)
@@ -523,7 +550,7 @@ async fn import(client: &Client, file: &JobFile) -> anyhow::Result<(usize, usize
     }
     for e in file.job.iter().filter(|e| !e.children.is_empty()) {
         let mut job = entry_input(e, group_id(&groups, &e.group)?);
-        job.child_job_ids = e.children.iter().map(|k| ids[k]).collect();
+        job.spec.child_job_ids = e.children.iter().map(|k| ids[k]).collect();
         client.job_update(ids[&e.key], &job).await?;
     }
     for e in &file.job {
@@ -540,4 +567,105 @@ async fn import(client: &Client, file: &JobFile) -> anyhow::Result<(usize, usize
         }
     }
     Ok((created, updated))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An entry with every field, as `job export` has always written it.
+    const NIGHTLY: &str = r#"[[job]]
+key = "nightly-report"
+group = "alpha"
+description = "the nightly report – größer"
+owner = "ops"
+alarm_channels = "ops-hook"
+schedule_type = "CRON"
+schedule_conf = "0 30 2 * * ?"
+time_zone = "Europe/Berlin"
+misfire_strategy = "FIRE_ONCE_NOW"
+route_strategy = "ROUND"
+handler = "echo"
+params = """
+full "quoted"
+second line"""
+block_strategy = "DISCARD_LATER"
+timeout_s = 600
+retry_count = 2
+retry_backoff_ms = 1000
+children = [
+    "cleanup",
+    "other",
+]
+priority = -5
+glue_type = "BEAN"
+glue_source = ""
+status = "running"
+"#;
+
+    fn nightly() -> JobEntry {
+        JobEntry {
+            key: "nightly-report".into(),
+            group: "alpha".into(),
+            spec: JobSpec {
+                description: "the nightly report – größer".into(),
+                owner: "ops".into(),
+                alarm_channels: "ops-hook".into(),
+                schedule_type: ScheduleType::Cron,
+                schedule_conf: "0 30 2 * * ?".into(),
+                time_zone: "Europe/Berlin".into(),
+                misfire_strategy: MisfireStrategy::FireOnceNow,
+                route_strategy: RouteStrategy::Round,
+                handler: "echo".into(),
+                params: "full \"quoted\"\nsecond line".into(),
+                block_strategy: BlockStrategy::DiscardLater,
+                timeout_s: 600,
+                retry_count: 2,
+                retry_backoff_ms: 1000,
+                priority: -5,
+                ..JobSpec::blank(0)
+            },
+            children: vec!["cleanup".into(), "other".into()],
+            status: "running".into(),
+        }
+    }
+
+    #[test]
+    fn an_entry_writes_and_reads_the_export_format() {
+        let file = JobFile {
+            job: vec![nightly()],
+        };
+        assert_eq!(toml::to_string_pretty(&file).unwrap(), NIGHTLY);
+        let read: JobFile = toml::from_str(NIGHTLY).unwrap();
+        assert_eq!(read.job, vec![nightly()]);
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_by_name() {
+        for (line, name) in [
+            ("colour = \"red\"", "colour"),
+            ("group_id = 3", "group_id"),
+            ("child_job_ids = [1]", "child_job_ids"),
+        ] {
+            let text = NIGHTLY.replace("priority = -5", &format!("priority = -5\n{line}"));
+            let e = toml::from_str::<JobFile>(&text).unwrap_err().to_string();
+            let says = format!(
+                "unknown field `{name}`, expected one of `key`, `group`, `description`, `owner`"
+            );
+            assert!(e.contains(&says), "{e}");
+            assert!(e.contains("`glue_source`, `status`"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_missing_field_takes_the_apis_default() {
+        let read: JobFile =
+            toml::from_str("[[job]]\nkey = \"k\"\ngroup = \"g\"\nstatus = \"stopped\"\n").unwrap();
+        assert_eq!(read.job[0].spec, JobSpec::blank(0));
+        assert!(read.job[0].children.is_empty());
+        let e = toml::from_str::<JobFile>("[[job]]\ngroup = \"g\"\nstatus = \"stopped\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("missing field `key`"), "{e}");
+    }
 }

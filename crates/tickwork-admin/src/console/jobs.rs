@@ -9,6 +9,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use serde_json::{Map, Value};
+use tickwork_core::job::JobSpec;
 use tickwork_core::schedule::Schedule;
 use tickwork_core::{BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType};
 use tickwork_protocol::api::{
@@ -96,10 +98,10 @@ pub(super) async fn list(
         .items
         .into_iter()
         .map(|job| JobRow {
-            group: names.get(&job.group_id).cloned().unwrap_or_default(),
+            group: names.get(&job.spec.group_id).cloned().unwrap_or_default(),
             next: c.time(job.next_fire_at),
             running: job.status == "running",
-            can_change: v.can_change(job.group_id),
+            can_change: v.can_change(job.spec.group_id),
             job,
         })
         .collect();
@@ -154,7 +156,7 @@ struct JobFormPage {
 }
 
 /// The form's values by field name.
-type Values = HashMap<&'static str, String>;
+type Values = HashMap<String, String>;
 
 /// Every field of the job form, filled from `values`. `create` adds the script and "start".
 fn job_fields(v: &Visitor, groups: &[GroupView], values: &Values, create: bool) -> Vec<Field> {
@@ -204,154 +206,92 @@ fn job_fields(v: &Visitor, groups: &[GroupView], values: &Values, create: bool) 
     f
 }
 
+/// A definition's fields as the form shows them: numbers in decimal, child ids joined by
+/// commas, no zone as empty.
+fn values_of_spec(spec: &JobSpec) -> Values {
+    fn text(v: &Value) -> String {
+        match v {
+            Value::String(s) => s.clone(),
+            Value::Array(items) => items.iter().map(text).collect::<Vec<_>>().join(","),
+            Value::Null => String::new(),
+            other => other.to_string(),
+        }
+    }
+    match serde_json::to_value(spec) {
+        Ok(Value::Object(fields)) => fields.iter().map(|(k, v)| (k.clone(), text(v))).collect(),
+        _ => Values::new(),
+    }
+}
+
 fn values_of_job(j: &JobView) -> Values {
-    let ids: Vec<String> = j.child_job_ids.iter().map(i64::to_string).collect();
-    HashMap::from([
-        ("group_id", j.group_id.to_string()),
-        ("description", j.description.clone()),
-        ("owner", j.owner.clone()),
-        ("schedule_type", j.schedule_type.to_string()),
-        ("schedule_conf", j.schedule_conf.clone()),
-        ("time_zone", j.time_zone.clone()),
-        ("glue_type", j.glue_type.to_string()),
-        ("handler", j.handler.clone()),
-        ("route_strategy", j.route_strategy.to_string()),
-        ("misfire_strategy", j.misfire_strategy.to_string()),
-        ("block_strategy", j.block_strategy.to_string()),
-        ("timeout_s", j.timeout_s.to_string()),
-        ("retry_count", j.retry_count.to_string()),
-        ("retry_backoff_ms", j.retry_backoff_ms.to_string()),
-        ("priority", j.priority.to_string()),
-        ("child_job_ids", ids.join(",")),
-        ("alarm_channels", j.alarm_channels.clone()),
-        ("params", j.params.clone()),
-        ("glue_source", j.glue_source.clone()),
-    ])
+    values_of_spec(&j.spec)
 }
 
 fn values_of_form(form: &Form) -> Values {
-    const NAMES: &[&str] = &[
-        "group_id",
-        "description",
-        "owner",
-        "schedule_type",
-        "schedule_conf",
-        "time_zone",
-        "glue_type",
-        "handler",
-        "route_strategy",
-        "misfire_strategy",
-        "block_strategy",
-        "timeout_s",
-        "retry_count",
-        "retry_backoff_ms",
-        "priority",
-        "child_job_ids",
-        "alarm_channels",
-        "params",
-        "glue_source",
-        "start",
-    ];
-    NAMES.iter().map(|n| (*n, form.get(n).to_owned())).collect()
+    JobSpec::field_names()
+        .iter()
+        .chain(&["start"])
+        .map(|n| ((*n).to_owned(), form.get(n).to_owned()))
+        .collect()
 }
 
-/// Turns submitted values into a job input; every field that does not parse gets its error.
-fn parse_input(v: &Visitor, values: &Values) -> Result<JobInput, HashMap<String, String>> {
+/// Turns submitted values into a job input; every field that does not read gets its error
+/// (`bad_number` for numbers). A field is read as the JSON type of its blank value (a number,
+/// a list of ids, text) and checked alone by the definition's own decoding, so that its error
+/// lands on it.
+fn parse_input(values: &Values, bad_number: &str) -> Result<JobInput, HashMap<String, String>> {
+    let blank = match serde_json::to_value(JobSpec::blank(0)) {
+        Ok(Value::Object(fields)) => fields,
+        _ => Map::new(),
+    };
     let mut errors = HashMap::new();
-    let get = |k: &str| values.get(k).map(|s| s.trim()).unwrap_or("");
-    let mut num = |k: &'static str| -> i64 {
-        let s = get(k);
-        if s.is_empty() {
-            return 0;
-        }
-        s.parse::<i64>().unwrap_or_else(|_| {
-            errors.insert(k.to_owned(), v.t("bad_number").to_owned());
-            0
-        })
-    };
-    let group_id = num("group_id");
-    let timeout_s = num("timeout_s");
-    let retry_count = num("retry_count");
-    let retry_backoff_ms = num("retry_backoff_ms");
-    let priority = num("priority");
-    let mut child_job_ids = Vec::new();
-    for part in get("child_job_ids")
-        .split([',', ' '])
-        .filter(|p| !p.is_empty())
-    {
-        match part.parse() {
-            Ok(id) => child_job_ids.push(id),
-            Err(_) => {
-                errors.insert("child_job_ids".into(), v.t("bad_number").to_owned());
-            }
-        }
-    }
-    macro_rules! named {
-        ($k:literal, $t:ty) => {
-            match get($k).parse::<$t>() {
-                Ok(x) => Some(x),
-                Err(e) => {
-                    errors.insert($k.to_owned(), e.to_string());
-                    None
-                }
-            }
+    let mut fields = blank.clone();
+    let number = |s: &str| s.parse::<i64>().ok().map(Value::from);
+    for (name, default) in &blank {
+        let raw = values.get(name).map(String::as_str).unwrap_or("");
+        // Params and scripts keep their whitespace.
+        let text = match name.as_str() {
+            "params" | "glue_source" => raw,
+            _ => raw.trim(),
         };
+        let read = match default {
+            Value::Number(_) if text.is_empty() => Some(default.clone()),
+            Value::Number(_) => number(text),
+            Value::Array(_) => text
+                .split([',', ' '])
+                .filter(|p| !p.is_empty())
+                .map(number)
+                .collect::<Option<_>>()
+                .map(Value::Array),
+            _ => Some(Value::from(text)),
+        }
+        .unwrap_or_default();
+        let mut alone = blank.clone();
+        alone.insert(name.clone(), read.clone());
+        match serde_json::from_value::<JobSpec>(Value::Object(alone)) {
+            Ok(_) => {
+                fields.insert(name.clone(), read);
+            }
+            // Text that is no number (read as null), or a number out of the field's range.
+            Err(_) if default.is_number() || default.is_array() => {
+                errors.insert(name.clone(), bad_number.to_owned());
+            }
+            Err(e) => {
+                errors.insert(name.clone(), e.to_string());
+            }
+        }
     }
-    let schedule_type = named!("schedule_type", ScheduleType);
-    let glue_type = named!("glue_type", GlueType);
-    let route_strategy = named!("route_strategy", RouteStrategy);
-    let misfire_strategy = named!("misfire_strategy", MisfireStrategy);
-    let block_strategy = named!("block_strategy", BlockStrategy);
-    let int32 = |x: i64, k: &str, errors: &mut HashMap<String, String>| -> i32 {
-        i32::try_from(x).unwrap_or_else(|_| {
-            errors.insert(k.to_owned(), v.t("bad_number").to_owned());
-            0
-        })
-    };
-    let timeout_s = int32(timeout_s, "timeout_s", &mut errors);
-    let retry_count = int32(retry_count, "retry_count", &mut errors);
-    let priority = int32(priority, "priority", &mut errors);
     if !errors.is_empty() {
         return Err(errors);
     }
-    let (
-        Some(schedule_type),
-        Some(glue_type),
-        Some(route_strategy),
-        Some(misfire_strategy),
-        Some(block_strategy),
-    ) = (
-        schedule_type,
-        glue_type,
-        route_strategy,
-        misfire_strategy,
-        block_strategy,
-    )
-    else {
-        return Err(errors);
-    };
-    let mut input = JobInput::new(group_id);
-    input.description = get("description").to_owned();
-    input.owner = get("owner").to_owned();
-    input.schedule_type = schedule_type;
-    input.schedule_conf = get("schedule_conf").to_owned();
-    input.time_zone = Some(get("time_zone").to_owned()).filter(|z| !z.is_empty());
-    input.glue_type = glue_type;
-    input.handler = get("handler").to_owned();
-    input.route_strategy = route_strategy;
-    input.misfire_strategy = misfire_strategy;
-    input.block_strategy = block_strategy;
-    input.timeout_s = timeout_s;
-    input.retry_count = retry_count;
-    input.retry_backoff_ms = retry_backoff_ms;
-    input.priority = priority;
-    input.child_job_ids = child_job_ids;
-    input.alarm_channels = get("alarm_channels").to_owned();
-    // Params and scripts keep their whitespace.
-    input.params = values.get("params").cloned().unwrap_or_default();
-    input.glue_source = values.get("glue_source").cloned().unwrap_or_default();
-    input.start = matches!(get("start"), "on" | "true" | "1");
-    Ok(input)
+    let spec = serde_json::from_value(Value::Object(fields))
+        .map_err(|e| HashMap::from([(String::new(), e.to_string())]))?;
+    let start = values.get("start").map(|s| s.trim());
+    Ok(JobInput {
+        key: None,
+        spec,
+        start: matches!(start, Some("on" | "true" | "1")),
+    })
 }
 
 /// The next fires of the submitted schedule, or why it is not valid (shown on first paint).
@@ -411,21 +351,14 @@ fn form_page(
     ui::render_status(status, &page)
 }
 
+/// A new job's form: a cron job every minute in the admin's zone, the rest blank.
 fn defaults(a: &Service) -> Values {
-    let blank = JobInput::new(0);
-    HashMap::from([
-        ("schedule_type", ScheduleType::Cron.to_string()),
-        ("schedule_conf", "0 * * * * ?".to_owned()),
-        ("time_zone", a.config().default_time_zone.clone()),
-        ("glue_type", blank.glue_type.to_string()),
-        ("route_strategy", blank.route_strategy.to_string()),
-        ("misfire_strategy", blank.misfire_strategy.to_string()),
-        ("block_strategy", blank.block_strategy.to_string()),
-        ("timeout_s", "0".into()),
-        ("retry_count", "0".into()),
-        ("retry_backoff_ms", "0".into()),
-        ("priority", "0".into()),
-    ])
+    values_of_spec(&JobSpec {
+        schedule_type: ScheduleType::Cron,
+        schedule_conf: "0 * * * * ?".to_owned(),
+        time_zone: a.config().default_time_zone.clone(),
+        ..JobSpec::blank(0)
+    })
 }
 
 pub(super) async fn new_form(State(a): State<Service>, v: Visitor) -> Response {
@@ -458,8 +391,8 @@ pub(super) async fn copy_form(
     };
     let mut values = values_of_job(&job);
     values.insert(
-        "description",
-        format!("{} {}", v.t("copy_of"), job.description),
+        "description".to_owned(),
+        format!("{} {}", v.t("copy_of"), job.spec.description),
     );
     form_page(
         &a,
@@ -481,7 +414,7 @@ pub(super) async fn create(State(a): State<Service>, Posted(v, form): Posted) ->
         Err(e) => return v.error_page(e),
     };
     let values = values_of_form(&form);
-    let result = match parse_input(&v, &values) {
+    let result = match parse_input(&values, v.t("bad_number")) {
         Ok(input) => v
             .ops(&a)
             .job_create(input)
@@ -540,8 +473,8 @@ pub(super) async fn update(
     };
     let mut values = values_of_form(&form);
     // The script is edited on its own page, with versions; an edit keeps it.
-    values.insert("glue_source", job.glue_source.clone());
-    let result = match parse_input(&v, &values) {
+    values.insert("glue_source".to_owned(), job.spec.glue_source.clone());
+    let result = match parse_input(&values, v.t("bad_number")) {
         Ok(mut input) => {
             input.key = Some(job.key.clone());
             v.ops(&a)
@@ -601,9 +534,9 @@ pub(super) async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<
     let c = v.ctx("jobs");
     let names = group_names(&groups);
     let fires = preview_times(
-        job.schedule_type,
-        &job.schedule_conf,
-        &job.time_zone,
+        job.spec.schedule_type,
+        &job.spec.schedule_conf,
+        &job.spec.time_zone,
         v.tz(),
     );
     let runs: Vec<super::runs::RunRow> = runs
@@ -611,10 +544,10 @@ pub(super) async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<
         .map(|r: RunView| super::runs::RunRow::new(&c, r, &HashMap::new(), false))
         .collect();
     ui::render(&JobPage {
-        group: names.get(&job.group_id).cloned().unwrap_or_default(),
+        group: names.get(&job.spec.group_id).cloned().unwrap_or_default(),
         running: job.status == "running",
-        can_change: v.can_change(job.group_id),
-        is_script: crate::service::has_source(job.glue_type),
+        can_change: v.can_change(job.spec.group_id),
+        is_script: crate::service::has_source(job.spec.glue_type),
         fires,
         runs,
         c,
@@ -710,5 +643,110 @@ pub(super) async fn preview(
     match preview_times(kind, &q.schedule_conf, zone, v.tz()) {
         Ok(fires) => Json(serde_json::json!({ "fires": fires })).into_response(),
         Err(e) => Json(serde_json::json!({ "error": e })).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full() -> JobSpec {
+        JobSpec {
+            description: "nightly – größer".into(),
+            owner: "ops".into(),
+            alarm_channels: "ops-hook".into(),
+            schedule_type: ScheduleType::Cron,
+            schedule_conf: "0 30 2 * * ?".into(),
+            time_zone: "Europe/Berlin".into(),
+            misfire_strategy: MisfireStrategy::FireOnceNow,
+            route_strategy: RouteStrategy::Round,
+            handler: "echo".into(),
+            params: " two\nlines ".into(),
+            block_strategy: BlockStrategy::DiscardLater,
+            timeout_s: 600,
+            retry_count: 2,
+            retry_backoff_ms: 1000,
+            child_job_ids: vec![4, 5],
+            priority: -5,
+            glue_type: GlueType::Shell,
+            glue_source: "echo hi\r\n".into(),
+            ..JobSpec::blank(3)
+        }
+    }
+
+    #[test]
+    fn a_job_shown_in_the_form_reads_back_the_same() {
+        let mut values = values_of_spec(&full());
+        assert_eq!(values["child_job_ids"], "4,5");
+        assert_eq!(values["timeout_s"], "600");
+        values.insert("start".into(), "on".into());
+        let input = parse_input(&values, "bad").unwrap();
+        assert_eq!(input.spec, full());
+        assert!(input.start);
+        assert_eq!(input.key, None);
+    }
+
+    #[test]
+    fn empty_fields_are_blank_and_text_is_trimmed_but_params_and_scripts() {
+        let mut values = values_of_spec(&JobSpec::blank(0));
+        values.retain(|_, v| !v.is_empty());
+        let names: Vec<&str> = values.keys().map(String::as_str).collect();
+        assert!(!names.contains(&"time_zone"), "{names:?}");
+        assert_eq!(parse_input(&values, "bad").unwrap().spec, JobSpec::blank(0));
+        values.extend([
+            ("group_id".to_owned(), " 7 ".to_owned()),
+            ("description".to_owned(), " d ".to_owned()),
+            ("time_zone".to_owned(), "  ".to_owned()),
+            ("child_job_ids".to_owned(), " 1, 2 3,".to_owned()),
+            ("params".to_owned(), " p ".to_owned()),
+            ("glue_source".to_owned(), " s ".to_owned()),
+        ]);
+        let spec = parse_input(&values, "bad").unwrap().spec;
+        assert_eq!(
+            (
+                spec.group_id,
+                spec.description.as_str(),
+                spec.time_zone.as_str()
+            ),
+            (7, "d", "")
+        );
+        assert_eq!(spec.child_job_ids, [1, 2, 3]);
+        assert_eq!(
+            (spec.params.as_str(), spec.glue_source.as_str()),
+            (" p ", " s ")
+        );
+    }
+
+    #[test]
+    fn every_field_that_does_not_read_gets_its_error() {
+        let mut values = values_of_spec(&JobSpec::blank(0));
+        values.extend([
+            ("group_id".to_owned(), "one".to_owned()),
+            ("timeout_s".to_owned(), "3000000000".to_owned()),
+            ("retry_backoff_ms".to_owned(), "1.5".to_owned()),
+            ("child_job_ids".to_owned(), "1, x".to_owned()),
+            ("route_strategy".to_owned(), "NEAREST".to_owned()),
+            ("priority".to_owned(), "-3".to_owned()),
+            ("glue_type".to_owned(), String::new()),
+        ]);
+        let errors = parse_input(&values, "bad number").unwrap_err();
+        let mut fields: Vec<&str> = errors.keys().map(String::as_str).collect();
+        fields.sort_unstable();
+        assert_eq!(
+            fields,
+            [
+                "child_job_ids",
+                "glue_type",
+                "group_id",
+                "retry_backoff_ms",
+                "route_strategy",
+                "timeout_s"
+            ]
+        );
+        assert_eq!(errors["timeout_s"], "bad number");
+        assert!(
+            errors["route_strategy"].contains("\"NEAREST\""),
+            "{errors:?}"
+        );
     }
 }

@@ -106,7 +106,7 @@ async fn job_names(a: &Service) -> Result<Vec<(i64, String)>, Error> {
     Ok(page
         .items
         .into_iter()
-        .map(|j| (j.id, format!("#{} {}", j.id, j.description)))
+        .map(|j| (j.id, format!("#{} {}", j.id, j.spec.description)))
         .collect())
 }
 
@@ -195,7 +195,7 @@ pub(super) async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<
         .jobs()
         .get(run.job_id)
         .await
-        .map(|j| format!("#{} {}", j.id, j.description))
+        .map(|j| format!("#{} {}", j.id, j.spec.description))
         .unwrap_or_else(|_| format!("#{}", run.job_id));
     let c = v.ctx("runs");
     let can = c.can_write && v.can_change(run.group_id);

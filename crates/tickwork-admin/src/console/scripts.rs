@@ -43,10 +43,15 @@ async fn show(
         .collect();
     let (status, source, comment, error) = match edited {
         Some((status, s, cm, e)) => (status, s, cm, Some(e)),
-        None => (StatusCode::OK, job.glue_source.clone(), String::new(), None),
+        None => (
+            StatusCode::OK,
+            job.spec.glue_source.clone(),
+            String::new(),
+            None,
+        ),
     };
     let page = ScriptPage {
-        can_change: v.can_change(job.group_id),
+        can_change: v.can_change(job.spec.group_id),
         c,
         job,
         source,

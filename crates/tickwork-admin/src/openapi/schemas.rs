@@ -1,7 +1,7 @@
 //! The OpenAPI document's component schemas, built from the API's types and limits.
 
 use serde_json::{Map, Value, json};
-use tickwork_core::job::Limits;
+use tickwork_core::job::{JobSpec, Limits};
 use tickwork_core::run::RunState;
 use tickwork_core::{
     BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType,
@@ -72,133 +72,94 @@ pub(super) fn strings() -> Value {
     json!({ "type": "array", "items": { "type": "string" } })
 }
 
+/// The schemas of a job's definition ([`JobSpec`]) as inputs are checked: every field serde
+/// reads, in its order, with its enum or limits where it has some, else the JSON type of its
+/// blank value (so a new field is documented as it is written).
+fn job_spec_fields() -> Vec<(&'static str, Value)> {
+    let blank = serde_json::to_value(JobSpec::blank(1)).unwrap_or_default();
+    let one_of = |names: Value| json!({ "type": "string", "enum": names });
+    JobSpec::field_names()
+        .iter()
+        .map(|&name| {
+            let schema = match name {
+                "group_id" => int_in(1, i64::MAX),
+                "description" => str_max(JOB.description_chars as u64),
+                "owner" => str_max(JOB.owner_chars as u64),
+                "schedule_type" => one_of(names(ScheduleType::ALL, ScheduleType::as_str)),
+                // Absent, null or empty: the admin's default zone.
+                "time_zone" => nullable("string"),
+                "misfire_strategy" => one_of(names(MisfireStrategy::ALL, MisfireStrategy::as_str)),
+                "route_strategy" => one_of(names(RouteStrategy::ALL, RouteStrategy::as_str)),
+                "block_strategy" => one_of(names(BlockStrategy::ALL, BlockStrategy::as_str)),
+                "timeout_s" => int_in(0, i64::from(i32::MAX)),
+                "retry_count" => int_in(0, i64::from(JOB.retry_count_max)),
+                "retry_backoff_ms" => int_in(0, JOB.retry_backoff_ms_max),
+                "child_job_ids" => json!({ "type": "array", "items": int_in(1, i64::MAX) }),
+                "priority" => int_in(i64::from(i32::MIN), i64::from(i32::MAX)),
+                "glue_type" => one_of(names(GlueType::ALL, GlueType::as_str)),
+                _ => match &blank[name] {
+                    Value::String(_) => t("string"),
+                    Value::Number(_) => t("integer"),
+                    Value::Bool(_) => t("boolean"),
+                    Value::Array(_) => t("array"),
+                    _ => json!({}),
+                },
+            };
+            (name, schema)
+        })
+        .collect()
+}
+
+/// `schema` with its types only, as views state them: no limits (a stored value may predate
+/// one) and no `null` where an input may leave a value to the admin.
+fn loose(mut schema: Value) -> Value {
+    if let Value::Object(o) = &mut schema {
+        for limit in ["format", "minimum", "maximum", "maxLength"] {
+            o.remove(limit);
+        }
+        if let Some(Value::Array(kinds)) = o.get("type")
+            && let [kind, null] = &kinds[..]
+            && null == "null"
+        {
+            o.insert("type".to_owned(), kind.clone());
+        }
+        if let Some(items) = o.remove("items") {
+            o.insert("items".to_owned(), loose(items));
+        }
+    }
+    schema
+}
+
 pub(super) fn schemas() -> Value {
     let schedule =
         json!({ "type": "string", "enum": names(ScheduleType::ALL, ScheduleType::as_str) });
-    let misfire =
-        json!({ "type": "string", "enum": names(MisfireStrategy::ALL, MisfireStrategy::as_str) });
-    let route =
-        json!({ "type": "string", "enum": names(RouteStrategy::ALL, RouteStrategy::as_str) });
-    let block =
-        json!({ "type": "string", "enum": names(BlockStrategy::ALL, BlockStrategy::as_str) });
     let glue = json!({ "type": "string", "enum": names(GlueType::ALL, GlueType::as_str) });
     let trigger = json!({ "type": "string", "enum": names(TriggerType::ALL, TriggerType::as_str) });
     let state = json!({ "type": "string", "enum": names(RunState::ALL, RunState::as_str) });
     let role = json!({ "type": "string", "enum": ["admin", "operator", "viewer"] });
     let counts = json!({ "type": "object", "additionalProperties": { "type": "integer" } });
-    let job_fields = |input: bool| {
-        let mut v = vec![
+    let job_input: Vec<(&str, Value)> = [("key", nullable("string"))]
+        .into_iter()
+        .chain(job_spec_fields())
+        .chain([("start", t("boolean"))])
+        .collect();
+    let job_out: Vec<(&str, Value)> = [("key", t("string"))]
+        .into_iter()
+        .chain(job_spec_fields().into_iter().map(|(k, v)| (k, loose(v))))
+        .chain([
+            ("id", t("integer")),
+            ("glue_updated_at", t("integer")),
             (
-                "key",
-                if input {
-                    nullable("string")
-                } else {
-                    t("string")
-                },
+                "status",
+                json!({ "type": "string", "enum": ["running", "stopped"] }),
             ),
-            (
-                "group_id",
-                if input {
-                    int_in(1, i64::MAX)
-                } else {
-                    t("integer")
-                },
-            ),
-            (
-                "description",
-                if input {
-                    str_max(JOB.description_chars as u64)
-                } else {
-                    t("string")
-                },
-            ),
-            (
-                "owner",
-                if input {
-                    str_max(JOB.owner_chars as u64)
-                } else {
-                    t("string")
-                },
-            ),
-            ("alarm_channels", t("string")),
-            ("schedule_type", schedule.clone()),
-            ("schedule_conf", t("string")),
-            (
-                "time_zone",
-                if input {
-                    nullable("string")
-                } else {
-                    t("string")
-                },
-            ),
-            ("misfire_strategy", misfire.clone()),
-            ("route_strategy", route.clone()),
-            ("handler", t("string")),
-            ("params", t("string")),
-            ("block_strategy", block.clone()),
-            (
-                "timeout_s",
-                if input {
-                    int_in(0, i64::from(i32::MAX))
-                } else {
-                    t("integer")
-                },
-            ),
-            (
-                "retry_count",
-                if input {
-                    int_in(0, i64::from(JOB.retry_count_max))
-                } else {
-                    t("integer")
-                },
-            ),
-            (
-                "retry_backoff_ms",
-                if input {
-                    int_in(0, JOB.retry_backoff_ms_max)
-                } else {
-                    t("integer")
-                },
-            ),
-            (
-                "child_job_ids",
-                if input {
-                    json!({ "type": "array", "items": int_in(1, i64::MAX) })
-                } else {
-                    ints()
-                },
-            ),
-            (
-                "priority",
-                if input {
-                    int_in(i64::from(i32::MIN), i64::from(i32::MAX))
-                } else {
-                    t("integer")
-                },
-            ),
-            ("glue_type", glue.clone()),
-            ("glue_source", t("string")),
-        ];
-        if input {
-            v.push(("start", t("boolean")));
-        } else {
-            v.extend([
-                ("id", t("integer")),
-                ("glue_updated_at", t("integer")),
-                (
-                    "status",
-                    json!({ "type": "string", "enum": ["running", "stopped"] }),
-                ),
-                ("next_fire_at", nullable("integer")),
-                ("last_fire_at", nullable("integer")),
-                ("version", t("integer")),
-                ("created_at", t("integer")),
-                ("updated_at", t("integer")),
-            ]);
-        }
-        v
-    };
-    let job_out = job_fields(false);
+            ("next_fire_at", nullable("integer")),
+            ("last_fire_at", nullable("integer")),
+            ("version", t("integer")),
+            ("created_at", t("integer")),
+            ("updated_at", t("integer")),
+        ])
+        .collect();
     let job_required: Vec<&str> = job_out.iter().map(|(k, _)| *k).collect();
     let mut all = json!({
         "Error": object(&[
@@ -239,7 +200,7 @@ pub(super) fn schemas() -> Value {
             ("address", t("string")), ("last_heartbeat", t("integer")), ("alive", t("boolean")),
         ], &["address", "last_heartbeat", "alive"], false),
         "InstanceList": array_of("Instance"),
-        "JobInput": object(&job_fields(true), &["group_id"], true),
+        "JobInput": object(&job_input, &["group_id"], true),
         "Job": object(&job_out, &job_required, false),
         "JobPage": page_of("Job"),
         "TriggerInput": object(&[
@@ -371,4 +332,80 @@ pub(super) fn alarm_schemas() -> Value {
              "created_at", "updated_at"], false),
         "AlarmDeliveryPage": page_of("AlarmDelivery"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use tickwork_protocol::api::{JobInput, JobView};
+
+    use super::*;
+
+    fn properties(schema: &Value) -> BTreeSet<String> {
+        schema["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    fn written(value: impl serde::Serialize) -> BTreeSet<String> {
+        let v = serde_json::to_value(value).unwrap();
+        v.as_object().unwrap().keys().cloned().collect()
+    }
+
+    #[test]
+    fn job_schemas_name_exactly_the_fields_serde_writes() {
+        let all = schemas();
+        let (input, job) = (&all["JobInput"], &all["Job"]);
+        assert_eq!(properties(input), written(JobInput::new(1)));
+        assert_eq!(input["additionalProperties"], false);
+        assert_eq!(input["required"], json!(["group_id"]));
+        let view = JobView {
+            id: 1,
+            key: "k".into(),
+            spec: JobSpec::new(1, "h"),
+            glue_updated_at: 0,
+            status: "stopped".into(),
+            next_fire_at: None,
+            last_fire_at: None,
+            version: 1,
+            created_at: 0,
+            updated_at: 0,
+        };
+        assert_eq!(properties(job), written(&view));
+        let required: BTreeSet<String> = serde_json::from_value(job["required"].clone()).unwrap();
+        assert_eq!(required, properties(job));
+    }
+
+    #[test]
+    fn the_view_states_the_inputs_types_without_limits() {
+        let all = schemas();
+        for &field in JobSpec::field_names() {
+            let (input, view) = (
+                &all["JobInput"]["properties"][field],
+                &all["Job"]["properties"][field],
+            );
+            assert_eq!(*view, loose(input.clone()), "{field}");
+            let text = view.to_string();
+            assert!(
+                !text.contains("maximum") && !text.contains("null"),
+                "{field}: {text}"
+            );
+        }
+        let input = &all["JobInput"]["properties"];
+        assert_eq!(input["group_id"]["minimum"], 1);
+        assert_eq!(input["retry_count"]["maximum"], JOB.retry_count_max);
+        assert_eq!(input["time_zone"]["type"], json!(["string", "null"]));
+        assert_eq!(
+            all["Job"]["properties"]["time_zone"],
+            json!({ "type": "string" })
+        );
+        assert_eq!(
+            all["Job"]["properties"]["child_job_ids"],
+            json!({ "type": "array", "items": { "type": "integer" } })
+        );
+    }
 }

@@ -85,7 +85,7 @@ impl Jobs<'_> {
     /// Creates a job in a group the caller may change. A script job's source becomes its
     /// script version 1.
     pub async fn create(self, by: &Principal, input: JobInput) -> Result<JobView, Error> {
-        by.require_group(input.group_id)?;
+        by.require_group(input.spec.group_id)?;
         let (spec, schedule) = self.job_spec(by, &input, None).await?;
         let key = match input.key.as_deref().map(str::trim) {
             Some(k) if !k.is_empty() => {
@@ -133,7 +133,7 @@ impl Jobs<'_> {
     pub async fn update(self, by: &Principal, id: i64, input: JobInput) -> Result<JobView, Error> {
         let old = self.inner.store.job_get(id).await?;
         by.require_group(old.spec.group_id)?;
-        by.require_group(input.group_id)?;
+        by.require_group(input.spec.group_id)?;
         let (old, new) = self
             .job_write(old, input, by, "edited with the job")
             .await?;
@@ -240,9 +240,9 @@ impl Jobs<'_> {
         let mut copy = JobInput::from(&view);
         copy.key = None;
         copy.start = false;
-        copy.description = match input.description {
+        copy.spec.description = match input.description {
             Some(d) => d,
-            None => format!("copy of {}", view.description)
+            None => format!("copy of {}", view.spec.description)
                 .chars()
                 .take(255)
                 .collect(),

@@ -19,7 +19,7 @@ mod users;
 use std::sync::Arc;
 
 use tickwork_protocol::api::{JobView, LatenessView, Page, RunView};
-use tickwork_store::{Job, JobSpec, PageReq, Run, RunComplete, Store};
+use tickwork_store::{Job, PageReq, Run, RunComplete, Store};
 
 use crate::Error;
 use crate::Scheduler;
@@ -275,52 +275,12 @@ impl Service {
 /// The furthest back "clear runs older than N days" reaches: a hundred years.
 pub(crate) const MAX_CLEAR_DAYS: i64 = 36_500;
 
-/// The API view of a stored job. The spec is taken apart whole, so a new field of
-/// [`JobSpec`] cannot be left out here.
+/// The API view of a stored job.
 pub(crate) fn job_view(j: Job) -> JobView {
-    let JobSpec {
-        group_id,
-        description,
-        owner,
-        alarm_channels,
-        schedule_type,
-        schedule_conf,
-        time_zone,
-        misfire_strategy,
-        route_strategy,
-        handler,
-        params,
-        block_strategy,
-        timeout_s,
-        retry_count,
-        retry_backoff_ms,
-        child_job_ids,
-        priority,
-        glue_type,
-        glue_source,
-    } = j.spec;
     JobView {
         id: j.id,
         key: j.key,
-        group_id,
-        description,
-        owner,
-        alarm_channels,
-        schedule_type,
-        schedule_conf,
-        time_zone,
-        misfire_strategy,
-        route_strategy,
-        handler,
-        params,
-        block_strategy,
-        timeout_s,
-        retry_count,
-        retry_backoff_ms,
-        child_job_ids,
-        priority,
-        glue_type,
-        glue_source,
+        spec: j.spec,
         glue_updated_at: j.glue_updated_at,
         status: j.status.as_str().to_owned(),
         next_fire_at: j

@@ -97,8 +97,8 @@ impl Scripts<'_> {
             .next()
             .map(script_view);
         let mut input = JobInput::from(&job_view(job.clone()));
-        input.glue_type = glue_type;
-        input.glue_source = source;
+        input.spec.glue_type = glue_type;
+        input.spec.glue_source = source;
         let (_, new) = self.inner.jobs().job_write(job, input, by, comment).await?;
         let mut versions = self.inner.store.script_versions_list(job_id).await?;
         let current = match versions.first() {
