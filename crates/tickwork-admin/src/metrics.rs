@@ -421,7 +421,11 @@ pub(crate) async fn render(admin: &Scheduler) -> String {
         u8::from(admin.is_fenced()),
     );
     let last = admin.last_heartbeat();
-    let age = if last > 0 { now_ms() - last } else { 0 };
+    let age = if last > 0 {
+        admin.clock().now_ms() - last
+    } else {
+        0
+    };
     metric(
         &mut out,
         "tickwork_heartbeat_age_seconds",

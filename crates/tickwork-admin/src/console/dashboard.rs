@@ -180,7 +180,7 @@ async fn build(a: &Service, v: &Visitor) -> Result<DashboardPage, Error> {
         (c.t("avg"), c.t("max")),
     );
 
-    let live_after = crate::timer::now_ms() - a.config().registry.dead_after.as_millis() as i64;
+    let live_after = a.now_ms() - a.config().registry.dead_after.as_millis() as i64;
     Ok(DashboardPage {
         jobs: all.total,
         jobs_running: running.total,

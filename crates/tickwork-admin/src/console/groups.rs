@@ -125,7 +125,7 @@ async fn page_with_token(
         Err(e) => return v.error_page(e),
     };
     let mut c = v.ctx("groups");
-    let now = crate::timer::now_ms();
+    let now = a.now_ms();
     let rows = groups
         .into_iter()
         .map(|g| {

@@ -295,13 +295,13 @@ fn parse_input(values: &Values, bad_number: &str) -> Result<JobInput, HashMap<St
 }
 
 /// The next fires of the submitted schedule, or why it is not valid (shown on first paint).
-fn preview_of(a: &Service, v: &Visitor, values: &Values) -> Result<Vec<String>, String> {
+fn preview_of(a: &Service, values: &Values) -> Result<Vec<String>, String> {
     let get = |k: &str| values.get(k).map(|s| s.trim()).unwrap_or("");
     let kind: ScheduleType = get("schedule_type").parse().map_err(|e| format!("{e}"))?;
     let zone = Some(get("time_zone"))
         .filter(|z| !z.is_empty())
         .unwrap_or(&a.config().default_time_zone);
-    preview_times(kind, get("schedule_conf"), zone, v.tz())
+    preview_times(kind, get("schedule_conf"), zone, a.now_ms())
 }
 
 /// The next five fires of a schedule, written in the schedule's own zone.
@@ -309,14 +309,14 @@ fn preview_times(
     kind: ScheduleType,
     conf: &str,
     zone: &str,
-    _tz: &jiff::tz::TimeZone,
+    now: i64,
 ) -> Result<Vec<String>, String> {
     if kind == ScheduleType::None {
         return Ok(Vec::new());
     }
     let s = Schedule::parse(kind, conf, zone).map_err(|e| e.to_string())?;
     let tz = s.time_zone().clone();
-    Ok(s.next_fires(crate::timer::now_ms(), 5)
+    Ok(s.next_fires(now, 5)
         .into_iter()
         .map(|ms| ui::fmt_ms(Some(ms), &tz))
         .collect())
@@ -341,7 +341,7 @@ fn form_page(
         c.err = Some(rest);
     }
     let page = JobFormPage {
-        preview: preview_of(a, v, values),
+        preview: preview_of(a, values),
         c,
         title,
         action,
@@ -537,7 +537,7 @@ pub(super) async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<
         job.spec.schedule_type,
         &job.spec.schedule_conf,
         &job.spec.time_zone,
-        v.tz(),
+        a.now_ms(),
     );
     let runs: Vec<super::runs::RunRow> = runs
         .into_iter()
@@ -628,7 +628,8 @@ pub(super) struct PreviewQuery {
 /// `{"fires": [...]}` or `{"error": "..."}` for the schedule being typed.
 pub(super) async fn preview(
     State(a): State<Service>,
-    v: Visitor,
+    // Only a signed-in visitor may ask.
+    _visitor: Visitor,
     Query(q): Query<PreviewQuery>,
 ) -> Response {
     let kind = match q.schedule_type.parse::<ScheduleType>() {
@@ -640,7 +641,7 @@ pub(super) async fn preview(
     let zone = Some(q.time_zone.trim())
         .filter(|z| !z.is_empty())
         .unwrap_or(&a.config().default_time_zone);
-    match preview_times(kind, &q.schedule_conf, zone, v.tz()) {
+    match preview_times(kind, &q.schedule_conf, zone, a.now_ms()) {
         Ok(fires) => Json(serde_json::json!({ "fires": fires })).into_response(),
         Err(e) => Json(serde_json::json!({ "error": e })).into_response(),
     }

@@ -14,7 +14,7 @@ pub(super) async fn healthz() -> &'static str {
 /// Ready when the database answers and holds a recent heartbeat of this node (a node that
 /// cannot heartbeat stops firing, so a load balancer should stop sending it work too).
 pub(super) async fn readyz(State(admin): State<Scheduler>) -> Response {
-    let now = crate::timer::now_ms();
+    let now = admin.clock().now_ms();
     let dead_after = admin.config().cluster.node_dead_after.as_millis() as i64;
     match admin.store().nodes_list().await {
         Ok(nodes) => {

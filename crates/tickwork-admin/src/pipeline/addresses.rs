@@ -10,7 +10,6 @@ use tracing::debug;
 
 use crate::Error;
 use crate::executor_client::ExecutorClient;
-use crate::timer::now_ms;
 
 use super::clock::Clock;
 
@@ -18,15 +17,16 @@ use super::clock::Clock;
 /// the last known list (or, without one, holds the run). It bounds database IO: real time.
 const ADDRESS_REFRESH_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// The addresses a group's runs may go to now (on the wall clock: the service's group views):
-/// its manual list, or the registry's executors of its app name that beat within
-/// `dead_after_ms` (sorted ascending, as XXL-JOB does).
+/// The addresses a group's runs may go to at `now` (the service's group views): its manual
+/// list, or the registry's executors of its app name that beat within `dead_after_ms`
+/// (sorted ascending, as XXL-JOB does).
 pub(crate) async fn live_addresses(
     store: &dyn Store,
     group: &Group,
+    now: i64,
     dead_after_ms: i64,
 ) -> Result<Vec<String>, Error> {
-    live_addresses_since(store, group, now_ms() - dead_after_ms).await
+    live_addresses_since(store, group, now - dead_after_ms).await
 }
 
 /// A group's manual list, or its registry's executors that beat at `alive_since` or later.

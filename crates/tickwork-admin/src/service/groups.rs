@@ -211,7 +211,13 @@ impl Groups<'_> {
 
     async fn group_view(self, g: Group) -> Result<GroupView, Error> {
         let dead_after = self.inner.config.registry.dead_after.as_millis() as i64;
-        let live = live_addresses(&*self.inner.store, &g, dead_after).await?;
+        let live = live_addresses(
+            &*self.inner.store,
+            &g,
+            self.inner.clock.now_ms(),
+            dead_after,
+        )
+        .await?;
         Ok(GroupView {
             id: g.id,
             app_name: g.app_name,

@@ -13,7 +13,6 @@ use super::audit::Target;
 use super::{Jobs, has_source, invalid, job_view, page, paged, run_view};
 use crate::Error;
 use crate::auth::Principal;
-use crate::timer::now_ms;
 
 impl Jobs<'_> {
     /// Checks a job definition and turns it into the stored spec with its parsed schedule;
@@ -205,7 +204,7 @@ impl Jobs<'_> {
                 source: job.spec.glue_source.clone(),
                 comment: comment.chars().take(255).collect(),
                 author: by.username.clone(),
-                now: now_ms(),
+                now: self.inner.clock.now_ms(),
             })
             .await?)
     }
@@ -391,7 +390,7 @@ impl Jobs<'_> {
             .store
             .registry_live(tickwork_store::LiveQuery {
                 app_name: g.app_name.clone(),
-                alive_since: now_ms() - dead_after,
+                alive_since: self.inner.clock.now_ms() - dead_after,
             })
             .await?;
         // The same executor, written with or without its trailing slash.
@@ -424,6 +423,6 @@ impl Jobs<'_> {
             .filter(|z| !z.is_empty())
             .unwrap_or(&self.inner.config.default_time_zone);
         let s = Schedule::parse(kind, conf, zone).map_err(|e| invalid("schedule_conf", e))?;
-        Ok(s.next_fires(now_ms(), n.clamp(1, 100)))
+        Ok(s.next_fires(self.inner.clock.now_ms(), n.clamp(1, 100)))
     }
 }

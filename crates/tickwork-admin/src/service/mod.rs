@@ -230,6 +230,12 @@ impl Service {
         &self.inner.config
     }
 
+    /// Now, on the scheduler's clock: the instant the service plans fires and judges
+    /// executors' heartbeats from.
+    pub fn now_ms(&self) -> i64 {
+        self.inner.clock.now_ms()
+    }
+
     /// Logins, sessions and API credentials.
     pub fn auth(&self) -> &Arc<Auth> {
         &self.inner.auth

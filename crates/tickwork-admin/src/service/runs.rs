@@ -10,7 +10,6 @@ use super::audit::Target;
 use super::{MAX_CLEAR_DAYS, Runs, invalid, page, paged, run_view};
 use crate::Error;
 use crate::auth::Principal;
-use crate::timer::now_ms;
 use tickwork_store::TimeRange;
 
 impl Runs<'_> {
@@ -54,7 +53,7 @@ impl Runs<'_> {
             return Err(out_of_range());
         }
         days.checked_mul(86_400_000)
-            .and_then(|back| now_ms().checked_sub(back))
+            .and_then(|back| self.inner.clock.now_ms().checked_sub(back))
             // Further back than 1970: nothing is that old, and nothing is cleared.
             .map(|before| before.max(1))
             .ok_or_else(out_of_range)
@@ -126,7 +125,7 @@ impl Runs<'_> {
         if !self
             .inner
             .store
-            .run_kill_intent(intent(Some(now_ms())))
+            .run_kill_intent(intent(Some(self.inner.clock.now_ms())))
             .await?
         {
             let now = self.inner.store.run_get(id).await?;
