@@ -1,20 +1,23 @@
 //! The harness of the console's browser tests: a real admin (SQLite in a fresh folder) serving
 //! HTTP on a free port, a real executor with script jobs enabled, `chromedriver` on a free
-//! port driving headless Chromium with a fresh profile, helpers that wait on page state with
+//! port driving headless Chromium with a fresh profile (a testkit process: its group, the
+//! browser included, is killed when the test ends), helpers that wait on page state with
 //! deadlines, and screenshots saved under the target folder.
 //!
 //! When Chromium or chromedriver is missing, [`Console::start`] fails under `CI` and returns
 //! `None` after a loud SKIP banner otherwise.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use thirtyfour::prelude::*;
 use tickwork_admin::config::ConfigFile;
 use tickwork_admin::{Running, Service};
 use tickwork_executor::RunningExecutor;
-use tokio::process::{Child, Command};
+use tickwork_testkit::process::Process;
+use tickwork_testkit::wait::{Outcome, Wait};
 use tokio_util::sync::CancellationToken;
 
 /// The first admin's password in every test.
@@ -65,16 +68,15 @@ pub struct Console {
     pub executor: RunningExecutor,
     running: Option<Running>,
     stop: CancellationToken,
-    chromedriver: Child,
+    chromedriver: Process,
     shots: Vec<PathBuf>,
     prefix: String,
     _dir: tempfile::TempDir,
 }
 
-fn free_port() -> u16 {
+fn free_port() -> SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
-        .map(|a| a.port())
         .expect("a free port")
 }
 
@@ -148,15 +150,12 @@ admin_password = "{ADMIN_PASSWORD}"
             .await
             .expect("executor start");
 
-        let port = free_port();
-        let child = Command::new(&chromedriver)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start chromedriver");
-        let driver_url = format!("http://127.0.0.1:{port}");
+        let addr = free_port();
+        let mut command = Command::new(&chromedriver);
+        command.arg(format!("--port={}", addr.port()));
+        let child = Process::start("chromedriver", command);
+        child.wait_for_port(addr, DEADLINE).await;
+        let driver_url = format!("http://{addr}");
         let mut caps = DesiredCapabilities::chrome();
         caps.set_binary(&chromium.to_string_lossy())
             .expect("binary");
@@ -176,18 +175,12 @@ admin_password = "{ADMIN_PASSWORD}"
         let profile = dir.path().join("chrome-profile");
         caps.add_arg(&format!("--user-data-dir={}", profile.display()))
             .expect("chrome arg");
-        // chromedriver needs a moment to listen.
-        let started = Instant::now();
-        let driver = loop {
-            match WebDriver::new(&driver_url, caps.clone()).await {
-                Ok(d) => break d,
-                Err(e) if started.elapsed() < DEADLINE => {
-                    let _ = e;
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(e) => panic!("chromedriver did not start a session: {e}"),
-            }
-        };
+        // A session may be refused while chromedriver is still setting up.
+        let driver = Wait::new("a chromedriver session", DEADLINE)
+            .every(Duration::from_millis(200))
+            .try_until(|| WebDriver::new(&driver_url, caps.clone()))
+            .await
+            .unwrap_or_else(|e| panic!("{e}; chromedriver's output:\n{}", child.tail(50)));
         let shots = screenshot_dir();
         std::fs::create_dir_all(&shots).expect("screenshot folder");
         Some(Console {
@@ -238,19 +231,25 @@ admin_password = "{ADMIN_PASSWORD}"
             .unwrap_or_else(|e| panic!("no element {css} within {DEADLINE:?}: {e}"))
     }
 
-    /// Waits until `check` holds, re-evaluated every 200 ms; panics with `what` at the deadline.
-    pub async fn wait_until<F, Fut>(&self, what: &str, mut check: F)
+    /// Waits until `check` holds (a `bool`, an `Option` or a `Result` whose error is what it
+    /// saw), re-evaluated at most every 200 ms; at the deadline saves a screenshot and panics
+    /// naming `what` and what the last check saw.
+    pub async fn wait_until<O, F, Fut>(&self, what: &str, check: F) -> O::Value
     where
+        O: Outcome,
         F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = bool>,
+        Fut: std::future::Future<Output = O>,
     {
-        let start = Instant::now();
-        while !check().await {
-            if start.elapsed() > DEADLINE {
+        let waited = Wait::new(what, DEADLINE)
+            .every(Duration::from_millis(200))
+            .try_until(check)
+            .await;
+        match waited {
+            Ok(value) => value,
+            Err(timeout) => {
                 let _ = self.screenshot(&format!("timeout-{}", slug(what))).await;
-                panic!("timed out waiting for {what}");
+                panic!("{timeout}");
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 
@@ -293,11 +292,10 @@ admin_password = "{ADMIN_PASSWORD}"
     /// Clicks a button that asks "are you sure?" and accepts.
     pub async fn click_confirmed(&self, css: &str) {
         self.click(css).await;
-        let start = Instant::now();
-        while self.driver.accept_alert().await.is_err() {
-            assert!(start.elapsed() < DEADLINE, "no confirmation after {css}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        self.wait_until(&format!("a confirmation after {css}"), || {
+            self.driver.accept_alert()
+        })
+        .await;
     }
 
     /// Saves a PNG of the page as `<test>-<name>.png` and prints its path.
@@ -324,7 +322,7 @@ admin_password = "{ADMIN_PASSWORD}"
             screenshot_dir().display()
         ));
         let _ = self.driver.clone().quit().await;
-        let _ = self.chromedriver.kill().await;
+        self.chromedriver.kill().await;
         let _ = self.executor.shutdown_and_wait().await;
         self.stop.cancel();
         if let Some(r) = self.running.take() {

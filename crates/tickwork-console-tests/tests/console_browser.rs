@@ -25,18 +25,11 @@ async fn create_group(c: &mut Console) {
     c.fill("#f-title", "Console test").await;
     c.click("#create-group").await;
     c.wait_css("#flash-ok").await;
-    let found = async |c: &Console| {
+    c.wait_until("the executor to show up on the groups page", || async {
         c.open("/groups").await;
         c.text("#groups-table").await.contains("127.0.0.1")
-    };
-    let start = std::time::Instant::now();
-    while !found(c).await {
-        assert!(
-            start.elapsed() < tickwork_console_tests::DEADLINE,
-            "the executor never showed up"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    }
+    })
+    .await;
     c.shot("groups").await;
 }
 
@@ -154,6 +147,12 @@ async fn admin_runs_the_console() {
     })
     .await;
     c.shot("run-live-log").await;
+    // The page may have been rendered while the run was still planned, without a kill button
+    // (the live log updates the state's badge, not the buttons): reload until it is there.
+    c.wait_until("the kill button of the dispatched run", || async {
+        c.driver.refresh().await.is_ok() && c.exists("#kill-run").await
+    })
+    .await;
     c.click_confirmed("#kill-run").await;
     c.wait_css("#flash-ok").await;
     c.wait_until("the run to be killed", || async {

@@ -50,7 +50,7 @@ async fn refused_callbacks_are_spooled_and_resent() {
         let h = Harness::start().await;
         h.admin.set_mode(mode);
         h.client.run_ok(&trigger(1, 77, "ok")).await;
-        eventually("spooled callback", || {
+        wait_until_sync("spooled callback", DEADLINE, || {
             (h.executor.stats().callbacks_spooled == 1).then_some(())
         })
         .await;
@@ -63,7 +63,7 @@ async fn refused_callbacks_are_spooled_and_resent() {
         h.admin.set_mode(Mode::Accept);
         let cb = h.admin.callback(77).await;
         assert_eq!(cb.handle_code, 200);
-        eventually("spool emptied", || {
+        wait_until_sync("spool emptied", DEADLINE, || {
             (spool_files(h.dir.path()) == 0).then_some(())
         })
         .await;
@@ -85,7 +85,7 @@ async fn callbacks_made_while_the_admin_is_down_arrive_when_it_is_back() {
     for i in 0..3 {
         client.run_ok(&trigger(i, 100 + i64::from(i), "ok")).await;
     }
-    eventually("spooled callbacks", || {
+    wait_until_sync("spooled callbacks", DEADLINE, || {
         (executor.stats().callbacks_spooled == 3).then_some(())
     })
     .await;
@@ -101,7 +101,7 @@ async fn callbacks_made_while_the_admin_is_down_arrive_when_it_is_back() {
     // Back to direct delivery.
     client.run_ok(&trigger(9, 109, "ok")).await;
     admin.callback(109).await;
-    eventually("spool emptied", || {
+    wait_until_sync("spool emptied", DEADLINE, || {
         (spool_files(dir.path()) == 0).then_some(())
     })
     .await;
@@ -121,7 +121,7 @@ async fn spooled_callbacks_survive_an_executor_restart() {
         .unwrap();
     let client = Client::new(first.local_addr(), Some(TOKEN));
     client.run_ok(&trigger(1, 4242, "ok")).await;
-    eventually("spooled callback", || {
+    wait_until_sync("spooled callback", DEADLINE, || {
         (first.stats().callbacks_spooled == 1).then_some(())
     })
     .await;
@@ -139,7 +139,7 @@ async fn spooled_callbacks_survive_an_executor_restart() {
         (cb.handle_code, cb.handle_msg.as_deref()),
         (200, Some("ok"))
     );
-    eventually("spool emptied", || {
+    wait_until_sync("spool emptied", DEADLINE, || {
         (spool_files(dir.path()) == 0).then_some(())
     })
     .await;

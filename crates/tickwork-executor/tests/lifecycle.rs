@@ -26,7 +26,7 @@ async fn registers_at_once_and_stops_at_the_first_admin_that_accepts() {
         .unwrap();
     let port = executor.local_addr().port();
     assert_eq!(executor.address(), format!("http://127.0.0.1:{port}/"));
-    let req = eventually("registration", || {
+    let req = wait_until_sync("registration", DEADLINE, || {
         good.requests().into_iter().find(|r| r.method == "registry")
     })
     .await;
@@ -38,7 +38,7 @@ async fn registers_at_once_and_stops_at_the_first_admin_that_accepts() {
             r#"{{"registryGroup":"EXECUTOR","registryKey":"{APP}","registryValue":"http://127.0.0.1:{port}/"}}"#
         )
     );
-    eventually("a registered round", || {
+    wait_until_sync("a registered round", DEADLINE, || {
         (executor.stats().registry_ok >= 1).then_some(())
     })
     .await;
@@ -57,7 +57,7 @@ async fn registers_every_interval_at_the_advertised_address() {
         .start()
         .await
         .unwrap();
-    eventually("three registrations", || {
+    wait_until_sync("three registrations", DEADLINE, || {
         (admin.count("registry") >= 3).then_some(())
     })
     .await;
@@ -86,7 +86,7 @@ async fn shutdown_with_runs_in_flight(mode: ShutdownMode) -> (Admin, ShutdownRep
     client.run_ok(&trigger(1, 3, "gate")).await;
     client.run_ok(&trigger(2, 4, "gate")).await;
     executor.shutdown();
-    eventually("deregistration", || {
+    wait_until_sync("deregistration", DEADLINE, || {
         (admin.count("registryRemove") == 1).then_some(())
     })
     .await;
@@ -175,7 +175,7 @@ async fn idle_workers_end_after_the_idle_timeout() {
         h.client.run_ok(&trigger(job, i64::from(job), "ok")).await;
     }
     h.admin.callback_count(5).await;
-    eventually("workers reaped", || {
+    wait_until_sync("workers reaped", DEADLINE, || {
         (h.executor.stats().workers == 0).then_some(())
     })
     .await;
@@ -218,7 +218,10 @@ async fn old_run_logs_are_deleted_when_retention_is_enabled() {
             .await
             .unwrap();
         if expect_deleted {
-            eventually("old logs deleted", || (!old.exists()).then_some(())).await;
+            wait_until_sync("old logs deleted", DEADLINE, || {
+                (!old.exists()).then_some(())
+            })
+            .await;
         } else {
             // The clean-up pass runs at start; its absence is checked after the shutdown that
             // waits for every loop.

@@ -285,7 +285,7 @@ async fn idle_beat_reports_a_busy_job() {
     assert_eq!(h.client.idle_beat(1).await.text, busy);
     h.gate.release(1);
     h.admin.callback(12).await;
-    eventually("idle worker", || {
+    wait_until_sync("idle worker", DEADLINE, || {
         (h.executor.stats().running == 0).then_some(())
     })
     .await;
@@ -306,7 +306,7 @@ async fn discard_later_refuses_while_busy() {
     h.gate.release(1);
     assert_eq!(h.admin.callback(21).await.handle_code, 200);
     // Idle again: the same policy accepts.
-    eventually("idle worker", || {
+    wait_until_sync("idle worker", DEADLINE, || {
         (h.executor.stats().running == 0).then_some(())
     })
     .await;
@@ -412,7 +412,7 @@ async fn kill_reports_running_and_queued_runs() {
 async fn kill_drops_a_handler_that_ignores_cancellation() {
     let h = Harness::start().await;
     h.client.run_ok(&trigger(1, 55, "stubborn")).await;
-    eventually("run started", || {
+    wait_until_sync("run started", DEADLINE, || {
         (h.executor.stats().running == 1).then_some(())
     })
     .await;

@@ -7,26 +7,15 @@ use std::path::Path;
 
 use serde_json::json;
 use support::*;
+use tickwork_testkit::process::is_gone;
 
 async fn scripts_harness() -> Harness {
     Harness::start_with(|b| b.scripts_enabled(true)).await
 }
 
-/// Whether a process is gone: no /proc entry, or a zombie (it has exited; its parent, maybe
-/// init, has yet to collect the status).
-fn is_gone(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.trim_start().starts_with('Z'))
-            .unwrap_or(false),
-    }
-}
-
 /// Waits for a script to write its two pids (its own and its background child's) to `file`.
 async fn pids_in(file: &Path) -> Vec<i32> {
-    eventually("script pids", || {
+    wait_until_sync("script pids", DEADLINE, || {
         let text = std::fs::read_to_string(file).ok()?;
         let pids: Vec<i32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
         (pids.len() == 2).then_some(pids)
@@ -178,7 +167,7 @@ async fn killing_a_running_script_leaves_no_process() {
             Some("scheduling center kill job. [job running, killed]")
         )
     );
-    eventually("script processes gone", || {
+    wait_until_sync("script processes gone", DEADLINE, || {
         pids.iter().all(|&p| is_gone(p)).then_some(())
     })
     .await;
@@ -198,7 +187,7 @@ async fn a_script_past_its_timeout_reports_502_and_leaves_no_process() {
         (cb.handle_code, cb.handle_msg.as_deref()),
         (502, Some("job execute timeout "))
     );
-    eventually("script processes gone", || {
+    wait_until_sync("script processes gone", DEADLINE, || {
         pids.iter().all(|&p| is_gone(p)).then_some(())
     })
     .await;
@@ -216,7 +205,7 @@ async fn a_script_ignoring_sigterm_is_killed_after_the_grace_period() {
     h.client.kill(11).await;
     let cb = h.admin.callback(1101).await;
     assert_eq!(cb.handle_code, 500);
-    eventually("script processes gone", || {
+    wait_until_sync("script processes gone", DEADLINE, || {
         pids.iter().all(|&p| is_gone(p)).then_some(())
     })
     .await;

@@ -188,9 +188,12 @@ impl Api {
     pub async fn wait_live(&self, group_id: i64, addresses: &[String]) {
         let mut want = addresses.to_vec();
         want.sort();
-        wait_until(WAIT, &format!("group {group_id} live = {want:?}"), || {
+        wait_until(&format!("group {group_id} live = {want:?}"), WAIT, || {
             let want = want.clone();
-            async move { (self.live_addresses(group_id).await == want).then_some(()) }
+            async move {
+                let live = self.live_addresses(group_id).await;
+                if live == want { Ok(()) } else { Err(live) }
+            }
         })
         .await
     }
@@ -236,18 +239,18 @@ impl Api {
     /// Waits until run `id` is final and settled ([`Run::is_settled`]); the run.
     pub async fn wait_final(&self, id: i64) -> Run {
         let what = format!("run {id} to end, with its dispatch recorded");
-        wait_until(WAIT, &what, || async move {
+        wait_until(&what, WAIT, || async move {
             let r = self.run(id).await;
-            r.is_settled().then_some(r)
+            if r.is_settled() { Ok(r) } else { Err(r) }
         })
         .await
     }
 
     /// Waits until run `id` has been accepted by an executor (or ended).
     pub async fn wait_dispatched(&self, id: i64) -> Run {
-        wait_until(WAIT, &format!("run {id} to be dispatched"), || async move {
+        wait_until(&format!("run {id} to be dispatched"), WAIT, || async move {
             let r = self.run(id).await;
-            (r.state != "planned").then_some(r)
+            if r.state != "planned" { Ok(r) } else { Err(r) }
         })
         .await
     }
@@ -255,13 +258,17 @@ impl Api {
     /// Waits until job `job_id` has at least `n` settled runs in state `state`; all its runs.
     pub async fn wait_runs_in(&self, job_id: i64, state: &str, n: usize) -> Vec<Run> {
         let what = format!("{n} {state} runs of job {job_id}");
-        wait_until(WAIT, &what, || async move {
+        wait_until(&what, WAIT, || async move {
             let runs = self.runs(job_id).await;
             let count = runs
                 .iter()
                 .filter(|r| r.state == state && r.is_settled())
                 .count();
-            (count >= n).then_some(runs)
+            if count >= n {
+                Ok(runs)
+            } else {
+                Err(runs.iter().map(|r| r.state.clone()).collect::<Vec<_>>())
+            }
         })
         .await
     }

@@ -2,8 +2,8 @@
 //! `tickwork admin` and `tickwork executor` processes on it, then checks what they do through
 //! the admin's HTTP APIs only.
 //!
-//! Everything is polled with generous deadlines ([`wait_until`]): the suite runs on loaded
-//! 2-core CI machines, where a fixed sleep would be either flaky or slow.
+//! Everything is polled with generous deadlines ([`wait_until`], from `tickwork-testkit`): the
+//! suite runs on loaded 2-core CI machines, where a fixed sleep would be either flaky or slow.
 //!
 //! Running: `cargo build -p tickwork && cargo nextest run -p tickwork-it`. The tests use the
 //! `tickwork` binary of the same build profile. PostgreSQL and MySQL/MariaDB servers are taken
@@ -18,41 +18,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
+use tickwork_testkit::Process;
 
 pub use api::{Api, Reply, Run};
-pub use process::{Proc, tickwork_bin};
-pub use tickwork_testkit::{Backend, TestDb};
+pub use process::{start_tickwork, tickwork_bin};
+pub use tickwork_testkit::{Backend, TestDb, now_ms, wait_until};
 
 /// The usual deadline of a wait: far beyond what an idle machine needs.
 pub const WAIT: Duration = Duration::from_secs(30);
-
-/// Polls `check` every 100 ms until it returns `Some`, which is returned; panics naming `what`
-/// after `deadline`.
-pub async fn wait_until<T, F, Fut>(deadline: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let end = tokio::time::Instant::now() + deadline;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < end,
-            "timed out after {deadline:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Wall-clock epoch milliseconds, as the admin stamps runs (same machine, same clock).
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_millis() as i64
-}
 
 /// An instant as RFC 3339 text (a `ONCE` schedule).
 pub fn rfc3339(ms: i64) -> String {
@@ -100,13 +73,13 @@ pub struct Cluster {
     pub settings: AdminSettings,
     access_token: String,
     api_token: String,
-    admin: Option<Proc>,
+    admin: Option<Process>,
     /// The admin's port, kept across restarts so executors find the new process.
     admin_port: u16,
     admin_starts: usize,
-    executors: Vec<Proc>,
+    executors: Vec<Process>,
     /// Processes that ended, kept for their logs.
-    ended: Vec<Proc>,
+    ended: Vec<Process>,
     db: Option<TestDb>,
     dir: Option<tempfile::TempDir>,
 }
@@ -196,18 +169,17 @@ impl Cluster {
             config.into(),
         ];
         let log = dir.join(format!("admin-{n}.log"));
-        let proc = Proc::start(&format!("admin #{n}"), &args, log).await;
-        self.admin_port = proc.addr.port();
-        self.admin = Some(proc);
+        let (process, addr) = start_tickwork(&format!("admin #{n}"), &args, log).await;
+        self.admin_port = addr.port();
+        self.admin = Some(process);
         self.api()
     }
 
     /// Stops the admin with SIGTERM and waits for it to exit, which it must do promptly.
     pub async fn stop_admin(&mut self) {
-        let mut admin = self.admin.take().expect("the admin is running");
-        admin.signal(Signal::SIGTERM);
-        let status = admin.wait_exit(WAIT).await;
-        let name = admin.name.clone();
+        let admin = self.admin.take().expect("the admin is running");
+        let status = admin.terminate(WAIT).await;
+        let name = admin.name().to_owned();
         self.ended.push(admin);
         let status = status.unwrap_or_else(|| panic!("{name} did not exit on SIGTERM"));
         assert!(status.success(), "{name} exited with {status} on SIGTERM");
@@ -235,9 +207,10 @@ impl Cluster {
             "30s".into(),
         ];
         let log = dir.join(format!("executor-{index}.log"));
-        let proc = Proc::start(&format!("executor #{index} ({app})"), &args, log).await;
-        let address = format!("http://{}/", proc.addr);
-        self.executors.push(proc);
+        let (process, addr) =
+            start_tickwork(&format!("executor #{index} ({app})"), &args, log).await;
+        let address = format!("http://{addr}/");
+        self.executors.push(process);
         Executor {
             index,
             address,
@@ -267,16 +240,15 @@ impl Cluster {
 
     /// Waits for an executor to exit; its exit status.
     pub async fn wait_executor_exit(&mut self, e: &Executor) -> std::process::ExitStatus {
-        let p = &mut self.executors[e.index];
-        let name = p.name.clone();
+        let p = &self.executors[e.index];
         p.wait_exit(Duration::from_secs(60))
             .await
-            .unwrap_or_else(|| panic!("{name} did not exit"))
+            .unwrap_or_else(|| panic!("{} did not exit", p.name()))
     }
 
-    /// An executor's log (stderr) so far.
+    /// An executor's output (its log on stderr, and its stdout) so far.
     pub fn executor_log(&self, e: &Executor) -> String {
-        self.executors[e.index].log()
+        self.executors[e.index].output()
     }
 
     /// Every process's log, for a failure report.
@@ -293,11 +265,15 @@ impl Cluster {
             .chain(self.admin.iter())
             .chain(self.executors.iter());
         for p in all {
-            let log = p.log();
+            let log = p.output();
             // The end of a long log is what explains a failure.
             let lines: Vec<&str> = log.lines().collect();
             let from = lines.len().saturating_sub(300);
-            eprintln!("----- {} (last {} lines) -----", p.name, lines.len() - from);
+            eprintln!(
+                "----- {} (last {} lines) -----",
+                p.name(),
+                lines.len() - from
+            );
             for line in &lines[from..] {
                 eprintln!("{line}");
             }
@@ -312,13 +288,10 @@ impl Drop for Cluster {
         if failed {
             self.dump_logs();
         }
-        // Processes first: the database is dropped once nobody holds a connection to it.
-        if let Some(mut a) = self.admin.take() {
-            a.kill();
-        }
-        for mut p in self.executors.drain(..) {
-            p.kill();
-        }
+        // Processes first (each is killed and reaped when dropped): the database is dropped
+        // once nobody holds a connection to it.
+        self.admin.take();
+        self.executors.clear();
         self.ended.clear();
         self.db.take();
         // A failed test's folder (process logs, run logs, spool) stays for inspection.

@@ -47,7 +47,7 @@ async fn retries_back_off_and_link_to_parent(mut c: Cluster) {
         .await;
     let id = job["id"].as_i64().unwrap();
     api.trigger(id, None, None).await;
-    let runs = wait_until(WAIT, "three ended attempts", || async {
+    let runs = wait_until("three ended attempts", WAIT, || async {
         let runs = api.runs(id).await;
         (runs.len() >= 3 && runs.iter().all(Run::is_settled)).then_some(runs)
     })

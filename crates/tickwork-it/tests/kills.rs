@@ -68,7 +68,7 @@ async fn forward(
             .lock()
             .unwrap()
             .expect("the run being killed is known");
-        let state = wait_until(WAIT, "the executor's report of the killed run", || async {
+        let state = wait_until("the executor's report of the killed run", WAIT, || async {
             let r = p.api.run(run).await;
             r.is_final().then_some(r.state)
         })
@@ -123,7 +123,7 @@ async fn kill_reported_as_failure_before_its_answer_ends_killed_without_retry_or
         .unwrap();
     let run = api.trigger(long, None, None).await;
     api.wait_dispatched(run.id).await;
-    wait_until(WAIT, "the script to start", || async {
+    wait_until("the script to start", WAIT, || async {
         let log = api.get(&format!("/runs/{}/log?from_line=1", run.id)).await;
         log["content"]
             .as_str()
@@ -154,7 +154,7 @@ async fn kill_reported_as_failure_before_its_answer_ends_killed_without_retry_or
         .unwrap();
     let failed = api.trigger(failing, None, None).await;
     assert_eq!(api.wait_final(failed.id).await.state, "failed");
-    wait_until(WAIT, "the failed run's alarm delivery", || async {
+    wait_until("the failed run's alarm delivery", WAIT, || async {
         (!deliveries(&api, failed.id).await.is_empty()).then_some(())
     })
     .await;

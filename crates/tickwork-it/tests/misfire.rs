@@ -48,7 +48,7 @@ async fn misfire_policies(mut c: Cluster) {
 
     // Both jobs go on with on-time fires after the restart.
     for &id in &ids {
-        wait_until(WAIT, &format!("job {id} back on schedule"), || async {
+        wait_until(&format!("job {id} back on schedule"), WAIT, || async {
             let runs = api.runs(id).await;
             runs.iter()
                 .any(|r| r.state == "succeeded" && r.scheduled_at > restarted_at + THRESHOLD_MS)

@@ -74,7 +74,7 @@ async fn conformance(mut c: Cluster) {
         .await;
     assert_eq!(job["id"], 1, "the first job");
     let run = api.trigger(1, Some("hello"), None).await;
-    wait_until(Duration::from_secs(30), "the first run to finish", || {
+    wait_until("the first run to finish", Duration::from_secs(30), || {
         let api = api.clone();
         async move { api.run(run.id).await.is_final().then_some(()) }
     })

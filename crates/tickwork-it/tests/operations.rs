@@ -63,7 +63,7 @@ async fn drain_on_registry_remove(mut c: Cluster) {
         }))
         .await;
     let id = job["id"].as_i64().unwrap();
-    wait_until(WAIT, "runs on both executors", || async {
+    wait_until("runs on both executors", WAIT, || async {
         let runs = api.runs(id).await;
         let on = |e: &tickwork_it::Executor| {
             runs.iter()
@@ -77,7 +77,7 @@ async fn drain_on_registry_remove(mut c: Cluster) {
     // when the admin accepted that; the group is not read meanwhile, since reading it
     // refreshes the admin's cached address list and would hide a stale one.
     c.signal_executor(&ex[0], Signal::SIGTERM);
-    wait_until(WAIT, "the executor to deregister", || async {
+    wait_until("the executor to deregister", WAIT, || async {
         c.executor_log(&ex[0])
             .contains("deregistered")
             .then_some(())
@@ -85,7 +85,7 @@ async fn drain_on_registry_remove(mut c: Cluster) {
     .await;
     let removed_at = now_ms();
     let after = |r: &tickwork_it::Run| r.scheduled_at > removed_at;
-    let runs = wait_until(WAIT, "runs after the removal", || async {
+    let runs = wait_until("runs after the removal", WAIT, || async {
         let runs = api.runs(id).await;
         let done = runs
             .iter()
@@ -130,7 +130,7 @@ async fn callbacks_survive_admin_restart(mut c: Cluster) {
     c.stop_admin().await;
     // The run ends while no admin listens: the executor keeps its result on disk.
     let spool = ex[0].logs.join("callbacklogs");
-    wait_until(WAIT, "the executor to spool its callback", || async {
+    wait_until("the executor to spool its callback", WAIT, || async {
         let files = std::fs::read_dir(&spool).ok()?;
         (files.count() > 0).then_some(())
     })
@@ -138,7 +138,7 @@ async fn callbacks_survive_admin_restart(mut c: Cluster) {
 
     let api = c.start_admin().await;
     // The executor resends with a backoff of up to 30 s.
-    let run = wait_until(Duration::from_secs(90), "the spooled result", || async {
+    let run = wait_until("the spooled result", Duration::from_secs(90), || async {
         let r = api.run(run.id).await;
         r.is_settled().then_some(r)
     })
@@ -172,7 +172,7 @@ async fn claimed_fires_survive_admin_restart(mut c: Cluster) {
         }))
         .await;
     let cron = cron["id"].as_i64().unwrap();
-    wait_until(WAIT, "the ONCE fire to be claimed", || async {
+    wait_until("the ONCE fire to be claimed", WAIT, || async {
         let runs = api.runs(once).await;
         runs.iter().any(|r| r.state == "planned").then_some(())
     })
@@ -184,7 +184,7 @@ async fn claimed_fires_survive_admin_restart(mut c: Cluster) {
         now_ms() < at,
         "the restart took too long to test a claimed fire"
     );
-    let runs = wait_until(WAIT, "the claimed ONCE fire to end", || async {
+    let runs = wait_until("the claimed ONCE fire to end", WAIT, || async {
         let runs = api.runs(once).await;
         (runs.len() == 1 && runs[0].is_settled()).then_some(runs)
     })
@@ -198,7 +198,7 @@ async fn claimed_fires_survive_admin_restart(mut c: Cluster) {
     // The cron job's fires claimed before the restart ran too (late, but they ran): none is
     // left planned or skipped once the ones after the restart have run.
     let restarted = now_ms();
-    let runs = wait_until(WAIT, "cron fires after the restart", || async {
+    let runs = wait_until("cron fires after the restart", WAIT, || async {
         let runs = api.runs(cron).await;
         runs.iter()
             .any(|r| r.scheduled_at > restarted + 1000 && r.is_settled())

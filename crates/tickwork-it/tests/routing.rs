@@ -98,7 +98,7 @@ async fn route_sharding_broadcast(mut c: Cluster) {
     let (group, ex) = c.executor_group("it-app", 3).await;
     let id = job(&api, group, "SHARDING_BROADCAST", "echo").await;
     api.trigger(id, Some("shards"), None).await;
-    let runs = wait_until(WAIT, "three ended shards", || async {
+    let runs = wait_until("three ended shards", WAIT, || async {
         let runs = api.runs(id).await;
         (runs.len() >= 3 && runs.iter().all(Run::is_settled)).then_some(runs)
     })
@@ -149,7 +149,7 @@ async fn broadcast_retries_stay_on_their_shard(api: &Api, group: i64) {
         .await;
     let id = j["id"].as_i64().unwrap();
     api.trigger(id, None, None).await;
-    wait_until(WAIT, "three shards and their retries", || async {
+    wait_until("three shards and their retries", WAIT, || async {
         let runs = api.runs(id).await;
         (runs.len() >= 6 && runs.iter().all(Run::is_settled)).then_some(())
     })

@@ -214,7 +214,7 @@ async fn none_runs_only_when_triggered(mut c: Cluster) {
     assert_eq!(run.trigger_type, "API", "{run:?}");
     assert_eq!(run.handle_msg(), "by hand", "{run:?}");
     assert_eq!(run.fire_key, None, "{run:?}");
-    let all = wait_until(WAIT, "exactly one run", || async {
+    let all = wait_until("exactly one run", WAIT, || async {
         let runs = api.runs(id).await;
         (runs.len() == 1).then_some(runs)
     })

@@ -233,6 +233,24 @@ fn executor_and_client_reach_neither_store_nor_admin() {
 }
 
 #[test]
+fn only_test_suites_depend_on_testkit() {
+    let ws = Workspace::load();
+    // The crates that are test suites as a whole: their library is their harness.
+    let suites = ["tickwork-it", "tickwork-console-tests", "tickwork-testkit"];
+    let violations: Vec<String> = ws
+        .members
+        .keys()
+        .filter(|member| !suites.contains(&member.as_str()))
+        .flat_map(|member| ws.violations(member, &["tickwork-testkit"]))
+        .collect();
+    assert_none(
+        "test support is for tests: tickwork-testkit is a dev-dependency, except of the \
+         crates that are test suites",
+        &violations,
+    );
+}
+
+#[test]
 fn library_crates_do_not_depend_on_anyhow() {
     let ws = Workspace::load();
     let violations: Vec<String> = ws

@@ -13,23 +13,10 @@ mod support;
 
 use support::{DEADLINE, Process, start_listening, tickwork};
 use tickwork_protocol::{HandleCallbackParam, RegistryParam, TriggerParam};
+use tickwork_testkit::{wait_until, wait_until_sync};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::process::Command;
-
-async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// One request received by the fake admin: `(path, body)`.
 type Log = Arc<Mutex<Vec<(String, String)>>>;
@@ -104,7 +91,7 @@ fn callbacks(log: &Log) -> Vec<HandleCallbackParam> {
 }
 
 async fn callback(log: &Log, log_id: i64) -> HandleCallbackParam {
-    eventually(&format!("callback {log_id}"), || {
+    wait_until_sync(format!("callback {log_id}"), DEADLINE, || {
         callbacks(log).into_iter().find(|c| c.log_id == log_id)
     })
     .await
@@ -197,7 +184,7 @@ async fn sigterm_with_runs_in_flight(mode: &str) -> (Log, i32, String) {
     let admin = format!("http://{admin_addr}/xxl-job-admin");
     let dir = tempfile::tempdir().unwrap();
     let mut p = start(&base_args(&admin, dir.path(), mode), &[]).await;
-    eventually("registration", || {
+    wait_until_sync("registration", DEADLINE, || {
         paths(&log)
             .contains(&"/xxl-job-admin/api/registry".to_owned())
             .then_some(())
@@ -211,17 +198,12 @@ async fn sigterm_with_runs_in_flight(mode: &str) -> (Log, i32, String) {
     // Both long runs have started (their logs have a first line); the short ones wait.
     for log_id in [1, 2] {
         let request = format!("{{\"logDateTim\":{when},\"logId\":{log_id},\"fromLineNum\":1}}");
-        let deadline = tokio::time::Instant::now() + DEADLINE;
-        while !post(p.addr, "/log", "tok", request.as_bytes())
-            .await
-            .contains("execute start")
-        {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "run {log_id} never started"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_until(format!("run {log_id} to start"), DEADLINE, || async {
+            post(p.addr, "/log", "tok", request.as_bytes())
+                .await
+                .contains("execute start")
+        })
+        .await;
     }
     p.sigterm();
     let code = p.exit_code().await;
@@ -289,7 +271,7 @@ async fn environment_and_file_configure_the_executor() {
     let config_arg = config.to_str().unwrap();
     // The environment beats the file.
     let mut p = start(&["--config", config_arg], &[("TICKWORK_APP", "from-env")]).await;
-    let registry = eventually("registration", || {
+    let registry = wait_until_sync("registration", DEADLINE, || {
         log.lock()
             .unwrap()
             .iter()

@@ -11,9 +11,10 @@ use std::time::Duration;
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
-use support::{Api, Backend, CountingExecutor, InProcessAdmin, Receiver, TestDb, wait_for};
+use support::{Api, Backend, CountingExecutor, InProcessAdmin, TestDb};
 use tickwork_core::run::RunState;
 use tickwork_store::{AlarmStatus, DeliveryFilter, DeliveryState, PageReq, Store};
+use tickwork_testkit::{Process, Receiver, wait_until};
 
 const ADMIN: &str = r#"
 [cluster]
@@ -122,11 +123,14 @@ impl Setup {
             .await;
         let run_id = run["id"].as_i64().expect("run id");
         let store = self.admin.store.clone();
-        let state = wait_for("the run to end", WAIT, || {
+        let state = wait_until("the run to end", WAIT, || {
             let store = store.clone();
             async move {
-                let run = store.run_get(run_id).await.ok()?;
-                run.state.is_final().then_some(run.state)
+                let state = store.run_get(run_id).await.map(|r| r.state);
+                match state {
+                    Ok(state) if state.is_final() => Ok(state),
+                    seen => Err(seen),
+                }
             }
         })
         .await;
@@ -151,7 +155,7 @@ impl Setup {
 }
 
 async fn registered(store: &dyn Store, address: &str) {
-    wait_for("the executor's registration", WAIT, || async {
+    wait_until("the executor's registration", WAIT, || async {
         let rows = store.registry_list().await.ok()?;
         rows.iter().any(|r| r.address == address).then_some(())
     })
@@ -160,7 +164,7 @@ async fn registered(store: &dyn Store, address: &str) {
 
 /// Waits until every delivery of `run_id` is no longer pending; returns them.
 async fn settled(store: &dyn Store, run_id: i64, n: usize) -> Vec<tickwork_store::AlarmDelivery> {
-    wait_for("the run's alarm deliveries to settle", WAIT, || async {
+    wait_until("the run's alarm deliveries to settle", WAIT, || async {
         let page = store
             .alarm_deliveries_list(DeliveryFilter {
                 run_id: Some(run_id),
@@ -168,9 +172,15 @@ async fn settled(store: &dyn Store, run_id: i64, n: usize) -> Vec<tickwork_store
                 page: PageReq::first(100),
             })
             .await
-            .ok()?;
-        (page.items.len() == n && page.items.iter().all(|d| d.state != DeliveryState::Pending))
-            .then_some(page.items)
+            .map_err(|e| e.to_string())?;
+        if page.items.len() == n && page.items.iter().all(|d| d.state != DeliveryState::Pending) {
+            Ok(page.items)
+        } else {
+            Err(format!(
+                "{n} wanted, states {:?}",
+                page.items.iter().map(|d| d.state).collect::<Vec<_>>()
+            ))
+        }
     })
     .await
 }
@@ -599,7 +609,7 @@ controller.stop()
 
 /// Python's aiosmtpd, saving each message to a folder; `None` (after a loud banner) when
 /// aiosmtpd is not installed outside CI.
-async fn smtp_server(folder: &std::path::Path) -> Option<(tokio::process::Child, u16)> {
+async fn smtp_server(folder: &std::path::Path) -> Option<(Process, u16)> {
     let installed = std::process::Command::new("python3")
         .args(["-c", "import aiosmtpd"])
         .output()
@@ -623,24 +633,13 @@ async fn smtp_server(folder: &std::path::Path) -> Option<(tokio::process::Child,
     std::fs::write(&script, SMTP_SERVER).unwrap();
     let mail = folder.join("mail");
     std::fs::create_dir(&mail).unwrap();
-    let mut child = tokio::process::Command::new("python3")
-        .arg(&script)
-        .arg(port.to_string())
-        .arg(&mail)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start aiosmtpd");
-    use tokio::io::AsyncBufReadExt;
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = tokio::io::BufReader::new(stdout).lines();
-    let ready = tokio::time::timeout(WAIT, lines.next_line()).await;
-    assert!(
-        matches!(&ready, Ok(Ok(Some(l))) if l == "ready"),
-        "aiosmtpd did not start: {ready:?}"
-    );
-    Some((child, port))
+    let mut command = std::process::Command::new("python3");
+    command.arg(&script).arg(port.to_string()).arg(&mail);
+    let server = Process::start("aiosmtpd", command);
+    server
+        .wait_for_line("ready", WAIT, |line| (line == "ready").then_some(()))
+        .await;
+    Some((server, port))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -748,7 +747,7 @@ async fn three_admins(backend: Backend) {
     let job_id = job["id"].as_i64().unwrap();
 
     // Let it fail a few times on whichever admins claim it, then stop it.
-    wait_for("six failed runs", Duration::from_secs(60), || {
+    wait_until("six failed runs", Duration::from_secs(60), || {
         let store = store.clone();
         async move {
             let runs = support::runs_of(&*store, Some(job_id)).await;
@@ -757,7 +756,7 @@ async fn three_admins(backend: Backend) {
     })
     .await;
     api.post(&format!("jobs/{job_id}/stop"), json!({})).await;
-    let failed = wait_for(
+    let failed = wait_until(
         "every run final and alarmed",
         Duration::from_secs(60),
         || {

@@ -8,12 +8,13 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::json;
-use support::{Api, Backend, CountingExecutor, InProcessAdmin, TestDb, runs_of, wait_for};
+use support::{Api, Backend, CountingExecutor, InProcessAdmin, TestDb, runs_of};
 use tickwork_admin::PipelineHandle;
 use tickwork_admin::clock::ManualClock;
 use tickwork_core::TriggerType;
 use tickwork_core::run::RunState;
 use tickwork_store::Run;
+use tickwork_testkit::wait_until;
 
 /// 2030-01-01T00:00:00Z, the manual clock's start: far from the wall clock, so that a read of
 /// the wall clock where the clock belongs shows.
@@ -93,7 +94,7 @@ impl Setup {
         let scheduler = &self.admin.admin.scheduler;
         PipelineHandle::wake(scheduler);
         let stats = scheduler.stats();
-        wait_for("a claim round at the new time", WAIT, move || async move {
+        wait_until("a claim round at the new time", WAIT, move || async move {
             (stats.last_claim_at.load(Ordering::SeqCst) >= at).then_some(())
         })
         .await;
@@ -103,7 +104,7 @@ impl Setup {
     /// may end it before the ledger writes the dispatch).
     async fn ended(&self, run_id: i64) -> Run {
         let store = self.admin.store.clone();
-        wait_for("the run to end", WAIT, || {
+        wait_until("the run to end", WAIT, || {
             let store = store.clone();
             async move {
                 let run = store.run_get(run_id).await.ok()?;
@@ -210,7 +211,7 @@ async fn retry_after_a_ten_minute_backoff_fires_when_the_clock_passes_the_backof
     // The timer holds it and sleeps until its instant; a millisecond short of it fires
     // nothing.
     let (scheduler, clock) = (&s.admin.admin.scheduler, &s.clock);
-    wait_for(
+    wait_until(
         "the timer asleep until the retry",
         WAIT,
         move || async move {

@@ -14,9 +14,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use serde_json::json;
-use support::{Api, Backend, Child, CountingExecutor, TestDb, report, runs_of, wait_for};
+use support::{Api, Backend, Child, CountingExecutor, TestDb, report, runs_of};
 use tickwork_core::run::RunState;
-use tickwork_store::{Run, TimeRange};
+use tickwork_store::Run;
+use tickwork_testkit::wait_until;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_admins_on_postgres_lose_one_to_sigkill_and_one_to_sigterm() {
@@ -109,7 +110,7 @@ async fn scenario(backend: Backend) {
     let addresses: Vec<String> = admins.iter().map(|a| a.address.clone()).collect();
     let executor = CountingExecutor::start("failover", &addresses, &db.token).await;
     let executor_address = executor.address();
-    wait_for(
+    wait_until(
         "the executor's registration",
         Duration::from_secs(30),
         || {
@@ -172,7 +173,7 @@ async fn scenario(backend: Backend) {
         status.is_some_and(|s| s.success()),
         "{} did not exit cleanly on SIGTERM ({status:?}); its log:\n{}",
         nodes[stopped],
-        admins[stopped].log_tail(40)
+        admins[stopped].tail(40)
     );
     alive.retain(|&i| i != stopped);
     let last = alive[0];
@@ -186,32 +187,10 @@ async fn scenario(backend: Backend) {
     }
     // Fires up to two seconds before the stop must all have run.
     let cut = stop_at - 2_000;
-    let settled = support::poll(Duration::from_secs(120), || {
-        let store = store.clone();
-        async move {
-            let counts = store
-                .runs_state_counts(TimeRange {
-                    from: None,
-                    to: Some(cut + 1),
-                })
-                .await
-                .ok()?;
-            counts
-                .iter()
-                .all(|(state, _)| state.is_final())
-                .then_some(())
-        }
-    })
-    .await;
-    if settled.is_none() {
-        let pending: Vec<Run> = runs_of(&*store, None)
-            .await
-            .into_iter()
-            .filter(|r| r.scheduled_at <= cut && !r.state.is_final())
-            .collect();
+    if let Err(pending) = support::settled_until(&*store, cut).await {
         let logs: Vec<String> = admins
             .iter()
-            .map(|a| format!("--- {}:\n{}", a.name, a.log_tail(30)))
+            .map(|a| format!("--- {}:\n{}", a.name, a.tail(30)))
             .collect();
         let executed: Vec<(i64, u32)> = pending
             .iter()
@@ -291,7 +270,7 @@ async fn scenario(backend: Backend) {
 
     // The last one holds the maintenance lease and is ready.
     let a = api.clone();
-    wait_for(
+    wait_until(
         "the last node to hold the lease",
         Duration::from_secs(30),
         || {

@@ -9,13 +9,14 @@ use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
 use serde_json::json;
-use support::{Backend, Child, CountingExecutor, InProcessAdmin, TestDb, wait_for};
+use support::{Backend, Child, CountingExecutor, InProcessAdmin, TestDb};
 use tickwork_core::run::RunState;
 use tickwork_core::{MisfireStrategy, ScheduleType, TriggerType};
 use tickwork_store::{
     AddressMode, ClaimParams, Dispatched, GroupNew, Job, JobNew, JobPlan, JobSpec, JobStatus,
     PlannedFire, Run, RunNew, Store,
 };
+use tickwork_testkit::wait_until;
 
 /// Fast beats, so that a departed node's runs are adopted within a second or two.
 const ADMIN: &str = r#"
@@ -101,7 +102,7 @@ async fn fixed_delay_stall(backend: Backend) {
     let executor =
         CountingExecutor::start("delay", std::slice::from_ref(&admin.address), &db.token).await;
 
-    let misfired = wait_for("the stranded fire's end", Duration::from_secs(30), || {
+    let misfired = wait_until("the stranded fire's end", Duration::from_secs(30), || {
         let store = store.clone();
         async move {
             let run = store.run_get(stranded).await.ok()?;
@@ -113,7 +114,7 @@ async fn fixed_delay_stall(backend: Backend) {
     assert_eq!(misfired.owner_node.as_deref(), Some("survivor"));
 
     // The job moves on: its next fire comes a delay after the misfire, and runs.
-    let next = wait_for(
+    let next = wait_until(
         "a fire of the job after the misfired one",
         Duration::from_secs(20),
         || {
@@ -196,7 +197,7 @@ async fn dispatched(store: &dyn Store, job_id: i64, node: &str, address: &str) -
 
 /// The follow-up of `parent` (its retry or its child's run) once it has ended.
 async fn ended_follow_up(store: &dyn Store, job_id: i64, parent: i64) -> Run {
-    wait_for(
+    wait_until(
         "the follow-up run to run",
         Duration::from_secs(30),
         || async move {
@@ -249,7 +250,7 @@ async fn crash_after_completion(backend: Backend) {
     let failed = dispatched(&*store, flaky.id, node, &executor.address()).await;
     let succeeded = dispatched(&*store, parent.id, node, &executor.address()).await;
 
-    let mut admin = Child::admin_with(
+    let admin = Child::admin_with(
         &logs,
         node,
         &db,
@@ -270,7 +271,7 @@ async fn crash_after_completion(backend: Backend) {
         .send()
         .await;
     let status = admin
-        .exited(Duration::from_secs(30))
+        .wait_exit(Duration::from_secs(30))
         .await
         .unwrap_or_else(|| panic!("the admin did not crash: {callback:?}"));
     assert_eq!(status.signal(), Some(libc_sigabrt()), "{status:?}");
@@ -283,7 +284,7 @@ async fn crash_after_completion(backend: Backend) {
     );
 
     // Back, without the crash point: it re-arms its planned runs.
-    let mut admin = Child::admin_with(&logs, node, &db, "", Some(&listen), &[]).await;
+    let admin = Child::admin_with(&logs, node, &db, "", Some(&listen), &[]).await;
     let retry = ended_follow_up(&*store, flaky.id, failed.id).await;
     assert_eq!((retry.trigger_type, retry.attempt), (TriggerType::Retry, 1));
     assert!(

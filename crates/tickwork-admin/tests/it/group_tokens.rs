@@ -8,7 +8,8 @@ use crate::support;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{Api, Backend, Child, TestDb, wait_for};
+use support::{Api, Backend, Child, TestDb};
+use tickwork_testkit::wait_until;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -20,9 +21,13 @@ async fn run_of(api: &Api, run: i64) -> Value {
 
 /// Waits until run `run` is in `state`.
 async fn reaches(api: &Api, run: i64, state: &str) -> Value {
-    wait_for(&format!("run {run} to be {state}"), WAIT, || async {
+    wait_until(&format!("run {run} to be {state}"), WAIT, || async {
         let r = run_of(api, run).await;
-        (r["state"] == state).then_some(r)
+        if r["state"] == state {
+            Ok(r)
+        } else {
+            Err(r["state"].clone())
+        }
     })
     .await
 }
@@ -49,16 +54,13 @@ async fn executor_with_its_group_token_registers_and_completes_runs_end_to_end()
 
     // An executor still on the global token is refused by this group.
     let stale = Child::executor(&logs, "stale", "tokens-e2e", &admin.address, &db.token).await;
-    wait_for("the global token to be refused", WAIT, || async {
-        stale
-            .log_tail(50)
-            .contains("may not register")
-            .then_some(())
+    wait_until("the global token to be refused", WAIT, || async {
+        stale.tail(50).contains("may not register").then_some(())
     })
     .await;
 
     let executor = Child::executor(&logs, "own", "tokens-e2e", &admin.address, &token).await;
-    wait_for("the executor to register", WAIT, || async {
+    wait_until("the executor to register", WAIT, || async {
         let (_, list) = api
             .call("GET", &format!("groups/{group}/instances"), None)
             .await;

@@ -8,12 +8,11 @@ use crate::support;
 use std::time::Duration;
 
 use serde_json::json;
-use support::{
-    Api, Backend, Child, CountingExecutor, InProcessAdmin, Receiver, TestDb, report, wait_for,
-};
+use support::{Api, Backend, Child, CountingExecutor, InProcessAdmin, TestDb, report};
 use tickwork_core::TriggerType;
 use tickwork_core::run::RunState;
 use tickwork_store::AlarmStatus;
+use tickwork_testkit::{Receiver, wait_until};
 
 const ADMIN: &str = r#"
 [registry]
@@ -47,7 +46,7 @@ async fn mariadb_run_of_a_killed_executor_is_lost_retried_and_alarmed_once() {
 async fn registered(admin: &InProcessAdmin, address: &str) {
     let store = admin.store.clone();
     let address = address.to_owned();
-    wait_for(
+    wait_until(
         "the executor's registration",
         Duration::from_secs(30),
         || {
@@ -71,7 +70,7 @@ async fn scenario(backend: Backend) {
     let store = admin.store.clone();
     let api = Api::new(&admin.address);
 
-    let mut doomed = Child::executor(&logs, "doomed", "lost", &admin.address, &db.token).await;
+    let doomed = Child::executor(&logs, "doomed", "lost", &admin.address, &db.token).await;
     registered(&admin, &doomed.address).await;
     let group = api.group("lost").await;
     let receiver = Receiver::start().await;
@@ -97,7 +96,7 @@ async fn scenario(backend: Backend) {
     let job_id = job["id"].as_i64().expect("job id");
     let run = api.post(&format!("jobs/{job_id}/trigger"), json!({})).await;
     let run_id = run["id"].as_i64().expect("run id");
-    wait_for(
+    wait_until(
         "the run to reach the doomed executor",
         Duration::from_secs(30),
         || {
@@ -122,7 +121,7 @@ async fn scenario(backend: Backend) {
     doomed.kill().await;
     let killed_at = support::now_ms();
 
-    let lost = wait_for("the run to be lost", Duration::from_secs(60), || {
+    let lost = wait_until("the run to be lost", Duration::from_secs(60), || {
         let store = store.clone();
         async move {
             let run = store.run_get(run_id).await.ok()?;
@@ -138,7 +137,7 @@ async fn scenario(backend: Backend) {
         "the message names the executor: {msg}"
     );
 
-    let retry = wait_for("the retry to succeed", Duration::from_secs(60), || {
+    let retry = wait_until("the retry to succeed", Duration::from_secs(60), || {
         let store = store.clone();
         async move {
             let runs = support::runs_of(&*store, Some(job_id)).await;
@@ -171,7 +170,7 @@ async fn scenario(backend: Backend) {
         text.contains(&doomed.address) && text.contains("lost:"),
         "{text}"
     );
-    wait_for(
+    wait_until(
         "the delivery to be recorded as sent",
         Duration::from_secs(30),
         || {
@@ -187,7 +186,7 @@ async fn scenario(backend: Backend) {
     let rounds =
         |s: &tickwork_admin::Stats| s.alarm_rounds.load(std::sync::atomic::Ordering::Relaxed);
     let seen = rounds(stats);
-    wait_for(
+    wait_until(
         "three more delivery rounds",
         Duration::from_secs(30),
         || async { (rounds(stats) >= seen + 3).then_some(()) },

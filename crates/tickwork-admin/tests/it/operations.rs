@@ -7,13 +7,14 @@ use crate::support;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use support::{Api, Backend, CountingExecutor, InProcessAdmin, TestDb, report, wait_for};
+use support::{Api, Backend, CountingExecutor, InProcessAdmin, TestDb, report};
 use tickwork_core::TriggerType;
 use tickwork_core::run::RunState;
 use tickwork_store::{
     AddressMode, GroupNew, JobNew, JobSpec, JobStatus, RunComplete, RunNew, RunReport, Store,
     TimeRange,
 };
+use tickwork_testkit::wait_until;
 
 /// Fast beats, so that a lease or a death is noticed within a second or two.
 const ADMIN: &str = r#"
@@ -51,7 +52,7 @@ async fn mariadb_lease_adoption_health_metrics_reports_retention() {
 
 /// The one lease holder among `admins`, once there is exactly one.
 async fn holder(admins: &[&InProcessAdmin]) -> usize {
-    wait_for(
+    wait_until(
         "exactly one lease holder",
         Duration::from_secs(20),
         || async {
@@ -78,7 +79,7 @@ async fn planted(store: &dyn Store, job_id: i64, owner: &str, at: i64) -> i64 {
 }
 
 async fn fired_by(store: &dyn Store, run_id: i64) -> (String, i64) {
-    wait_for(
+    wait_until(
         "the planted run to run",
         Duration::from_secs(30),
         || async {
@@ -173,7 +174,7 @@ async fn scenario(backend: Backend) {
     let first = holder(&admins.iter().collect::<Vec<_>>()).await;
     let apis: Vec<Api> = addresses.iter().map(|a| Api::new(a)).collect();
     for api in &apis {
-        wait_for("readiness", Duration::from_secs(20), || async {
+        wait_until("readiness", Duration::from_secs(20), || async {
             (api.get("/readyz").await.0 == 200).then_some(())
         })
         .await;
@@ -216,7 +217,7 @@ async fn scenario(backend: Backend) {
     ));
 
     // Reports of today and the two days before; retention dropped the old runs and report.
-    wait_for(
+    wait_until(
         "the daily reports and retention",
         Duration::from_secs(20),
         || {

@@ -14,10 +14,11 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::json;
-use support::{Api, Backend, Child, CountingExecutor, TestDb, report, runs_of, wait_for};
+use support::{Api, Backend, Child, CountingExecutor, TestDb, report, runs_of};
 use tickwork_core::TriggerType;
 use tickwork_core::run::RunState;
-use tickwork_store::{Run, TimeRange};
+use tickwork_store::Run;
+use tickwork_testkit::wait_until;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn admins_on_postgres_ride_out_a_20_s_outage() {
@@ -59,7 +60,7 @@ async fn scenario(backend: Backend) {
     let apis: Vec<Api> = addresses.iter().map(|a| Api::new(a)).collect();
     let executor = CountingExecutor::start("outage", &addresses, &db.token).await;
     let executor_address = executor.address();
-    wait_for(
+    wait_until(
         "the executor's registration",
         Duration::from_secs(30),
         || {
@@ -106,20 +107,20 @@ async fn scenario(backend: Backend) {
 
     support::sleep_until_ms(mid_second(10)).await;
     let outage_from = support::now_ms();
-    db.deny_connections().await;
+    db.outage().take_down().await;
     support::sleep_until_ms(mid_second(10 + outage_s)).await;
     for admin in &mut admins {
         assert!(
             admin.is_running(),
             "{} exited during the outage; its log:\n{}",
             admin.name,
-            admin.log_tail(40)
+            admin.tail(40)
         );
     }
-    db.allow_connections().await;
+    db.outage().bring_back().await;
     let outage_to = support::now_ms();
     for (admin, api) in admins.iter().zip(&apis) {
-        let recovered = wait_for(
+        let recovered = wait_until(
             "readiness after the outage",
             Duration::from_secs(60),
             || {
@@ -141,32 +142,10 @@ async fn scenario(backend: Backend) {
         apis[1].post(&format!("jobs/{id}/stop"), json!({})).await;
     }
     let cut = stop_at - 2_000;
-    let settled = support::poll(Duration::from_secs(120), || {
-        let store = store.clone();
-        async move {
-            let counts = store
-                .runs_state_counts(TimeRange {
-                    from: None,
-                    to: Some(cut + 1),
-                })
-                .await
-                .ok()?;
-            counts
-                .iter()
-                .all(|(state, _)| state.is_final())
-                .then_some(())
-        }
-    })
-    .await;
-    if settled.is_none() {
-        let pending: Vec<Run> = runs_of(&*store, None)
-            .await
-            .into_iter()
-            .filter(|r| r.scheduled_at <= cut && !r.state.is_final())
-            .collect();
+    if let Err(pending) = support::settled_until(&*store, cut).await {
         let logs: Vec<String> = admins
             .iter()
-            .map(|a| format!("--- {}:\n{}", a.name, a.log_tail(30)))
+            .map(|a| format!("--- {}:\n{}", a.name, a.tail(30)))
             .collect();
         panic!(
             "{} runs before the stop never finished: {:#?}\n{}",

@@ -1,5 +1,6 @@
 //! Test support: an admin-side HTTP receiver that records what executors send, a client that
 //! plays the admin calling an executor, and test handlers that tests can hold and release.
+//! Waits are `tickwork-testkit`'s ([`wait_until_sync`] with [`DEADLINE`]).
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
@@ -15,6 +16,7 @@ use axum::routing::post;
 use serde_json::{Value, json};
 use tickwork_executor::{Executor, ExecutorBuilder, JobContext, JobOutcome, RunningExecutor};
 use tickwork_protocol::{HandleCallbackParam, RegistryParam};
+pub(crate) use tickwork_testkit::{now_ms, wait_until_sync};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -22,25 +24,6 @@ use tokio_util::sync::CancellationToken;
 pub(crate) const DEADLINE: Duration = Duration::from_secs(30);
 pub(crate) const TOKEN: &str = "test-token";
 pub(crate) const APP: &str = "test-app";
-
-/// Polls `check` until it returns `Some`, failing the test after [`DEADLINE`].
-pub(crate) async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-pub(crate) fn now_ms() -> i64 {
-    jiff::Timestamp::now().as_millisecond()
-}
 
 // ---------------------------------------------------------------------------------------------
 // The admin side.
@@ -170,7 +153,7 @@ impl Admin {
 
     /// Waits for the accepted callback of `log_id`.
     pub(crate) async fn callback(&self, log_id: i64) -> HandleCallbackParam {
-        eventually(&format!("callback of log {log_id}"), || {
+        wait_until_sync(format!("callback of log {log_id}"), DEADLINE, || {
             self.callbacks().into_iter().find(|c| c.log_id == log_id)
         })
         .await
@@ -178,7 +161,7 @@ impl Admin {
 
     /// Waits until `n` accepted callback items arrived.
     pub(crate) async fn callback_count(&self, n: usize) -> Vec<HandleCallbackParam> {
-        eventually(&format!("{n} callbacks"), || {
+        wait_until_sync(format!("{n} callbacks"), DEADLINE, || {
             let all = self.callbacks();
             (all.len() >= n).then_some(all)
         })

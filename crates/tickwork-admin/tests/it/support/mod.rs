@@ -1,12 +1,14 @@
 //! The harness of the admin's cluster tests: a fresh database per test on every backend,
 //! admins and executors as real child processes, an in-process executor that counts what it
-//! runs, the JSON API, and polling with generous deadlines.
+//! runs, and the JSON API. Waits, child processes, outages and the webhook receiver are
+//! `tickwork-testkit`'s.
 //!
 //! Child processes are this very test binary started again in a child role (the ignored test
 //! `child` of each test file, told its role by `TW_CHILD_ROLE`): a real process that runs the
 //! admin exactly as `tickwork admin` does (`Admin::start`, the HTTP server, a clean shutdown on
 //! SIGTERM), built from the code under test rather than from a binary that may be stale. A
-//! child exits when its stdin closes, so none outlives a test that dies.
+//! child runs in a process group of its own, which is killed when the test drops it, and also
+//! exits when its stdin closes, so none outlives a test that dies.
 //!
 //! Databases come from `tickwork-testkit`: `CREATE DATABASE tw_<pid>_<random>` on the server
 //! named by `TICKWORK_TEST_POSTGRES` / `TICKWORK_TEST_MYSQL` (defaults: the local test servers),
@@ -16,35 +18,24 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::io::Write;
-use std::path::PathBuf;
-use std::process::{ExitStatus, Stdio};
-use std::str::FromStr;
+use std::ops::{Deref, DerefMut};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use serde_json::Value;
-use sqlx::{ConnectOptions, Connection, Executor};
 use tickwork_admin::config::ConfigFile;
 use tickwork_admin::{Admin, Running};
 use tickwork_executor::{Executor as SdkExecutor, JobContext, JobOutcome, RunningExecutor};
-use tickwork_store::{PageReq, Run, RunFilter, Store, StoreOptions};
-use tickwork_testkit::with_user;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
+use tickwork_store::{PageReq, Run, RunFilter, Store, StoreOptions, TimeRange};
+use tickwork_testkit::{Outage, Process, Wait};
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use tickwork_testkit::Backend;
+pub(crate) use tickwork_testkit::clock::{now_ms, sleep_until_ms};
 
 pub(crate) const API_TOKEN: &str = "cluster-test-api-token";
-
-/// Milliseconds since the epoch.
-pub(crate) fn now_ms() -> i64 {
-    tickwork_admin::timer::now_ms()
-}
 
 /// Writes a line to the real stderr: figures a passing test reports.
 pub(crate) fn report(line: impl AsRef<str>) {
@@ -63,8 +54,9 @@ pub(crate) struct TestDb {
     /// talks to an admin of another test (a dead admin's port can be handed out again).
     pub token: String,
     db: tickwork_testkit::TestDb,
-    /// MySQL: the database's own user, which an outage locks.
-    user: Option<String>,
+    /// PostgreSQL and MySQL: the outage a test can start (on MySQL the admins connect as the
+    /// database's own user, which the outage locks).
+    outage: Option<Outage>,
 }
 
 impl TestDb {
@@ -72,31 +64,18 @@ impl TestDb {
     /// reachable outside CI.
     pub(crate) async fn create(backend: Backend) -> Option<TestDb> {
         let mut db = tickwork_testkit::TestDb::create(backend, "tw").await?;
-        let mut url = db.url().to_owned();
-        let mut user = None;
-        if backend == Backend::MySql {
-            // A user of its own, so that an outage can lock it out without touching anyone
-            // else's connections; dropped after the database.
-            let name = db.name().expect("a server database").to_owned();
-            let u = format!("twu_{}", name.trim_start_matches("tw_"));
-            db.cleanup_after(format!("DROP USER IF EXISTS '{u}'@'%'"));
-            for sql in [
-                format!("CREATE USER '{u}'@'%' IDENTIFIED BY 'pw'"),
-                format!("GRANT ALL PRIVILEGES ON {name}.* TO '{u}'@'%'"),
-            ] {
-                db.execute(&sql)
-                    .await
-                    .unwrap_or_else(|e| panic!("`{sql}`: {e}"));
-            }
-            url = with_user(&url, &u, "pw");
-            user = Some(u);
-        }
+        let (outage, url) = if backend == Backend::Sqlite {
+            (None, db.url().to_owned())
+        } else {
+            let (outage, url) = Outage::prepare(&mut db).await;
+            (Some(outage), url)
+        };
         Some(TestDb {
             backend,
             url,
             token: new_token(),
             db,
-            user,
+            outage,
         })
     }
 
@@ -111,72 +90,10 @@ impl TestDb {
             .expect("open the test database")
     }
 
-    /// Runs `sql` on the server, panicking when it fails.
-    async fn must_execute(&self, sql: &str) {
-        self.db
-            .execute(sql)
-            .await
-            .unwrap_or_else(|e| panic!("`{sql}`: {e}"));
-    }
-
-    /// Makes the database refuse every connection and ends the open ones: PostgreSQL stops
-    /// accepting connections to it (`ALLOW_CONNECTIONS false`) and terminates its sessions;
-    /// MySQL/MariaDB locks the database's user (`ACCOUNT LOCK`) and kills its connections.
-    pub(crate) async fn deny_connections(&self) {
-        match self.backend {
-            Backend::Postgres => {
-                let name = self.db.name().expect("a server database");
-                self.must_execute(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false"))
-                    .await;
-                self.must_execute(&format!(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                     WHERE datname = '{name}' AND pid <> pg_backend_pid()"
-                ))
-                .await;
-            }
-            Backend::MySql => {
-                let user = self.user.as_deref().expect("database user");
-                self.must_execute(&format!("ALTER USER '{user}'@'%' ACCOUNT LOCK"))
-                    .await;
-                let server_url = self.db.server_url().expect("a server database");
-                let mut conn = sqlx::mysql::MySqlConnectOptions::from_str(server_url)
-                    .expect("server url")
-                    .connect()
-                    .await
-                    .expect("server connection");
-                let ids: Vec<(i64,)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                    "SELECT CAST(id AS SIGNED) FROM information_schema.processlist \
-                     WHERE user = '{user}'"
-                )))
-                .fetch_all(&mut conn)
-                .await
-                .expect("list connections");
-                for (id,) in ids {
-                    // A connection may end by itself meanwhile.
-                    let _ = conn
-                        .execute(sqlx::AssertSqlSafe(format!("KILL {id}")))
-                        .await;
-                }
-                let _ = conn.close().await;
-            }
-            Backend::Sqlite => unreachable!("no outage for SQLite"),
-        }
-    }
-
-    /// Ends the outage of [`TestDb::deny_connections`].
-    pub(crate) async fn allow_connections(&self) {
-        let sql = match self.backend {
-            Backend::Postgres => format!(
-                "ALTER DATABASE {} ALLOW_CONNECTIONS true",
-                self.db.name().expect("a server database")
-            ),
-            Backend::MySql => format!(
-                "ALTER USER '{}'@'%' ACCOUNT UNLOCK",
-                self.user.as_deref().expect("database user")
-            ),
-            Backend::Sqlite => unreachable!("no outage for SQLite"),
-        };
-        self.must_execute(&sql).await;
+    /// The database's outage: [`Outage::take_down`] makes it refuse every connection and ends
+    /// the open ones, [`Outage::bring_back`] ends the outage. Panics for SQLite.
+    pub(crate) fn outage(&self) -> &Outage {
+        self.outage.as_ref().expect("no outage for SQLite")
     }
 
     pub(crate) async fn drop_database(self) {
@@ -190,16 +107,26 @@ fn new_token() -> String {
 
 // ---- child processes ----
 
-/// A child process of this test binary in an admin or executor role. Killed when dropped.
+/// A child process of this test binary in an admin or executor role, killed (with its process
+/// group) when dropped; its [`Process`] (signals, exit, output) is reached through it.
 pub(crate) struct Child {
     pub name: String,
     /// The admin's base URL, or the executor's registered address.
     pub address: String,
-    child: tokio::process::Child,
-    /// Held apart from `child`, whose `wait` would close it (and the child exits when its
-    /// stdin closes).
-    _stdin: tokio::process::ChildStdin,
-    log: PathBuf,
+    process: Process,
+}
+
+impl Deref for Child {
+    type Target = Process;
+    fn deref(&self) -> &Process {
+        &self.process
+    }
+}
+
+impl DerefMut for Child {
+    fn deref_mut(&mut self) -> &mut Process {
+        &mut self.process
+    }
 }
 
 impl Child {
@@ -250,86 +177,24 @@ impl Child {
         Child::start(name, cmd, logs).await
     }
 
-    async fn start(name: &str, mut cmd: Command, logs: &tempfile::TempDir) -> Child {
-        let log = logs.path().join(format!("{name}.log"));
-        let err = std::fs::File::create(&log).expect("child log file");
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(err))
-            .kill_on_drop(true);
-        let mut child = cmd.spawn().expect("start a child process");
-        let stdin = child.stdin.take().expect("child stdin");
-        let stdout = child.stdout.take().expect("child stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        let ready = tokio::time::timeout(Duration::from_secs(60), async {
-            while let Ok(Some(line)) = lines.next_line().await {
+    /// Starts the child and waits for its `TW-READY <address>` line. Its output goes to
+    /// `<logs>/<name>.log` too.
+    async fn start(name: &str, cmd: Command, logs: &tempfile::TempDir) -> Child {
+        let process = Process::builder(name, cmd)
+            .log(logs.path().join(format!("{name}.log")))
+            .start();
+        let address = process
+            .wait_for_line("its TW-READY line", Duration::from_secs(60), |line| {
                 // libtest may have printed `test child ... ` on the same line.
-                if let Some(i) = line.find("TW-READY ") {
-                    return Some(line[i + "TW-READY ".len()..].trim().to_owned());
-                }
-            }
-            None
-        })
-        .await;
-        let address = match ready {
-            Ok(Some(address)) => address,
-            _ => {
-                let _ = child.start_kill();
-                panic!(
-                    "{name} did not start; its log:\n{}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
-                );
-            }
-        };
-        // Keep reading, so that the child never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+                let i = line.find("TW-READY ")?;
+                Some(line[i + "TW-READY ".len()..].trim().to_owned())
+            })
+            .await;
         Child {
             name: name.to_owned(),
             address,
-            child,
-            _stdin: stdin,
-            log,
+            process,
         }
-    }
-
-    fn pid(&self) -> Pid {
-        Pid::from_raw(self.child.id().expect("child still running") as i32)
-    }
-
-    /// SIGKILL: no cleanup at all.
-    pub(crate) async fn kill(&mut self) {
-        let _ = kill(self.pid(), Signal::SIGKILL);
-        let _ = self.child.wait().await;
-    }
-
-    /// SIGTERM, then the exit status within `timeout` (`None`: still running).
-    pub(crate) async fn terminate(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let _ = kill(self.pid(), Signal::SIGTERM);
-        tokio::time::timeout(timeout, self.child.wait())
-            .await
-            .ok()
-            .and_then(Result::ok)
-    }
-
-    /// The exit status once the process ends by itself within `timeout` (`None`: still
-    /// running).
-    pub(crate) async fn exited(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        tokio::time::timeout(timeout, self.child.wait())
-            .await
-            .ok()
-            .and_then(Result::ok)
-    }
-
-    /// Whether the process still runs.
-    pub(crate) fn is_running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// The last lines of its log.
-    pub(crate) fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
     }
 }
 
@@ -724,49 +589,32 @@ pub(crate) async fn runs_of(store: &dyn Store, job_id: Option<i64>) -> Vec<Run> 
     runs
 }
 
-/// Polls `check` every 200 ms until it gives a value, or `None` after `timeout`.
-pub(crate) async fn poll<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await {
-            return Some(v);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+/// Waits (up to 120 s) until every run scheduled up to `cut` (epoch ms) is final; the runs
+/// still pending when it gives up.
+pub(crate) async fn settled_until(store: &dyn Store, cut: i64) -> Result<(), Vec<Run>> {
+    let range = TimeRange {
+        from: None,
+        to: Some(cut + 1),
+    };
+    // Every 200 ms at most: each check counts the runs of a busy database.
+    let settled = Wait::new("the runs up to the cut to end", Duration::from_secs(120))
+        .every(Duration::from_millis(200))
+        .try_until(|| async {
+            let counts = store.runs_state_counts(range).await.ok()?;
+            counts
+                .iter()
+                .all(|(state, _)| state.is_final())
+                .then_some(())
+        })
+        .await;
+    if settled.is_ok() {
+        return Ok(());
     }
-}
-
-/// Polls `check` every 200 ms until it gives a value; panics after `timeout` with `what`.
-pub(crate) async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// Sleeps until the wall clock reaches `at` (epoch ms).
-pub(crate) async fn sleep_until_ms(at: i64) {
-    let wait = at - now_ms();
-    if wait > 0 {
-        tokio::time::sleep(Duration::from_millis(wait as u64)).await;
-    }
+    Err(runs_of(store, None)
+        .await
+        .into_iter()
+        .filter(|r| r.scheduled_at <= cut && !r.state.is_final())
+        .collect())
 }
 
 /// Held while a heavy scenario (several admin processes under load) runs: one at a time on
@@ -806,126 +654,4 @@ pub(crate) fn env_secs(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-// ---- an HTTP receiver for webhooks ----
-
-/// One request a [`Receiver`] got.
-#[derive(Debug, Clone)]
-pub(crate) struct Received {
-    pub path: String,
-    pub query: String,
-    pub headers: HashMap<String, String>,
-    pub body: String,
-}
-
-impl Received {
-    pub(crate) fn json(&self) -> Value {
-        serde_json::from_str(&self.body).expect("a JSON body")
-    }
-}
-
-/// A real HTTP server that records every POST and answers each path with its script of
-/// statuses (the last one repeats; 200 with `{"errcode":0,"code":0}` when none is given).
-#[derive(Clone)]
-pub(crate) struct Receiver {
-    pub base: String,
-    requests: Arc<Mutex<Vec<Received>>>,
-    scripts: Arc<Mutex<HashMap<String, Vec<u16>>>>,
-    changed: Arc<tokio::sync::Notify>,
-}
-
-impl Receiver {
-    pub(crate) async fn start() -> Receiver {
-        use axum::extract::State;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("receiver listener");
-        let base = format!("http://{}", listener.local_addr().expect("address"));
-        let receiver = Receiver {
-            base,
-            requests: Arc::default(),
-            scripts: Arc::default(),
-            changed: Arc::default(),
-        };
-        async fn record(
-            State(r): State<Receiver>,
-            uri: axum::http::Uri,
-            headers: axum::http::HeaderMap,
-            body: String,
-        ) -> (axum::http::StatusCode, String) {
-            let path = uri.path().to_owned();
-            let status = {
-                let mut scripts = r.scripts.lock().unwrap();
-                match scripts.get_mut(&path) {
-                    Some(script) if script.len() > 1 => script.remove(0),
-                    Some(script) => script.first().copied().unwrap_or(200),
-                    None => 200,
-                }
-            };
-            r.requests.lock().unwrap().push(Received {
-                path,
-                query: uri.query().unwrap_or("").to_owned(),
-                headers: headers
-                    .iter()
-                    .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
-                    .collect(),
-                body,
-            });
-            r.changed.notify_waiters();
-            let status = axum::http::StatusCode::from_u16(status).expect("status");
-            let reply = if status.is_success() {
-                r#"{"errcode":0,"code":0,"msg":"ok"}"#
-            } else {
-                "receiver says no"
-            };
-            (status, reply.to_owned())
-        }
-        let app = axum::Router::new()
-            .fallback(axum::routing::post(record))
-            .with_state(receiver.clone());
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        receiver
-    }
-
-    /// Answers `path` with these statuses, one per request, the last one repeating.
-    pub(crate) fn script(&self, path: &str, statuses: &[u16]) {
-        self.scripts
-            .lock()
-            .unwrap()
-            .insert(path.to_owned(), statuses.to_vec());
-    }
-
-    pub(crate) fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    /// Every request to `path` so far.
-    pub(crate) fn requests(&self, path: &str) -> Vec<Received> {
-        self.requests
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|r| r.path == path)
-            .cloned()
-            .collect()
-    }
-
-    /// Waits until `path` got at least `n` requests; panics after `timeout`.
-    pub(crate) async fn wait_for(&self, path: &str, n: usize, timeout: Duration) -> Vec<Received> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let changed = self.changed.notified();
-            let got = self.requests(path);
-            if got.len() >= n {
-                return got;
-            }
-            if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                panic!(
-                    "timed out after {timeout:?} waiting for {n} request(s) to {path}; got {}",
-                    got.len()
-                );
-            }
-        }
-    }
 }
