@@ -378,7 +378,7 @@ pub(crate) async fn render(admin: &Scheduler) -> String {
         "tickwork_timer_runs",
         "gauge",
         "Runs waiting in the timer.",
-        admin.timer_len(),
+        admin.waiting().timer,
     );
     let name = "tickwork_lane_backlog";
     let _ = writeln!(
@@ -404,7 +404,7 @@ pub(crate) async fn render(admin: &Scheduler) -> String {
         "tickwork_held_runs",
         "gauge",
         "Runs held back, waiting to be checked and fired.",
-        admin.held_len(),
+        admin.waiting().held,
     );
     metric(
         &mut out,

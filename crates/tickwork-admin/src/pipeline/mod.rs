@@ -170,6 +170,15 @@ pub(crate) struct Tasks {
     cluster: JoinSet<()>,
 }
 
+/// Runs waiting in a node's memory ([`Scheduler::waiting`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Waiting {
+    /// In the timer, for their instant.
+    pub timer: usize,
+    /// Held back (fence closed or database unreachable), to be checked and fired.
+    pub held: usize,
+}
+
 impl Scheduler {
     /// Starts the pipeline on `store` and `clock`, after a first heartbeat. Runs this node
     /// planned before a restart go back into the timer (checked against the database before
@@ -326,14 +335,12 @@ impl Scheduler {
         &self.inner.stats
     }
 
-    /// Runs waiting in the timer.
-    pub fn timer_len(&self) -> usize {
-        self.inner.timer.len()
-    }
-
-    /// Runs held back (fence closed or database unreachable), waiting to be checked and fired.
-    pub fn held_len(&self) -> usize {
-        self.inner.held.lock().expect("held lock").len()
+    /// How many runs wait in this node's memory, and where.
+    pub fn waiting(&self) -> Waiting {
+        Waiting {
+            timer: self.inner.timer.len(),
+            held: self.inner.held.lock().expect("held lock").len(),
+        }
     }
 
     /// Wakes the claim loop (a job was created, started or changed).

@@ -160,7 +160,7 @@ async fn cron_job_due_in_an_hour_fires_once_when_the_clock_passes_it() {
         (run.state, run.scheduled_at, run.trigger_type),
         (RunState::Planned, fire, TriggerType::Cron)
     );
-    assert_eq!(s.admin.admin.scheduler.timer_len(), 1);
+    assert_eq!(s.admin.admin.scheduler.waiting().timer, 1);
     assert_eq!(s.executor.count(run.id), 0);
 
     // Past it: fired, recorded at the clock's time, and only once.
@@ -215,13 +215,13 @@ async fn retry_after_a_ten_minute_backoff_fires_when_the_clock_passes_the_backof
         "the timer asleep until the retry",
         WAIT,
         move || async move {
-            (scheduler.timer_len() == 1 && clock.sleepers().contains(&retry_at)).then_some(())
+            (scheduler.waiting().timer == 1 && clock.sleepers().contains(&retry_at)).then_some(())
         },
     )
     .await;
     s.move_to(retry_at - 1).await;
     assert!(s.clock.sleepers().contains(&retry_at));
-    assert_eq!(scheduler.timer_len(), 1);
+    assert_eq!(scheduler.waiting().timer, 1);
     let waiting = store.run_get(retry.id).await.expect("retry");
     assert_eq!(waiting.state, RunState::Planned);
     assert_eq!(s.executor.count(retry.id), 0);
