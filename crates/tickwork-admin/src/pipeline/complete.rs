@@ -20,7 +20,7 @@ use crate::Error;
 impl Scheduler {
     /// Records a run's result (callback, kill, lost-run monitor) with what follows it. `None`
     /// when the run was unknown or already final: a repeated callback changes nothing.
-    pub async fn complete(&self, c: RunComplete) -> Result<Option<Run>, Error> {
+    pub(crate) async fn complete(&self, c: RunComplete) -> Result<Option<Run>, Error> {
         let ended = self
             .inner
             .store
@@ -33,7 +33,7 @@ impl Scheduler {
 
     /// Records many results, and what follows them, in one transaction; returns how many runs
     /// reached their final state now.
-    pub async fn complete_many(&self, batch: &[RunComplete]) -> Result<usize, Error> {
+    pub(crate) async fn complete_many(&self, batch: &[RunComplete]) -> Result<usize, Error> {
         let ended = self
             .inner
             .store
