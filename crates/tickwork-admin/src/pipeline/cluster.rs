@@ -8,6 +8,10 @@
 //! adopt what it holds. Runs it cannot fire are held; when its heartbeat succeeds again the
 //! fence reopens under a new epoch, and every run armed in an older epoch, or held, is checked
 //! against the database before it fires.
+//!
+//! An admin on SQLite is the only node there can be: no one adopts its runs, so its fence
+//! closes only before its first heartbeat. A slow heartbeat there means the one write lock is
+//! busy with this node's own work, and holding its runs would only make them misfire.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -35,6 +39,8 @@ const ADOPT_BATCH: u32 = 1000;
 /// What this node knows about its own standing in the cluster.
 #[derive(Debug, Default)]
 pub(crate) struct Membership {
+    /// No other node can share the database (SQLite), so none can adopt this one's runs.
+    alone: bool,
     /// The instant written by the last heartbeat that succeeded (0: none yet). The instant the
     /// write started, not ended: others judge the row by it.
     last_beat: AtomicI64,
@@ -47,6 +53,14 @@ pub(crate) struct Membership {
 }
 
 impl Membership {
+    /// The standing of a node on a database that others can share (`alone == false`) or not.
+    pub(crate) fn new(alone: bool) -> Self {
+        Membership {
+            alone,
+            ..Membership::default()
+        }
+    }
+
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::SeqCst)
     }
@@ -54,7 +68,7 @@ impl Membership {
     /// Whether this node may claim and fire at `now`.
     pub(crate) fn fence_open(&self, now: i64, config: &Config) -> bool {
         let last = self.last_beat.load(Ordering::SeqCst);
-        last > 0 && now - last < half_dead_after(config)
+        last > 0 && (self.alone || now - last < half_dead_after(config))
     }
 
     pub(crate) fn last_beat(&self) -> i64 {
@@ -64,7 +78,8 @@ impl Membership {
     /// Records a heartbeat written at `started`; true when it reopened the fence.
     fn beat_ok(&self, started: i64, config: &Config) -> bool {
         let previous = self.last_beat.load(Ordering::SeqCst);
-        let reopened = previous == 0 || started - previous >= half_dead_after(config);
+        let reopened =
+            previous == 0 || (!self.alone && started - previous >= half_dead_after(config));
         if reopened {
             // The epoch moves before the fence opens, so that whoever sees the fence open
             // also sees the new epoch.
@@ -542,7 +557,7 @@ mod tests {
     #[test]
     fn the_fence_closes_at_half_dead_after_and_reopens_in_a_new_epoch() {
         let config = Config::new("sqlite::memory:", "a", "b");
-        let m = Membership::default();
+        let m = Membership::new(false);
         assert!(
             !m.fence_open(1_000, &config),
             "closed before the first beat"
@@ -567,9 +582,25 @@ mod tests {
     }
 
     #[test]
+    fn a_sqlite_admin_closed_its_fence_on_a_slow_heartbeat_and_misfired_its_own_runs() {
+        let config = Config::new("sqlite::memory:", "a", "b");
+        let m = Membership::new(true);
+        assert!(
+            !m.fence_open(1_000, &config),
+            "closed before the first beat"
+        );
+        assert!(m.beat_ok(1_000, &config));
+        let first = m.epoch();
+        // The write lock kept the heartbeat waiting for a minute: nobody could adopt.
+        assert!(m.fence_open(61_000, &config));
+        assert!(!m.beat_ok(61_000, &config), "no gap, no new epoch");
+        assert_eq!(m.epoch(), first);
+    }
+
+    #[test]
     fn the_lease_is_trusted_only_with_an_open_fence() {
         let config = Config::new("sqlite::memory:", "a", "b");
-        let m = Membership::default();
+        let m = Membership::new(false);
         m.beat_ok(1_000, &config);
         m.lease_until.store(5_000, Ordering::SeqCst);
         assert!(m.holds_lease(3_000, &config));

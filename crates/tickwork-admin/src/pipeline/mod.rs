@@ -222,7 +222,7 @@ impl Scheduler {
             slow_lane: slow_tx,
             ledger: ledger_tx,
             held: Mutex::new(Vec::new()),
-            membership: Membership::default(),
+            membership: Membership::new(store.backend() == "sqlite"),
             metrics,
             stop,
             ledger_stop: CancellationToken::new(),
