@@ -40,6 +40,19 @@ enum Pool {
     My(sqlx::MySqlPool),
 }
 
+impl Pool {
+    async fn close(self) {
+        match self {
+            Pool::Sqlite(p) => p.close().await,
+            Pool::Pg(p) => p.close().await,
+            Pool::My(p) => p.close().await,
+        }
+    }
+}
+
+/// The runs of one group scheduled in a window: binds group id, from, to.
+const WHERE: &str = "WHERE group_id = ? AND scheduled_at >= ? AND scheduled_at < ?";
+
 /// `?` placeholders as PostgreSQL writes them (`$1`, `$2`, ...).
 fn numbered(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len() + 8);
@@ -158,6 +171,39 @@ impl BenchDb {
         Ok(())
     }
 
+    /// A read pool on the database (read-only for SQLite, whose admin may still be running).
+    async fn pool(&self) -> anyhow::Result<Pool> {
+        Ok(match self.kind {
+            DbKind::Sqlite => {
+                let ro = self.url.replace("mode=rwc", "mode=ro");
+                Pool::Sqlite(sqlx::SqlitePool::connect(&ro).await?)
+            }
+            DbKind::Postgres => Pool::Pg(sqlx::PgPool::connect(&self.url).await?),
+            DbKind::Mysql => Pool::My(sqlx::MySqlPool::connect(&self.url).await?),
+        })
+    }
+
+    /// Runs of `group_id` scheduled in `[from_ms, to_ms)` in a final state (neither `planned`
+    /// nor `dispatched`): their result is recorded. Read while the admins run.
+    pub(super) async fn final_runs(
+        &self,
+        group_id: i64,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> anyhow::Result<i64> {
+        let pool = self.pool().await?;
+        let n = fetch!(
+            pool,
+            (i64,),
+            format!(
+                "SELECT COUNT(*) FROM tw_runs {WHERE} AND state NOT IN ('planned', 'dispatched')"
+            ),
+            &[group_id, from_ms, to_ms]
+        );
+        pool.close().await;
+        Ok(n.first().map_or(0, |r| r.0))
+    }
+
     /// Reads the ledger of the runs of `group_id` scheduled in `[from_ms, to_ms)`.
     pub(super) async fn ledger(
         &self,
@@ -165,16 +211,8 @@ impl BenchDb {
         from_ms: i64,
         to_ms: i64,
     ) -> anyhow::Result<Ledger> {
-        let pool = match self.kind {
-            DbKind::Sqlite => {
-                let ro = self.url.replace("mode=rwc", "mode=ro");
-                Pool::Sqlite(sqlx::SqlitePool::connect(&ro).await?)
-            }
-            DbKind::Postgres => Pool::Pg(sqlx::PgPool::connect(&self.url).await?),
-            DbKind::Mysql => Pool::My(sqlx::MySqlPool::connect(&self.url).await?),
-        };
+        let pool = self.pool().await?;
         let binds = [group_id, from_ms, to_ms];
-        const WHERE: &str = "WHERE group_id = ? AND scheduled_at >= ? AND scheduled_at < ?";
         let states = fetch!(
             pool,
             (Option<String>, i64),
@@ -216,11 +254,7 @@ impl BenchDb {
             ),
             &binds
         );
-        match pool {
-            Pool::Sqlite(p) => p.close().await,
-            Pool::Pg(p) => p.close().await,
-            Pool::My(p) => p.close().await,
-        }
+        pool.close().await;
         Ok(Ledger {
             states: states
                 .into_iter()

@@ -1,13 +1,16 @@
 //! `--scenario one-per-second` and `--scenario fire-rate`: the admin end to end, on real
-//! processes. One or more `tickwork admin` children on a fresh database, one or more executor
-//! children (this binary again, on the executor SDK, with a no-op handler that records when each
-//! run reached it), jobs created and started through the JSON API, all due on the same whole
-//! seconds; after a warm-up, a window is measured: fires per second, lateness, missed and
-//! duplicated fires (cross-checked in the run ledger), the admin's peak RSS and the CPU split.
+//! processes. One or more `tickwork admin` children on a fresh database, one or more executors
+//! (`--executor tickwork`: children, this binary again on the executor SDK with a no-op handler
+//! that records when each run reached it; `--executor fake`: minimal executors inside this
+//! process, see `fake.rs`), jobs created and started through the JSON API, all due on the same
+//! whole seconds; after a warm-up, a window is measured: fires per second, lateness, missed and
+//! duplicated fires (cross-checked in the run ledger), results recorded, the admin's peak RSS,
+//! its CPU per 1,000 fires and the CPU split.
 
 mod api;
 pub(crate) mod child;
 mod db;
+mod fake;
 mod probe;
 mod procs;
 mod stats;
@@ -43,6 +46,25 @@ const EXECUTOR_EXIT_GRACE: Duration = Duration::from_secs(60);
 /// How long an admin gets to exit on SIGTERM; its ledger is read after it is gone.
 const ADMIN_EXIT_GRACE: Duration = Duration::from_secs(10);
 
+/// Which executors receive the runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ExecutorKind {
+    /// Minimal executors inside the bench process: `/run` answered at once, results posted
+    /// back in batches. Measures the admin, not an executor SDK.
+    Fake,
+    /// Executor child processes on the Tickwork executor SDK.
+    Tickwork,
+}
+
+impl ExecutorKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            ExecutorKind::Fake => "fake",
+            ExecutorKind::Tickwork => "tickwork",
+        }
+    }
+}
+
 /// Which load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Load {
@@ -71,7 +93,7 @@ pub(crate) struct LoadArgs {
     /// The admin's database: a SQLite file, or a fresh database on the server.
     #[arg(long, value_enum, default_value_t = DbKind::Sqlite)]
     pub db: DbKind,
-    /// Measured window in seconds [default: 60 for one-per-second, 30 for fire-rate].
+    /// Measured window in seconds [default: 60 for one-per-second, 90 for fire-rate].
     #[arg(long, value_name = "SECS")]
     pub duration: Option<u64>,
     /// Seconds of firing before the window opens.
@@ -83,7 +105,10 @@ pub(crate) struct LoadArgs {
     /// Admin processes on the same database (SQLite: 1).
     #[arg(long, default_value_t = 1)]
     pub admins: usize,
-    /// Executor processes (jobs are routed round robin over them when more than one).
+    /// Which executors receive the runs.
+    #[arg(long, value_enum, default_value_t = ExecutorKind::Fake)]
+    pub executor: ExecutorKind,
+    /// Executors (jobs are routed round robin over them when more than one).
     #[arg(long, default_value_t = 1)]
     pub executors: usize,
     /// API requests in flight during setup and stop.
@@ -161,10 +186,14 @@ async fn run_async(load: Load, args: LoadArgs) -> anyhow::Result<()> {
     };
     let duration = args.duration.unwrap_or(match load {
         Load::OnePerSecond => 60,
-        Load::FireRate => 30,
+        // Long enough for the results to come back and weigh on the admin during the window.
+        Load::FireRate => 90,
     });
     if jobs == 0 || duration == 0 || args.admins == 0 || args.executors == 0 {
         bail!("--jobs, --duration, --admins and --executors must be at least 1");
+    }
+    if args.wire_probe && args.executor == ExecutorKind::Fake {
+        bail!("--wire-probe needs --executor tickwork");
     }
     if args.db == DbKind::Sqlite && args.admins > 1 {
         bail!("SQLite serves a single admin: use --db postgres or mysql with --admins > 1");
@@ -191,18 +220,26 @@ async fn run_async(load: Load, args: LoadArgs) -> anyhow::Result<()> {
     ));
     std::fs::create_dir_all(&dir)?;
     println!(
-        "scenario={} db={} jobs={jobs} admins={} executors={} warmup={}s window={duration}s",
+        "scenario={} db={} executor={} jobs={jobs} admins={} executors={} warmup={}s \
+         window={duration}s",
         load.name(),
         args.db.as_str(),
+        args.executor.as_str(),
         args.admins,
         args.executors,
         args.warmup,
     );
-    println!(
-        "measured: lateness = wall-clock instant the executor SDK invokes the no-op handler \
-         (after /run was accepted, the job's worker took the run and its run log file was \
-         created) minus the run's scheduled instant (log_date_time = scheduled_at)"
-    );
+    match args.executor {
+        ExecutorKind::Tickwork => println!(
+            "measured: lateness = wall-clock instant the executor SDK invokes the no-op handler \
+             (after /run was accepted, the job's worker took the run and its run log file was \
+             created) minus the run's scheduled instant (log_date_time = scheduled_at)"
+        ),
+        ExecutorKind::Fake => println!(
+            "measured: lateness = wall-clock instant the fake executor's /run handler got the \
+             request minus the run's scheduled instant (log_date_time = scheduled_at)"
+        ),
+    }
     let server = match args.db {
         DbKind::Postgres => args.postgres_url.as_str(),
         _ => args.mysql_url.as_str(),
@@ -395,48 +432,71 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
 
     // ---- executors ----
     let app = format!("tw-bench-{:06x}", db::rand_u32() & 0xff_ffff);
-    let mut executors: Vec<ExecutorProc> = Vec::new();
-    // A safety net only: the bench stops its executors itself.
-    let run_logs = match &args.executor_logs {
-        Some(parent) => parent.join(
-            plan.dir
-                .file_name()
-                .context("temporary folder has no name")?,
-        ),
-        None => plan.dir.clone(),
+    let executors = match args.executor {
+        ExecutorKind::Tickwork => {
+            let mut children: Vec<ExecutorProc> = Vec::new();
+            // A safety net only: the bench stops its executors itself.
+            let run_logs = match &args.executor_logs {
+                Some(parent) => parent.join(
+                    plan.dir
+                        .file_name()
+                        .context("temporary folder has no name")?,
+                ),
+                None => plan.dir.clone(),
+            };
+            println!("executor run logs under {}", run_logs.display());
+            let max_secs = plan.args.warmup + plan.duration + 2 * SETUP_MAX.as_secs() + 600;
+            for index in 0..args.executors {
+                let e = procs::start_executor(procs::ExecutorSpec {
+                    index,
+                    admins: &bases.join(","),
+                    token: &token,
+                    app: &app,
+                    handler: HANDLER,
+                    dir: &plan.dir,
+                    run_logs: &run_logs,
+                    max_secs,
+                    wire_probe: args.wire_probe,
+                })
+                .await?;
+                println!("executor-{index} pid {}", e.proc.pid);
+                children.push(e);
+            }
+            Executors::Children(children)
+        }
+        ExecutorKind::Fake => {
+            let mut fakes = Vec::new();
+            for index in 0..args.executors {
+                let f = fake::start(fake::FakeSpec {
+                    index,
+                    admins: &bases,
+                    token: &token,
+                    app: &app,
+                })
+                .await?;
+                println!(
+                    "{} in this process at {} (its CPU counts as bench)",
+                    f.name, f.address
+                );
+                fakes.push(f);
+            }
+            Executors::Fake(fakes)
+        }
     };
-    println!("executor run logs under {}", run_logs.display());
-    let max_secs = plan.args.warmup + plan.duration + 2 * SETUP_MAX.as_secs() + 600;
-    for index in 0..args.executors {
-        let e = procs::start_executor(procs::ExecutorSpec {
-            index,
-            admins: &bases.join(","),
-            token: &token,
-            app: &app,
-            handler: HANDLER,
-            dir: &plan.dir,
-            run_logs: &run_logs,
-            max_secs,
-            wire_probe: args.wire_probe,
-        })
-        .await?;
-        println!("executor-{index} pid {}", e.proc.pid);
-        executors.push(e);
-    }
     let parts = Parts {
         admins: admins.iter().map(|a| a.pid).collect(),
-        executors: executors.iter().map(|e| e.proc.pid).collect(),
+        executors: executors.pids(),
         db_names: db.kind.process_names(),
     };
     // The first admin and executor: their CPU by thread says where the time goes.
     let thread_pids = [
         ("admin-0", admins[0].pid),
-        ("executor-0", executors[0].proc.pid),
+        match &executors {
+            Executors::Children(c) => ("executor-0", c[0].proc.pid),
+            Executors::Fake(_) => ("bench", std::process::id()),
+        },
     ];
-    let sampler = Sampler::start(
-        parts.clone(),
-        executors.iter().map(|e| Arc::clone(&e.arrivals)).collect(),
-    );
+    let sampler = Sampler::start(parts.clone(), executors.counters());
 
     // ---- group and jobs through the JSON API ----
     let api = api::Api::new(bases.clone(), &api_token)?;
@@ -477,10 +537,10 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
     }
     let job_ids: Vec<i64> = created.into_iter().flatten().flatten().collect();
     let secs = t.elapsed().as_secs_f64();
+    let create_jobs_per_s = job_ids.len() as f64 / secs;
     println!(
-        "setup: created {} jobs in {secs:.2} s ({:.0}/s, {} in flight)",
+        "setup: created {} jobs in {secs:.2} s ({create_jobs_per_s:.0}/s, {} in flight)",
         job_ids.len(),
-        job_ids.len() as f64 / secs,
         args.api_concurrency
     );
 
@@ -522,10 +582,7 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
         .map(|&(_, p)| procs::thread_ticks(p))
         .collect();
     let everyone0 = procs::all_ticks();
-    let arrivals0: u64 = executors
-        .iter()
-        .map(|e| e.arrivals.load(Ordering::Relaxed))
-        .sum();
+    let arrivals0 = executors.total();
     sleep_until_ms(w1).await;
     let (cpu1, at1) = (parts.snapshot(), Instant::now());
     let threads1: Vec<_> = thread_pids
@@ -533,14 +590,13 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
         .map(|&(_, p)| procs::thread_ticks(p))
         .collect();
     let everyone1 = procs::all_ticks();
-    let arrivals1: u64 = executors
-        .iter()
-        .map(|e| e.arrivals.load(Ordering::Relaxed))
-        .sum();
+    let arrivals1 = executors.total();
     let window_secs = at1.duration_since(at0).as_secs_f64();
     let hz = procs::ticks_per_second();
     let window_cpu = CpuSplit::between(&cpu0, &cpu1, window_secs, hz);
     println!("window closed: {window_cpu}");
+    // CPU seconds of every admin process over the window.
+    let admin_cpu_s = window_cpu.admins * window_secs / 100.0;
     let ours: Vec<u32> = parts
         .admins
         .iter()
@@ -590,6 +646,20 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    // Results recorded by now: whether the admin's callback path kept up with its dispatch.
+    let callbacks_written = match db.final_runs(group_id, w0, w1).await {
+        Ok(n) => {
+            println!(
+                "drain: {n} runs of the window in a final state (results recorded) of {} expected",
+                plan.jobs as u64 * plan.duration
+            );
+            Some(n)
+        }
+        Err(e) => {
+            println!("drain: final runs not counted: {e:#}");
+            None
+        }
+    };
 
     // ---- stop the jobs, let the last runs arrive ----
     let t = Instant::now();
@@ -605,27 +675,11 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
          their admin stops)",
         t.elapsed().as_secs_f64()
     );
-    settle(&executors).await;
+    settle(&executors.counters()).await;
     sampler.printing.store(false, Ordering::Relaxed);
 
     // ---- executors first (their callbacks drain into the live admins), then admins ----
-    let mut arrivals: Vec<Arrival> = Vec::new();
-    for e in executors {
-        let name = e.proc.name.clone();
-        let records = e.records.clone();
-        let log = e.proc.log.clone();
-        let status = e.proc.terminate(EXECUTOR_EXIT_GRACE).await;
-        if !records.exists() {
-            bail!("{name} wrote no records ({status}); see {}", log.display());
-        }
-        let n_before = arrivals.len();
-        read_records(&records, &mut arrivals)?;
-        println!(
-            "{name}: {} records, exit {status}",
-            arrivals.len() - n_before
-        );
-        print_log_summary(&name, &log);
-    }
+    let arrivals = executors.finish().await?;
     let peak_kib = sampler.finish().await;
     // Its idle keep-alive connections would only slow the admins' graceful shutdown.
     drop(api);
@@ -668,6 +722,11 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
         );
     }
     let fires_per_s = figures.arrived_in_window as f64 / plan.duration as f64;
+    let cpu_per_1k = match figures.arrived_in_window {
+        0 => "none".to_owned(),
+        n => format!("{:.3}", admin_cpu_s / (n as f64 / 1000.0)),
+    };
+    let callbacks_written = callbacks_written.map_or("none".to_owned(), |n| n.to_string());
     let (p50, p99, max) = match figures.lateness {
         Some(s) => (ms(s.p50), ms(s.p99), ms(s.max)),
         None => ("none".into(), "none".into(), "none".into()),
@@ -683,10 +742,13 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
         idle_kib as f64 / 1024.0
     );
     println!(
-        "RESULT scenario={} db={} jobs={} fires_per_s={fires_per_s:.1} p50_ms={p50} \
-         p99_ms={p99} max_ms={max} missed={} duplicated={} admin_rss_mb={:.1}",
+        "RESULT scenario={} db={} executor={} jobs={} fires_per_s={fires_per_s:.1} \
+         p50_ms={p50} p99_ms={p99} max_ms={max} missed={} duplicated={} admin_rss_mb={:.1} \
+         admin_cpu_s_per_1k_fires={cpu_per_1k} callbacks_written={callbacks_written} \
+         create_jobs_per_s={create_jobs_per_s:.0}",
         plan.load.name(),
         db.kind.as_str(),
+        plan.args.executor.as_str(),
         plan.jobs,
         figures.missed,
         figures.duplicated,
@@ -718,12 +780,82 @@ async fn wait_for_executors(api: &api::Api, group_id: i64, n: usize) -> anyhow::
     }
 }
 
-/// Waits until no executor has seen a new run for a second.
-async fn settle(executors: &[ExecutorProc]) {
-    let total = || {
-        executors
+/// The executors of a run: child processes on the SDK, or fakes in this process.
+enum Executors {
+    Children(Vec<ExecutorProc>),
+    Fake(Vec<fake::FakeExecutor>),
+}
+
+impl Executors {
+    /// The live counters of runs seen, one per executor.
+    fn counters(&self) -> Vec<Arc<AtomicU64>> {
+        match self {
+            Executors::Children(c) => c.iter().map(|e| Arc::clone(&e.arrivals)).collect(),
+            Executors::Fake(f) => f.iter().map(|e| Arc::clone(&e.arrivals)).collect(),
+        }
+    }
+
+    fn total(&self) -> u64 {
+        self.counters()
             .iter()
-            .map(|e| e.arrivals.load(Ordering::Relaxed))
+            .map(|a| a.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Executor processes (none for the fakes, which live in the bench process).
+    fn pids(&self) -> Vec<u32> {
+        match self {
+            Executors::Children(c) => c.iter().map(|e| e.proc.pid).collect(),
+            Executors::Fake(_) => Vec::new(),
+        }
+    }
+
+    /// Stops the executors, their last results delivered to the live admins, and returns
+    /// every run they saw.
+    async fn finish(self) -> anyhow::Result<Vec<Arrival>> {
+        let mut arrivals: Vec<Arrival> = Vec::new();
+        match self {
+            Executors::Children(children) => {
+                for e in children {
+                    let name = e.proc.name.clone();
+                    let records = e.records.clone();
+                    let log = e.proc.log.clone();
+                    let status = e.proc.terminate(EXECUTOR_EXIT_GRACE).await;
+                    if !records.exists() {
+                        bail!("{name} wrote no records ({status}); see {}", log.display());
+                    }
+                    let n_before = arrivals.len();
+                    read_records(&records, &mut arrivals)?;
+                    println!(
+                        "{name}: {} records, exit {status}",
+                        arrivals.len() - n_before
+                    );
+                    print_log_summary(&name, &log);
+                }
+            }
+            Executors::Fake(fakes) => {
+                for f in fakes {
+                    let (name, sent) = (f.name.clone(), Arc::clone(&f.callbacks_sent));
+                    let records = f.finish().await;
+                    println!(
+                        "{name}: {} records, {} results accepted by the admins",
+                        records.len(),
+                        sent.load(Ordering::Relaxed)
+                    );
+                    arrivals.extend(records);
+                }
+            }
+        }
+        Ok(arrivals)
+    }
+}
+
+/// Waits until no executor has seen a new run for a second.
+async fn settle(counters: &[Arc<AtomicU64>]) {
+    let total = || {
+        counters
+            .iter()
+            .map(|a| a.load(Ordering::Relaxed))
             .sum::<u64>()
     };
     let t = Instant::now();

@@ -1,0 +1,331 @@
+//! `--executor fake`: a minimal XXL-JOB executor inside the bench process. It registers with
+//! the admins as an executor does, answers `/run` at once with success, records when each run
+//! arrived, and posts the results back to `/api/callback` in batches, so that the admin's
+//! dispatch and callback paths are measured without an executor SDK's own costs (worker per
+//! job, run log file per run) on the same cores.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::routing::post;
+use tickwork_protocol::{
+    ACCESS_TOKEN_HEADER, CODE_SUCCESS, Envelope, HandleCallbackParam, RegistryParam, TriggerParam,
+};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::stats::Arrival;
+
+/// Registration period: within the 10-30 s of XXL-JOB executors (the admin drops an executor
+/// not seen for 90 s).
+const REGISTRY_EVERY: Duration = Duration::from_secs(15);
+/// Results are posted at least this often...
+const CALLBACK_EVERY: Duration = Duration::from_millis(150);
+/// ...and as soon as this many are waiting.
+const CALLBACK_BATCH: usize = 1000;
+/// Timeout of one call to an admin.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the final flush may try to deliver the last results.
+const FLUSH_MAX: Duration = Duration::from_secs(30);
+
+/// What the server's handlers share.
+struct Shared {
+    token: String,
+    records: Mutex<Vec<Arrival>>,
+    pending: Mutex<Vec<HandleCallbackParam>>,
+    arrivals: Arc<AtomicU64>,
+    /// Wakes the callback sender when a full batch is waiting.
+    batch_ready: Notify,
+}
+
+/// One fake executor: its server, its registration loop and its callback sender.
+pub(super) struct FakeExecutor {
+    pub name: String,
+    pub address: String,
+    /// Runs seen so far (the live counter the sampler and `settle` read).
+    pub arrivals: Arc<AtomicU64>,
+    /// Results the admins accepted.
+    pub callbacks_sent: Arc<AtomicU64>,
+    shared: Arc<Shared>,
+    admin: AdminCalls,
+    app: String,
+    stop: CancellationToken,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Calls to the admins, tried in order until one answers code 200.
+#[derive(Clone)]
+struct AdminCalls {
+    http: reqwest::Client,
+    bases: Vec<String>,
+    token: String,
+}
+
+impl AdminCalls {
+    async fn call(&self, method: &str, body: Vec<u8>) -> anyhow::Result<()> {
+        let mut reasons = Vec::new();
+        for base in &self.bases {
+            let url = format!("{}/api/{method}", base.trim_end_matches('/'));
+            let sent = self
+                .http
+                .post(&url)
+                .header("Content-Type", "application/json;charset=UTF-8")
+                .header(ACCESS_TOKEN_HEADER, &self.token)
+                .body(body.clone())
+                .send()
+                .await;
+            let answer = match sent {
+                Ok(r) => r.bytes().await.map_err(anyhow::Error::from),
+                Err(e) => Err(e.into()),
+            };
+            match answer.map(|b| serde_json::from_slice::<Envelope>(&b)) {
+                Ok(Ok(env)) if env.code == CODE_SUCCESS => return Ok(()),
+                Ok(Ok(env)) => reasons.push(format!("{url}: code {} {:?}", env.code, env.msg)),
+                Ok(Err(e)) => reasons.push(format!("{url}: odd answer: {e}")),
+                Err(e) => reasons.push(format!("{url}: {e:#}")),
+            }
+        }
+        anyhow::bail!("{method} refused: {}", reasons.join("; "))
+    }
+}
+
+/// What starting a fake executor needs.
+pub(super) struct FakeSpec<'a> {
+    pub index: usize,
+    pub admins: &'a [String],
+    pub token: &'a str,
+    pub app: &'a str,
+}
+
+/// Starts a fake executor on a free loopback port and registers it.
+pub(super) async fn start(spec: FakeSpec<'_>) -> anyhow::Result<FakeExecutor> {
+    let name = format!("fake-executor-{}", spec.index);
+    let shared = Arc::new(Shared {
+        token: spec.token.to_owned(),
+        records: Mutex::new(Vec::with_capacity(1 << 16)),
+        pending: Mutex::new(Vec::new()),
+        arrivals: Arc::new(AtomicU64::new(0)),
+        batch_ready: Notify::new(),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = format!("http://{}/", listener.local_addr()?);
+    let router = Router::new()
+        .route("/run", post(run))
+        .route("/beat", post(ok))
+        .route("/idleBeat", post(ok))
+        .route("/kill", post(ok))
+        .with_state(Arc::clone(&shared));
+    let stop = CancellationToken::new();
+    let admin = AdminCalls {
+        http: reqwest::Client::builder()
+            .timeout(ADMIN_TIMEOUT)
+            .pool_idle_timeout(Duration::from_secs(20))
+            .tcp_nodelay(true)
+            .build()
+            .context("cannot build the HTTP client")?,
+        bases: spec.admins.to_vec(),
+        token: spec.token.to_owned(),
+    };
+    let callbacks_sent = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    let limits = tickwork_serve::Limits {
+        max_connections: 4096,
+        ..Default::default()
+    };
+    tasks.push(tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            let _ = tickwork_serve::serve(listener, router, limits, stop).await;
+        }
+    }));
+    let registration = tickwork_protocol::encode(&RegistryParam::executor(spec.app, &address));
+    // The first registration before returning: the bench waits for the group to list it.
+    admin
+        .call("registry", registration.clone())
+        .await
+        .with_context(|| format!("{name} could not register"))?;
+    tasks.push(tokio::spawn({
+        let (admin, stop, name) = (admin.clone(), stop.clone(), name.clone());
+        async move {
+            let mut tick = tokio::time::interval(REGISTRY_EVERY);
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                if let Err(e) = admin.call("registry", registration.clone()).await {
+                    eprintln!("{name}: registration failed: {e:#}");
+                }
+            }
+        }
+    }));
+    tasks.push(tokio::spawn(send_callbacks(
+        Arc::clone(&shared),
+        admin.clone(),
+        stop.clone(),
+        Arc::clone(&callbacks_sent),
+        name.clone(),
+    )));
+    Ok(FakeExecutor {
+        name,
+        address,
+        arrivals: Arc::clone(&shared.arrivals),
+        callbacks_sent,
+        shared,
+        admin,
+        app: spec.app.to_owned(),
+        stop,
+        tasks,
+    })
+}
+
+impl FakeExecutor {
+    /// Deregisters, stops the server, posts the results still waiting and returns the records.
+    pub(super) async fn finish(self) -> Vec<Arrival> {
+        let bye = tickwork_protocol::encode(&RegistryParam::executor(&self.app, &self.address));
+        if let Err(e) = self.admin.call("registryRemove", bye).await {
+            eprintln!("{}: deregistration failed: {e:#}", self.name);
+        }
+        self.stop.cancel();
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        // The sender stopped between batches: what is left goes now, retried for a while.
+        let left = std::mem::take(&mut *self.shared.pending.lock().expect("pending lock"));
+        let t = std::time::Instant::now();
+        for chunk in left.chunks(CALLBACK_BATCH) {
+            let body = tickwork_protocol::encode(&chunk);
+            loop {
+                match self.admin.call("callback", body.clone()).await {
+                    Ok(()) => {
+                        self.callbacks_sent
+                            .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                        break;
+                    }
+                    Err(e) if t.elapsed() > FLUSH_MAX => {
+                        eprintln!("{}: {} results lost: {e:#}", self.name, chunk.len());
+                        break;
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                }
+            }
+        }
+        std::mem::take(&mut *self.shared.records.lock().expect("records lock"))
+    }
+}
+
+/// Posts the waiting results every [`CALLBACK_EVERY`], or at once when a batch is full; a
+/// refused batch is kept and tried again with the next.
+async fn send_callbacks(
+    shared: Arc<Shared>,
+    admin: AdminCalls,
+    stop: CancellationToken,
+    sent: Arc<AtomicU64>,
+    name: String,
+) {
+    let mut tick = tokio::time::interval(CALLBACK_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+            _ = shared.batch_ready.notified() => {}
+        }
+        loop {
+            let batch: Vec<HandleCallbackParam> = {
+                let mut p = shared.pending.lock().expect("pending lock");
+                let n = p.len().min(CALLBACK_BATCH);
+                p.drain(..n).collect()
+            };
+            if batch.is_empty() {
+                break;
+            }
+            match admin
+                .call("callback", tickwork_protocol::encode(&batch))
+                .await
+            {
+                Ok(()) => {
+                    sent.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    eprintln!("{name}: callback of {} results failed: {e:#}", batch.len());
+                    let mut p = shared.pending.lock().expect("pending lock");
+                    p.splice(0..0, batch);
+                    break;
+                }
+            }
+            // A partial batch waits for the next tick, unless a full one is there already.
+            if shared.pending.lock().expect("pending lock").len() < CALLBACK_BATCH {
+                break;
+            }
+        }
+    }
+}
+
+fn token_ok(shared: &Shared, headers: &HeaderMap) -> bool {
+    headers
+        .get(ACCESS_TOKEN_HEADER)
+        .is_some_and(|v| v.as_bytes() == shared.token.as_bytes())
+}
+
+/// An answer with the JSON content type executors send.
+type Answer = ([(axum::http::header::HeaderName, &'static str); 1], Vec<u8>);
+
+fn answer(env: Envelope<()>) -> Answer {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/json;charset=UTF-8",
+        )],
+        tickwork_protocol::encode(&env),
+    )
+}
+
+/// `/run`: accepted at once; the run's result is queued for the next callback batch.
+async fn run(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Answer {
+    let arrived_us = super::child::now_us();
+    if !token_ok(&shared, &headers) {
+        return answer(Envelope::fail(tickwork_protocol::msg::WRONG_TOKEN));
+    }
+    let p: TriggerParam = match tickwork_protocol::decode(&body) {
+        Ok(p) => p,
+        Err(e) => return answer(Envelope::fail(e.to_string())),
+    };
+    shared.records.lock().expect("records lock").push(Arrival {
+        job_id: i64::from(p.job_id),
+        log_id: p.log_id,
+        scheduled_at_ms: p.log_date_time,
+        arrived_us,
+        wire_us: 0,
+    });
+    shared.arrivals.fetch_add(1, Ordering::Relaxed);
+    let full = {
+        let mut pending = shared.pending.lock().expect("pending lock");
+        pending.push(HandleCallbackParam {
+            log_id: p.log_id,
+            log_date_time: p.log_date_time,
+            handle_code: CODE_SUCCESS,
+            handle_msg: None,
+        });
+        pending.len() >= CALLBACK_BATCH
+    };
+    if full {
+        shared.batch_ready.notify_one();
+    }
+    answer(Envelope::success())
+}
+
+/// `/beat`, `/idleBeat`, `/kill`: success (nothing runs here long enough to be busy).
+async fn ok(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Answer {
+    if !token_ok(&shared, &headers) {
+        return answer(Envelope::fail(tickwork_protocol::msg::WRONG_TOKEN));
+    }
+    answer(Envelope::success())
+}
