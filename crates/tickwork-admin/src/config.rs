@@ -68,16 +68,6 @@ pub struct DispatchConfig {
     pub slow_calls_per_minute: u32,
 }
 
-impl DispatchConfig {
-    /// Idle connections kept to one executor: as many as calls can be in flight to it, so
-    /// that a burst's connections serve the next burst instead of being closed and opened
-    /// again (with 64 kept against 288 in flight, every second of a large burst opened a
-    /// thousand new connections).
-    pub fn idle_connections_per_executor(&self) -> usize {
-        self.concurrency + self.slow_concurrency
-    }
-}
-
 /// Executor registry settings.
 #[derive(Debug, Clone)]
 pub struct RegistryConfig {

@@ -190,11 +190,7 @@ impl Scheduler {
         clock: Clock,
     ) -> Result<(Scheduler, Tasks), Error> {
         // The executor client's timeouts bound network IO: real time, whatever the clock.
-        let client = ExecutorClient::new(
-            &config.access_token,
-            config.dispatch.executor_timeout,
-            config.dispatch.idle_connections_per_executor(),
-        );
+        let client = ExecutorClient::new(&config.access_token, config.dispatch.executor_timeout);
         let stop = CancellationToken::new();
         let (due_tx, due_rx) = mpsc::unbounded_channel();
         let timer = Timer::start(due_tx, stop.clone(), clock.clone());

@@ -171,11 +171,7 @@ impl Service {
         auth: Arc<Auth>,
         pipeline: Arc<dyn PipelineHandle>,
     ) -> Service {
-        let client = ExecutorClient::new(
-            &config.access_token,
-            config.dispatch.executor_timeout,
-            config.dispatch.idle_connections_per_executor(),
-        );
+        let client = ExecutorClient::new(&config.access_token, config.dispatch.executor_timeout);
         let metrics = Arc::new(Metrics::default());
         let senders = Arc::new(Senders::new());
         let clock = Clock::system();
