@@ -76,7 +76,7 @@ impl Setup {
         let group = api.group(app).await;
         let executor =
             CountingExecutor::start(app, std::slice::from_ref(&admin.address), &db.token).await;
-        registered(admin.store.as_ref(), &executor.address()).await;
+        support::registered(admin.store.as_ref(), &executor.address()).await;
         Some(Setup {
             db,
             admin,
@@ -152,14 +152,6 @@ impl Setup {
         self.admin.shutdown().await;
         self.db.drop_database().await;
     }
-}
-
-async fn registered(store: &dyn Store, address: &str) {
-    wait_until("the executor's registration", WAIT, || async {
-        let rows = store.registry_list().await.ok()?;
-        rows.iter().any(|r| r.address == address).then_some(())
-    })
-    .await;
 }
 
 /// Waits until every delivery of `run_id` is no longer pending; returns them.
@@ -726,7 +718,7 @@ async fn three_admins(backend: Backend) {
     let addresses: Vec<String> = admins.iter().map(|a| a.address.clone()).collect();
     let executor = CountingExecutor::start("many", &addresses, &db.token).await;
     let store = admins[0].store.clone();
-    registered(store.as_ref(), &executor.address()).await;
+    support::registered(store.as_ref(), &executor.address()).await;
     let rx = Receiver::start().await;
     let api = Api::new(&addresses[1]);
     let group = api.group("many").await;

@@ -110,19 +110,7 @@ async fn scenario(backend: Backend) {
     let addresses: Vec<String> = admins.iter().map(|a| a.address.clone()).collect();
     let executor = CountingExecutor::start("failover", &addresses, &db.token).await;
     let executor_address = executor.address();
-    wait_until(
-        "the executor's registration",
-        Duration::from_secs(30),
-        || {
-            let store = store.clone();
-            let address = executor_address.clone();
-            async move {
-                let rows = store.registry_list().await.ok()?;
-                rows.iter().any(|r| r.address == address).then_some(())
-            }
-        },
-    )
-    .await;
+    support::registered(store.as_ref(), &executor_address).await;
 
     let api = Api::new(&admins[0].address);
     let group = api.group("failover").await;

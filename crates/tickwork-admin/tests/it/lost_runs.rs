@@ -43,24 +43,6 @@ async fn mariadb_run_of_a_killed_executor_is_lost_retried_and_alarmed_once() {
     scenario(Backend::MySql).await;
 }
 
-async fn registered(admin: &InProcessAdmin, address: &str) {
-    let store = admin.store.clone();
-    let address = address.to_owned();
-    wait_until(
-        "the executor's registration",
-        Duration::from_secs(30),
-        || {
-            let store = store.clone();
-            let address = address.clone();
-            async move {
-                let rows = store.registry_list().await.ok()?;
-                rows.iter().any(|r| r.address == address).then_some(())
-            }
-        },
-    )
-    .await;
-}
-
 async fn scenario(backend: Backend) {
     let Some(db) = TestDb::create(backend).await else {
         return;
@@ -71,7 +53,7 @@ async fn scenario(backend: Backend) {
     let api = Api::new(&admin.address);
 
     let doomed = Child::executor(&logs, "doomed", "lost", &admin.address, &db.token).await;
-    registered(&admin, &doomed.address).await;
+    support::registered(admin.store.as_ref(), &doomed.address).await;
     let group = api.group("lost").await;
     let receiver = Receiver::start().await;
     api.post(
@@ -117,7 +99,7 @@ async fn scenario(backend: Backend) {
     // The survivor comes up, then the executor running the run dies mid-run.
     let survivor =
         CountingExecutor::start("lost", std::slice::from_ref(&admin.address), &db.token).await;
-    registered(&admin, &survivor.address()).await;
+    support::registered(admin.store.as_ref(), &survivor.address()).await;
     doomed.kill().await;
     let killed_at = support::now_ms();
 

@@ -60,19 +60,7 @@ async fn scenario(backend: Backend) {
     let apis: Vec<Api> = addresses.iter().map(|a| Api::new(a)).collect();
     let executor = CountingExecutor::start("outage", &addresses, &db.token).await;
     let executor_address = executor.address();
-    wait_until(
-        "the executor's registration",
-        Duration::from_secs(30),
-        || {
-            let store = store.clone();
-            let address = executor_address.clone();
-            async move {
-                let rows = store.registry_list().await.ok()?;
-                rows.iter().any(|r| r.address == address).then_some(())
-            }
-        },
-    )
-    .await;
+    support::registered(store.as_ref(), &executor_address).await;
 
     let group = apis[0].group("outage").await;
     let mut jobs = Vec::new();

@@ -562,6 +562,19 @@ impl Api {
 
 // ---- reading and waiting ----
 
+/// Waits (up to 30 s) until the registry lists the executor at `address`.
+pub(crate) async fn registered(store: &dyn Store, address: &str) {
+    tickwork_testkit::wait_until(
+        "the executor's registration",
+        Duration::from_secs(30),
+        || async {
+            let rows = store.registry_list().await.ok()?;
+            rows.iter().any(|r| r.address == address).then_some(())
+        },
+    )
+    .await;
+}
+
 /// Every run of `job_id` (or of all jobs), oldest first.
 pub(crate) async fn runs_of(store: &dyn Store, job_id: Option<i64>) -> Vec<Run> {
     let mut runs = Vec::new();
