@@ -5,30 +5,41 @@
 //! [`RunState::can_move_to`] refuses.
 //!
 //! ```text
-//!                                 dispatch
-//!  claim, insert --> planned ---------------------> dispatched
-//!                       |                               |
-//!                       +-- misfire -------> misfired   +-- callback, kill, lost-run monitor -->
-//!                       +-- skip ----------> skipped    |     succeeded | failed | timed_out
-//!                       +-- trigger fail --> failed     |     | killed | lost
-//!                       +-- early callback -->          +-- trigger fail --> failed
-//!                             succeeded | failed | timed_out
+//!                           send (owner, live)              executor accepted
+//!  claim, insert --> planned ------------------> sending ---------------------> dispatched
+//!                     |  ^                         |                               |
+//!                     |  +------ unsend -----------+                               |
+//!                     |     (held, handed back:    +-- trigger fail --> failed     |
+//!                     |      never called /run)    +-- skip, misfire (never sent)  |
+//!                     +-- misfire --> misfired     +-- early callback, maybe lost  |
+//!                     +-- skip -----> skipped      |     (asked, not answerable)   |
+//!                                                  v                               v
+//!                                  succeeded | failed | timed_out | lost     results, killed
 //!
 //!  claim, already too late --> misfired
 //! ```
 //!
+//! What each state says about "was it sent?": `planned`: no executor has it (only its owner
+//! node sends it, and only after moving it to `sending` in the database). `sending`: maybe: its
+//! owner is calling `/run`, or died while doing so; a node that adopts it asks the executors
+//! before anything is sent again. `dispatched`: an executor accepted it. `failed` with a
+//! trigger code other than 200: no executor accepted it.
+//!
 //! - A run is written `planned`, or `misfired` when the claim finds its fire already too late.
+//! - Only the run's owner moves it to `sending`, in a batch, under a condition the database
+//!   checks: it still owns the run and its heartbeat is recent. A node paused past its
+//!   heartbeat finds its runs adopted and its batch refused, and sends nothing.
 //! - An executor may call back before the dispatch record is written (a fast job): the
-//!   result then moves the run straight from `planned`, and the dispatch record still lands on
-//!   it later without moving it ([`RunState::EARLY_RESULTS`]). `killed` and `lost` are never
-//!   early: only a dispatched run can be killed, and the lost-run monitor only looks at
-//!   dispatched runs.
+//!   result then moves the run straight from `sending`, and the dispatch record still lands on
+//!   it later without moving it ([`RunState::EARLY_RESULTS`]). `killed` is never early: only
+//!   a dispatched run can be killed. `lost` comes from `sending` only when the executors could
+//!   not say whether they have the run and its job says at most once.
 //! - A kill is recorded on a dispatched run first ([`RunMove::KillIntent`]); a failure or
 //!   timeout reported after it is written as `killed` by the completion itself
 //!   ([`RunState::with_kill_intent`]), so no final state is ever left.
 //! - Catch-up (a late fire becomes the job's one catch-up fire), adoption (a live node takes a
-//!   dead node's planned runs) and the kill intent change other fields of a run and keep its
-//!   state: they are listed as moves because they too apply only in given states.
+//!   dead node's planned or sending runs) and the kill intent change other fields of a run and
+//!   keep its state: they are listed as moves because they too apply only in given states.
 //!
 //! Every final state is a dead end: a retry is a new run linked to its parent, never a way back.
 
@@ -40,8 +51,10 @@ use crate::{Error, HANDLE_CODE_FAIL, HANDLE_CODE_SUCCESS, HANDLE_CODE_TIMEOUT};
 named_enum! {
     /// Where a run is in its life. Stored by name in the run ledger.
     RunState, "run state" {
-        /// Claimed by an admin node and waiting for its fire time.
+        /// Claimed by an admin node and waiting for its fire time: not sent.
         Planned = "planned",
+        /// Taken by its owner to be sent: `/run` may have reached an executor.
+        Sending = "sending",
         /// Sent to an executor, which accepted it; waiting for the result.
         Dispatched = "dispatched",
         /// The executor reported success.
@@ -76,7 +89,7 @@ impl RunState {
         RunState::Lost,
     ];
 
-    /// The results an early callback gives a run still `planned` (the executor answered
+    /// The results an early callback gives a run still `sending` (the executor answered
     /// before the dispatch record was written): those a handle code means
     /// ([`RunState::from_handle_code`]). The dispatch record still lands on such a run,
     /// without moving it.
@@ -85,18 +98,23 @@ impl RunState {
 
     /// Whether no transition leaves this state.
     pub const fn is_final(self) -> bool {
-        !matches!(self, RunState::Planned | RunState::Dispatched)
+        !matches!(
+            self,
+            RunState::Planned | RunState::Sending | RunState::Dispatched
+        )
     }
 
     /// Whether the state machine allows moving from `self` to `to`. Staying put is not a move.
     pub const fn can_move_to(self, to: RunState) -> bool {
         use RunState::*;
         match self {
+            Planned => matches!(to, Sending | Misfired | Skipped),
             // Succeeded and timed_out (and failed, besides a trigger failure) come from an
-            // early callback: the result beat the dispatch record.
-            Planned => matches!(
+            // early callback: the result beat the dispatch record. Planned again: its owner
+            // never called `/run`; lost: maybe sent, and nobody could say.
+            Sending => matches!(
                 to,
-                Dispatched | Misfired | Skipped | Failed | Succeeded | TimedOut
+                Planned | Dispatched | Failed | Succeeded | TimedOut | Lost | Skipped | Misfired
             ),
             Dispatched => matches!(to, Succeeded | Failed | TimedOut | Killed | Lost),
             Succeeded | Failed | TimedOut | Killed | Lost | Misfired | Skipped => false,
@@ -159,7 +177,11 @@ impl RunState {
             RunState::Succeeded => HANDLE_CODE_SUCCESS,
             RunState::TimedOut => HANDLE_CODE_TIMEOUT,
             RunState::Failed | RunState::Killed | RunState::Lost => HANDLE_CODE_FAIL,
-            RunState::Planned | RunState::Dispatched | RunState::Misfired | RunState::Skipped => 0,
+            RunState::Planned
+            | RunState::Sending
+            | RunState::Dispatched
+            | RunState::Misfired
+            | RunState::Skipped => 0,
         }
     }
 
@@ -181,23 +203,35 @@ pub fn transition(from: RunState, to: RunState) -> Result<RunState, Error> {
 /// Every operation that moves a run, or writes a run only while it is in given states.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RunMove {
-    /// An executor accepted the run: `planned -> dispatched`.
+    /// Its owner takes the run to call `/run`: `planned -> sending`. The store requires that
+    /// the node still owns the run and that its heartbeat is recent.
+    Send,
+    /// Its owner gives the run back without having called `/run` (held, handed back at a
+    /// clean stop): `sending -> planned`.
+    Unsend,
+    /// An executor accepted the run: `sending -> dispatched`.
     Dispatch,
-    /// No executor took the run (none registered, or `/run` refused): `planned | dispatched
+    /// No executor took the run (none registered, or `/run` refused): `sending | dispatched
     /// -> failed`. The store also requires that no result was recorded yet.
     TriggerFail,
-    /// A result arrives (callback, kill, lost-run monitor): `dispatched`, or `planned` for an
-    /// early callback ([`RunState::EARLY_RESULTS`]), to the result ([`RunState::with_kill_intent`] of it when a kill was
-    /// asked for). A state that is not a result moves nothing.
+    /// A result arrives (callback, kill, lost-run monitor): `dispatched`, or `sending` for an
+    /// early callback ([`RunState::EARLY_RESULTS`]) or a maybe-sent run nobody could answer
+    /// for (`lost`), to the result ([`RunState::with_kill_intent`] of it when a kill was asked
+    /// for). A state that is not a result moves nothing.
     Complete(RunState),
-    /// Too late under the misfire policy: `planned -> misfired`.
+    /// Too late under the misfire policy: `planned | sending -> misfired`, the latter only by
+    /// the owner, which knows it did not call `/run`.
     Misfire,
-    /// Deliberately not run (the job was stopped before its fire): `planned -> skipped`.
+    /// Deliberately not run (the job was stopped before its fire): `planned | sending ->
+    /// skipped`, the latter only by the owner, which knows it did not call `/run`.
     Skip,
     /// A late fire becomes its job's catch-up fire: stays `planned`, with a new fire time.
     CatchUp,
-    /// A live node takes a dead node's run: stays `planned`, with a new owner.
+    /// A live node takes a dead (or departed) node's run: stays `planned`, with a new owner.
     Adopt,
+    /// A live node takes a dead node's run that may have been sent: stays `sending`, with a
+    /// new owner, which asks the executors before anything is sent again.
+    AdoptSending,
     /// A kill is recorded on the run (or withdrawn): stays `dispatched`.
     KillIntent,
 }
@@ -205,6 +239,8 @@ pub enum RunMove {
 impl RunMove {
     /// Every operation, with one `Complete` per result.
     pub const ALL: &'static [RunMove] = &[
+        RunMove::Send,
+        RunMove::Unsend,
         RunMove::Dispatch,
         RunMove::TriggerFail,
         RunMove::Complete(RunState::Succeeded),
@@ -216,6 +252,7 @@ impl RunMove {
         RunMove::Skip,
         RunMove::CatchUp,
         RunMove::Adopt,
+        RunMove::AdoptSending,
         RunMove::KillIntent,
     ];
 
@@ -223,18 +260,17 @@ impl RunMove {
     pub const fn from_states(self) -> &'static [RunState] {
         use RunState::*;
         match self {
-            RunMove::Dispatch
-            | RunMove::Misfire
-            | RunMove::Skip
-            | RunMove::CatchUp
-            | RunMove::Adopt => &[Planned],
+            RunMove::Send | RunMove::CatchUp | RunMove::Adopt => &[Planned],
+            RunMove::Unsend | RunMove::Dispatch | RunMove::AdoptSending => &[Sending],
+            RunMove::Skip | RunMove::Misfire => &[Planned, Sending],
             RunMove::KillIntent => &[Dispatched],
-            RunMove::TriggerFail => &[Planned, Dispatched],
-            // See `RunState::EARLY_RESULTS`.
-            RunMove::Complete(Succeeded | Failed | TimedOut) => &[Planned, Dispatched],
-            // Only a dispatched run is killed, or found lost.
-            RunMove::Complete(Killed | Lost) => &[Dispatched],
-            RunMove::Complete(Planned | Dispatched | Misfired | Skipped) => &[],
+            // See `RunState::EARLY_RESULTS`; lost from `sending`: maybe sent, nobody could say.
+            RunMove::TriggerFail | RunMove::Complete(Succeeded | Failed | TimedOut | Lost) => {
+                &[Sending, Dispatched]
+            }
+            // Only a dispatched run is killed.
+            RunMove::Complete(Killed) => &[Dispatched],
+            RunMove::Complete(Planned | Sending | Dispatched | Misfired | Skipped) => &[],
         }
     }
 
@@ -248,6 +284,8 @@ impl RunMove {
     /// applies to.
     pub const fn to(self) -> RunState {
         match self {
+            RunMove::Send | RunMove::AdoptSending => RunState::Sending,
+            RunMove::Unsend => RunState::Planned,
             RunMove::Dispatch => RunState::Dispatched,
             RunMove::TriggerFail => RunState::Failed,
             RunMove::Complete(result) => result,
@@ -272,7 +310,7 @@ impl RunMove {
     pub const fn keeps_state(self) -> bool {
         matches!(
             self,
-            RunMove::CatchUp | RunMove::Adopt | RunMove::KillIntent
+            RunMove::CatchUp | RunMove::Adopt | RunMove::AdoptSending | RunMove::KillIntent
         )
     }
 }
@@ -280,6 +318,8 @@ impl RunMove {
 impl fmt::Display for RunMove {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            RunMove::Send => f.write_str("send"),
+            RunMove::Unsend => f.write_str("unsend"),
             RunMove::Dispatch => f.write_str("dispatch"),
             RunMove::TriggerFail => f.write_str("trigger fail"),
             RunMove::Complete(result) => write!(f, "complete {result}"),
@@ -287,6 +327,7 @@ impl fmt::Display for RunMove {
             RunMove::Skip => f.write_str("skip"),
             RunMove::CatchUp => f.write_str("catch up"),
             RunMove::Adopt => f.write_str("adopt"),
+            RunMove::AdoptSending => f.write_str("adopt sending"),
             RunMove::KillIntent => f.write_str("kill intent"),
         }
     }

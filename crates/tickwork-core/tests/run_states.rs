@@ -10,13 +10,20 @@ use RunState::*;
 
 /// The complete set of allowed moves (design §2); everything else must be refused.
 const ALLOWED: &[(RunState, RunState)] = &[
-    (Planned, Dispatched),
+    (Planned, Sending),
     (Planned, Misfired),
     (Planned, Skipped),
-    (Planned, Failed),
+    // Its owner never called `/run` after all.
+    (Sending, Planned),
+    (Sending, Dispatched),
+    (Sending, Failed),
     // An early callback: the result beat the dispatch record.
-    (Planned, Succeeded),
-    (Planned, TimedOut),
+    (Sending, Succeeded),
+    (Sending, TimedOut),
+    // Maybe sent, and nobody could say.
+    (Sending, Lost),
+    (Sending, Skipped),
+    (Sending, Misfired),
     (Dispatched, Succeeded),
     (Dispatched, Failed),
     (Dispatched, TimedOut),
@@ -26,7 +33,7 @@ const ALLOWED: &[(RunState, RunState)] = &[
 
 #[test]
 fn every_pair_of_states() {
-    assert_eq!(RunState::ALL.len(), 9);
+    assert_eq!(RunState::ALL.len(), 10);
     let mut allowed_seen = 0;
     for &from in RunState::ALL {
         for &to in RunState::ALL {
@@ -57,6 +64,7 @@ fn every_pair_of_states() {
 fn final_states_have_no_exit() {
     let cases = [
         (Planned, false),
+        (Sending, false),
         (Dispatched, false),
         (Succeeded, true),
         (Failed, true),
@@ -89,32 +97,35 @@ fn error_message_names_both_states() {
 #[test]
 fn every_operation_and_its_states() {
     let cases: &[(RunMove, &[RunState], RunState, RunState)] = &[
-        (RunMove::Dispatch, &[Planned], Dispatched, Dispatched),
-        (RunMove::TriggerFail, &[Planned, Dispatched], Failed, Failed),
+        (RunMove::Send, &[Planned], Sending, Sending),
+        (RunMove::Unsend, &[Sending], Planned, Planned),
+        (RunMove::Dispatch, &[Sending], Dispatched, Dispatched),
+        (RunMove::TriggerFail, &[Sending, Dispatched], Failed, Failed),
         (
             RunMove::Complete(Succeeded),
-            &[Planned, Dispatched],
+            &[Sending, Dispatched],
             Succeeded,
             Succeeded,
         ),
         (
             RunMove::Complete(Failed),
-            &[Planned, Dispatched],
+            &[Sending, Dispatched],
             Failed,
             Killed,
         ),
         (
             RunMove::Complete(TimedOut),
-            &[Planned, Dispatched],
+            &[Sending, Dispatched],
             TimedOut,
             Killed,
         ),
         (RunMove::Complete(Killed), &[Dispatched], Killed, Killed),
-        (RunMove::Complete(Lost), &[Dispatched], Lost, Lost),
-        (RunMove::Misfire, &[Planned], Misfired, Misfired),
-        (RunMove::Skip, &[Planned], Skipped, Skipped),
+        (RunMove::Complete(Lost), &[Sending, Dispatched], Lost, Lost),
+        (RunMove::Misfire, &[Planned, Sending], Misfired, Misfired),
+        (RunMove::Skip, &[Planned, Sending], Skipped, Skipped),
         (RunMove::CatchUp, &[Planned], Planned, Planned),
         (RunMove::Adopt, &[Planned], Planned, Planned),
+        (RunMove::AdoptSending, &[Sending], Sending, Sending),
         (RunMove::KillIntent, &[Dispatched], Dispatched, Dispatched),
     ];
     assert_eq!(
@@ -136,7 +147,7 @@ fn every_operation_and_its_states() {
         }
     }
     // Only results complete a run.
-    for state in [Planned, Dispatched, Misfired, Skipped] {
+    for state in [Planned, Sending, Dispatched, Misfired, Skipped] {
         assert!(RunMove::Complete(state).from_states().is_empty(), "{state}");
     }
 }
@@ -172,6 +183,7 @@ fn state_groups() {
     let cases = [
         // state, initial, result, early result, calls for an alarm, with a kill intent
         (Planned, true, false, false, false, Planned),
+        (Sending, false, false, false, false, Sending),
         (Dispatched, false, false, false, false, Dispatched),
         (Succeeded, false, true, true, false, Succeeded),
         (Failed, false, true, true, true, Killed),
@@ -187,10 +199,11 @@ fn state_groups() {
         assert_eq!(state.is_result(), result, "{state}");
         assert_eq!(RunState::RESULTS.contains(&state), result, "{state}");
         assert_eq!(RunState::EARLY_RESULTS.contains(&state), early, "{state}");
-        // An early result is one a callback's handle code means, and one that leaves `planned`.
+        // An early result is one a callback's handle code means, and one that leaves
+        // `sending`; `lost` leaves it too, for a maybe-sent run nobody could answer for.
         assert_eq!(
-            early,
-            RunMove::Complete(state).applies_to(Planned),
+            early || state == Lost,
+            RunMove::Complete(state).applies_to(Sending),
             "{state}"
         );
         assert_eq!(
@@ -210,6 +223,8 @@ fn operation_names() {
     assert_eq!(
         names,
         [
+            "send",
+            "unsend",
             "dispatch",
             "trigger fail",
             "complete succeeded",
@@ -221,6 +236,7 @@ fn operation_names() {
             "skip",
             "catch up",
             "adopt",
+            "adopt sending",
             "kill intent",
         ]
     );
@@ -230,6 +246,7 @@ fn operation_names() {
 fn names_are_lowercase_and_round_trip() {
     let cases = [
         (Planned, "planned"),
+        (Sending, "sending"),
         (Dispatched, "dispatched"),
         (Succeeded, "succeeded"),
         (Failed, "failed"),
@@ -255,7 +272,7 @@ fn names_are_lowercase_and_round_trip() {
     let err = "running".parse::<RunState>().unwrap_err();
     assert_eq!(
         err.to_string(),
-        "run state: \"running\" is not one of planned dispatched succeeded failed timed_out \
+        "run state: \"running\" is not one of planned sending dispatched succeeded failed timed_out \
          killed lost misfired skipped"
     );
 }

@@ -137,23 +137,37 @@ pub trait RunLedger: Send + Sync {
     /// the job. A missing job is `NotFound`.
     async fn run_insert(&self, run: RunNew) -> Result<Run, Error>;
 
-    /// Records accepted triggers in one transaction: address, trigger code and message,
-    /// `dispatched_at`, and `planned -> dispatched`. A run already completed by an early
-    /// callback keeps its final state but gains the trigger record. Runs whose trigger was
-    /// already recorded, or that never ran, are left alone. Returns how many changed.
-    async fn runs_mark_dispatched(&self, batch: &[Dispatched]) -> Result<u64, Error>;
+    /// Moves the runs of `send` that are still `planned` and the node's to `sending`, in one
+    /// statement per chunk, if the node's heartbeat row is recent enough (see [`BeginSend`]).
+    /// Returns the ids that moved, ascending: only those may be sent.
+    async fn runs_begin_send(&self, send: BeginSend) -> Result<Vec<i64>, Error>;
 
-    /// Ends a pending run as `failed` at trigger time and, in the same transaction, writes
-    /// what `follow` plans for it (see [`FollowUps`]). Nothing ended when the run is unknown
-    /// or already past that point.
+    /// Moves the node's `sending` runs among `unsend` back to `planned` (see [`Unsend`]);
+    /// returns the ids that moved, ascending: those the node still owned.
+    async fn runs_unsend(&self, unsend: Unsend) -> Result<Vec<i64>, Error>;
+
+    /// A clean stop's hand-back (see [`HandBack`]); how many runs lost their owner.
+    async fn runs_hand_back(&self, hand_back: HandBack) -> Result<u64, Error>;
+
+    /// Records accepted triggers in one transaction: address, trigger code and message,
+    /// `dispatched_at`, and `sending -> dispatched`, on runs the batch's node still owns. A
+    /// run already completed by an early callback keeps its final state but gains the trigger
+    /// record. Runs whose trigger was already recorded, that never ran, or that another node
+    /// took, are left alone. Returns how many changed.
+    async fn runs_mark_dispatched(&self, batch: MarkDispatched) -> Result<u64, Error>;
+
+    /// Ends a pending run of the failing node as `failed` at trigger time and, in the same
+    /// transaction, writes what `follow` plans for it (see [`FollowUps`]). Nothing ended when
+    /// the run is unknown, already past that point, or another node's.
     async fn run_mark_trigger_failed(
         &self,
         failed: TriggerFailed,
         follow: &FollowUps<'_>,
     ) -> Result<Ended, Error>;
 
-    /// Ends a `planned` run as `skipped` without running it (its job was stopped or deleted
-    /// before the run was due); `None` when the run is unknown or no longer planned.
+    /// Ends a run of the node that is `planned`, or `sending` and never sent, as `skipped`
+    /// (its job was stopped before the run was due); `None` when the run is unknown, past
+    /// that point, or another node's.
     async fn run_skip(&self, skip: RunSkip) -> Result<Option<Run>, Error>;
 
     /// Records the shard of a run that became shard `index` of a broadcast of `total`
@@ -163,8 +177,8 @@ pub trait RunLedger: Send + Sync {
     /// Moves a pending run to its final state with its result (`failed` and `timed_out` become
     /// `killed` when a kill was requested, see [`RunLedger::run_kill_intent`]), as
     /// [`RunMove::Complete`](tickwork_core::run::RunMove::Complete) allows: a `dispatched`
-    /// run, or a `planned` one for a callback's results (`succeeded`, `failed`, `timed_out`:
-    /// the callback beat the dispatch record). In the same transaction it writes what `follow`
+    /// run, or a `sending` one for a callback's results (`succeeded`, `failed`, `timed_out`:
+    /// the callback beat the dispatch record) and for `lost` (maybe sent, nobody could say). In the same transaction it writes what `follow`
     /// plans for it: its retry, its children, its fixed-delay job's next fire (see
     /// [`FollowUps`]); a crash after the commit loses none of them. Nothing ended when the run
     /// is unknown, already final, or not in a state the result applies to: a repeated callback
@@ -197,29 +211,32 @@ pub trait RunLedger: Send + Sync {
     /// One page of runs matching the filter, newest first.
     async fn runs_list(&self, filter: RunFilter) -> Result<Paged<Run>, Error>;
 
-    /// The `planned` runs owned by `node`, by `scheduled_at` (a restarting node reloads its
-    /// timer from these).
-    async fn runs_planned_owned_by(&self, node: &str) -> Result<Vec<Run>, Error>;
+    /// The `planned` and `sending` runs owned by `node`, by `scheduled_at` (a restarting node
+    /// reloads its timer from the first and asks the executors about the second).
+    async fn runs_pending_owned_by(&self, node: &str) -> Result<Vec<Run>, Error>;
 
     /// How many runs scheduled in `range` are in each state (states with none are absent).
     async fn runs_state_counts(&self, range: TimeRange) -> Result<Vec<(RunState, u64)>, Error>;
 
     // ---- recovery ----
 
-    /// Moves orphaned `planned` runs (see [`AdoptParams`]) to `node_id`, atomically: rows are
-    /// locked with `SKIP LOCKED` before their owner changes, so two adopters never take the
-    /// same run. Returns the adopted runs (now owned by `node_id`), by `scheduled_at`.
+    /// Moves orphaned `planned` runs (see [`AdoptParams`]), and the `sending` runs of dead
+    /// nodes, to `node_id`, atomically: rows are locked with `SKIP LOCKED` before their owner
+    /// changes, so two adopters never take the same run. Returns the adopted runs (now owned
+    /// by `node_id`, in their state), by `scheduled_at`.
     async fn runs_adopt_orphaned(&self, params: AdoptParams) -> Result<Vec<Run>, Error>;
 
-    /// The ids among `run_ids` that are still `planned` and owned by `node_id` (a node checks
-    /// this before firing runs it held or adopted, in case another node took them meanwhile).
+    /// The ids among `run_ids` that are still `planned` or `sending` and owned by `node_id`
+    /// (a node checks this before firing runs it held, in case another node took them
+    /// meanwhile).
     async fn runs_still_owned(&self, query: OwnedRuns) -> Result<Vec<i64>, Error>;
 
     /// The executor group of each run among `run_ids` that exists (for checking that a
     /// callback comes from the run's own group); in no particular order.
     async fn runs_groups(&self, run_ids: &[i64]) -> Result<Vec<RunGroup>, Error>;
 
-    /// Ends planned runs of `node_id` as `misfired` (never run) and writes in the same
+    /// Ends planned runs of `node_id`, and its sending runs it never sent, as `misfired`
+    /// (never run) and writes in the same
     /// transaction what `follow` plans for them: above all the next fire of a fixed-delay job
     /// that waited for a run that will now never run. Runs no longer planned or owned by
     /// someone else are left alone.

@@ -22,7 +22,7 @@ pub(super) fn state_class(s: RunState) -> &'static str {
     match s {
         RunState::Succeeded => "s-ok",
         RunState::Failed | RunState::TimedOut | RunState::Lost | RunState::Killed => "s-fail",
-        RunState::Planned | RunState::Dispatched => "s-run",
+        RunState::Planned | RunState::Sending | RunState::Dispatched => "s-run",
         RunState::Misfired | RunState::Skipped => "s-off",
     }
 }

@@ -66,7 +66,7 @@ impl Scheduler {
                         );
                     }
                     let full = result.jobs >= s.claim_limit as usize;
-                    self.arm_all(result.runs, false);
+                    self.arm_all(result.runs, 0);
                     // After the arming: whoever sees this instant finds the round's runs armed.
                     inner.stats.last_claim_at.fetch_max(now, Ordering::SeqCst);
                     ok_rounds = ok_rounds.saturating_add(1);

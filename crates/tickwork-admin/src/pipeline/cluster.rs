@@ -18,9 +18,11 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tickwork_core::misfire::{self, FireDecision};
+use tickwork_core::run::RunState;
 use tickwork_core::{MisfireStrategy, TriggerType};
 use tickwork_store::{
-    AdoptParams, CatchUp, LeaseKey, LeaseRequest, MarkMisfired, NodeBeat, OwnedRuns, Run,
+    AdoptParams, CatchUp, HandBack, LeaseKey, LeaseRequest, MarkMisfired, NodeBeat, OwnedRuns, Run,
+    Unsend,
 };
 use tracing::{debug, info, warn};
 
@@ -63,6 +65,11 @@ impl Membership {
 
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Whether no other node can share this node's database.
+    pub(crate) fn is_alone(&self) -> bool {
+        self.alone
     }
 
     /// Whether this node may claim and fire at `now`.
@@ -128,6 +135,8 @@ pub(crate) enum Origin {
     Adopted,
     /// Runs this node held back and still owns.
     Held,
+    /// This node's runs that came due later than their misfire threshold.
+    Late,
 }
 
 impl Origin {
@@ -136,6 +145,7 @@ impl Origin {
             Origin::Restart => "restart",
             Origin::Adopted => "adoption",
             Origin::Held => "hold",
+            Origin::Late => "late fire",
         }
     }
 }
@@ -174,7 +184,7 @@ pub(crate) struct Adoption {
 }
 
 impl Adoption {
-    fn scheduler(&self) -> Scheduler {
+    pub(super) fn scheduler(&self) -> Scheduler {
         Scheduler {
             inner: self.inner.clone(),
         }
@@ -192,18 +202,31 @@ impl Adoption {
         }
     }
 
+    /// Adopts the runs nobody owns (handed back by a node that stopped cleanly), at once:
+    /// unlike a dead node's, they need no wait for every live node to have beaten.
+    pub(crate) async fn adopt_handed_back(&self) -> usize {
+        self.adopt(false).await
+    }
+
     /// One adoption round; how many runs were adopted.
     pub(crate) async fn adopt_round(&self) -> usize {
+        self.adopt(true).await
+    }
+
+    /// Adopts in batches until nothing is left: handed-back runs, and with `dead_nodes` those
+    /// of dead nodes too (only once this node may judge who is dead).
+    async fn adopt(&self, dead_nodes: bool) -> usize {
         let config = &self.inner.config;
         let mut total = 0;
         loop {
             let now = self.inner.clock.now_ms();
-            if !self.inner.membership.may_adopt(now, config) || self.inner.stop.is_cancelled() {
+            if !self.inner.membership.fence_open(now, config) || self.inner.stop.is_cancelled() {
                 return total;
             }
+            let dead_nodes = dead_nodes && self.inner.membership.may_adopt(now, config);
             let params = AdoptParams {
                 node_id: config.node_id.clone(),
-                dead_before: now - dead_after(config),
+                dead_before: dead_nodes.then(|| now - dead_after(config)),
                 limit: ADOPT_BATCH,
             };
             let runs = match self.inner.store.runs_adopt_orphaned(params).await {
@@ -236,10 +259,16 @@ impl Adoption {
     }
 
     /// Gives held runs back to the timer: those this node still owns, under their misfire
-    /// policy; the others went to another node meanwhile.
+    /// policy; the others went to another node meanwhile. A held run was never sent: one
+    /// already `sending` goes back to `planned` first, and through the send fence again.
     pub(crate) async fn resume_held(&self) {
-        let runs = std::mem::take(&mut *self.inner.held.lock().expect("held lock"));
+        let mut runs = std::mem::take(&mut *self.inner.held.lock().expect("held lock"));
         if runs.is_empty() {
+            return;
+        }
+        if let Err(e) = self.unsend(&mut runs).await {
+            warn!(error = %e, runs = runs.len(), "held runs not given back; kept for later");
+            self.inner.held.lock().expect("held lock").extend(runs);
             return;
         }
         let query = OwnedRuns {
@@ -266,6 +295,32 @@ impl Adoption {
         self.take_over(mine, Origin::Held).await;
     }
 
+    /// Moves the `sending` runs among `runs` back to `planned` (this node never sent them);
+    /// those it no longer owns are dropped from `runs`.
+    async fn unsend(&self, runs: &mut Vec<Run>) -> Result<(), Error> {
+        let ids: Vec<i64> = runs
+            .iter()
+            .filter(|r| r.state == RunState::Sending)
+            .map(|r| r.id)
+            .collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let unsend = Unsend {
+            node_id: self.inner.config.node_id.clone(),
+            run_ids: ids,
+        };
+        let moved = self.inner.store.runs_unsend(unsend).await?;
+        runs.retain_mut(|r| {
+            if r.state != RunState::Sending {
+                return true;
+            }
+            r.state = RunState::Planned;
+            moved.binary_search(&r.id).is_ok()
+        });
+        Ok(())
+    }
+
     /// Fires runs this node took over (adopted, re-armed, held) under their jobs' misfire
     /// policies: a run on time fires at its instant; late ones are misfired under
     /// `DO_NOTHING`, and under `FIRE_ONCE_NOW` one catch-up per job fires now unless the job
@@ -276,10 +331,15 @@ impl Adoption {
         let now = self.inner.clock.now_ms();
         let grace = match origin {
             Origin::Restart | Origin::Adopted => failover_grace_ms(config),
-            Origin::Held => 0,
+            Origin::Held | Origin::Late => 0,
         };
         let threshold = config.scheduler.misfire_threshold.as_millis() as i64 + grace;
-        let verify = origin != Origin::Held;
+        // A dead node's `sending` runs may have reached an executor: asked about, not fired.
+        let (maybe_sent, runs): (Vec<Run>, Vec<Run>) =
+            runs.into_iter().partition(|r| r.state == RunState::Sending);
+        if !maybe_sent.is_empty() {
+            self.resolve_maybe_sent(maybe_sent).await;
+        }
 
         let mut fire = Vec::new();
         let mut misfired = Vec::new();
@@ -339,7 +399,7 @@ impl Adoption {
                 origin = origin.as_str(),
                 "taken-over runs armed"
             );
-            self.scheduler().arm_all(fire, verify);
+            self.scheduler().arm_all(fire, grace);
         }
     }
 
@@ -519,10 +579,29 @@ impl Heartbeat {
         }
     }
 
-    /// A clean exit: give up the lease and delete the heartbeat row, so that the other nodes
-    /// adopt this node's planned runs at their next round instead of after `node_dead_after`.
+    /// A clean exit: hand the runs back, give up the lease and delete the heartbeat row.
+    /// Planned runs (and held or queued ones, which were never sent) lose their owner, so that
+    /// the next node to look (another, or this one restarted) fires them at once, in order,
+    /// under their misfire policy, instead of after `node_dead_after`.
     pub(crate) async fn leave_cluster(&self) {
         let node = self.inner.config.node_id.clone();
+        let mut held = std::mem::take(&mut *self.inner.held.lock().expect("held lock"));
+        let adoption = Adoption {
+            inner: self.inner.clone(),
+        };
+        if let Err(e) = adoption.unsend(&mut held).await {
+            warn!(error = %e, runs = held.len(), "held runs not given back: others ask about them once this node is dead");
+        }
+        let back = HandBack {
+            node_id: node.clone(),
+        };
+        match self.inner.store.runs_hand_back(back).await {
+            Ok(n) => info!(runs = n, "planned runs handed back"),
+            Err(e) => warn!(
+                error = %e,
+                "handing back planned runs failed: others adopt them once this node is dead"
+            ),
+        }
         self.inner.membership.lease_until.store(0, Ordering::SeqCst);
         let key = LeaseKey {
             name: MAINTENANCE_LEASE.to_owned(),

@@ -89,7 +89,7 @@ impl Scheduler {
                 "follow-up run planned"
             );
         }
-        self.arm_all(ended.follow_ups, false);
+        self.arm_all(ended.follow_ups, 0);
         for &job_id in &ended.advanced_jobs {
             self.forget_job(job_id);
         }

@@ -1,61 +1,137 @@
-//! From the timer to the executor: due runs sorted by priority into the fast or slow lane,
-//! checked against the fence, routed (broadcast included) and sent; outcomes go to the ledger.
+//! From the timer to the executor: due runs checked against their misfire policy, moved to
+//! `sending` in the database in batches (the send fence), sorted by priority into the fast or
+//! slow lane, routed (broadcast included) and sent; outcomes go to the ledger.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tickwork_core::RouteStrategy;
-use tickwork_store::{JobStatus, OwnedRuns, Run, RunNew, RunShard, RunSkip};
+use tickwork_core::run::RunState;
+use tickwork_store::{BeginSend, JobStatus, OwnedRuns, Run, RunNew, RunShard, RunSkip};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
+use super::cluster::Origin;
 use super::dispatch::{DispatchOutcome, DispatchRequest, dispatch};
 use super::{Armed, CachedJob, Scheduler, SlowCount};
 use crate::Error;
 use crate::executor_client::ExecutorClient;
 
+/// Most runs moved to `sending` by one statement batch: due runs that queue up while one batch
+/// is written go together in the next.
+const SEND_BATCH: usize = 5000;
+
 impl Scheduler {
-    /// Sorts each batch of due runs by priority and sends it to its lane. Runs that must be
-    /// checked first (adopted, armed before the fence last closed) are checked in one query.
+    /// Takes each batch of due runs (and whatever else came due meanwhile) through the send
+    /// fence: late ones go to their misfire policy, the others move to `sending` in one write
+    /// and go to their lane, higher priority first.
     pub(super) async fn due_loop(self, mut due: mpsc::UnboundedReceiver<Vec<(i64, Armed)>>) {
         while let Some(mut batch) = due.recv().await {
+            while batch.len() < SEND_BATCH {
+                match due.try_recv() {
+                    Ok(more) => batch.extend(more),
+                    Err(_) => break,
+                }
+            }
             // Higher priority first when several runs are due at once; fire order otherwise.
             batch.sort_by_key(|(at, a)| (std::cmp::Reverse(a.run.priority), *at));
             let now = self.inner.clock.now_ms();
             let epoch = self.inner.membership.epoch();
+            let threshold = self.inner.config.scheduler.misfire_threshold.as_millis() as i64;
+            let mut late = Vec::new();
+            let mut send = Vec::new();
             let mut check = Vec::new();
             for (_, armed) in batch {
                 if !self.inner.membership.fence_open(now, &self.inner.config) {
                     self.hold(armed.run, "heartbeat too old");
-                } else if armed.verify || armed.epoch != epoch {
-                    check.push(armed.run);
+                } else if armed.run.state == RunState::Sending {
+                    // A maybe-sent run found unsent: sent again, if still this node's.
+                    if armed.epoch == epoch {
+                        self.to_lane(armed.run, epoch);
+                    } else {
+                        check.push(armed.run);
+                    }
+                } else if armed.run.fire_key.is_some()
+                    && now - armed.run.scheduled_at > threshold + armed.grace_ms
+                {
+                    // Late is late wherever it comes from (a claim that committed after a
+                    // pause, a slow database): the misfire policy decides, at send time.
+                    late.push(armed.run);
                 } else {
-                    self.to_lane(armed);
+                    send.push(armed.run);
                 }
+            }
+            if !late.is_empty() {
+                self.adoption().take_over(late, Origin::Late).await;
             }
             if !check.is_empty() {
                 self.check_and_send(check, epoch).await;
             }
+            if !send.is_empty() {
+                self.begin_send(send, now, epoch).await;
+            }
         }
     }
 
-    fn to_lane(&self, armed: Armed) {
+    /// Moves `runs` to `sending` in the database and sends those that moved. The others are
+    /// no longer this node's: another node adopted them (this node was paused, or its
+    /// heartbeat failed) and they are not sent. All are held when the database cannot say.
+    async fn begin_send(&self, mut runs: Vec<Run>, now: i64, epoch: u64) {
+        let live_since = (!self.inner.membership.is_alone())
+            .then(|| now - self.inner.config.cluster.node_dead_after.as_millis() as i64);
+        let send = BeginSend {
+            node_id: self.inner.config.node_id.clone(),
+            run_ids: runs.iter().map(|r| r.id).collect(),
+            live_since,
+        };
+        match self.inner.store.runs_begin_send(send).await {
+            Ok(moved) => {
+                for mut run in runs.drain(..) {
+                    if moved.binary_search(&run.id).is_ok() {
+                        run.state = RunState::Sending;
+                        self.to_lane(run, epoch);
+                    } else {
+                        debug!(run_id = run.id, "run no longer this node's: not sent");
+                        self.inner
+                            .stats
+                            .runs_disowned
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, runs = runs.len(), "send fence not written; runs held");
+                for run in runs {
+                    self.hold(run, "send fence not written");
+                }
+            }
+        }
+    }
+
+    fn to_lane(&self, run: Run, epoch: u64) {
+        let armed = Armed {
+            run,
+            epoch,
+            grace_ms: 0,
+        };
         let (lane, index) = if self.is_slow(armed.run.job_id) {
             (&self.inner.slow_lane, 1)
         } else {
             (&self.inner.fast_lane, 0)
         };
         self.inner.metrics.lane_sent(index);
-        if lane.send(armed).is_err() {
-            // The lane stopped: the admin is shutting down and the run stays planned.
+        if let Err(back) = lane.send(armed) {
+            // The lane stopped: the admin is shutting down. The run was not sent; the
+            // shutdown hands it back.
             self.inner.metrics.lane_received(index);
+            self.hold(back.0.run, "admin stopping");
         }
     }
 
-    /// Fires the runs of `runs` this node still owns; drops the others (another node took
-    /// them), holds all of them when the database cannot say.
+    /// Sends again the `sending` runs of `runs` this node still owns; drops the others
+    /// (another node took them), holds all of them when the database cannot say.
     async fn check_and_send(&self, runs: Vec<Run>, epoch: u64) {
         let query = OwnedRuns {
             node_id: self.inner.config.node_id.clone(),
@@ -65,11 +141,7 @@ impl Scheduler {
             Ok(owned) => {
                 for run in runs {
                     if owned.binary_search(&run.id).is_ok() {
-                        self.to_lane(Armed {
-                            run,
-                            epoch,
-                            verify: false,
-                        });
+                        self.to_lane(run, epoch);
                     } else {
                         debug!(run_id = run.id, "run no longer this node's: not fired");
                         self.inner
@@ -136,6 +208,12 @@ impl Scheduler {
             // Reap finished tasks so the set does not grow.
             while running.try_join_next().is_some() {}
         }
+        // Runs still queued were never sent: held, for the shutdown to hand back.
+        lane.close();
+        while let Ok(armed) = lane.try_recv() {
+            self.inner.metrics.lane_received(index);
+            self.hold(armed.run, "admin stopping");
+        }
         while running.join_next().await.is_some() {}
     }
 
@@ -168,6 +246,7 @@ impl Scheduler {
         {
             let skip = RunSkip {
                 run_id: run.id,
+                node_id: self.inner.config.node_id.clone(),
                 reason: "job stopped before the run was due".to_owned(),
                 at: self.inner.clock.now_ms(),
             };

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use tickwork_store::{Dispatched, Run, TriggerFailed};
+use tickwork_store::{Dispatched, MarkDispatched, Run, TriggerFailed};
 use tokio::sync::mpsc;
 use tracing::{error, warn};
 
@@ -64,9 +64,15 @@ impl Scheduler {
         }
         if !accepted.is_empty() {
             let n = accepted.len() as u64;
+            // Only on runs this node still owns: a node adopted by others while it was paused
+            // does not overwrite what they recorded.
+            let batch = MarkDispatched {
+                node_id: self.inner.config.node_id.clone(),
+                runs: accepted,
+            };
             let written = self
                 .persist("recording dispatched runs", || {
-                    self.inner.store.runs_mark_dispatched(&accepted)
+                    self.inner.store.runs_mark_dispatched(batch.clone())
                 })
                 .await;
             if written.is_some() {
@@ -99,6 +105,7 @@ impl Scheduler {
             );
             let failed = TriggerFailed {
                 run_id: run.id,
+                node_id: self.inner.config.node_id.clone(),
                 address: out.address,
                 trigger_code: out.trigger_code,
                 trigger_msg: out.trigger_msg,

@@ -19,6 +19,7 @@ pub(crate) mod dispatch;
 pub(crate) mod executor_api;
 mod lanes;
 mod ledger;
+mod maybe_sent;
 pub(crate) mod monitor;
 pub mod planner;
 pub mod timer;
@@ -102,11 +103,13 @@ pub struct Stats {
 /// A run waiting in the timer or a lane, with what the fence needs to know about it.
 pub(crate) struct Armed {
     pub(crate) run: Run,
-    /// The fence epoch when it was armed: a run armed before the fence last closed is checked
-    /// against the database before it fires.
+    /// The fence epoch when it was armed: a `sending` run armed before the fence last closed
+    /// is checked against the database before it is sent again (a `planned` one is checked by
+    /// the send fence itself).
     pub(crate) epoch: u64,
-    /// Check ownership before firing (adopted runs, runs re-armed after a restart).
-    pub(crate) verify: bool,
+    /// How much later than the misfire threshold the run may fire before its misfire policy
+    /// applies: the failover's detection time for adopted and re-armed runs, else 0.
+    pub(crate) grace_ms: i64,
 }
 
 /// A job as the pipeline uses it: the stored row and its parsed schedule.
@@ -237,12 +240,15 @@ impl Scheduler {
         let own = scheduler
             .inner
             .store
-            .runs_planned_owned_by(&scheduler.inner.config.node_id)
+            .runs_pending_owned_by(&scheduler.inner.config.node_id)
             .await?;
         if !own.is_empty() {
-            info!(runs = own.len(), "re-arming planned runs of this node");
+            info!(runs = own.len(), "re-arming the runs of this node");
             scheduler.adoption().take_over(own, Origin::Restart).await;
         }
+        // Runs a node handed back when it stopped cleanly (this one, restarted, or another)
+        // fire now, not after the adoption interval.
+        scheduler.adoption().adopt_handed_back().await;
 
         let s = &scheduler;
         let mut pipeline = JoinSet::new();
@@ -360,17 +366,20 @@ impl Scheduler {
 
     /// Puts a run into the timer (manual, API, retry and child runs).
     pub(crate) fn arm(&self, run: Run) {
-        self.arm_all(vec![run], false);
+        self.arm_all(vec![run], 0);
     }
 
-    /// Puts runs into the timer; `verify`: check in the database that they are still this
-    /// node's before firing them.
-    pub(crate) fn arm_all(&self, runs: Vec<Run>, verify: bool) {
+    /// Puts runs into the timer; `grace_ms`: see [`Armed::grace_ms`].
+    pub(crate) fn arm_all(&self, runs: Vec<Run>, grace_ms: i64) {
         let epoch = self.inner.membership.epoch();
-        self.inner.timer.schedule_all(
-            runs.into_iter()
-                .map(|run| (run.scheduled_at, Armed { run, epoch, verify })),
-        );
+        self.inner.timer.schedule_all(runs.into_iter().map(|run| {
+            let armed = Armed {
+                run,
+                epoch,
+                grace_ms,
+            };
+            (armed.run.scheduled_at, armed)
+        }));
     }
 
     /// Takes a run out of the flow; the claim loop gives it back once this node may fire

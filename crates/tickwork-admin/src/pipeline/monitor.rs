@@ -250,7 +250,9 @@ impl Maintenance {
             for (state, n) in counts {
                 let n = n as i64;
                 match state {
-                    RunState::Planned | RunState::Dispatched => report.running += n,
+                    RunState::Planned | RunState::Sending | RunState::Dispatched => {
+                        report.running += n
+                    }
                     RunState::Succeeded => report.succeeded += n,
                     RunState::Failed | RunState::TimedOut | RunState::Killed | RunState::Lost => {
                         report.failed += n

@@ -603,11 +603,13 @@ impl Harness {
 
     /// Ends planned run `run` as the pipeline does when it finds no executor to send it to.
     async fn fail_dispatch(&self, run: i64) {
+        let node_id = crate::support::begin_send(&*self.store, run).await;
         let ended = self
             .store
             .run_mark_trigger_failed(
                 tickwork_store::TriggerFailed {
                     run_id: run,
+                    node_id,
                     address: None,
                     trigger_code: 500,
                     trigger_msg: tickwork_core::Error::NoExecutor.to_string(),

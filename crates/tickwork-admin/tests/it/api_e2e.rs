@@ -140,23 +140,17 @@ impl Harness {
         let store = &self.store;
         let now = tickwork_admin::timer::now_ms();
         let run = store
-            .run_insert(tickwork_store::RunNew::new(
-                job["id"].as_i64().unwrap(),
-                tickwork_core::TriggerType::Manual,
-                now + 3_600_000,
-            ))
+            .run_insert(tickwork_store::RunNew {
+                owner_node: Some("a-node".to_owned()),
+                ..tickwork_store::RunNew::new(
+                    job["id"].as_i64().unwrap(),
+                    tickwork_core::TriggerType::Manual,
+                    now + 3_600_000,
+                )
+            })
             .await
             .unwrap();
-        store
-            .runs_mark_dispatched(&[tickwork_store::Dispatched {
-                run_id: run.id,
-                address: address.to_owned(),
-                trigger_code: 200,
-                trigger_msg: None,
-                at: now,
-            }])
-            .await
-            .unwrap();
+        crate::support::mark_dispatched(&**store, run.id, address, now).await;
         run.id
     }
 

@@ -82,7 +82,7 @@ async fn busiest(
     let mut best = (alive[0], Vec::new());
     for &i in alive {
         let runs = store
-            .runs_planned_owned_by(nodes[i])
+            .runs_pending_owned_by(nodes[i])
             .await
             .expect("planned runs");
         if runs.len() > best.1.len() {

@@ -13,8 +13,8 @@ use support::{Backend, Child, CountingExecutor, InProcessAdmin, TestDb};
 use tickwork_core::run::RunState;
 use tickwork_core::{MisfireStrategy, ScheduleType, TriggerType};
 use tickwork_store::{
-    AddressMode, ClaimParams, Dispatched, GroupNew, Job, JobNew, JobPlan, JobSpec, JobStatus,
-    PlannedFire, Run, RunNew, Store,
+    AddressMode, ClaimParams, GroupNew, Job, JobNew, JobPlan, JobSpec, JobStatus, PlannedFire, Run,
+    RunNew, Store,
 };
 use tickwork_testkit::wait_until;
 
@@ -184,14 +184,7 @@ async fn dispatched(store: &dyn Store, job_id: i64, node: &str, address: &str) -
         })
         .await
         .expect("run");
-    let batch = [Dispatched {
-        run_id: run.id,
-        address: address.to_owned(),
-        trigger_code: 200,
-        trigger_msg: None,
-        at: now,
-    }];
-    store.runs_mark_dispatched(&batch).await.expect("dispatch");
+    support::mark_dispatched(store, run.id, address, now).await;
     run
 }
 

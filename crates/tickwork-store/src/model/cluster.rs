@@ -34,19 +34,21 @@ pub struct LeaseKey {
     pub node: String,
 }
 
-/// Take over `planned` runs whose owner is gone: owned by no node, by a node whose row is gone
-/// (it left), or by a node whose last heartbeat is older than `dead_before`.
+/// Take over runs whose owner is gone: `planned` runs owned by no node (handed back at a
+/// clean stop), and `planned` or `sending` runs of a node whose row is gone (it left) or
+/// whose last heartbeat is older than `dead_before`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdoptParams {
     /// The adopting node: the runs' new `owner_node`. Its own runs are never adopted.
     pub node_id: String,
-    /// An owner whose heartbeat is older than this is dead.
-    pub dead_before: i64,
+    /// An owner whose heartbeat is older than this is dead. `None`: take only runs that
+    /// have no owner.
+    pub dead_before: Option<i64>,
     /// At most this many runs per call, oldest `scheduled_at` first.
     pub limit: u32,
 }
 
-/// Which of `run_ids` are still `planned` and owned by `node_id`.
+/// Which of `run_ids` are still `planned` or `sending` and owned by `node_id`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnedRuns {
     pub node_id: String,

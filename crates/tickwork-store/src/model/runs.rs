@@ -80,6 +80,39 @@ impl RunNew {
     }
 }
 
+/// Runs `node_id` takes to call `/run` (`planned -> sending`), in one statement. Only runs
+/// still `planned` and owned by `node_id` move, and none while the node's heartbeat row is
+/// older than `live_since` (a node paused past it may have lost them to another node).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BeginSend {
+    pub node_id: String,
+    pub run_ids: Vec<i64>,
+    /// `None`: no heartbeat condition (a node no other node can share the database with).
+    pub live_since: Option<i64>,
+}
+
+/// `sending` runs of `node_id` it never called `/run` for (held back, or queued when it
+/// stopped): they become `planned` again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsend {
+    pub node_id: String,
+    pub run_ids: Vec<i64>,
+}
+
+/// A node that stops cleanly gives its `planned` runs back: they lose their owner, so that
+/// the next node to look (another, or this one restarted) adopts them at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandBack {
+    pub node_id: String,
+}
+
+/// The dispatch records `node_id` writes for runs it sent: only runs it still owns gain them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkDispatched {
+    pub node_id: String,
+    pub runs: Vec<Dispatched>,
+}
+
 /// The recorded outcome of one accepted `/run` call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dispatched {
@@ -90,10 +123,12 @@ pub struct Dispatched {
     pub at: i64,
 }
 
-/// A trigger that failed (no executor, `/run` refused): the run ends as `failed`.
+/// A trigger that failed (no executor, `/run` refused): the run ends as `failed`, when
+/// `node_id`, the node that tried, still owns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TriggerFailed {
     pub run_id: i64,
+    pub node_id: String,
     /// The executor that refused, if one was called.
     pub address: Option<String>,
     pub trigger_code: i32,
@@ -101,10 +136,11 @@ pub struct TriggerFailed {
     pub at: i64,
 }
 
-/// A planned run that will not run, and why.
+/// A run of `node_id` that will not run, and why: `planned`, or `sending` and never sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunSkip {
     pub run_id: i64,
+    pub node_id: String,
     pub reason: String,
     pub at: i64,
 }

@@ -13,6 +13,13 @@ static FINAL_STATES: LazyLock<String> = LazyLock::new(|| {
     state_in(&states)
 });
 
+/// `state` condition of the runs a node holds: not yet sent, or being sent.
+static OWNED_STATES: LazyLock<String> = LazyLock::new(|| {
+    let mut states = RunMove::Adopt.from_states().to_vec();
+    states.extend_from_slice(RunMove::AdoptSending.from_states());
+    state_in(&states)
+});
+
 /// The owners whose planned runs may be adopted (see `orphan_owners`).
 struct Orphans {
     /// Owners without a recent heartbeat (or without a row: they left).
@@ -37,34 +44,47 @@ impl<B: Backend> SqlStore<B> {
     /// one scan would visit every planned run of every live node at each adoption round.
     async fn orphan_owners(&self, params: &AdoptParams) -> Result<Option<Orphans>, Error> {
         let mut conn = self.pool.acquire().await?;
-        // One state (`planned`): the walk below relies on an equality on the index's first
-        // column.
-        let adoptable = state_in(RunMove::Adopt.from_states());
+        // Only planned runs lose their owner (a clean stop's hand-back).
         let unowned = Query::new(format!(
-            "SELECT id FROM tw_runs WHERE state{adoptable} AND owner_node IS NULL LIMIT 1"
+            "SELECT id FROM tw_runs WHERE state{} AND owner_node IS NULL LIMIT 1",
+            state_in(RunMove::Adopt.from_states())
         ));
         let unowned = B::fetch_optional::<(i64,)>(&mut *conn, unowned)
             .await?
             .is_some();
-        let mut owners = Vec::new();
-        let mut after = String::new();
-        loop {
-            let next = Query::new(format!(
-                "SELECT owner_node FROM tw_runs WHERE state{adoptable} AND owner_node > ? \
-                 ORDER BY owner_node LIMIT 1"
-            ))
-            .bind(after.as_str());
-            let Some((owner,)) = B::fetch_optional::<(String,)>(&mut *conn, next).await? else {
-                break;
-            };
-            after.clone_from(&owner);
-            if owner != params.node_id {
-                owners.push(owner);
+        let mut owners = BTreeSet::new();
+        let Some(dead_before) = params.dead_before else {
+            return Ok(unowned.then_some(Orphans {
+                dead: Vec::new(),
+                unowned,
+            }));
+        };
+        // One state per walk: it relies on an equality on the index's first column.
+        let states = [RunMove::Adopt, RunMove::AdoptSending]
+            .into_iter()
+            .flat_map(|m| m.from_states().iter().copied());
+        for state in states {
+            let mut after = String::new();
+            loop {
+                let next = Query::new(format!(
+                    "SELECT owner_node FROM tw_runs WHERE state{} AND owner_node > ? \
+                     ORDER BY owner_node LIMIT 1",
+                    state_in(&[state])
+                ))
+                .bind(after.as_str());
+                let Some((owner,)) = B::fetch_optional::<(String,)>(&mut *conn, next).await? else {
+                    break;
+                };
+                after.clone_from(&owner);
+                if owner != params.node_id {
+                    owners.insert(owner);
+                }
             }
         }
+        let mut owners: Vec<String> = owners.into_iter().collect();
         if !owners.is_empty() {
             let mut live = Query::new("SELECT id FROM tw_nodes WHERE heartbeat_at >= ? AND id IN ")
-                .bind(params.dead_before)
+                .bind(dead_before)
                 .one_off();
             live.push_list(owners.iter().map(String::as_str));
             let live: HashSet<String> = B::fetch_all::<(String,)>(&mut *conn, live)
@@ -112,8 +132,34 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         self.run_get(id).await
     }
 
-    async fn runs_mark_dispatched(&self, batch: &[Dispatched]) -> Result<u64, Error> {
-        retry_deadlocks(|| self.runs_mark_dispatched_once(batch)).await
+    async fn runs_begin_send(&self, send: BeginSend) -> Result<Vec<i64>, Error> {
+        check_required("node id", &send.node_id, NODE_ID_MAX)?;
+        if send.run_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        retry_deadlocks(|| self.runs_begin_send_once(&send)).await
+    }
+
+    async fn runs_unsend(&self, unsend: Unsend) -> Result<Vec<i64>, Error> {
+        check_required("node id", &unsend.node_id, NODE_ID_MAX)?;
+        if unsend.run_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        retry_deadlocks(|| self.runs_unsend_once(&unsend)).await
+    }
+
+    async fn runs_hand_back(&self, hand_back: HandBack) -> Result<u64, Error> {
+        check_required("node id", &hand_back.node_id, NODE_ID_MAX)?;
+        let q = Query::new(format!(
+            "UPDATE tw_runs SET owner_node = NULL WHERE state{} AND owner_node = ?",
+            state_in(RunMove::Adopt.from_states())
+        ))
+        .bind(hand_back.node_id.as_str());
+        Ok(self.execute(q).await?)
+    }
+
+    async fn runs_mark_dispatched(&self, batch: MarkDispatched) -> Result<u64, Error> {
+        retry_deadlocks(|| self.runs_mark_dispatched_once(&batch)).await
     }
 
     async fn run_mark_trigger_failed(
@@ -147,13 +193,14 @@ impl<B: Backend> RunLedger for SqlStore<B> {
     async fn run_skip(&self, skip: RunSkip) -> Result<Option<Run>, Error> {
         let q = Query::new(format!(
             "UPDATE tw_runs SET state = {}, trigger_msg = ?, finished_at = ? \
-             WHERE id = ? AND state{}",
+             WHERE id = ? AND state{} AND owner_node = ?",
             state_literal(RunMove::Skip.to()),
             state_in(RunMove::Skip.from_states())
         ))
         .bind(clip(Some(&skip.reason)))
         .bind(skip.at)
-        .bind(skip.run_id);
+        .bind(skip.run_id)
+        .bind(skip.node_id.as_str());
         if self.execute(q).await? == 0 {
             return Ok(None);
         }
@@ -210,10 +257,11 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         Ok(Paged { items, total })
     }
 
-    async fn runs_planned_owned_by(&self, node: &str) -> Result<Vec<Run>, Error> {
+    async fn runs_pending_owned_by(&self, node: &str) -> Result<Vec<Run>, Error> {
         let q = Query::new(format!(
-            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE state = 'planned' AND owner_node = ? \
-             ORDER BY scheduled_at, id"
+            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE state{} AND owner_node = ? \
+             ORDER BY scheduled_at, id",
+            *OWNED_STATES
         ))
         .bind(node);
         convert(self.fetch_all::<RunRow>(q).await?)
@@ -246,14 +294,15 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         // Lock first, then move: a run another adopter holds is skipped, and one it already
         // moved has a live owner by the time this scan reaches it. The scan visits only the
         // runs of the owners found dead above; liveness is checked again here, under the lock.
-        let adoptable = state_in(RunMove::Adopt.from_states());
+        // Sending runs never lose their owner, so only a dead owner's are taken.
+        let adoptable = &*OWNED_STATES;
         let mut select = Query::new(format!(
             "SELECT id FROM tw_runs WHERE state{adoptable} AND ("
         ));
         if orphans.unowned {
             select.push("owner_node IS NULL");
         }
-        if !orphans.dead.is_empty() {
+        if let (false, Some(dead_before)) = (orphans.dead.is_empty(), params.dead_before) {
             if orphans.unowned {
                 select.push(" OR ");
             }
@@ -263,7 +312,7 @@ impl<B: Backend> RunLedger for SqlStore<B> {
                 " AND NOT EXISTS (SELECT 1 FROM tw_nodes \
                  WHERE tw_nodes.id = tw_runs.owner_node AND tw_nodes.heartbeat_at >= ",
             );
-            select.push_bind(params.dead_before);
+            select.push_bind(dead_before);
             select.push("))");
         }
         select.push(") ORDER BY scheduled_at, id LIMIT ");
@@ -280,7 +329,7 @@ impl<B: Backend> RunLedger for SqlStore<B> {
             let mut q = Query::new("UPDATE tw_runs SET owner_node = ").one_off();
             q.push_bind(params.node_id.as_str());
             q.push(" WHERE ").push(B::KIND.state_beside_ids());
-            q.push(&adoptable).push(" AND id IN ");
+            q.push(adoptable).push(" AND id IN ");
             q.push_list(chunk.iter().copied());
             B::execute(&mut *tx, q).await?;
             let mut read =
@@ -288,7 +337,7 @@ impl<B: Backend> RunLedger for SqlStore<B> {
             read.push_list(chunk.iter().copied());
             read.push(" AND ")
                 .push(B::KIND.state_beside_ids())
-                .push(&adoptable)
+                .push(adoptable)
                 .push(" AND owner_node = ")
                 .push_bind(params.node_id.as_str());
             for row in B::fetch_all::<RunRow>(&mut *tx, read).await? {
@@ -305,7 +354,8 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         for chunk in query.run_ids.chunks(ROWS_PER_STATEMENT) {
             let mut q = Query::new("SELECT id FROM tw_runs WHERE ").one_off();
             q.push(B::KIND.state_beside_ids());
-            q.push(" = 'planned' AND owner_node = ");
+            q.push(&OWNED_STATES);
+            q.push(" AND owner_node = ");
             q.push_bind(query.node_id.as_str());
             q.push(" AND id IN ");
             q.push_list(chunk.iter().copied());
@@ -409,7 +459,9 @@ impl<B: Backend> RunLedger for SqlStore<B> {
              AND NOT EXISTS (SELECT 1 FROM tw_registry \
              WHERE tw_registry.address = tw_runs.executor_address \
              AND tw_registry.updated_at >= ?) ORDER BY dispatched_at, id LIMIT ?",
-            state_in(RunMove::Complete(RunState::Lost).from_states())
+            // Only dispatched runs have an executor to be gone; a `sending` run's maybe is
+            // resolved by asking, not by the monitor.
+            state_in(&[RunMove::Dispatch.to()])
         ))
         .bind(query.dispatched_before)
         .bind(query.alive_since)

@@ -26,11 +26,80 @@ fn push_result_state(q: &mut Query, result: RunState) {
 }
 
 impl<B: Backend> SqlStore<B> {
+    /// One attempt of [`RunLedger::runs_begin_send`].
+    pub(super) async fn runs_begin_send_once(&self, send: &BeginSend) -> Result<Vec<i64>, Error> {
+        // The fence, in the database: a node paused past its heartbeat moves nothing, even if
+        // no other node has adopted its runs yet.
+        let live = send.live_since.map(|since| {
+            let mut q = Query::new(" AND EXISTS (SELECT 1 FROM tw_nodes WHERE id = ").one_off();
+            q.push_bind(send.node_id.as_str());
+            q.push(" AND heartbeat_at >= ").push_bind(since).push(")");
+            q
+        });
+        self.move_owned(RunMove::Send, &send.node_id, &send.run_ids, live.as_ref())
+            .await
+    }
+
+    /// One attempt of [`RunLedger::runs_unsend`].
+    pub(super) async fn runs_unsend_once(&self, unsend: &Unsend) -> Result<Vec<i64>, Error> {
+        self.move_owned(RunMove::Unsend, &unsend.node_id, &unsend.run_ids, None)
+            .await
+    }
+
+    /// Makes `op` (which changes the state only) on the runs among `ids` that `node` owns,
+    /// under the extra condition `when`, in one transaction; returns the ids that moved,
+    /// ascending.
+    async fn move_owned(
+        &self,
+        op: RunMove,
+        node: &str,
+        ids: &[i64],
+        when: Option<&Query>,
+    ) -> Result<Vec<i64>, Error> {
+        let mut moved = Vec::with_capacity(ids.len());
+        let mut tx = B::begin_write(&self.pool).await?;
+        for chunk in ids.chunks(ROWS_PER_STATEMENT) {
+            let mut q = Query::new(format!(
+                "UPDATE tw_runs SET state = {} WHERE ",
+                state_literal(op.to())
+            ))
+            .one_off();
+            q.push(B::KIND.state_beside_ids());
+            q.push(&state_in(op.from_states()));
+            q.push(" AND owner_node = ").push_bind(node);
+            q.push(" AND id IN ").push_list(chunk.iter().copied());
+            if let Some(when) = when {
+                q.append(when);
+            }
+            if B::execute(&mut *tx, q).await?.rows == 0 {
+                continue;
+            }
+            // Within the transaction, the runs now in the new state are those just moved: the
+            // caller holds them in the old one.
+            let mut read = Query::new("SELECT id FROM tw_runs WHERE id IN ").one_off();
+            read.push_list(chunk.iter().copied());
+            read.push(" AND ").push(B::KIND.state_beside_ids());
+            read.push(&state_in(&[op.to()]));
+            read.push(" AND owner_node = ").push_bind(node);
+            moved.extend(
+                B::fetch_all::<(i64,)>(&mut *tx, read)
+                    .await?
+                    .into_iter()
+                    .map(|(id,)| id),
+            );
+        }
+        tx.commit().await?;
+        moved.sort_unstable();
+        Ok(moved)
+    }
+
     /// One attempt of [`RunLedger::runs_mark_dispatched`].
     pub(super) async fn runs_mark_dispatched_once(
         &self,
-        batch: &[Dispatched],
+        batch: &MarkDispatched,
     ) -> Result<u64, Error> {
+        let node = batch.node_id.as_str();
+        let batch = batch.runs.as_slice();
         if batch.is_empty() {
             return Ok(0);
         }
@@ -65,6 +134,7 @@ impl<B: Backend> SqlStore<B> {
             q.push(" AND dispatched_at IS NULL AND trigger_code = 0 AND ");
             q.push(B::KIND.state_beside_ids());
             q.push(&DISPATCH_RECORD_STATES);
+            q.push(" AND owner_node = ").push_bind(node);
             changed += B::execute(&mut *tx, q).await?.rows;
         }
         tx.commit().await?;
@@ -177,7 +247,7 @@ impl<B: Backend> SqlStore<B> {
         let q = Query::new(format!(
             "UPDATE tw_runs SET state = {}, executor_address = COALESCE(?, executor_address), \
              trigger_code = ?, trigger_msg = ?, finished_at = ? \
-             WHERE id = ? AND state{} AND handle_code = 0",
+             WHERE id = ? AND state{} AND handle_code = 0 AND owner_node = ?",
             state_literal(RunMove::TriggerFail.to()),
             state_in(RunMove::TriggerFail.from_states())
         ))
@@ -185,7 +255,8 @@ impl<B: Backend> SqlStore<B> {
         .bind(failed.trigger_code)
         .bind(clip(Some(&failed.trigger_msg)))
         .bind(failed.at)
-        .bind(failed.run_id);
+        .bind(failed.run_id)
+        .bind(failed.node_id.as_str());
         let mut tx = B::begin_write(&self.pool).await?;
         let ended = Self::ended_one(&mut tx, q, failed.run_id).await?;
         let ended = Self::write_follow_ups(&mut tx, ended, follow).await?;

@@ -668,3 +668,43 @@ pub(crate) fn env_secs(name: &str, default: u64) -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// Takes run `run_id` through the send fence as its owner does before `/run` (`planned ->
+/// sending`); returns the owner.
+pub(crate) async fn begin_send(store: &dyn tickwork_store::Store, run_id: i64) -> String {
+    let run = store.run_get(run_id).await.expect("run");
+    let node = run.owner_node.expect("a run is sent by its owner");
+    let send = tickwork_store::BeginSend {
+        node_id: node.clone(),
+        run_ids: vec![run_id],
+        live_since: None,
+    };
+    let moved = store.runs_begin_send(send).await.expect("send fence");
+    assert_eq!(moved, [run_id], "run {run_id} moved to sending");
+    node
+}
+
+/// Records that `address` accepted run `run_id`, as the ledger of its owner does after
+/// `/run` (through the send fence first).
+pub(crate) async fn mark_dispatched(
+    store: &dyn tickwork_store::Store,
+    run_id: i64,
+    address: &str,
+    at: i64,
+) {
+    let node = begin_send(store, run_id).await;
+    let batch = tickwork_store::MarkDispatched {
+        node_id: node,
+        runs: vec![tickwork_store::Dispatched {
+            run_id,
+            address: address.to_owned(),
+            trigger_code: 200,
+            trigger_msg: None,
+            at,
+        }],
+    };
+    assert_eq!(
+        store.runs_mark_dispatched(batch).await.expect("dispatch"),
+        1
+    );
+}
