@@ -23,18 +23,15 @@ pub(crate) async fn alarms_are_queued_once(ctx: Ctx) {
             expected.push(run.id);
         }
     }
-    let trigger_failed = planned(store, job.id, Some("n"), NOW).await;
+    // A trigger failure: the run was being sent.
+    let failed = planned(store, job.id, Some("n"), NOW).await;
+    begin_send(store, failed.id).await;
     store
-        .trigger_failed_plain(TriggerFailed {
-            run_id: trigger_failed.id,
-            address: None,
-            trigger_code: 500,
-            trigger_msg: "no executor".to_owned(),
-            at: NOW,
-        })
+        .trigger_failed_plain(trigger_failed(failed.id, "n", NOW))
         .await
-        .unwrap();
-    expected.push(trigger_failed.id);
+        .unwrap()
+        .expect("trigger failure");
+    expected.push(failed.id);
     planned(store, job.id, Some("n"), NOW).await;
 
     let first = store.runs_queue_alarms(2).await.unwrap();

@@ -178,34 +178,18 @@ pub(crate) async fn completion_writes_retries_and_children_in_its_transaction(ct
         (2, Some(retry.id), NOW + 4_000)
     );
     // The last attempt fails at trigger time: no retries are left.
+    begin_send(store, second.id).await;
     let ended = store
-        .run_mark_trigger_failed(
-            TriggerFailed {
-                run_id: second.id,
-                address: None,
-                trigger_code: 500,
-                trigger_msg: "no executor".to_owned(),
-                at: NOW + 4_000,
-            },
-            &planner,
-        )
+        .run_mark_trigger_failed(trigger_failed(second.id, "me", NOW + 4_000), &planner)
         .await
         .unwrap();
     assert_eq!(ended.runs.len(), 1);
     assert!(ended.follow_ups.is_empty());
     // A trigger failure with retries left is retried.
     let f2 = planned(store, flaky.id, Some("me"), NOW).await;
+    begin_send(store, f2.id).await;
     let ended = store
-        .run_mark_trigger_failed(
-            TriggerFailed {
-                run_id: f2.id,
-                address: None,
-                trigger_code: 500,
-                trigger_msg: "no executor".to_owned(),
-                at: NOW + 5_000,
-            },
-            &planner,
-        )
+        .run_mark_trigger_failed(trigger_failed(f2.id, "me", NOW + 5_000), &planner)
         .await
         .unwrap();
     assert_eq!(ended.follow_ups.len(), 1);

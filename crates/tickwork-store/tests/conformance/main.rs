@@ -201,34 +201,64 @@ async fn planned(store: &dyn Store, job_id: i64, owner: Option<&str>, at: i64) -
         .expect("insert run")
 }
 
-async fn dispatch(store: &dyn Store, run_id: i64, address: &str, at: i64) {
-    let n = store
-        .runs_mark_dispatched(&[Dispatched {
-            run_id,
-            address: address.to_owned(),
-            trigger_code: 200,
-            trigger_msg: None,
-            at,
-        }])
+/// Moves a planned run to `sending` as its owner does before `/run` (no heartbeat condition);
+/// returns the owner. A run that is sent has an owner: only its owner sends it.
+async fn begin_send(store: &dyn Store, run_id: i64) -> String {
+    let run = store.run_get(run_id).await.expect("get run");
+    let owner = run
+        .owner_node
+        .unwrap_or_else(|| panic!("run {run_id} has no owner, so nobody can send it"));
+    let moved = store
+        .runs_begin_send(BeginSend {
+            node_id: owner.clone(),
+            run_ids: vec![run_id],
+            live_since: None,
+        })
         .await
-        .expect("mark dispatched");
+        .expect("begin send");
+    assert_eq!(moved, [run_id], "run {run_id} was planned and {owner}'s");
+    owner
+}
+
+/// The dispatch record of one accepted `/run`.
+fn dispatched(run_id: i64, address: &str, at: i64) -> Dispatched {
+    Dispatched {
+        run_id,
+        address: address.to_owned(),
+        trigger_code: 200,
+        trigger_msg: None,
+        at,
+    }
+}
+
+/// `node` writes the dispatch records `runs`; how many changed.
+async fn mark_dispatched(store: &dyn Store, node: &str, runs: Vec<Dispatched>) -> u64 {
+    store
+        .runs_mark_dispatched(MarkDispatched {
+            node_id: node.to_owned(),
+            runs,
+        })
+        .await
+        .expect("mark dispatched")
+}
+
+/// Sends a planned run as its owner does: `sending`, then the dispatch record.
+async fn dispatch(store: &dyn Store, run_id: i64, address: &str, at: i64) {
+    let owner = begin_send(store, run_id).await;
+    let n = mark_dispatched(store, &owner, vec![dispatched(run_id, address, at)]).await;
     assert_eq!(n, 1);
 }
 
-/// Completes a pending run with `state`. A kill or a lost run only ends a dispatched run, so
-/// for those a run still planned is dispatched first.
+/// Completes a pending run with `state`. A planned run is sent first: a callback's result
+/// ends a `sending` run early; a kill or a lost run found by the monitor ends a dispatched
+/// run, so for those a planned run is dispatched.
 async fn complete(store: &dyn Store, run_id: i64, state: RunState) {
-    if !RunState::EARLY_RESULTS.contains(&state) {
-        store
-            .runs_mark_dispatched(&[Dispatched {
-                run_id,
-                address: "http://exec:1".to_owned(),
-                trigger_code: 200,
-                trigger_msg: None,
-                at: NOW,
-            }])
-            .await
-            .expect("mark dispatched");
+    if store.run_get(run_id).await.expect("get run").state == RunState::Planned {
+        if RunState::EARLY_RESULTS.contains(&state) {
+            begin_send(store, run_id).await;
+        } else {
+            dispatch(store, run_id, "http://exec:1", NOW).await;
+        }
     }
     store
         .complete_plain(RunComplete {
@@ -243,10 +273,22 @@ async fn complete(store: &dyn Store, run_id: i64, state: RunState) {
         .expect("the run was pending");
 }
 
+/// The trigger failure `node` records for `run_id`.
+fn trigger_failed(run_id: i64, node: &str, at: i64) -> TriggerFailed {
+    TriggerFailed {
+        run_id,
+        node_id: node.to_owned(),
+        address: None,
+        trigger_code: 500,
+        trigger_msg: "no executor".to_owned(),
+        at,
+    }
+}
+
 fn adopt(node: &str, dead_before: i64, limit: u32) -> AdoptParams {
     AdoptParams {
         node_id: node.to_owned(),
-        dead_before,
+        dead_before: Some(dead_before),
         limit,
     }
 }
@@ -292,12 +334,12 @@ conformance! {
         runs_mark_dispatched_in_one_batch,
         runs_complete_finishes_a_batch_once,
         run_set_shard_records_a_broadcast_shard,
-        run_skip_ends_only_planned_runs,
+        run_skip_ends_only_unsent_runs_of_its_node,
         run_complete_moves_to_final_state_once,
         run_mark_trigger_failed_ends_the_run,
         run_insert_manual_runs_have_no_fire_key_and_coexist,
         runs_list_filters,
-        runs_planned_owned_by_node,
+        runs_pending_owned_by_node,
         runs_groups_names_the_group_of_each_run,
         kill_intent_turns_a_later_failure_into_killed,
     ],

@@ -379,11 +379,14 @@ pub(crate) async fn lost_run_selection(ctx: Ctx) {
             lost.push((at, run.id));
         }
     }
-    // A run that ended, and one never dispatched, are never lost.
+    // A run that ended, and one never dispatched, are never lost; nor is one being sent
+    // (maybe sent: its owner, or its adopter, asks the executors instead).
     let ended = planned(store, job.id, Some("n"), NOW).await;
     dispatch(store, ended.id, dead, timeout_cut - 100).await;
     complete(store, ended.id, RunState::Succeeded).await;
     planned(store, job.id, Some("n"), timeout_cut - 100).await;
+    let sending = planned(store, job.id, Some("n"), timeout_cut - 100).await;
+    begin_send(store, sending.id).await;
 
     lost.sort_unstable();
     let expected: Vec<i64> = lost.iter().map(|&(_, id)| id).collect();
@@ -429,16 +432,20 @@ pub(crate) async fn callbacks_racing_the_ledger_are_never_lost(ctx: Ctx) {
                     .id,
             );
         }
-        let dispatched: Vec<Dispatched> = ids
-            .iter()
-            .map(|&run_id| Dispatched {
-                run_id,
-                address: "http://exec:1".to_owned(),
-                trigger_code: 200,
-                trigger_msg: None,
-                at: NOW,
-            })
-            .collect();
+        // Sent: `/run` is called once the runs are `sending`, so the callbacks find them there.
+        let send = BeginSend {
+            node_id: "n".to_owned(),
+            run_ids: ids.clone(),
+            live_since: None,
+        };
+        assert_eq!(ctx.store.runs_begin_send(send).await.unwrap(), ids);
+        let dispatched = MarkDispatched {
+            node_id: "n".to_owned(),
+            runs: ids
+                .iter()
+                .map(|&run_id| dispatched(run_id, "http://exec:1", NOW))
+                .collect(),
+        };
         let results: Vec<RunComplete> = ids
             .iter()
             .map(|&run_id| RunComplete {
@@ -455,7 +462,7 @@ pub(crate) async fn callbacks_racing_the_ledger_are_never_lost(ctx: Ctx) {
             let store = ctx.store.clone();
             tokio::spawn(async move {
                 for _ in 0..10 {
-                    match store.runs_mark_dispatched(&dispatched).await {
+                    match store.runs_mark_dispatched(dispatched.clone()).await {
                         Err(Error::Database(_)) => continue,
                         other => return other,
                     }
@@ -520,16 +527,19 @@ pub(crate) async fn callbacks_racing_the_ledger_and_a_claim_are_never_lost(ctx: 
         for j in 0..20 {
             running_job(&*ctx.store, g.id, &format!("mix-more-{round}-{j}"), at).await;
         }
-        let dispatched: Vec<Dispatched> = ids
-            .iter()
-            .map(|&run_id| Dispatched {
-                run_id,
-                address: "http://exec:1".to_owned(),
-                trigger_code: 200,
-                trigger_msg: None,
-                at,
-            })
-            .collect();
+        let send = BeginSend {
+            node_id: "node-a".to_owned(),
+            run_ids: ids.clone(),
+            live_since: None,
+        };
+        assert_eq!(ctx.store.runs_begin_send(send).await.unwrap(), ids);
+        let dispatched = MarkDispatched {
+            node_id: "node-a".to_owned(),
+            runs: ids
+                .iter()
+                .map(|&run_id| dispatched(run_id, "http://exec:1", at))
+                .collect(),
+        };
         let results: Vec<RunComplete> = ids
             .iter()
             .map(|&run_id| RunComplete {
@@ -545,7 +555,7 @@ pub(crate) async fn callbacks_racing_the_ledger_and_a_claim_are_never_lost(ctx: 
             let store = ctx.store.clone();
             tokio::spawn(async move {
                 loop {
-                    match store.runs_mark_dispatched(&dispatched).await {
+                    match store.runs_mark_dispatched(dispatched.clone()).await {
                         Err(Error::Database(_)) => continue,
                         other => return other,
                     }

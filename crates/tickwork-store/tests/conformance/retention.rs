@@ -7,14 +7,9 @@ pub(crate) async fn reports_and_state_counts(ctx: Ctx) {
     let g = group(store, "reports").await;
     let job = running_job(store, g.id, "reports", NOW).await;
     for i in 0..3 {
-        let run = store
-            .run_insert(RunNew {
-                scheduled_at: NOW + i,
-                ..RunNew::new(job.id, TriggerType::Manual, NOW)
-            })
-            .await
-            .unwrap();
+        let run = planned(store, job.id, Some("n"), NOW + i).await;
         if i > 0 {
+            begin_send(store, run.id).await;
             store
                 .complete_plain(RunComplete {
                     run_id: run.id,
@@ -24,11 +19,22 @@ pub(crate) async fn reports_and_state_counts(ctx: Ctx) {
                     at: NOW,
                 })
                 .await
-                .unwrap();
+                .unwrap()
+                .expect("a sending run takes an early result");
         }
     }
+    // A run being sent is counted in its own state.
+    let sending = planned(store, job.id, Some("n"), NOW - 1).await;
+    begin_send(store, sending.id).await;
     let counts = store.runs_state_counts(TimeRange::default()).await.unwrap();
-    assert_eq!(counts, [(RunState::Planned, 1), (RunState::Succeeded, 2)]);
+    assert_eq!(
+        counts,
+        [
+            (RunState::Planned, 1),
+            (RunState::Sending, 1),
+            (RunState::Succeeded, 2)
+        ]
+    );
     let later = store
         .runs_state_counts(TimeRange {
             from: Some(NOW + 2),

@@ -11,11 +11,22 @@ pub(crate) async fn runs_mark_dispatched_in_one_batch(ctx: Ctx) {
         .await
         .unwrap();
     assert_eq!(claimed.runs.len(), 3);
-    // A fast executor calls back before the dispatch batch is written.
-    let early = store
-        .run_insert(RunNew::new(job.id, TriggerType::Manual, NOW))
+    let ids: Vec<i64> = claimed.runs.iter().map(|r| r.id).collect();
+    let sent = store
+        .runs_begin_send(BeginSend {
+            node_id: "node-a".to_owned(),
+            run_ids: ids.clone(),
+            live_since: None,
+        })
         .await
         .unwrap();
+    assert_eq!(sent, ids);
+    // A fast executor calls back before the dispatch batch is written: the run is still
+    // `sending`.
+    let early = planned(store, job.id, Some("node-a"), NOW).await;
+    begin_send(store, early.id).await;
+    // A run of the node that was never sent takes no dispatch record.
+    let unsent = planned(store, job.id, Some("node-a"), NOW).await;
     store
         .complete_plain(RunComplete {
             run_id: early.id,
@@ -41,14 +52,9 @@ pub(crate) async fn runs_mark_dispatched_in_one_batch(ctx: Ctx) {
             at: NOW + 10 + i as i64,
         })
         .collect();
-    batch.push(Dispatched {
-        run_id: early.id + 1000,
-        address: "http://nowhere:1".to_owned(),
-        trigger_code: 200,
-        trigger_msg: None,
-        at: NOW,
-    });
-    assert_eq!(store.runs_mark_dispatched(&batch).await.unwrap(), 4);
+    batch.push(dispatched(unsent.id, "http://exec-9:9999", NOW));
+    batch.push(dispatched(early.id + 1000, "http://nowhere:1", NOW));
+    assert_eq!(mark_dispatched(store, "node-a", batch.clone()).await, 4);
     for (i, r) in claimed.runs.iter().enumerate() {
         let run = store.run_get(r.id).await.unwrap();
         assert_eq!(run.state, RunState::Dispatched);
@@ -65,9 +71,10 @@ pub(crate) async fn runs_mark_dispatched_in_one_batch(ctx: Ctx) {
         early.executor_address.as_deref(),
         Some("http://exec-3:9999")
     );
+    assert_eq!(store.run_get(unsent.id).await.unwrap(), unsent);
     // Recorded once: a repeat changes nothing.
-    assert_eq!(store.runs_mark_dispatched(&batch).await.unwrap(), 0);
-    assert_eq!(store.runs_mark_dispatched(&[]).await.unwrap(), 0);
+    assert_eq!(mark_dispatched(store, "node-a", batch).await, 0);
+    assert_eq!(mark_dispatched(store, "node-a", Vec::new()).await, 0);
 }
 
 pub(crate) async fn runs_complete_finishes_a_batch_once(ctx: Ctx) {
@@ -76,10 +83,9 @@ pub(crate) async fn runs_complete_finishes_a_batch_once(ctx: Ctx) {
     let job = running_job(store, g.id, "batch", NOW).await;
     let mut ids = Vec::new();
     for _ in 0..3 {
-        let run = store
-            .run_insert(RunNew::new(job.id, TriggerType::Api, NOW))
-            .await
-            .unwrap();
+        let run = planned(store, job.id, Some("n"), NOW).await;
+        // Sending: the results beat the dispatch record.
+        begin_send(store, run.id).await;
         ids.push(run.id);
     }
     // The third is already final before the batch arrives.
@@ -193,62 +199,61 @@ pub(crate) async fn run_set_shard_records_a_broadcast_shard(ctx: Ctx) {
     );
 }
 
-pub(crate) async fn run_skip_ends_only_planned_runs(ctx: Ctx) {
+/// A skip ends a run its node never sent: `planned`, or `sending` (the node knows it did not
+/// call `/run` yet). Since the send fence, a `sending` run is skipped too, and only by its
+/// owner.
+pub(crate) async fn run_skip_ends_only_unsent_runs_of_its_node(ctx: Ctx) {
     let store = &*ctx.store;
     let g = group(store, "skip").await;
     let job = running_job(store, g.id, "skip", NOW).await;
-    let planned = store
-        .run_insert(RunNew::new(job.id, TriggerType::Api, NOW))
-        .await
-        .unwrap();
+    let skip = |run_id, node: &str, reason: &str, at| RunSkip {
+        run_id,
+        node_id: node.to_owned(),
+        reason: reason.to_owned(),
+        at,
+    };
+    let planned_run = planned(store, job.id, Some("n"), NOW).await;
     let skipped = store
-        .run_skip(RunSkip {
-            run_id: planned.id,
-            reason: "job stopped".to_owned(),
-            at: NOW + 5,
-        })
+        .run_skip(skip(planned_run.id, "n", "job stopped", NOW + 5))
         .await
         .unwrap()
         .expect("a planned run is skipped");
     assert_eq!(skipped.state, RunState::Skipped);
     assert_eq!(skipped.trigger_msg.as_deref(), Some("job stopped"));
     assert_eq!(skipped.finished_at, Some(NOW + 5));
-    // Skipping again, or a run that is not planned, changes nothing.
-    let again = RunSkip {
-        run_id: planned.id,
-        reason: "again".to_owned(),
-        at: NOW + 6,
-    };
+    // Skipping again, or a run that was dispatched, changes nothing.
+    let again = skip(planned_run.id, "n", "again", NOW + 6);
     assert_eq!(store.run_skip(again).await.unwrap(), None);
-    let dispatched = store
-        .run_insert(RunNew::new(job.id, TriggerType::Api, NOW))
-        .await
-        .unwrap();
-    store
-        .runs_mark_dispatched(&[Dispatched {
-            run_id: dispatched.id,
-            address: "http://exec:1".to_owned(),
-            trigger_code: 200,
-            trigger_msg: None,
-            at: NOW + 1,
-        }])
-        .await
-        .unwrap();
-    let skip = RunSkip {
-        run_id: dispatched.id,
-        reason: "late".to_owned(),
-        at: NOW + 7,
-    };
-    assert_eq!(store.run_skip(skip).await.unwrap(), None);
+    let dispatched = planned(store, job.id, Some("n"), NOW).await;
+    dispatch(store, dispatched.id, "http://exec:1", NOW + 1).await;
+    let before = store.run_get(dispatched.id).await.unwrap();
+    let late = skip(dispatched.id, "n", "late", NOW + 7);
+    assert_eq!(store.run_skip(late).await.unwrap(), None);
+    assert_eq!(store.run_get(dispatched.id).await.unwrap(), before);
+    // Another node's run is not this node's to skip, planned or sending.
+    let foreign = planned(store, job.id, Some("other"), NOW).await;
+    let sending = planned(store, job.id, Some("n"), NOW).await;
+    begin_send(store, sending.id).await;
+    for run_id in [foreign.id, sending.id] {
+        let not_mine = skip(run_id, "intruder", "not mine", NOW + 8);
+        assert_eq!(store.run_skip(not_mine).await.unwrap(), None);
+    }
+    assert_eq!(store.run_get(foreign.id).await.unwrap(), foreign);
     assert_eq!(
-        store.run_get(dispatched.id).await.unwrap().state,
-        RunState::Dispatched
+        store.run_get(sending.id).await.unwrap().state,
+        RunState::Sending
     );
-    let unknown = RunSkip {
-        run_id: 987_654,
-        reason: "x".to_owned(),
-        at: NOW,
-    };
+    // Its owner skips a run it took to send but never sent.
+    let skipped = store
+        .run_skip(skip(sending.id, "n", "job stopped", NOW + 9))
+        .await
+        .unwrap()
+        .expect("a sending run is skipped by its owner");
+    assert_eq!(
+        (skipped.state, skipped.finished_at),
+        (RunState::Skipped, Some(NOW + 9))
+    );
+    let unknown = skip(987_654, "n", "x", NOW);
     assert_eq!(store.run_skip(unknown).await.unwrap(), None);
 }
 
@@ -256,20 +261,8 @@ pub(crate) async fn run_complete_moves_to_final_state_once(ctx: Ctx) {
     let store = &*ctx.store;
     let g = group(store, "complete").await;
     let job = running_job(store, g.id, "complete", NOW).await;
-    let run = store
-        .run_insert(RunNew::new(job.id, TriggerType::Api, NOW))
-        .await
-        .unwrap();
-    store
-        .runs_mark_dispatched(&[Dispatched {
-            run_id: run.id,
-            address: "http://exec:1".to_owned(),
-            trigger_code: 200,
-            trigger_msg: None,
-            at: NOW + 1,
-        }])
-        .await
-        .unwrap();
+    let run = planned(store, job.id, Some("n"), NOW).await;
+    dispatch(store, run.id, "http://exec:1", NOW + 1).await;
     let done = store
         .complete_plain(RunComplete {
             run_id: run.id,
@@ -314,6 +307,7 @@ pub(crate) async fn run_complete_moves_to_final_state_once(ctx: Ctx) {
     assert_eq!(store.complete_plain(unknown.clone()).await.unwrap(), None);
     for state in [
         RunState::Planned,
+        RunState::Sending,
         RunState::Dispatched,
         RunState::Misfired,
         RunState::Skipped,
@@ -328,11 +322,33 @@ pub(crate) async fn run_complete_moves_to_final_state_once(ctx: Ctx) {
         );
     }
 
-    // An oversized message is cut to what every backend stores, never refused.
-    let other = store
-        .run_insert(RunNew::new(job.id, TriggerType::Api, NOW))
-        .await
-        .unwrap();
+    // A planned run was never sent, so no executor has a result for it: a callback for it
+    // ends nothing. (Before the send fence an early callback ended a planned run; now the
+    // run is `sending` by the time an executor can answer.)
+    let unsent = planned(store, job.id, Some("n"), NOW).await;
+    for &state in RunState::EARLY_RESULTS {
+        let early = RunComplete {
+            run_id: unsent.id,
+            handle_code: state.handle_code().max(500),
+            handle_msg: None,
+            state,
+            at: NOW,
+        };
+        assert_eq!(store.complete_plain(early.clone()).await.unwrap(), None);
+        assert!(
+            store
+                .complete_batch_plain(&[early])
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+    assert_eq!(store.run_get(unsent.id).await.unwrap(), unsent);
+
+    // An oversized message is cut to what every backend stores, never refused (an early
+    // result: the run is still sending).
+    let other = planned(store, job.id, Some("n"), NOW).await;
+    begin_send(store, other.id).await;
     let long = "é".repeat(40_000);
     let timed_out = store
         .complete_plain(RunComplete {
@@ -353,17 +369,21 @@ pub(crate) async fn run_mark_trigger_failed_ends_the_run(ctx: Ctx) {
     let store = &*ctx.store;
     let g = group(store, "refused").await;
     let job = running_job(store, g.id, "refused", NOW).await;
-    let run = store
-        .run_insert(RunNew::new(job.id, TriggerType::Manual, NOW))
-        .await
-        .unwrap();
+    let run = planned(store, job.id, Some("n"), NOW).await;
+    // Only a run being sent fails at trigger time: a planned one was never tried.
+    assert_eq!(
+        store
+            .trigger_failed_plain(trigger_failed(run.id, "n", NOW + 2))
+            .await
+            .unwrap(),
+        None
+    );
+    begin_send(store, run.id).await;
     let failed = store
         .trigger_failed_plain(TriggerFailed {
-            run_id: run.id,
             address: Some("http://exec:1".to_owned()),
-            trigger_code: 500,
             trigger_msg: "connection refused".to_owned(),
-            at: NOW + 3,
+            ..trigger_failed(run.id, "n", NOW + 3)
         })
         .await
         .unwrap()
@@ -378,11 +398,8 @@ pub(crate) async fn run_mark_trigger_failed_ends_the_run(ctx: Ctx) {
         (Some("http://exec:1"), Some(NOW + 3))
     );
     let again = TriggerFailed {
-        run_id: run.id,
-        address: None,
-        trigger_code: 500,
         trigger_msg: "again".to_owned(),
-        at: NOW + 4,
+        ..trigger_failed(run.id, "n", NOW + 4)
     };
     assert_eq!(store.trigger_failed_plain(again).await.unwrap(), None);
     let late = RunComplete {
@@ -394,14 +411,8 @@ pub(crate) async fn run_mark_trigger_failed_ends_the_run(ctx: Ctx) {
     };
     assert_eq!(store.complete_plain(late).await.unwrap(), None);
     // A dispatch record cannot overwrite the trigger failure either.
-    let dispatched = Dispatched {
-        run_id: run.id,
-        address: "http://other:1".to_owned(),
-        trigger_code: 200,
-        trigger_msg: None,
-        at: NOW + 6,
-    };
-    assert_eq!(store.runs_mark_dispatched(&[dispatched]).await.unwrap(), 0);
+    let record = dispatched(run.id, "http://other:1", NOW + 6);
+    assert_eq!(mark_dispatched(store, "n", vec![record]).await, 0);
     assert_eq!(store.run_get(run.id).await.unwrap(), failed);
 }
 
@@ -486,15 +497,10 @@ pub(crate) async fn runs_list_filters(ctx: Ctx) {
     let mut ids = Vec::new();
     for i in 0..6 {
         let job = if i < 4 { job_a.id } else { job_b.id };
-        let run = store
-            .run_insert(RunNew {
-                scheduled_at: NOW + i * 1000,
-                ..RunNew::new(job, TriggerType::Manual, NOW)
-            })
-            .await
-            .unwrap();
+        let run = planned(store, job, Some("n"), NOW + i * 1000).await;
         ids.push(run.id);
     }
+    begin_send(store, ids[1]).await;
     store
         .complete_plain(RunComplete {
             run_id: ids[1],
@@ -560,7 +566,9 @@ pub(crate) async fn runs_list_filters(ctx: Ctx) {
     assert_eq!((page.total, ids_of(&page)), (3, vec![ids[2]]));
 }
 
-pub(crate) async fn runs_planned_owned_by_node(ctx: Ctx) {
+/// A node's pending runs: planned (its timer reloads them) and sending (it asks the
+/// executors about them), not those dispatched.
+pub(crate) async fn runs_pending_owned_by_node(ctx: Ctx) {
     let store = &*ctx.store;
     let g = group(store, "owners").await;
     running_job(store, g.id, "first", NOW).await;
@@ -574,25 +582,30 @@ pub(crate) async fn runs_planned_owned_by_node(ctx: Ctx) {
         .await
         .unwrap();
     assert_eq!((a.runs.len(), b.runs.len()), (3, 3));
-    assert_eq!(store.runs_planned_owned_by("node-a").await.unwrap(), a.runs);
-    assert_eq!(store.runs_planned_owned_by("node-b").await.unwrap(), b.runs);
-    store
-        .runs_mark_dispatched(&[Dispatched {
-            run_id: a.runs[0].id,
-            address: "http://exec:1".to_owned(),
-            trigger_code: 200,
-            trigger_msg: None,
-            at: NOW,
-        }])
-        .await
-        .unwrap();
+    assert_eq!(store.runs_pending_owned_by("node-a").await.unwrap(), a.runs);
+    assert_eq!(store.runs_pending_owned_by("node-b").await.unwrap(), b.runs);
+    begin_send(store, a.runs[0].id).await;
+    begin_send(store, a.runs[1].id).await;
+    let pending = store.runs_pending_owned_by("node-a").await.unwrap();
+    let states: Vec<(i64, RunState)> = pending.iter().map(|r| (r.id, r.state)).collect();
     assert_eq!(
-        store.runs_planned_owned_by("node-a").await.unwrap(),
-        a.runs[1..]
+        states,
+        [
+            (a.runs[0].id, RunState::Sending),
+            (a.runs[1].id, RunState::Sending),
+            (a.runs[2].id, RunState::Planned),
+        ]
+    );
+    let record = dispatched(a.runs[0].id, "http://exec:1", NOW);
+    assert_eq!(mark_dispatched(store, "node-a", vec![record]).await, 1);
+    let pending = store.runs_pending_owned_by("node-a").await.unwrap();
+    assert_eq!(
+        pending.iter().map(|r| r.id).collect::<Vec<_>>(),
+        [a.runs[1].id, a.runs[2].id]
     );
     assert!(
         store
-            .runs_planned_owned_by("node-c")
+            .runs_pending_owned_by("node-c")
             .await
             .unwrap()
             .is_empty()
