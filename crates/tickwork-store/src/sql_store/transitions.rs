@@ -59,6 +59,17 @@ impl<B: Backend> SqlStore<B> {
         let mut moved = Vec::with_capacity(ids.len());
         let mut tx = B::begin_write(&self.pool).await?;
         for chunk in ids.chunks(ROWS_PER_STATEMENT) {
+            // Lock the runs first and keep those in the old state: a run of `ids` already in
+            // the new state (sent by an earlier batch) is then never counted as moved here.
+            let from: Vec<i64> = Self::lock_runs(&mut tx, chunk)
+                .await?
+                .into_iter()
+                .filter(|&(_, state)| op.applies_to(state))
+                .map(|(id, _)| id)
+                .collect();
+            if from.is_empty() {
+                continue;
+            }
             let mut q = Query::new(format!(
                 "UPDATE tw_runs SET state = {} WHERE ",
                 state_literal(op.to())
@@ -67,17 +78,17 @@ impl<B: Backend> SqlStore<B> {
             q.push(B::KIND.state_beside_ids());
             q.push(&state_in(op.from_states()));
             q.push(" AND owner_node = ").push_bind(node);
-            q.push(" AND id IN ").push_list(chunk.iter().copied());
+            q.push(" AND id IN ").push_list(from.iter().copied());
             if let Some(when) = when {
                 q.append(when);
             }
             if B::execute(&mut *tx, q).await?.rows == 0 {
                 continue;
             }
-            // Within the transaction, the runs now in the new state are those just moved: the
-            // caller holds them in the old one.
+            // Under the lock, those of `from` now in the new state are exactly those just
+            // moved.
             let mut read = Query::new("SELECT id FROM tw_runs WHERE id IN ").one_off();
-            read.push_list(chunk.iter().copied());
+            read.push_list(from.iter().copied());
             read.push(" AND ").push(B::KIND.state_beside_ids());
             read.push(&state_in(&[op.to()]));
             read.push(" AND owner_node = ").push_bind(node);

@@ -17,6 +17,7 @@ mod retention;
 mod runs;
 mod schema;
 mod scripts;
+mod send_fence;
 mod state_machine;
 
 use std::collections::{HashMap, HashSet};
@@ -377,6 +378,16 @@ conformance! {
     audit: [audit_append_and_list_filters_and_pages],
     scripts: [script_versions_number_per_job_and_go_with_the_job],
     state_machine: [store_obeys_the_run_state_machine],
+    send_fence: [
+        begin_send_moves_only_the_nodes_planned_runs,
+        begin_send_refuses_a_paused_node_and_adopted_runs,
+        unsend_moves_only_the_nodes_sending_runs_back,
+        hand_back_releases_only_the_nodes_planned_runs,
+        adoption_without_dead_before_takes_only_unowned_planned_runs,
+        adoption_takes_a_dead_nodes_sending_runs_keeping_them_sending,
+        resumed_admin_cannot_fail_runs_another_admin_adopted_and_fired,
+        send_fence_operations_refuse_a_bad_node_id,
+    ],
     follow_ups: [
         completion_writes_retries_and_children_in_its_transaction,
         a_follow_up_that_cannot_be_written_leaves_the_run_pending,
