@@ -1,22 +1,41 @@
 //! The admin's client of executors: `/run`, `/beat`, `/idleBeat`, `/kill` and `/log` over
-//! HTTP with the access token, any executor generation (Java 2.3 to 3.4, Tickwork).
+//! HTTP with the access token, any executor generation (Java 2.3 to 3.4, Tickwork), and
+//! Tickwork's `/tickwork/accepted`.
 
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use tickwork_protocol::{
-    ACCESS_TOKEN_HEADER, Envelope, IdleBeatParam, KillParam, LogParam, LogResult, TriggerParam,
+    ACCEPTED_PATH, ACCESS_TOKEN_HEADER, AcceptedQuery, AcceptedRuns, Envelope, IdleBeatParam,
+    KillParam, LogParam, LogResult, MAX_ACCEPTED_QUERY, TriggerParam,
 };
 use tracing::{debug, warn};
 
 /// The outcome of one call: the executor's envelope code and message, or a transport failure
 /// (unreachable, redirect, non-200 status, over-size or unreadable body), which counts as
-/// code 500.
+/// code 500. [`CallOutcome::answer`] tells which, and also an executor that does not know the
+/// call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallOutcome<T = serde_json::Value> {
     pub code: i32,
     pub msg: Option<String>,
     pub payload: Option<T>,
+    /// No (usable) answer: the code and message were made here, not by the executor.
+    transport: bool,
+}
+
+/// What kind of answer a call got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// The executor answered the call: success or refusal, see the code.
+    Answered,
+    /// The executor answered that it does not know the call (`invalid request,
+    /// uri-mapping(<path>) not found.`): a Java executor, or a Tickwork executor older than
+    /// the call. Asking again will not help.
+    UnknownCall,
+    /// No usable answer: unreachable, timeout, redirect, non-200 status, over-size or
+    /// unreadable body. The executor may or may not have seen the call.
+    NoAnswer,
 }
 
 impl<T> CallOutcome<T> {
@@ -24,11 +43,26 @@ impl<T> CallOutcome<T> {
         self.code == tickwork_protocol::CODE_SUCCESS
     }
 
+    /// Whether the executor answered, answered that it does not know the call, or did not
+    /// answer at all.
+    pub fn answer(&self) -> Answer {
+        let unknown =
+            |m: &str| m.starts_with("invalid request, uri-mapping(") && m.ends_with(") not found.");
+        if self.transport {
+            Answer::NoAnswer
+        } else if !self.is_success() && self.msg.as_deref().is_some_and(unknown) {
+            Answer::UnknownCall
+        } else {
+            Answer::Answered
+        }
+    }
+
     fn transport(msg: String) -> Self {
         CallOutcome {
             code: tickwork_protocol::CODE_FAIL,
             msg: Some(msg),
             payload: None,
+            transport: true,
         }
     }
 }
@@ -109,6 +143,52 @@ impl ExecutorClient {
             .await
     }
 
+    /// `POST <address>/tickwork/accepted`: which of `run_ids` the executor accepted on `/run`,
+    /// and since when its record is complete. Asked in parts of at most
+    /// [`MAX_ACCEPTED_QUERY`] ids (always at least one call, so an empty list tells whether
+    /// the executor knows the call); the first part that fails is the outcome, otherwise the
+    /// answers are merged, with the latest `record_since`.
+    ///
+    /// Only Tickwork executors know this call. Tell the outcomes apart with
+    /// [`CallOutcome::answer`]: [`Answer::UnknownCall`] is an executor that cannot say (a Java
+    /// `xxl-job-core` executor answers `invalid request, uri-mapping(/tickwork/accepted) not
+    /// found.`), [`Answer::NoAnswer`] a transport failure (ask again later), and
+    /// [`Answer::Answered`] with a success code carries the answer.
+    pub async fn accepted(&self, address: &str, run_ids: &[i64]) -> CallOutcome<AcceptedRuns> {
+        let method = ACCEPTED_PATH.trim_start_matches('/');
+        let parts: Vec<&[i64]> = if run_ids.is_empty() {
+            vec![run_ids]
+        } else {
+            run_ids.chunks(MAX_ACCEPTED_QUERY).collect()
+        };
+        let mut merged = AcceptedRuns::default();
+        let mut msg = None;
+        for part in parts {
+            let body = tickwork_protocol::encode(&AcceptedQuery {
+                log_ids: part.to_vec(),
+            });
+            let outcome = self.call::<AcceptedRuns>(address, method, Some(body)).await;
+            if !outcome.is_success() {
+                return outcome;
+            }
+            let Some(answer) = outcome.payload else {
+                return CallOutcome::transport(format!(
+                    "{}: executor answered an unreadable body",
+                    join(address, method)
+                ));
+            };
+            merged.accepted.extend(answer.accepted);
+            merged.record_since = merged.record_since.max(answer.record_since);
+            msg = outcome.msg;
+        }
+        CallOutcome {
+            code: tickwork_protocol::CODE_SUCCESS,
+            msg,
+            payload: Some(merged),
+            transport: false,
+        }
+    }
+
     async fn call<T: DeserializeOwned>(
         &self,
         address: &str,
@@ -171,6 +251,7 @@ impl ExecutorClient {
                 code: env.code,
                 msg: env.msg,
                 payload: env.payload,
+                transport: false,
             },
             Err(e) => {
                 debug!(url = %url, error = %e, "unreadable executor answer");
@@ -194,9 +275,14 @@ pub(crate) const TRANSPORT_PHRASES: [&str; 5] = [
 fn answer_limit(method: &str) -> usize {
     match method {
         "log" => LOG_ANSWER_LIMIT,
+        m if m == ACCEPTED_PATH.trim_start_matches('/') => ACCEPTED_ANSWER_LIMIT,
         _ => SMALL_ANSWER_LIMIT,
     }
 }
+
+/// The most the admin reads of a `/tickwork/accepted` answer: up to [`MAX_ACCEPTED_QUERY`]
+/// ids of up to 20 characters, written twice (under `content` and `data`).
+pub const ACCEPTED_ANSWER_LIMIT: usize = 1024 * 1024;
 
 /// The most the admin reads of a `/log` answer.
 pub const LOG_ANSWER_LIMIT: usize = 4 * 1024 * 1024;

@@ -93,7 +93,16 @@ pub struct ExecutorConfig {
     pub header_read_timeout: Duration,
     /// Connections the HTTP server serves at once; more wait until one ends.
     pub max_connections: usize,
+    /// How many accepted run ids the executor remembers (a `/run` of one of them is not run
+    /// again, and `/tickwork/accepted` answers from them); past it the oldest are forgotten.
+    /// At most about 64 bytes each (a hash set and a queue, grown by doubling).
+    pub accepted_runs_capacity: usize,
 }
+
+/// Default of [`ExecutorConfig::accepted_runs_capacity`]: a few MiB.
+pub const DEFAULT_ACCEPTED_RUNS_CAPACITY: usize = 100_000;
+/// Largest [`ExecutorConfig::accepted_runs_capacity`] accepted (some hundreds of MiB).
+pub const MAX_ACCEPTED_RUNS_CAPACITY: usize = 10_000_000;
 
 impl ExecutorConfig {
     /// The defaults, for the given app name.
@@ -119,6 +128,7 @@ impl ExecutorConfig {
             log_retention_days: 30,
             header_read_timeout: tickwork_serve::Limits::default().header_read_timeout,
             max_connections: tickwork_serve::Limits::default().max_connections,
+            accepted_runs_capacity: DEFAULT_ACCEPTED_RUNS_CAPACITY,
         }
     }
 
@@ -162,6 +172,12 @@ impl ExecutorConfig {
             return Err(Error::Config(
                 "callback batch size must be at least 1".into(),
             ));
+        }
+        if !(1..=MAX_ACCEPTED_RUNS_CAPACITY).contains(&self.accepted_runs_capacity) {
+            return Err(Error::Config(format!(
+                "accepted runs capacity {} must be between 1 and {MAX_ACCEPTED_RUNS_CAPACITY}",
+                self.accepted_runs_capacity
+            )));
         }
         let positive = [
             ("registry interval", self.registry_interval),
@@ -266,6 +282,17 @@ mod tests {
         );
         let c = ExecutorConfig::new(" ");
         assert!(c.validate().unwrap_err().to_string().contains("app name"));
+        for bad in [0, MAX_ACCEPTED_RUNS_CAPACITY + 1] {
+            let mut c = ExecutorConfig::new("app");
+            c.accepted_runs_capacity = bad;
+            assert!(
+                c.validate()
+                    .unwrap_err()
+                    .to_string()
+                    .contains("accepted runs capacity"),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::accepted::{AcceptedRecord, now_ms};
 use crate::admin::{AdminClient, registry_loop};
 use crate::callback::{CallbackQueue, Spool, resend_loop, sender_loop};
 use crate::config::{ExecutorConfig, ShutdownMode};
@@ -46,6 +47,7 @@ pub(crate) struct Counters {
     pub(crate) registry_failed: AtomicU64,
     pub(crate) runs_started: AtomicU64,
     pub(crate) runs_finished: AtomicU64,
+    pub(crate) runs_duplicate: AtomicU64,
     pub(crate) callbacks_queued: AtomicU64,
     pub(crate) callbacks_sent: AtomicU64,
     pub(crate) callbacks_spooled: AtomicU64,
@@ -62,6 +64,8 @@ pub struct ExecutorStats {
     pub queued: usize,
     pub runs_started: u64,
     pub runs_finished: u64,
+    /// `/run` calls of a run already accepted, answered without running it again.
+    pub runs_duplicate: u64,
     /// Results handed to the callback sender.
     pub callbacks_queued: u64,
     /// Results accepted by an admin (directly or from the spool).
@@ -246,6 +250,12 @@ impl ExecutorBuilder {
         self
     }
 
+    /// How many accepted run ids are remembered against a repeated `/run`.
+    pub fn accepted_runs_capacity(mut self, capacity: usize) -> Self {
+        self.config.accepted_runs_capacity = capacity;
+        self
+    }
+
     /// Validates the configuration, binds the listen address, and starts serving, registering
     /// and sending callbacks.
     pub async fn start(self) -> Result<RunningExecutor, Error> {
@@ -292,6 +302,7 @@ impl ExecutorBuilder {
         });
         let runtime = Arc::new(Runtime {
             workers: Workers::default(),
+            accepted: AcceptedRecord::new(config.accepted_runs_capacity, now_ms()),
             handlers: self.handlers,
             scripts_enabled: config.scripts_enabled,
             script_env,
@@ -507,6 +518,7 @@ impl RunningExecutor {
             queued: occ.queued,
             runs_started: c.runs_started.load(Ordering::Relaxed),
             runs_finished: c.runs_finished.load(Ordering::Relaxed),
+            runs_duplicate: c.runs_duplicate.load(Ordering::Relaxed),
             callbacks_queued: c.callbacks_queued.load(Ordering::Relaxed),
             callbacks_sent: c.callbacks_sent.load(Ordering::Relaxed),
             callbacks_spooled: c.callbacks_spooled.load(Ordering::Relaxed),

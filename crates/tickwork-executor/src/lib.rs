@@ -25,11 +25,13 @@
 //!
 //! Module map: [`config`] (settings and their defaults), [`handler`] (the handler trait, its
 //! context and outcome), [`builtin`] (ready-made handlers), `server` (the HTTP endpoints),
-//! `worker` (one worker per job id, block policies, kill, timeouts), `script` (script jobs as
+//! `worker` (one worker per job id, block policies, kill, timeouts), `accepted` (the bounded
+//! record of accepted run ids against a repeated `/run`), `script` (script jobs as
 //! child process groups), `runlog` (per-run log files), `callback` (batched callbacks and the
 //! disk spool), `admin` (calls to the admin and the registration loop), `executor` (start and
 //! graceful shutdown).
 
+mod accepted;
 mod admin;
 pub mod builtin;
 mod callback;

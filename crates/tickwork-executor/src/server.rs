@@ -1,8 +1,10 @@
 //! The executor's HTTP endpoints, answering as the Java executor does: always HTTP 200, the
 //! outcome in a JSON envelope, `text/html;charset=UTF-8`, checks in the order method, exact
-//! URI (query string included), token, then dispatch.
+//! URI (query string included), token, then dispatch. Besides XXL-JOB's five endpoints,
+//! `/tickwork/accepted` tells an admin which of the runs it asks about were accepted here.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use axum::Router;
 use axum::body::Body;
@@ -12,11 +14,12 @@ use axum::response::Response;
 use serde::Serialize;
 use subtle::ConstantTimeEq;
 use tickwork_protocol::{
-    ACCESS_TOKEN_HEADER, Envelope, IdleBeatParam, KillParam, LogParam, TriggerParam, msg,
+    ACCEPTED_PATH, ACCESS_TOKEN_HEADER, AcceptedQuery, AcceptedRuns, CODE_SUCCESS, Envelope,
+    IdleBeatParam, KillParam, LogParam, TriggerParam, msg,
 };
 
 use crate::error::error_chain;
-use crate::worker::Runtime;
+use crate::worker::{Runtime, Triggered};
 
 /// What the server needs.
 pub(crate) struct ServerState {
@@ -36,6 +39,7 @@ enum Endpoint {
     Run,
     Kill,
     Log,
+    Accepted,
 }
 
 async fn dispatch(State(state): State<Arc<ServerState>>, request: Request) -> Response {
@@ -88,6 +92,7 @@ async fn handle(state: &ServerState, request: Request) -> Vec<u8> {
         "/run" => Endpoint::Run,
         "/kill" => Endpoint::Kill,
         "/log" => Endpoint::Log,
+        ACCEPTED_PATH => Endpoint::Accepted,
         other => return fail(msg::uri_not_found(other)),
     };
     if !state.token.is_empty() {
@@ -138,7 +143,18 @@ async fn handle(state: &ServerState, request: Request) -> Vec<u8> {
             Ok(trigger) => {
                 let (job_id, log_id) = (trigger.job_id, trigger.log_id);
                 match rt.trigger(trigger) {
-                    Ok(()) => success(),
+                    Ok(Triggered::Queued) => success(),
+                    Ok(Triggered::Duplicate) => {
+                        rt.counters.runs_duplicate.fetch_add(1, Ordering::Relaxed);
+                        let message = tickwork_protocol::duplicate_run_msg(log_id);
+                        tracing::info!(run_id = log_id, job_id, "duplicate run ignored");
+                        // Code 200: the run is accepted, once.
+                        reply(&Envelope::<()> {
+                            code: CODE_SUCCESS,
+                            msg: Some(message),
+                            payload: None,
+                        })
+                    }
                     Err(refusal) => {
                         tracing::debug!(job_id, log_id, %refusal, "run refused");
                         fail(refusal)
@@ -160,6 +176,16 @@ async fn handle(state: &ServerState, request: Request) -> Vec<u8> {
         },
         Endpoint::Log => match tickwork_protocol::decode::<LogParam>(&body) {
             Ok(p) => reply(&Envelope::success_with(rt.logs.read(&p).await)),
+            Err(e) => fail(format!("request error: {e}")),
+        },
+        Endpoint::Accepted => match tickwork_protocol::decode::<AcceptedQuery>(&body) {
+            Ok(q) => {
+                let (accepted, record_since) = rt.accepted.query(&q.log_ids);
+                reply(&Envelope::success_with(AcceptedRuns {
+                    accepted,
+                    record_since,
+                }))
+            }
             Err(e) => fail(format!("request error: {e}")),
         },
     }

@@ -18,6 +18,7 @@ use tokio::task::JoinError;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::accepted::{AcceptedRecord, now_ms};
 use crate::callback::{CallbackQueue, truncate_message};
 use crate::error::error_chain;
 use crate::executor::Counters;
@@ -172,6 +173,8 @@ impl Default for Workers {
 /// Everything the workers share: the executor's job-running half.
 pub(crate) struct Runtime {
     pub(crate) workers: Workers,
+    /// Run ids accepted on `/run`; written only under the workers' map lock.
+    pub(crate) accepted: AcceptedRecord,
     pub(crate) handlers: HashMap<String, Arc<dyn JobHandler>>,
     pub(crate) scripts_enabled: bool,
     pub(crate) script_env: Arc<ScriptEnv>,
@@ -189,6 +192,15 @@ impl std::fmt::Debug for Runtime {
             .field("occupation", &self.occupation())
             .finish_non_exhaustive()
     }
+}
+
+/// A `/run` that was not refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Triggered {
+    /// Queued on the job's worker (and recorded as accepted).
+    Queued,
+    /// Accepted before: not run again.
+    Duplicate,
 }
 
 /// Occupation of the workers, for stats and shutdown.
@@ -233,11 +245,22 @@ impl Runtime {
         }
     }
 
-    /// Queues a run (`/run`): `Ok` means accepted, `Err` is the refusal message.
-    pub(crate) fn trigger(self: &Arc<Self>, trigger: TriggerParam) -> Result<(), String> {
+    /// Queues a run (`/run`): `Ok` means accepted (now or before), `Err` is the refusal
+    /// message. A run id accepted before is never run again, whatever the block strategy, and
+    /// even while shutting down: the admin re-sends a run it lost track of, and the executor
+    /// already has it.
+    pub(crate) fn trigger(self: &Arc<Self>, trigger: TriggerParam) -> Result<Triggered, String> {
+        if self.accepted.contains(trigger.log_id) {
+            return Ok(Triggered::Duplicate);
+        }
         let kind = self.resolve(&trigger)?;
         let strategy = BlockStrategy::parse_lenient(&trigger.executor_block_strategy);
         let mut map = self.map();
+        // Again under the map lock, under which ids are recorded: two `/run` of one id at once
+        // cannot both pass.
+        if self.accepted.contains(trigger.log_id) {
+            return Ok(Triggered::Duplicate);
+        }
         if !map.accepting {
             return Err(crate::SHUTTING_DOWN_MESSAGE.to_owned());
         }
@@ -273,7 +296,10 @@ impl Runtime {
                 worker
             }
         };
-        worker.push(trigger)
+        let log_id = trigger.log_id;
+        worker.push(trigger)?;
+        self.accepted.insert(log_id, now_ms());
+        Ok(Triggered::Queued)
     }
 
     /// `/idleBeat`: whether the job has a run going or waiting here.

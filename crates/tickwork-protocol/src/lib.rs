@@ -13,11 +13,16 @@ mod messages;
 
 pub use envelope::Envelope;
 pub use messages::{
-    HandleCallbackParam, IdleBeatParam, KillParam, LogParam, LogResult, RegistryParam, TriggerParam,
+    AcceptedQuery, AcceptedRuns, HandleCallbackParam, IdleBeatParam, KillParam, LogParam,
+    LogResult, MAX_ACCEPTED_QUERY, RegistryParam, TriggerParam, duplicate_run_msg,
 };
 
 /// The header that carries the access token on every call, in both directions.
 pub const ACCESS_TOKEN_HEADER: &str = "XXL-JOB-ACCESS-TOKEN";
+
+/// The executor endpoint that tells which runs it accepted (a Tickwork extension; a Java
+/// executor answers it with [`msg::uri_not_found`]).
+pub const ACCEPTED_PATH: &str = "/tickwork/accepted";
 
 /// The context path under which XXL-JOB admins up to 3.4.0 serve their API.
 pub const LEGACY_ADMIN_CONTEXT_PATH: &str = "/xxl-job-admin";

@@ -144,3 +144,121 @@ pub struct HandleCallbackParam {
     )]
     pub handle_msg: Option<String>,
 }
+
+/// Most run ids one `POST /tickwork/accepted` may ask about.
+pub const MAX_ACCEPTED_QUERY: usize = 10_000;
+
+/// `POST /tickwork/accepted` body (a Tickwork extension, unknown to Java executors): which of
+/// these runs did the executor accept on `/run`? Read strictly, unlike XXL-JOB's messages: the
+/// answer decides whether a run is sent again, so a missing field, a non-integer or more than
+/// [`MAX_ACCEPTED_QUERY`] ids are errors rather than defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcceptedQuery {
+    /// The run ids (`logId`) asked about.
+    #[serde(rename = "logIds", deserialize_with = "bounded_ids")]
+    pub log_ids: Vec<i64>,
+}
+
+/// The `/tickwork/accepted` payload.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcceptedRuns {
+    /// The ids among those asked that the executor accepted, in the order asked, each once.
+    pub accepted: Vec<i64>,
+    /// Epoch ms from which the executor's record is complete: a run the executor accepted
+    /// after this instant is listed if it was asked about. Before it (an executor restart, or
+    /// ids evicted from its bounded record) the executor cannot tell.
+    #[serde(rename = "recordSince")]
+    pub record_since: i64,
+}
+
+/// The `/run` answer (code 200) of a Tickwork executor to a `logId` it accepted already: the
+/// run is not started again.
+pub fn duplicate_run_msg(log_id: i64) -> String {
+    format!("duplicate run ignored: logId {log_id} was already accepted")
+}
+
+/// Reads the `logIds` array, refusing it as soon as it holds more than
+/// [`MAX_ACCEPTED_QUERY`] ids (so a huge body is not collected first).
+fn bounded_ids<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<i64>, D::Error> {
+    struct Ids;
+    impl<'de> serde::de::Visitor<'de> for Ids {
+        type Value = Vec<i64>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(
+                f,
+                "an array of at most {MAX_ACCEPTED_QUERY} integer run ids"
+            )
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<i64>, A::Error> {
+            let mut ids = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(MAX_ACCEPTED_QUERY));
+            while let Some(id) = seq.next_element::<i64>()? {
+                if ids.len() == MAX_ACCEPTED_QUERY {
+                    return Err(serde::de::Error::custom(format_args!(
+                        "logIds holds more than {MAX_ACCEPTED_QUERY} run ids"
+                    )));
+                }
+                ids.push(id);
+            }
+            Ok(ids)
+        }
+    }
+    d.deserialize_seq(Ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepted_messages_use_their_wire_names() {
+        let q = AcceptedQuery {
+            log_ids: vec![1, 2],
+        };
+        assert_eq!(crate::encode(&q), br#"{"logIds":[1,2]}"#);
+        let r = AcceptedRuns {
+            accepted: vec![2],
+            record_since: 1_718_000_000_000,
+        };
+        assert_eq!(
+            crate::encode(&r),
+            br#"{"accepted":[2],"recordSince":1718000000000}"#
+        );
+        assert_eq!(
+            crate::decode::<AcceptedRuns>(&crate::encode(&r)).unwrap(),
+            r
+        );
+    }
+
+    #[test]
+    fn accepted_query_is_read_strictly() {
+        let err = |body: &str| {
+            crate::decode::<AcceptedQuery>(body.as_bytes())
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(
+            err("{}").contains("missing field `logIds`"),
+            "{}",
+            err("{}")
+        );
+        assert!(err(r#"{"logIds":null}"#).contains("invalid type: null"));
+        assert!(err(r#"{"logIds":["1"]}"#).contains("invalid type: string"));
+        assert!(err(r#"{"logIds":[1.5]}"#).contains("invalid type: floating point"));
+        assert!(err("[1,2]").contains("invalid type"));
+        let many = format!(
+            r#"{{"logIds":[{}]}}"#,
+            vec!["7"; MAX_ACCEPTED_QUERY + 1].join(",")
+        );
+        assert!(
+            err(&many).contains("logIds holds more than 10000 run ids"),
+            "{}",
+            err(&many)
+        );
+        let most = format!(
+            r#"{{"logIds":[{}]}}"#,
+            vec!["7"; MAX_ACCEPTED_QUERY].join(",")
+        );
+        let q = crate::decode::<AcceptedQuery>(most.as_bytes()).unwrap();
+        assert_eq!(q.log_ids.len(), MAX_ACCEPTED_QUERY);
+    }
+}
