@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
+use tickwork_store::SessionBounds;
 
 use crate::Error;
 pub use crate::auth::AuthConfig;
@@ -145,6 +146,36 @@ impl Default for ClusterConfig {
             lease_ttl: Duration::from_secs(5),
             adopt_interval: Duration::from_secs(1),
         }
+    }
+}
+
+/// The statement bound of an admin's sessions. The biggest legitimate statements (a claim's
+/// inserts of up to 500 runs each, a retention batch, a job deleted with all its runs, a
+/// day's report) take seconds on a healthy database: five minutes leaves room for a slow
+/// disk and still ends a runaway.
+const STATEMENT_BOUND: Duration = Duration::from_secs(300);
+
+impl ClusterConfig {
+    /// The server-side bounds of this admin's database sessions, from the cluster's timing:
+    /// a frozen or cut-off admin must not keep rows locked past the time the cluster gives it.
+    ///
+    /// - A transaction idle for half of `node_dead_after` is ended by the server, which
+    ///   releases its locks before the node counts as dead (its fence closes at that half too).
+    /// - A lock wait ends after `node_dead_after`: longer than a silent holder lasts, so a
+    ///   waiter behind a frozen node gets the row once the server ends that node's transaction.
+    /// - A statement ends after [`STATEMENT_BOUND`], or the lock wait when that is longer.
+    ///
+    /// Each is kept within the store's range: at least a second (the gaps of a busy admin
+    /// between two statements of a transaction are not silence), at most a day.
+    pub fn session_bounds(&self) -> SessionBounds {
+        let within = |d: Duration| d.clamp(SessionBounds::MIN, SessionBounds::MAX);
+        let lock_wait = within(self.node_dead_after);
+        SessionBounds::new(
+            within(self.node_dead_after / 2),
+            lock_wait,
+            lock_wait.max(STATEMENT_BOUND),
+        )
+        .expect("bounds within the store's range, the lock wait within the statement bound")
     }
 }
 
@@ -670,6 +701,31 @@ mod tests {
         assert!(err.contains("monitor.lost_run_interval_ms"), "{err}");
         let err = file("[cluster]\nheartbeat_ms = 1\n").unwrap_err();
         assert!(err.contains("heartbeat_ms"), "{err}");
+    }
+
+    #[test]
+    fn session_bounds_follow_node_dead_after_within_the_store_range() {
+        let bounds = |dead_after_ms: u64| {
+            let c = ClusterConfig {
+                node_dead_after: Duration::from_millis(dead_after_ms),
+                ..ClusterConfig::default()
+            };
+            let b = c.session_bounds();
+            (
+                b.transaction_idle().as_millis(),
+                b.lock_wait().as_millis(),
+                b.statement().as_millis(),
+            )
+        };
+        assert_eq!(bounds(5_000), (2_500, 5_000, 300_000));
+        assert_eq!(bounds(1_000), (1_000, 1_000, 300_000));
+        assert_eq!(bounds(4), (1_000, 1_000, 300_000));
+        assert_eq!(bounds(21_600_000), (10_800_000, 21_600_000, 21_600_000));
+        assert_eq!(bounds(u64::MAX / 2), (86_400_000, 86_400_000, 86_400_000));
+        assert_eq!(
+            ClusterConfig::default().session_bounds(),
+            file("").unwrap().cluster.session_bounds()
+        );
     }
 
     #[test]

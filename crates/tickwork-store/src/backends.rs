@@ -4,13 +4,14 @@
 use std::str::FromStr;
 
 use sqlx::migrate::Migrator;
-use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlPoolOptions};
+use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlConnection, MySqlPoolOptions};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, Postgres};
 use sqlx::sqlite::{
     Sqlite, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
 };
 use sqlx::{AssertSqlSafe, Executor, Pool, Transaction};
 
+use crate::bounds::{MySqlFlavor, POSTGRES_UNBOUNDED};
 use crate::sql::{AnyRow, Arg, Backend, Conn, Done, Kind, Query, numbered_placeholders};
 use crate::{Error, StoreOptions};
 
@@ -175,7 +176,10 @@ impl Backend for PostgresBackend {
     const KIND: Kind = Kind::Postgres;
 
     async fn open(url: &str, options: &StoreOptions) -> Result<Pool<Postgres>, Error> {
-        let connect = PgConnectOptions::from_str(url).map_err(bad_url)?;
+        // In the startup packet: the session has its bounds before its first statement.
+        let connect = PgConnectOptions::from_str(url)
+            .map_err(bad_url)?
+            .options(options.session_bounds.postgres_settings());
         match PgPoolOptions::new()
             .max_connections(options.max_connections.unwrap_or(10))
             .acquire_timeout(options.acquire_timeout)
@@ -188,7 +192,22 @@ impl Backend for PostgresBackend {
     }
 
     async fn migrate(pool: &Pool<Postgres>) -> Result<(), Error> {
-        Ok(POSTGRES_MIGRATOR.run(pool).await?)
+        // On a connection of its own without the lock and statement bounds: an index built on
+        // a big table is long, and the migrator's advisory lock waits for another admin's
+        // migrations. Closed afterwards, so the lifted bounds never reach the store's pool.
+        let unbounded = PgPoolOptions::new()
+            .max_connections(1)
+            .after_connect(|conn, _meta| {
+                Box::pin(async move {
+                    conn.execute(POSTGRES_UNBOUNDED).await?;
+                    Ok(())
+                })
+            })
+            .connect_with((*pool.connect_options()).clone())
+            .await?;
+        let migrated = POSTGRES_MIGRATOR.run(&unbounded).await;
+        unbounded.close().await;
+        Ok(migrated?)
     }
 
     async fn begin_write(
@@ -215,6 +234,7 @@ impl Backend for MySqlBackend {
             None => url.to_owned(),
         };
         let connect = MySqlConnectOptions::from_str(&url).map_err(bad_url)?;
+        let bounds = options.session_bounds;
         let opened = MySqlPoolOptions::new()
             .max_connections(options.max_connections.unwrap_or(10))
             .acquire_timeout(options.acquire_timeout)
@@ -223,9 +243,11 @@ impl Backend for MySqlBackend {
             // returns, so a second claimer waits on it and the two deadlock; edits of jobs
             // being claimed deadlock the same way. (Needs row or mixed binlog format, the
             // default of MySQL 8 and MariaDB.)
-            .after_connect(|conn, _meta| {
+            .after_connect(move |conn, _meta| {
                 Box::pin(async move {
-                    conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                    conn.execute(MYSQL_READ_COMMITTED).await?;
+                    let flavor = mysql_flavor(conn).await?;
+                    conn.execute(AssertSqlSafe(bounds.mysql_settings(flavor)))
                         .await?;
                     Ok(())
                 })
@@ -239,7 +261,21 @@ impl Backend for MySqlBackend {
     }
 
     async fn migrate(pool: &Pool<MySql>) -> Result<(), Error> {
-        Ok(MYSQL_MIGRATOR.run(pool).await?)
+        // As on PostgreSQL. The store's pool sets the bounds after connecting; this one
+        // connects with the same options and sets only the isolation level.
+        let unbounded = MySqlPoolOptions::new()
+            .max_connections(1)
+            .after_connect(|conn, _meta| {
+                Box::pin(async move {
+                    conn.execute(MYSQL_READ_COMMITTED).await?;
+                    Ok(())
+                })
+            })
+            .connect_with((*pool.connect_options()).clone())
+            .await?;
+        let migrated = MYSQL_MIGRATOR.run(&unbounded).await;
+        unbounded.close().await;
+        Ok(migrated?)
     }
 
     async fn begin_write(pool: &Pool<MySql>) -> Result<Transaction<'static, MySql>, sqlx::Error> {
@@ -247,4 +283,15 @@ impl Backend for MySqlBackend {
     }
 
     query_methods!(MySql, as_written, |done| done.last_insert_id() as i64);
+}
+
+/// The isolation level of every MySQL and MariaDB session (see [`MySqlBackend::open`]).
+const MYSQL_READ_COMMITTED: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
+
+/// Whether a MySQL-protocol session talks to MySQL or MariaDB: their session bounds differ.
+async fn mysql_flavor(conn: &mut MySqlConnection) -> Result<MySqlFlavor, sqlx::Error> {
+    let version: String = sqlx::query_scalar("SELECT VERSION()")
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(MySqlFlavor::of_version(&version))
 }

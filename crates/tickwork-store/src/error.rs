@@ -250,13 +250,14 @@ pub(crate) fn is_foreign_key_violation(e: &sqlx::Error) -> bool {
 }
 
 /// Whether a transaction failed only because of another one and may simply be run again:
-/// a deadlock or a serialization failure (SQLSTATE 40001 on PostgreSQL and MySQL, 40P01 on
-/// PostgreSQL; MySQL's lock wait timeout 1205 has the generic HY000).
+/// a deadlock, a serialization failure or a lock wait past the session's bound (SQLSTATE
+/// 40001 on PostgreSQL and MySQL, 40P01 and 55P03 on PostgreSQL; MySQL's lock wait timeout
+/// 1205 has the generic HY000).
 pub(crate) fn is_retryable(e: &sqlx::Error) -> bool {
     let sqlx::Error::Database(d) = e else {
         return false;
     };
-    if matches!(d.code().as_deref(), Some("40001" | "40P01")) {
+    if matches!(d.code().as_deref(), Some("40001" | "40P01" | "55P03")) {
         return true;
     }
     d.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()

@@ -9,10 +9,12 @@
 //! whatever the admin nodes do.
 //!
 //! Layout: `model` (rows and parameters), `store` (the traits), `sql` (one query, three
-//! dialects), `backends` (driver glue per database), `sql_store` (the shared implementation),
+//! dialects), `backends` (driver glue per database), `bounds` (what a session may hold, and
+//! for how long), `sql_store` (the shared implementation),
 //! `rows` (decoding), and `migrations/<backend>` embedded at build time.
 
 mod backends;
+mod bounds;
 mod error;
 mod model;
 mod rows;
@@ -23,6 +25,7 @@ mod store;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use bounds::SessionBounds;
 pub use error::Error;
 pub use model::*;
 pub use store::{
@@ -49,6 +52,8 @@ pub struct StoreOptions {
     pub acquire_timeout: Duration,
     /// How long a SQLite writer waits for the write lock before giving up.
     pub sqlite_busy_timeout: Duration,
+    /// The server-side bounds of every PostgreSQL or MySQL/MariaDB session (SQLite has none).
+    pub session_bounds: SessionBounds,
 }
 
 impl Default for StoreOptions {
@@ -57,6 +62,7 @@ impl Default for StoreOptions {
             max_connections: None,
             acquire_timeout: Duration::from_secs(10),
             sqlite_busy_timeout: Duration::from_secs(10),
+            session_bounds: SessionBounds::default(),
         }
     }
 }

@@ -75,8 +75,9 @@ pub trait GroupStore: Send + Sync {
     /// Removes every row whose last beat is older than `older_than`; how many went.
     async fn registry_sweep(&self, older_than: i64) -> Result<u64, Error>;
 
-    /// The addresses of `app_name` that beat at or after `alive_since`, sorted ascending.
-    async fn registry_live(&self, query: LiveQuery) -> Result<Vec<String>, Error>;
+    /// The registry rows of `app_name` that beat at or after `alive_since`, with their last
+    /// beat (`updated_at`: a reader knows when each will count as dead), sorted by address.
+    async fn registry_live_entries(&self, query: LiveQuery) -> Result<Vec<RegistryEntry>, Error>;
 
     /// Every registry row, by app and address (for the address cache and the console).
     async fn registry_list(&self) -> Result<Vec<RegistryEntry>, Error>;

@@ -232,7 +232,13 @@ pub(crate) async fn start(config: Config) -> anyhow::Result<StartedAdmin> {
     if let Some(path) = sqlite_file_to_create(&config.database_url) {
         create_private_file(&path);
     }
-    let store = tickwork_store::connect(&config.database_url, &Default::default())
+    // The database ends a transaction of this admin that goes silent (a paused process, a
+    // partition) in time for the other admins to take over its jobs.
+    let options = tickwork_store::StoreOptions {
+        session_bounds: config.cluster.session_bounds(),
+        ..Default::default()
+    };
+    let store = tickwork_store::connect(&config.database_url, &options)
         .await
         .map_err(|e| anyhow::anyhow!("cannot open the database: {e}"))?;
     tracing::info!(backend = store.backend(), node = %config.node_id, "database ready");

@@ -26,31 +26,50 @@ pub(crate) async fn live_addresses(
     now: i64,
     dead_after_ms: i64,
 ) -> Result<Vec<String>, Error> {
-    live_addresses_since(store, group, now - dead_after_ms).await
+    let live = live_executors(store, group, now, dead_after_ms).await?;
+    Ok(live.into_iter().map(|(address, _)| address).collect())
 }
 
-/// A group's manual list, or its registry's executors that beat at `alive_since` or later.
-async fn live_addresses_since(
+/// A group's live addresses at `now`, each with the last instant it stays live: its last
+/// registry beat plus `dead_after_ms`, or [`NEVER_DEAD`] for an address of a manual list.
+async fn live_executors(
     store: &dyn Store,
     group: &Group,
-    alive_since: i64,
-) -> Result<Vec<String>, Error> {
+    now: i64,
+    dead_after_ms: i64,
+) -> Result<Vec<(String, i64)>, Error> {
     if group.address_mode == AddressMode::Manual {
-        return Ok(group.addresses.clone());
+        return Ok(group
+            .addresses
+            .iter()
+            .map(|a| (a.clone(), NEVER_DEAD))
+            .collect());
     }
-    Ok(store
-        .registry_live(LiveQuery {
+    let entries = store
+        .registry_live_entries(LiveQuery {
             app_name: group.app_name.clone(),
-            alive_since,
+            alive_since: now - dead_after_ms,
         })
-        .await?)
+        .await?;
+    Ok(entries
+        .into_iter()
+        .map(|e| (e.address, e.updated_at.saturating_add(dead_after_ms)))
+        .collect())
 }
+
+/// The "live until" of an address that does not come from the registry.
+const NEVER_DEAD: i64 = i64::MAX;
 
 /// A group's live addresses, read at `at` (the scheduler's clock), and the client that calls
 /// them with the group's token.
 struct Entry {
     app_name: String,
     addresses: Arc<Vec<String>>,
+    /// For each address (same order), the last instant it is live by the beat that was read.
+    live_until: Vec<i64>,
+    /// The earliest of `live_until`: until then every address is live, and after it the list
+    /// must not be offered as it is, whatever the cache time.
+    all_live_until: i64,
     client: ExecutorClient,
     at: i64,
     /// Read again before the cache time is over (its executors changed).
@@ -59,9 +78,58 @@ struct Entry {
     refreshing: bool,
 }
 
+impl Entry {
+    fn new(app_name: String, live: Vec<(String, i64)>, client: ExecutorClient, at: i64) -> Self {
+        let (addresses, live_until): (Vec<String>, Vec<i64>) = live.into_iter().unzip();
+        Entry {
+            app_name,
+            addresses: Arc::new(addresses),
+            all_live_until: live_until.iter().copied().min().unwrap_or(NEVER_DEAD),
+            live_until,
+            client,
+            at,
+            expired: false,
+            refreshing: false,
+        }
+    }
+
+    /// The addresses still live at `now` by the beats this entry read.
+    fn live_at(&self, now: i64) -> Arc<Vec<String>> {
+        if now <= self.all_live_until {
+            return self.addresses.clone();
+        }
+        let live = self
+            .addresses
+            .iter()
+            .zip(&self.live_until)
+            .filter(|(_, until)| now <= **until)
+            .map(|(a, _)| a.clone())
+            .collect();
+        Arc::new(live)
+    }
+
+    /// Keeps the addresses (and their instants) that `keep` accepts.
+    fn retain(&mut self, mut keep: impl FnMut(&str, &mut i64) -> bool) {
+        let mut addresses = Vec::with_capacity(self.addresses.len());
+        let mut live_until = Vec::with_capacity(self.addresses.len());
+        for (a, mut until) in self.addresses.iter().zip(self.live_until.iter().copied()) {
+            if keep(a, &mut until) {
+                addresses.push(a.clone());
+                live_until.push(until);
+            }
+        }
+        self.addresses = Arc::new(addresses);
+        self.all_live_until = live_until.iter().copied().min().unwrap_or(NEVER_DEAD);
+        self.live_until = live_until;
+    }
+}
+
 /// Every group's addresses as dispatch last read them. An entry older than `ttl` is still
 /// used while a background task reads the new list: dispatch waits for the database only
-/// for a group never read, or whose executors just changed.
+/// for a group never read, whose executors just changed, or one of whose executors has not
+/// beaten for longer than the registry's dead-after as far as the entry knows. An address is
+/// never offered past its last known beat plus dead-after, whatever `ttl` says: the registry
+/// decides who is alive, not the cache.
 pub(crate) struct AddressCache {
     store: Arc<dyn Store>,
     /// The client with the global token; a group with its own token gets a copy with it.
@@ -101,11 +169,18 @@ impl AddressCache {
             let mut groups = self.groups.lock().expect("groups lock");
             match groups.get_mut(&group_id) {
                 // A clock set back makes the entry old, not young for longer.
-                Some(c) if !c.expired && (0..self.ttl_ms).contains(&(now - c.at)) => {
+                Some(c)
+                    if !c.expired
+                        && now <= c.all_live_until
+                        && (0..self.ttl_ms).contains(&(now - c.at)) =>
+                {
                     return Ok((c.addresses.clone(), c.client.clone()));
                 }
-                // Its executors changed: read now.
-                Some(c) if c.expired => Some((c.addresses.clone(), c.client.clone())),
+                // Its executors changed, or one of them may have died: read now. Meanwhile
+                // only the addresses live by the beats read may be offered.
+                Some(c) if c.expired || now > c.all_live_until => {
+                    Some((c.live_at(now), c.client.clone()))
+                }
                 // Merely old: keep using it while a background task reads the new list.
                 Some(c) => {
                     if !c.refreshing {
@@ -135,14 +210,26 @@ impl AddressCache {
         }
     }
 
-    /// An executor of `app_name` beat: a group that does not list it yet reads the registry
-    /// again (in the background), so a new executor is routable at once. A beat of a known
-    /// executor changes nothing, and above all does not empty the cache: dispatch would then
-    /// wait for the database at every beat.
+    /// An executor of `app_name` beat (recorded in the registry just now): a group that does
+    /// not list it yet reads the registry again (in the background), so a new executor is
+    /// routable at once. A group that lists it keeps it live from this beat on, and above
+    /// all its cache is not emptied: dispatch would then wait for the database at every beat.
     pub(crate) fn executor_seen(&self, app_name: &str, address: &str) {
+        let live_until = self.clock.now_ms().saturating_add(self.dead_after_ms);
         let mut groups = self.groups.lock().expect("groups lock");
         for g in groups.values_mut() {
-            if g.app_name == app_name && !g.addresses.iter().any(|a| a == address) {
+            if g.app_name != app_name {
+                continue;
+            }
+            if g.addresses.iter().any(|a| a == address) {
+                g.retain(|a, until| {
+                    // Not for a manual list, whose addresses never die.
+                    if a == address && *until != NEVER_DEAD {
+                        *until = (*until).max(live_until);
+                    }
+                    true
+                });
+            } else {
                 g.expired = true;
             }
         }
@@ -154,13 +241,7 @@ impl AddressCache {
         let mut groups = self.groups.lock().expect("groups lock");
         for g in groups.values_mut() {
             if g.app_name == app_name {
-                let kept: Vec<String> = g
-                    .addresses
-                    .iter()
-                    .filter(|a| *a != address)
-                    .cloned()
-                    .collect();
-                g.addresses = Arc::new(kept);
+                g.retain(|a, _| a != address);
                 g.expired = true;
             }
         }
@@ -189,20 +270,14 @@ impl AddressCache {
     async fn load(&self, group_id: i64) -> Result<(Arc<Vec<String>>, ExecutorClient), Error> {
         let group: Group = self.store.group_get(group_id).await?;
         let now = self.clock.now_ms();
-        let alive_since = now - self.dead_after_ms;
-        let addresses = Arc::new(live_addresses_since(&*self.store, &group, alive_since).await?);
+        let live = live_executors(&*self.store, &group, now, self.dead_after_ms).await?;
         let client = self.client.for_group(&group);
-        self.groups.lock().expect("groups lock").insert(
-            group_id,
-            Entry {
-                app_name: group.app_name,
-                addresses: addresses.clone(),
-                client: client.clone(),
-                at: now,
-                expired: false,
-                refreshing: false,
-            },
-        );
+        let entry = Entry::new(group.app_name, live, client.clone(), now);
+        let addresses = entry.addresses.clone();
+        self.groups
+            .lock()
+            .expect("groups lock")
+            .insert(group_id, entry);
         Ok((addresses, client))
     }
 }

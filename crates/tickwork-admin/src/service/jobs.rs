@@ -388,11 +388,13 @@ impl Jobs<'_> {
         let live = self
             .inner
             .store
-            .registry_live(tickwork_store::LiveQuery {
+            .registry_live_entries(tickwork_store::LiveQuery {
                 app_name: g.app_name.clone(),
                 alive_since: self.inner.clock.now_ms() - dead_after,
             })
-            .await?;
+            .await?
+            .into_iter()
+            .map(|e| e.address);
         // The same executor, written with or without its trailing slash.
         let bare = |a: &str| a.trim().trim_end_matches('/').to_owned();
         let wanted = bare(address);

@@ -97,7 +97,7 @@ pub struct RegistryKey {
     pub address: String,
 }
 
-/// The live addresses of one app: those that beat at or after `alive_since`.
+/// The live executors of one app: those that beat at or after `alive_since`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LiveQuery {
     pub app_name: String,

@@ -172,21 +172,22 @@ impl<B: Backend> GroupStore for SqlStore<B> {
         Ok(self.execute(q).await?)
     }
 
-    async fn registry_live(&self, query: LiveQuery) -> Result<Vec<String>, Error> {
-        let q =
-            Query::new("SELECT address FROM tw_registry WHERE app_name = ? AND updated_at >= ?")
-                .bind(query.app_name.trim())
-                .bind(query.alive_since);
+    async fn registry_live_entries(&self, query: LiveQuery) -> Result<Vec<RegistryEntry>, Error> {
+        let q = Query::new(format!(
+            "SELECT {REGISTRY_COLUMNS} FROM tw_registry WHERE app_name = ? AND updated_at >= ?"
+        ))
+        .bind(query.app_name.trim())
+        .bind(query.alive_since);
         // Sorted here, not in SQL: PostgreSQL orders text by the database's locale, the others
         // by bytes, and routing (first, last, round robin) must see one order everywhere.
-        let mut addresses: Vec<String> = self
-            .fetch_all::<(String,)>(q)
+        let mut entries: Vec<RegistryEntry> = self
+            .fetch_all::<RegistryRow>(q)
             .await?
             .into_iter()
-            .map(|(a,)| a)
+            .map(RegistryEntry::from)
             .collect();
-        addresses.sort_unstable();
-        Ok(addresses)
+        entries.sort_unstable_by(|a, b| a.address.cmp(&b.address));
+        Ok(entries)
     }
 
     async fn registry_list(&self) -> Result<Vec<RegistryEntry>, Error> {

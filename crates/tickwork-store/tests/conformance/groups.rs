@@ -159,19 +159,37 @@ pub(crate) async fn registry_heartbeat_upserts_and_lists_sorted(ctx: Ctx) {
         .await
         .unwrap();
 
-    let live = |since| {
-        store.registry_live(LiveQuery {
-            app_name: "app".to_owned(),
-            alive_since: since,
-        })
+    // Each live row with its last beat, by address.
+    let live = |since| async move {
+        store
+            .registry_live_entries(LiveQuery {
+                app_name: "app".to_owned(),
+                alive_since: since,
+            })
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| {
+                assert_eq!(e.app_name, "app");
+                (e.address, e.updated_at)
+            })
+            .collect::<Vec<_>>()
     };
+    let at = |address: &str, beat: i64| (address.to_owned(), beat);
     assert_eq!(
-        live(NOW).await.unwrap(),
-        ["http://a:1", "http://b:1", "http://c:1"]
+        live(NOW).await,
+        [
+            at("http://a:1", NOW + 1),
+            at("http://b:1", NOW + 30_000),
+            at("http://c:1", NOW + 2)
+        ]
     );
-    assert_eq!(live(NOW + 2).await.unwrap(), ["http://b:1", "http://c:1"]);
-    assert_eq!(live(NOW + 30_000).await.unwrap(), ["http://b:1"]);
-    assert!(live(NOW + 30_001).await.unwrap().is_empty());
+    assert_eq!(
+        live(NOW + 2).await,
+        [at("http://b:1", NOW + 30_000), at("http://c:1", NOW + 2)]
+    );
+    assert_eq!(live(NOW + 30_000).await, [at("http://b:1", NOW + 30_000)]);
+    assert!(live(NOW + 30_001).await.is_empty());
 
     let all = store.registry_list().await.unwrap();
     let keys: Vec<(&str, &str, i64)> = all
@@ -223,13 +241,14 @@ pub(crate) async fn registry_remove_and_sweep(ctx: Ctx) {
     assert_eq!(store.registry_sweep(NOW + 1).await.unwrap(), 1);
     assert_eq!(store.registry_sweep(NOW + 1).await.unwrap(), 0);
     let live = store
-        .registry_live(LiveQuery {
+        .registry_live_entries(LiveQuery {
             app_name: "app".to_owned(),
             alive_since: 0,
         })
         .await
         .unwrap();
-    assert_eq!(live, ["http://new:1"]);
+    let addresses: Vec<&str> = live.iter().map(|e| e.address.as_str()).collect();
+    assert_eq!(addresses, ["http://new:1"]);
 }
 
 /// Each group holds its own executor token: set, rotated (the old one gone at once), kept by
