@@ -10,7 +10,9 @@ use serde::de::Visitor;
 use serde::{Deserialize, Serialize};
 
 use crate::schedule::Schedule;
-use crate::{BlockStrategy, Error, GlueType, MisfireStrategy, RouteStrategy, ScheduleType};
+use crate::{
+    BlockStrategy, Delivery, Error, GlueType, MisfireStrategy, RouteStrategy, ScheduleType,
+};
 
 /// How long and how large a job's fields may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +111,10 @@ pub struct JobSpec {
     pub glue_type: GlueType,
     #[serde(default)]
     pub glue_source: String,
+    /// A run its admin may have sent before going away, that no executor can answer for:
+    /// lost (`AT_MOST_ONCE`) or sent again (`AT_LEAST_ONCE`).
+    #[serde(default = "at_most_once")]
+    pub delivery: Delivery,
 }
 
 // The defaults of the enum fields: XXL-JOB's.
@@ -126,6 +132,9 @@ fn serial() -> BlockStrategy {
 }
 fn bean() -> GlueType {
     GlueType::Bean
+}
+fn at_most_once() -> Delivery {
+    Delivery::AtMostOnce
 }
 
 /// An empty string as `null`, and `null` as an empty string.
@@ -525,10 +534,7 @@ mod tests {
     #[test]
     fn field_names_are_the_fields_serde_writes() {
         let names = JobSpec::field_names();
-        assert_eq!(
-            (names[0], names[names.len() - 1]),
-            ("group_id", "glue_source")
-        );
+        assert_eq!((names[0], names[names.len() - 1]), ("group_id", "delivery"));
         let written = serde_json::to_value(JobSpec::new(1, "h")).unwrap();
         let mut written: Vec<&str> = written
             .as_object()
@@ -566,6 +572,7 @@ mod tests {
             priority: 0,
             glue_type: GlueType::Bean,
             glue_source: String::new(),
+            delivery: Delivery::AtMostOnce,
         };
         assert_eq!(JobSpec::blank(7), defaults);
         let e = serde_json::from_str::<JobSpec>(r#"{"handler": "h"}"#).unwrap_err();

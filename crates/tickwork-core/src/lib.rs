@@ -22,7 +22,7 @@ pub mod schedule;
 
 pub use error::Error;
 pub use names::{
-    BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType,
+    BlockStrategy, Delivery, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType,
 };
 
 /// Handle code of a successful run, as on the XXL-JOB wire.

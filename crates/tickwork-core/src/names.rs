@@ -84,6 +84,18 @@ named_enum! {
 }
 
 named_enum! {
+    /// What happens to a run its admin may have sent before it went away, when no executor
+    /// can say whether it has the run (see the admin's maybe-sent resolution).
+    Delivery, "delivery" {
+        /// Not sent again: the run ends `lost`, with an alarm. Never twice.
+        AtMostOnce = "AT_MOST_ONCE",
+        /// Sent again with the same run id (`logId`). Never missed; a Tickwork executor drops
+        /// a second `/run` of a run it accepted, a Java executor may run it twice.
+        AtLeastOnce = "AT_LEAST_ONCE",
+    }
+}
+
+named_enum! {
     /// What to do with fires that are too late.
     MisfireStrategy, "misfire strategy" {
         /// Skip late fires.

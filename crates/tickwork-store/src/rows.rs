@@ -8,7 +8,7 @@ use std::str::FromStr;
 use tickwork_core::alarm::AlarmStatus;
 use tickwork_core::run::RunState;
 use tickwork_core::{
-    BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType,
+    BlockStrategy, Delivery, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType,
 };
 
 use crate::Error;
@@ -80,8 +80,8 @@ impl From<RegistryRow> for RegistryEntry {
 pub(crate) const JOB_COLUMNS: &str = "id, job_key, group_id, description, owner, alarm_channels, \
      schedule_type, schedule_conf, time_zone, misfire_strategy, route_strategy, handler, params, \
      block_strategy, timeout_s, retry_count, retry_backoff_ms, child_job_ids, priority, \
-     glue_type, glue_source, glue_updated_at, status, next_fire_at, last_fire_at, version, \
-     created_at, updated_at";
+     glue_type, glue_source, delivery, glue_updated_at, status, next_fire_at, last_fire_at, \
+     version, created_at, updated_at";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct JobRow {
@@ -106,6 +106,7 @@ pub(crate) struct JobRow {
     priority: i32,
     glue_type: String,
     glue_source: String,
+    delivery: String,
     glue_updated_at: i64,
     status: String,
     next_fire_at: Option<i64>,
@@ -148,6 +149,7 @@ impl TryFrom<JobRow> for Job {
                 priority: r.priority,
                 glue_type: parse::<GlueType>("glue_type", &r.glue_type)?,
                 glue_source: r.glue_source,
+                delivery: parse::<Delivery>("delivery", &r.delivery)?,
             },
             status: parse("status", &r.status)?,
             next_fire_at: r.next_fire_at,

@@ -12,7 +12,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use tickwork_core::job::JobSpec;
 use tickwork_core::schedule::Schedule;
-use tickwork_core::{BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType};
+use tickwork_core::{
+    BlockStrategy, Delivery, GlueType, MisfireStrategy, RouteStrategy, ScheduleType,
+};
 use tickwork_protocol::api::{
     GroupView, JobInput, JobQuery, JobView, RunQuery, RunView, TriggerInput,
 };
@@ -189,6 +191,8 @@ fn job_fields(v: &Visitor, groups: &[GroupView], values: &Values, create: bool) 
             .options(named(MisfireStrategy::ALL, &get("misfire_strategy"))),
         Field::new("block_strategy", "block_strategy", "select")
             .options(named(BlockStrategy::ALL, &get("block_strategy"))),
+        Field::new("delivery", "delivery", "select")
+            .options(named(Delivery::ALL, &get("delivery"))),
         Field::new("timeout_s", "timeout_s", "number").value(get("timeout_s")),
         Field::new("retry_count", "retry_count", "number").value(get("retry_count")),
         Field::new("retry_backoff_ms", "retry_backoff_ms", "number").value(get("retry_backoff_ms")),

@@ -4,7 +4,7 @@ use serde_json::{Map, Value, json};
 use tickwork_core::job::{JobSpec, Limits};
 use tickwork_core::run::RunState;
 use tickwork_core::{
-    BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType,
+    BlockStrategy, Delivery, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType,
 };
 
 use super::int_in;
@@ -97,6 +97,7 @@ fn job_spec_fields() -> Vec<(&'static str, Value)> {
                 "child_job_ids" => json!({ "type": "array", "items": int_in(1, i64::MAX) }),
                 "priority" => int_in(i64::from(i32::MIN), i64::from(i32::MAX)),
                 "glue_type" => one_of(names(GlueType::ALL, GlueType::as_str)),
+                "delivery" => one_of(names(Delivery::ALL, Delivery::as_str)),
                 _ => match &blank[name] {
                     Value::String(_) => t("string"),
                     Value::Number(_) => t("integer"),

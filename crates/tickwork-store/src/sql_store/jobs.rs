@@ -9,7 +9,11 @@ const CLAIM_RETRIES: u32 = 3;
 const SPEC_COLUMNS: &str = "group_id, description, owner, alarm_channels, schedule_type, \
      schedule_conf, time_zone, misfire_strategy, route_strategy, handler, params, \
      block_strategy, timeout_s, retry_count, retry_backoff_ms, child_job_ids, priority, \
-     glue_type, glue_source";
+     glue_type, glue_source, delivery";
+
+/// One `?` per column of [`SPEC_COLUMNS`].
+static SPEC_MARKS: LazyLock<String> =
+    LazyLock::new(|| vec!["?"; SPEC_COLUMNS.split(',').count()].join(", "));
 
 /// `group_id = ?, description = ?, ...` for updates.
 static SPEC_ASSIGNMENTS: LazyLock<String> = LazyLock::new(|| {
@@ -69,6 +73,7 @@ fn bind_spec(q: Query, spec: &JobSpec) -> Query {
         .bind(spec.priority)
         .bind(spec.glue_type.as_str())
         .bind(&spec.glue_source)
+        .bind(spec.delivery.as_str())
 }
 
 /// One fire of a claim, before it is written.
@@ -426,7 +431,8 @@ impl<B: Backend> JobStore for SqlStore<B> {
         let q = Query::new(format!(
             "INSERT INTO tw_jobs (job_key, {SPEC_COLUMNS}, glue_updated_at, status, \
              next_fire_at, last_fire_at, version, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)"
+             VALUES (?, {}, ?, ?, ?, ?, 1, ?, ?)",
+            *SPEC_MARKS
         ))
         .bind(&key);
         let q = bind_spec(q, &job.spec)

@@ -23,6 +23,8 @@ fn full_spec(group_id: i64) -> JobSpec {
         priority: 5,
         glue_type: GlueType::Shell,
         glue_source: "#!/bin/bash\necho 'it''s ok'\n".to_owned(),
+        // Not the default, so that the round trip shows it is stored.
+        delivery: tickwork_core::Delivery::AtLeastOnce,
     }
 }
 
