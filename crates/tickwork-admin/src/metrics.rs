@@ -308,6 +308,26 @@ pub(crate) async fn render(admin: &Scheduler) -> String {
             get(&s.runs_disowned),
         ),
         (
+            "tickwork_runs_maybe_sent_accepted_total",
+            "Runs a stopped node left sending that an executor said it had accepted.",
+            get(&s.runs_maybe_sent_accepted),
+        ),
+        (
+            "tickwork_runs_maybe_sent_unsent_total",
+            "Runs a stopped node left sending that no executor had: fired again.",
+            get(&s.runs_maybe_sent_unsent),
+        ),
+        (
+            "tickwork_runs_maybe_sent_lost_total",
+            "Runs a stopped node left sending that no executor could answer for: ended as lost.",
+            get(&s.runs_maybe_sent_lost),
+        ),
+        (
+            "tickwork_runs_maybe_sent_resent_total",
+            "Runs a stopped node left sending that no executor could answer for: sent again.",
+            get(&s.runs_maybe_sent_resent),
+        ),
+        (
             "tickwork_runs_lost_total",
             "Runs ended as lost by the lost-run monitor.",
             get(&s.runs_lost),

@@ -55,7 +55,7 @@ pub struct Run {
 impl Run {
     /// Whether no state change can follow.
     pub fn is_final(&self) -> bool {
-        !matches!(self.state.as_str(), "planned" | "dispatched")
+        !matches!(self.state.as_str(), "planned" | "sending" | "dispatched")
     }
 
     /// Final, with its dispatch recorded. An executor can report a result before the admin's
@@ -250,7 +250,11 @@ impl Api {
     pub async fn wait_dispatched(&self, id: i64) -> Run {
         wait_until(&format!("run {id} to be dispatched"), WAIT, || async move {
             let r = self.run(id).await;
-            if r.state != "planned" { Ok(r) } else { Err(r) }
+            if !matches!(r.state.as_str(), "planned" | "sending") {
+                Ok(r)
+            } else {
+                Err(r)
+            }
         })
         .await
     }

@@ -51,7 +51,7 @@ async fn cron_fires_on_whole_seconds(mut c: Cluster) {
         assert!(
             matches!(
                 r.state.as_str(),
-                "succeeded" | "skipped" | "planned" | "dispatched"
+                "succeeded" | "skipped" | "planned" | "sending" | "dispatched"
             ),
             "{r:?}"
         );

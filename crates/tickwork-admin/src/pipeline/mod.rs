@@ -82,6 +82,14 @@ pub struct Stats {
     pub runs_disowned: AtomicU64,
     /// Runs the lost-run monitor ended as `lost`.
     pub runs_lost: AtomicU64,
+    /// Maybe-sent runs (left `sending` by a node that went away) an executor said it had.
+    pub runs_maybe_sent_accepted: AtomicU64,
+    /// Maybe-sent runs every executor said it did not have: fired under their misfire policy.
+    pub runs_maybe_sent_unsent: AtomicU64,
+    /// Maybe-sent runs nobody could answer for, ended as `lost` (`AT_MOST_ONCE`).
+    pub runs_maybe_sent_lost: AtomicU64,
+    /// Maybe-sent runs nobody could answer for, sent again (`AT_LEAST_ONCE`).
+    pub runs_maybe_sent_resent: AtomicU64,
     /// Failed runs queued for an alarm.
     pub alarms_queued: AtomicU64,
     /// Alarm deliveries written (one per run and channel).

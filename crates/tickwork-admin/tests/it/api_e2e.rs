@@ -165,7 +165,8 @@ impl Harness {
 
     /// Waits until run `id` is final; the run.
     async fn final_run(&self, id: i64) -> Value {
-        self.run_past(id, &["planned", "dispatched"]).await
+        self.run_past(id, &["planned", "sending", "dispatched"])
+            .await
     }
 
     /// Waits until run `id` is in none of `states`; the run.
@@ -719,7 +720,9 @@ async fn trigger_address_outside_the_group_is_refused() {
     for address in [own.base.clone(), format!("{}/", own.base)] {
         let run = h.trigger(job, json!({ "address": address })).await.ok();
         // The fake executor accepts the run and never reports back.
-        let run = h.run_past(run["id"].as_i64().unwrap(), &["planned"]).await;
+        let run = h
+            .run_past(run["id"].as_i64().unwrap(), &["planned", "sending"])
+            .await;
         assert_eq!(run["state"], "dispatched", "{run}");
         assert_eq!(run["executor_address"], format!("{}/", own.base), "{run}");
     }
@@ -734,7 +737,8 @@ async fn trigger_address_outside_the_group_is_refused() {
         )
         .await
         .ok();
-    h.run_past(run["id"].as_i64().unwrap(), &["planned"]).await;
+    h.run_past(run["id"].as_i64().unwrap(), &["planned", "sending"])
+        .await;
     assert_eq!(listed.paths(), ["/run"]);
     assert!(foreign.paths().is_empty(), "{:?}", foreign.paths());
     h.stop().await;

@@ -196,7 +196,7 @@ impl BenchDb {
             pool,
             (i64,),
             format!(
-                "SELECT COUNT(*) FROM tw_runs {WHERE} AND state NOT IN ('planned', 'dispatched')"
+                "SELECT COUNT(*) FROM tw_runs {WHERE} AND state NOT IN ('planned', 'sending', 'dispatched')"
             ),
             &[group_id, from_ms, to_ms]
         );

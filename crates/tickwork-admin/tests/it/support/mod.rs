@@ -17,6 +17,8 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod java_like;
+
 use std::collections::HashMap;
 use std::io::Write;
 use std::ops::{Deref, DerefMut};

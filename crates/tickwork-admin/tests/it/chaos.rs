@@ -1,0 +1,247 @@
+//! Exactly once at the executor under crashes and pauses: three admins (real processes) on one
+//! PostgreSQL or MariaDB database, 200 jobs due at the same millisecond every second. One admin
+//! is SIGKILLed, or frozen with SIGSTOP for 20 s and resumed, a few milliseconds into a
+//! second's burst, while it is sending. Counted at the executor, not in the ledger: no run is
+//! executed twice, and the ledger says what happened (a run the executor ran is recorded as
+//! sent and ended with its result; a run recorded as failed at trigger time never reached it).
+//!
+//! `TICKWORK_CHAOS_PHASE_MS` (default 3) is where in the second the fault lands.
+
+use crate::support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use serde_json::json;
+use support::java_like::JavaLikeExecutor;
+use support::{Api, Backend, Child, CountingExecutor, TestDb, report, runs_of};
+use tickwork_core::run::RunState;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    Kill,
+    /// SIGSTOP for this long, then SIGCONT.
+    Pause(Duration),
+}
+
+/// Which executor receives the runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// The Tickwork SDK executor: asked which runs it accepted, drops a repeated run id.
+    Tickwork,
+    /// An executor that answers as a Java one: cannot be asked, only its logs tell.
+    JavaLike,
+}
+
+enum Exec {
+    Tickwork(CountingExecutor),
+    JavaLike(JavaLikeExecutor),
+}
+
+impl Exec {
+    async fn start(kind: Kind, admins: &[String], token: &str) -> Exec {
+        match kind {
+            Kind::Tickwork => Exec::Tickwork(CountingExecutor::start("chaos", admins, token).await),
+            Kind::JavaLike => Exec::JavaLike(JavaLikeExecutor::start("chaos", admins, token).await),
+        }
+    }
+
+    fn address(&self) -> String {
+        match self {
+            Exec::Tickwork(e) => e.address(),
+            Exec::JavaLike(e) => e.address.clone(),
+        }
+    }
+
+    fn count(&self, run_id: i64) -> u32 {
+        match self {
+            Exec::Tickwork(e) => e.count(run_id),
+            Exec::JavaLike(e) => e.count(run_id),
+        }
+    }
+
+    fn doubles(&self) -> Vec<(i64, u32)> {
+        match self {
+            Exec::Tickwork(e) => e.doubles(),
+            Exec::JavaLike(e) => e.doubles(),
+        }
+    }
+
+    async fn stop(self) {
+        if let Exec::Tickwork(e) = self {
+            let _ = e.executor.shutdown_and_wait().await;
+        }
+    }
+}
+
+const PAUSE: Fault = Fault::Pause(Duration::from_secs(20));
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_admin_killed_mid_burst_fires_nothing_twice() {
+    scenario(Backend::Postgres, Fault::Kill, Kind::Tickwork).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_admin_killed_mid_burst_fires_nothing_twice() {
+    scenario(Backend::MySql, Fault::Kill, Kind::Tickwork).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_admin_killed_mid_burst_to_a_java_executor_fires_nothing_twice() {
+    scenario(Backend::Postgres, Fault::Kill, Kind::JavaLike).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_admin_paused_mid_burst_sends_nothing_after_it_resumes() {
+    scenario(Backend::Postgres, PAUSE, Kind::Tickwork).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_admin_paused_mid_burst_sends_nothing_after_it_resumes() {
+    scenario(Backend::MySql, PAUSE, Kind::Tickwork).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_admin_paused_mid_burst_to_a_java_executor_sends_nothing_after_it_resumes() {
+    scenario(Backend::MySql, PAUSE, Kind::JavaLike).await;
+}
+
+async fn scenario(backend: Backend, fault: Fault, kind: Kind) {
+    let _serial = support::serial().await;
+    let Some(db) = TestDb::create(backend).await else {
+        return;
+    };
+    let jobs_n = 200;
+    let store = db.store().await;
+    let logs = support::log_dir();
+    let nodes = ["node-a", "node-b", "node-c"];
+    let mut admins = Vec::new();
+    for node in nodes {
+        admins.push(Child::admin(&logs, node, &db, "").await);
+    }
+    let addresses: Vec<String> = admins.iter().map(|a| a.address.clone()).collect();
+    let executor = Exec::start(kind, &addresses, &db.token).await;
+    support::registered(store.as_ref(), &executor.address()).await;
+
+    let api = Api::new(&admins[0].address);
+    let group = api.group("chaos").await;
+    let mut jobs = Vec::with_capacity(jobs_n);
+    for i in 0..jobs_n {
+        let job = api
+            .post(
+                "jobs",
+                json!({
+                    "group_id": group,
+                    "description": format!("every second {i}"),
+                    "schedule_type": "CRON",
+                    "schedule_conf": "* * * * * ?",
+                    "handler": "count",
+                    "start": true,
+                }),
+            )
+            .await;
+        jobs.push(job["id"].as_i64().expect("job id"));
+    }
+    let phase = support::env_secs("TICKWORK_CHAOS_PHASE_MS", 3) as i64;
+    let t0 = support::now_ms() / 1000 * 1000;
+
+    // A few seconds in, a few milliseconds into a second: the node that holds that second's
+    // runs is sending them.
+    let fault_second = t0 + 5_000;
+    // By then the claim's look-ahead has planned that second on whichever nodes claimed it.
+    support::sleep_until_ms(fault_second - 1_000).await;
+    let mut victim = 0;
+    let mut most = 0;
+    for (i, node) in nodes.iter().enumerate() {
+        let n = store
+            .runs_pending_owned_by(node)
+            .await
+            .expect("pending runs")
+            .iter()
+            .filter(|r| r.scheduled_at == fault_second)
+            .count();
+        if n > most {
+            (victim, most) = (i, n);
+        }
+    }
+    support::sleep_until_ms(fault_second + phase).await;
+    let fault_at = support::now_ms();
+    match fault {
+        Fault::Kill => {
+            admins[victim].kill().await;
+        }
+        Fault::Pause(pause) => {
+            admins[victim].signal(Signal::SIGSTOP);
+            support::sleep_until_ms(fault_at + pause.as_millis() as i64).await;
+            admins[victim].signal(Signal::SIGCONT);
+        }
+    }
+    let survivor = (victim + 1) % nodes.len();
+    let api = Api::new(&admins[survivor].address);
+
+    // Long enough after the fault for the survivors to adopt and for a resumed node to act.
+    support::sleep_until_ms(support::now_ms() + 10_000).await;
+    let stop_at = support::now_ms();
+    for id in &jobs {
+        api.post(&format!("jobs/{id}/stop"), json!({})).await;
+    }
+    let cut = stop_at - 2_000;
+    if let Err(pending) = support::settled_until(&*store, cut).await {
+        let logs: Vec<String> = admins
+            .iter()
+            .map(|a| format!("--- {}:\n{}", a.name, a.tail(30)))
+            .collect();
+        panic!(
+            "{} runs up to the cut never ended; first ones: {:#?}\n{}",
+            pending.len(),
+            &pending[..pending.len().min(3)],
+            logs.join("\n")
+        );
+    }
+
+    // Counted at the executor: nothing twice.
+    let doubles = executor.doubles();
+    assert!(doubles.is_empty(), "runs executed twice: {doubles:?}");
+    // The ledger says what the executor saw.
+    let mut states: BTreeMap<String, usize> = BTreeMap::new();
+    let mut maybe_sent = 0;
+    for run in runs_of(&*store, None).await {
+        if run.scheduled_at > cut {
+            continue;
+        }
+        let ran = executor.count(run.id) > 0;
+        *states.entry(run.state.to_string()).or_default() += 1;
+        match run.state {
+            RunState::Succeeded => assert!(ran, "recorded as succeeded, never ran: {run:?}"),
+            RunState::Failed => {
+                assert!(!ran, "recorded as failed, but the executor ran it: {run:?}");
+            }
+            RunState::Misfired | RunState::Skipped => {
+                assert!(
+                    !ran,
+                    "recorded as not run, but the executor ran it: {run:?}"
+                );
+            }
+            RunState::Lost => {
+                assert!(
+                    !ran,
+                    "recorded as lost, but the executor ran it and said so: {run:?}"
+                );
+                maybe_sent += 1;
+            }
+            other => panic!("a run up to the cut is {other}: {run:?}"),
+        }
+    }
+    report(format!(
+        "CHAOS {backend:?} {fault:?} {kind:?} executor: {jobs_n} jobs every second, {} had {most} runs of the \
+         second {fault_second} when hit at +{} ms; ledger up to the cut: {states:?}; lost as \
+         maybe sent: {maybe_sent}; executor doubles 0",
+        nodes[victim],
+        fault_at - fault_second
+    ));
+    drop(admins);
+    executor.stop().await;
+    store.close().await;
+    db.drop_database().await;
+}
