@@ -12,6 +12,7 @@ mod dashboard;
 mod groups;
 mod job_writer;
 mod jobs;
+mod jobs_bulk;
 mod runs;
 mod scripts;
 mod tokens;

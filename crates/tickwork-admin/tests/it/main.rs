@@ -11,6 +11,7 @@ mod clock;
 mod failover;
 mod follow_ups;
 mod group_tokens;
+mod jobs_bulk;
 mod lost_runs;
 mod operations;
 mod outage;
