@@ -15,6 +15,13 @@ pub enum Error {
         field: Option<String>,
         message: String,
     },
+    /// Items of the list input `list` are wrong, each named by its index (and field); nothing
+    /// was changed.
+    #[error("{}", items_text(.list, .items))]
+    InvalidItems {
+        list: &'static str,
+        items: Vec<tickwork_protocol::api::ItemError>,
+    },
     /// The addressed thing does not exist.
     #[error("{0}")]
     NotFound(String),
@@ -50,6 +57,30 @@ fn invalid_text(field: Option<&str>, message: &str) -> String {
         Some(f) => format!("{f}: {message}"),
         None => message.to_owned(),
     }
+}
+
+/// "2 of the jobs are wrong, nothing was written: jobs[3].schedule_conf: ...; jobs[7]: ...",
+/// the first few named (the answer lists them all).
+fn items_text(list: &str, items: &[tickwork_protocol::api::ItemError]) -> String {
+    const NAMED: usize = 10;
+    let mut text = format!(
+        "{} of the {list} are wrong, nothing was written: ",
+        items.len()
+    );
+    for (n, item) in items.iter().take(NAMED).enumerate() {
+        if n > 0 {
+            text.push_str("; ");
+        }
+        text.push_str(&format!("{list}[{}]", item.index));
+        if let Some(field) = &item.field {
+            text.push_str(&format!(".{field}"));
+        }
+        text.push_str(&format!(": {}", item.message));
+    }
+    if items.len() > NAMED {
+        text.push_str(&format!("; and {} more", items.len() - NAMED));
+    }
+    text
 }
 
 /// The stable code of an error, as clients see it, and its HTTP status.
@@ -131,7 +162,7 @@ impl Error {
     /// The stable code of this error.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Error::Invalid { .. } => ErrorCode::InvalidInput,
+            Error::Invalid { .. } | Error::InvalidItems { .. } => ErrorCode::InvalidInput,
             Error::NotFound(_) => ErrorCode::NotFound,
             Error::Conflict(_) => ErrorCode::Conflict,
             Error::Unauthorized(_) => ErrorCode::Unauthorized,
@@ -147,6 +178,7 @@ impl Error {
     pub fn field(&self) -> Option<&str> {
         match self {
             Error::Invalid { field, .. } => field.as_deref(),
+            Error::InvalidItems { list, .. } => Some(list),
             _ => None,
         }
     }

@@ -16,7 +16,7 @@ struct Cli {
     scenario: Scenario,
     #[command(flatten)]
     executor_run: executor_run::ExecutorRunArgs,
-    /// Knobs of the admin load scenarios (one-per-second, fire-rate).
+    /// Knobs of the admin load scenarios (one-per-second, fire-rate, create-jobs).
     #[command(flatten)]
     load: admin_load::LoadArgs,
 }
@@ -33,6 +33,9 @@ enum Scenario {
     OnePerSecond,
     /// `--jobs` jobs all due every second through a real admin and executor: throughput.
     FireRate,
+    /// Job creation through the API: `--jobs` one request each, then 10,000 in one bulk
+    /// request.
+    CreateJobs,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -49,6 +52,7 @@ fn main() -> anyhow::Result<()> {
             .block_on(executor_run::run(cli.executor_run)),
         Scenario::OnePerSecond => admin_load::run(admin_load::Load::OnePerSecond, cli.load),
         Scenario::FireRate => admin_load::run(admin_load::Load::FireRate, cli.load),
+        Scenario::CreateJobs => admin_load::run(admin_load::Load::CreateJobs, cli.load),
     }
 }
 

@@ -10,10 +10,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tickwork_core::ScheduleType;
 use tickwork_protocol::api::{
-    AuditView, CopyInput, ErrorBody, GroupInput, GroupView, InstanceView, JobInput, JobQuery,
-    JobView, Page, PasswordInput, RunLog, RunQuery, RunView, ScriptInput, ScriptVersionView,
-    StatsView, TokenCreated, TokenInput, TokenView, TriggerInput, UserInput, UserUpdateInput,
-    UserView,
+    AuditView, CopyInput, ErrorBody, GroupInput, GroupView, InstanceView, ItemError, JobInput,
+    JobQuery, JobView, JobsBulkCreated, Page, PasswordInput, RunLog, RunQuery, RunView,
+    ScriptInput, ScriptVersionView, StatsView, TokenCreated, TokenInput, TokenView, TriggerInput,
+    UserInput, UserUpdateInput, UserView,
 };
 
 /// What went wrong in a call.
@@ -25,6 +25,8 @@ pub enum Error {
         status: u16,
         code: String,
         message: String,
+        /// The wrong items of a list input (a bulk create), each by its index and field.
+        errors: Vec<ItemError>,
     },
     /// The admin could not be reached or the connection broke.
     #[error("cannot reach the admin at {url}: {reason}")]
@@ -107,6 +109,7 @@ impl Client {
                     status: status.as_u16(),
                     code: b.code.unwrap_or(b.error.code),
                     message: b.message.unwrap_or(b.error.message),
+                    errors: b.errors,
                 },
                 Err(_) => Error::Decode {
                     url,
@@ -180,6 +183,17 @@ impl Client {
 
     pub async fn job_create(&self, input: &JobInput) -> Result<JobView, Error> {
         self.post("/jobs", input).await
+    }
+
+    /// Creates up to 10,000 jobs in one transaction, all or none (`POST /jobs/bulk`); the
+    /// created jobs' ids and keys, in the order given. Wrong jobs come back together in
+    /// [`Error::Api`]'s `errors`.
+    pub async fn jobs_create_bulk(&self, jobs: &[JobInput]) -> Result<JobsBulkCreated, Error> {
+        #[derive(Serialize)]
+        struct Bulk<'a> {
+            jobs: &'a [JobInput],
+        }
+        self.post("/jobs/bulk", &Bulk { jobs }).await
     }
 
     pub async fn job_update(&self, id: i64, input: &JobInput) -> Result<JobView, Error> {

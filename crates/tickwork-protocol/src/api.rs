@@ -162,6 +162,31 @@ pub struct JobView {
     pub updated_at: i64,
 }
 
+/// Most jobs one [`JobsBulkInput`] may hold.
+pub const JOBS_BULK_MAX: usize = 10_000;
+
+/// Jobs to create at once (`POST /jobs/bulk`): all of them, or none when any is wrong.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobsBulkInput {
+    /// 1 to [`JOBS_BULK_MAX`] jobs, each as `POST /jobs` takes it.
+    pub jobs: Vec<JobInput>,
+}
+
+/// The jobs a [`JobsBulkInput`] created, in its order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobsBulkCreated {
+    pub created: u64,
+    pub jobs: Vec<JobCreated>,
+}
+
+/// A job just created: its id and key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobCreated {
+    pub id: i64,
+    pub key: String,
+}
+
 /// A run as clients read it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunView {
@@ -450,7 +475,20 @@ pub struct ErrorBody {
     pub message: Option<String>,
     #[serde(default)]
     pub field: Option<String>,
+    /// Each wrong item of a list input (`POST /jobs/bulk`), when there are some.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<ItemError>,
     pub error: ErrorDetail,
+}
+
+/// One wrong item of a list input: its index in the list, the field (when one is wrong)
+/// and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ItemError {
+    pub index: u64,
+    #[serde(default)]
+    pub field: Option<String>,
+    pub message: String,
 }
 
 /// A stable machine-readable `code` (`invalid_input`, `not_found`, `conflict`,

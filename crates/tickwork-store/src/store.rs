@@ -89,6 +89,17 @@ pub trait JobStore: Send + Sync {
     /// Creates a job at version 1. A taken key is a `Conflict`; a missing group is `Invalid`.
     async fn job_create(&self, job: JobNew) -> Result<Job, Error>;
 
+    /// Creates jobs at version 1 in one transaction, all or none, with multi-row inserts:
+    /// each job, its first script version when it has one, and the audit record `audit`
+    /// makes of it. Returns the jobs in the order given. A key taken (on the database or
+    /// twice in `jobs`) is a `Conflict` naming it; a missing group is `Invalid`; an empty
+    /// list writes nothing.
+    async fn jobs_create(
+        &self,
+        jobs: Vec<JobCreate>,
+        audit: &JobAudit<'_>,
+    ) -> Result<Vec<Job>, Error>;
+
     /// Rewrites a job's definition and `next_fire_at`, bumping its version. With
     /// `expected_version`, a job changed in between is a `Conflict`. `glue_updated_at` moves
     /// only when the glue type or source changed.

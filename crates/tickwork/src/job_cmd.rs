@@ -15,7 +15,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tickwork_client::Client;
 use tickwork_core::job::JobSpec;
 use tickwork_core::{BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType};
-use tickwork_protocol::api::{JobInput, JobQuery, JobView, TriggerInput};
+use tickwork_protocol::api::{JOBS_BULK_MAX, JobInput, JobQuery, JobView, TriggerInput};
 
 use crate::InputError;
 use crate::remote::{Remote, cell, instant};
@@ -71,7 +71,8 @@ pub(crate) enum JobCommand {
         file: Option<PathBuf>,
     },
     /// Create or update jobs from a TOML file, matched by key. Everything is checked before
-    /// anything changes.
+    /// anything changes; new jobs are created in bulk (10,000 per request, each request all
+    /// or nothing).
     Import { file: PathBuf },
 }
 
@@ -532,20 +533,38 @@ async fn import(client: &Client, file: &JobFile) -> anyhow::Result<(usize, usize
         }
     }
 
-    let (mut created, mut updated) = (0, 0);
+    // New jobs first, in bulk: each request is all or nothing, checked whole by the admin.
+    // A running job without children starts at once; the others wait for their children.
     let mut ids: HashMap<String, i64> = existing.iter().map(|(k, j)| (k.clone(), j.id)).collect();
+    let mut status: HashMap<&str, &str> = HashMap::new();
+    let new: Vec<&JobEntry> = file
+        .job
+        .iter()
+        .filter(|e| !existing.contains_key(&e.key))
+        .collect();
+    for chunk in new.chunks(JOBS_BULK_MAX) {
+        let inputs = chunk
+            .iter()
+            .map(|e| {
+                let mut job = entry_input(e, group_id(&groups, &e.group)?);
+                job.start = e.status == "running" && e.children.is_empty();
+                Ok(job)
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let done = client.jobs_create_bulk(&inputs).await?;
+        for ((e, input), job) in chunk.iter().zip(&inputs).zip(done.jobs) {
+            ids.insert(job.key, job.id);
+            status.insert(&e.key, if input.start { "running" } else { "stopped" });
+        }
+    }
+    let created = new.len();
+    let mut updated = 0;
     for e in &file.job {
-        let job = entry_input(e, group_id(&groups, &e.group)?);
-        match existing.get(&e.key) {
-            Some(current) => {
-                client.job_update(current.id, &job).await?;
-                updated += 1;
-            }
-            None => {
-                let new = client.job_create(&job).await?;
-                ids.insert(e.key.clone(), new.id);
-                created += 1;
-            }
+        if let Some(current) = existing.get(&e.key) {
+            let job = entry_input(e, group_id(&groups, &e.group)?);
+            client.job_update(current.id, &job).await?;
+            status.insert(&e.key, &current.status);
+            updated += 1;
         }
     }
     for e in file.job.iter().filter(|e| !e.children.is_empty()) {
@@ -555,12 +574,11 @@ async fn import(client: &Client, file: &JobFile) -> anyhow::Result<(usize, usize
     }
     for e in &file.job {
         let id = ids[&e.key];
-        let now = client.job_get(id).await?;
-        match (e.status.as_str(), now.status.as_str()) {
-            ("running", "stopped") => {
+        match (e.status.as_str(), status.get(e.key.as_str()).copied()) {
+            ("running", Some("stopped")) => {
                 client.job_start(id).await?;
             }
-            ("stopped", "running") => {
+            ("stopped", Some("running")) => {
                 client.job_stop(id).await?;
             }
             _ => {}

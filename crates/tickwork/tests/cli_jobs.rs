@@ -290,3 +290,58 @@ fn add_edit_trigger_and_inspect_runs() {
     assert!(!wrong.status.success());
     assert!(String::from_utf8_lossy(&wrong.stderr).contains("access token is wrong"));
 }
+
+/// `n` new jobs of group `alpha` in the export format: every fifth running, the rest stopped.
+fn many_jobs(n: usize) -> String {
+    let mut text = String::new();
+    for i in 0..n {
+        let status = if i.is_multiple_of(5) {
+            "running"
+        } else {
+            "stopped"
+        };
+        text.push_str(&format!(
+            "[[job]]\nkey = \"bulk-{i:05}\"\ngroup = \"alpha\"\nschedule_type = \"CRON\"\n\
+             schedule_conf = \"0 {} 3 * * ?\"\nhandler = \"echo\"\nstatus = \"{status}\"\n\n",
+            i % 60
+        ));
+    }
+    text
+}
+
+#[test]
+fn importing_many_new_jobs_is_all_or_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let admin = start_admin(&dir.path().join("data"));
+    create_group(&admin, "alpha");
+    let file = dir.path().join("many.toml");
+    let good = many_jobs(2500);
+
+    // One wrong schedule among 2,500 new jobs: the admin names it and creates none.
+    std::fs::write(
+        &file,
+        good.replace("schedule_conf = \"0 19 3 * * ?\"\nhandler = \"echo\"\nstatus = \"stopped\"\n\n[[job]]\nkey = \"bulk-02480\"",
+            "schedule_conf = \"0 19 25 * * ?\"\nhandler = \"echo\"\nstatus = \"stopped\"\n\n[[job]]\nkey = \"bulk-02480\""),
+    )
+    .unwrap();
+    let out = cli(&admin, &["job", "import", file.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("jobs[2479].schedule_conf: hours: \"25\" is out of range 0-23"),
+        "{stderr}"
+    );
+    assert!(job_ids(&admin).is_empty(), "nothing was created");
+
+    std::fs::write(&file, &good).unwrap();
+    let out = ok(cli(&admin, &["job", "import", file.to_str().unwrap()]));
+    assert!(
+        out.contains("imported 2500 jobs: 2500 created, 0 updated"),
+        "{out}"
+    );
+    let exported = ok(cli(&admin, &["job", "export"]));
+    assert_eq!(exported.matches("[[job]]").count(), 2500);
+    assert_eq!(exported.matches("status = \"running\"").count(), 500);
+    let again = ok(cli(&admin, &["job", "import", file.to_str().unwrap()]));
+    assert!(again.contains("0 created, 2500 updated"), "{again}");
+}

@@ -15,8 +15,12 @@ use crate::auth::Principal;
 /// Largest body of a JSON API call: a job with a 1 MiB script fits.
 pub(super) const API_BODY_LIMIT: usize = 2 * 1024 * 1024;
 
-/// A JSON object body, decoded with our own messages (size, unknown fields, wrong types).
-pub(super) struct ApiJson<T>(pub T);
+/// Largest body of a bulk call: 10,000 jobs of 3 KiB each.
+pub(super) const BULK_BODY_LIMIT: usize = 32 * 1024 * 1024;
+
+/// A JSON object body of at most `LIMIT` bytes, decoded with our own messages (size,
+/// unknown fields, wrong types).
+pub(super) struct ApiJson<T, const LIMIT: usize = API_BODY_LIMIT>(pub T);
 
 /// A JSON object body, or the type's default when the body is empty.
 pub(super) struct ApiJsonOr<T>(pub T);
@@ -33,16 +37,11 @@ pub(super) struct Ids(pub i64, pub i64);
 /// The authenticated caller, put in the request by the token check.
 pub(super) struct Caller(pub Principal);
 
-/// The body, refused with a clear message when over the limit.
-async fn body(req: Request) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(req.into_body(), API_BODY_LIMIT)
+/// The body, refused with a clear message when over `limit` bytes.
+async fn body(req: Request, limit: usize) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(req.into_body(), limit)
         .await
-        .map_err(|_| {
-            Error::invalid(format!(
-                "request body is larger than {API_BODY_LIMIT} bytes"
-            ))
-            .into()
-        })
+        .map_err(|_| Error::invalid(format!("request body is larger than {limit} bytes")).into())
 }
 
 /// Decodes a body that must be a JSON object. Serde would also fill a struct from an array
@@ -54,11 +53,11 @@ fn json_object<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| Error::invalid(format!("invalid json: {e}")).into())
 }
 
-impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+impl<T: DeserializeOwned, S: Send + Sync, const LIMIT: usize> FromRequest<S> for ApiJson<T, LIMIT> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, _: &S) -> Result<Self, ApiError> {
-        json_object(&body(req).await?).map(ApiJson)
+        json_object(&body(req, LIMIT).await?).map(ApiJson)
     }
 }
 
@@ -66,7 +65,7 @@ impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for ApiJsonOr
     type Rejection = ApiError;
 
     async fn from_request(req: Request, _: &S) -> Result<Self, ApiError> {
-        let body = body(req).await?;
+        let body = body(req, API_BODY_LIMIT).await?;
         if body.iter().all(u8::is_ascii_whitespace) {
             return Ok(ApiJsonOr(T::default()));
         }

@@ -63,7 +63,8 @@ pub fn service_router(service: Service) -> Router {
 }
 
 /// An error as the JSON API answers it: `{"code":"…","message":"…"}` (plus `field` for an
-/// input error that names one), repeated under `"error"` for clients of the first releases.
+/// input error that names one, and `errors` for the wrong items of a list input), repeated
+/// under `"error"` for clients of the first releases.
 /// Status and code come from [`Error::code`]; internal causes are logged, never sent.
 #[derive(Debug)]
 pub struct ApiError(Error);
@@ -92,6 +93,9 @@ impl IntoResponse for ApiError {
         });
         if let Some(field) = self.0.field() {
             body["field"] = field.into();
+        }
+        if let Error::InvalidItems { items, .. } = &self.0 {
+            body["errors"] = serde_json::to_value(items).unwrap_or_default();
         }
         let mut resp = (status, axum::Json(body)).into_response();
         if status == StatusCode::UNAUTHORIZED {

@@ -10,12 +10,12 @@ use serde::Deserialize;
 use tickwork_core::{ScheduleType, TriggerType};
 use tickwork_protocol::api::{
     AlarmChannelInput, AlarmChannelView, AlarmDeliveryQuery, AlarmTestResult, AuditQuery,
-    CopyInput, GroupInput, JobInput, JobQuery, PasswordInput, RunQuery, ScriptInput, TokenInput,
-    TriggerInput, UserInput, UserUpdateInput,
+    CopyInput, GroupInput, JobInput, JobQuery, JobsBulkCreated, JobsBulkInput, PasswordInput,
+    RunQuery, ScriptInput, TokenInput, TriggerInput, UserInput, UserUpdateInput,
 };
 
 use super::ApiError;
-use super::extract::{ApiJson, ApiJsonOr, ApiQuery, Caller, Id, Ids};
+use super::extract::{ApiJson, ApiJsonOr, ApiQuery, BULK_BODY_LIMIT, Caller, Id, Ids};
 use crate::{Error, Service};
 
 /// The routes and [`API_ROUTES`] (which the OpenAPI document and its conformance tests
@@ -41,6 +41,7 @@ rest_api! {
     "/groups/{id}/instances" => { get: group_instances }
     "/groups/{id}/token" => { post: group_token_rotate }
     "/jobs" => { get: jobs_list, post: job_create }
+    "/jobs/bulk" => { post: jobs_bulk_create }
     "/jobs/{id}" => { get: job_get, put: job_update, delete: job_delete }
     "/jobs/{id}/start" => { post: job_start }
     "/jobs/{id}/stop" => { post: job_stop }
@@ -265,6 +266,15 @@ async fn job_create(
     ApiJson(input): ApiJson<JobInput>,
 ) -> ApiResult<crate::JobView> {
     ok(a.jobs().create(&p, input).await?)
+}
+
+/// Creates up to 10,000 jobs in one transaction, all or none.
+async fn jobs_bulk_create(
+    State(a): State<Service>,
+    Caller(p): Caller,
+    ApiJson(input): ApiJson<JobsBulkInput, BULK_BODY_LIMIT>,
+) -> ApiResult<JobsBulkCreated> {
+    ok(a.jobs().create_many(&p, input.jobs).await?)
 }
 
 async fn job_get(State(a): State<Service>, Id(j): Id) -> ApiResult<crate::JobView> {

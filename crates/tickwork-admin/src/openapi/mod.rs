@@ -136,6 +136,17 @@ const OPS: &[Op] = &[
         answer: "Job",
     },
     Op {
+        method: "post",
+        path: "/jobs/bulk",
+        summary: "Create up to 10,000 jobs in one transaction, all or none: every wrong job is \
+                  answered by its index and field (errors), a key already taken is a conflict; \
+                  one audit record per job. Body up to 32 MiB",
+        roles: "admin, or an operator of every job's group",
+        query: &[],
+        body: Some("JobsBulkInput"),
+        answer: "JobsBulkCreated",
+    },
+    Op {
         method: "get",
         path: "/jobs/{id}",
         summary: "One job",

@@ -162,6 +162,13 @@ pub(super) fn schemas() -> Value {
         ])
         .collect();
     let job_required: Vec<&str> = job_out.iter().map(|(k, _)| *k).collect();
+    let item_errors = json!({
+        "type": "array",
+        "description": "the wrong items of a list input, each with its index and field",
+        "items": object(&[
+            ("index", t("integer")), ("field", nullable("string")), ("message", t("string")),
+        ], &["index", "message"], false),
+    });
     let mut all = json!({
         "Error": object(&[
             ("code", json!({ "type": "string",
@@ -169,6 +176,7 @@ pub(super) fn schemas() -> Value {
             ("message", t("string")),
             ("field", json!({ "type": "string", "description": "the input field an invalid_input names" })),
             ("error", object(&[("code", t("string")), ("message", t("string"))], &["code", "message"], false)),
+            ("errors", item_errors),
         ], &["code", "message", "error"], false),
         "Me": object(&[
             ("user_id", t("integer")), ("username", t("string")), ("role", role.clone()),
@@ -291,10 +299,30 @@ pub(super) fn schemas() -> Value {
     let Value::Object(all) = &mut all else {
         unreachable!("the schemas are an object")
     };
-    if let Value::Object(alarms) = alarm_schemas() {
-        all.extend(alarms);
+    for part in [alarm_schemas(), bulk_schemas()] {
+        if let Value::Object(part) = part {
+            all.extend(part);
+        }
     }
     Value::Object(std::mem::take(all))
+}
+
+/// The schemas of `POST /jobs/bulk`, apart from [`schemas`] for the macro's recursion limit.
+fn bulk_schemas() -> Value {
+    json!({
+        "JobsBulkInput": object(&[
+            ("jobs", json!({
+                "type": "array", "items": reference("JobInput"),
+                "minItems": 1, "maxItems": tickwork_protocol::api::JOBS_BULK_MAX,
+            })),
+        ], &["jobs"], true),
+        "JobsBulkCreated": object(&[
+            ("created", t("integer")),
+            ("jobs", json!({ "type": "array", "items": object(&[
+                ("id", t("integer")), ("key", t("string")),
+            ], &["id", "key"], false) })),
+        ], &["created", "jobs"], false),
+    })
 }
 
 /// The schemas of alarm channels and deliveries, apart from [`schemas`]: one `json!` of

@@ -3,7 +3,9 @@
 //! never hold password hashes or token secrets (the service passes API views, not rows).
 //!
 //! The record is written right after the change, not in its transaction: a database failure
-//! between the two leaves a change without its record and the caller sees an error.
+//! between the two leaves a change without its record and the caller sees an error. Job
+//! creation is the exception: the job and its record are written in one transaction
+//! (`JobStore::jobs_create`), since creating jobs is the one change made by the thousand.
 
 use serde::Serialize;
 use tickwork_protocol::api::{AuditQuery, AuditView, Page};
@@ -67,6 +69,27 @@ fn audit_view(e: AuditEntry) -> AuditView {
     }
 }
 
+/// The record of one change by `by`, as [`Inner::audit`] writes it.
+pub(crate) fn audit_entry<B: Serialize + ?Sized, A: Serialize + ?Sized>(
+    by: &Principal,
+    action: &str,
+    target: Target,
+    before: Option<&B>,
+    after: Option<&A>,
+) -> Result<AuditNew, Error> {
+    let (target_type, target_id) = target.parts();
+    Ok(AuditNew {
+        at: now_ms(),
+        actor_id: (by.user_id > 0).then_some(by.user_id),
+        actor: by.username.clone(),
+        action: action.to_owned(),
+        target_type: target_type.to_owned(),
+        target_id,
+        before: to_json(before)?,
+        after: to_json(after)?,
+    })
+}
+
 impl Inner {
     /// Records one change by `by`.
     pub(crate) async fn audit<B: Serialize + ?Sized, A: Serialize + ?Sized>(
@@ -77,17 +100,7 @@ impl Inner {
         before: Option<&B>,
         after: Option<&A>,
     ) -> Result<(), Error> {
-        let (target_type, target_id) = target.parts();
-        let entry = AuditNew {
-            at: now_ms(),
-            actor_id: (by.user_id > 0).then_some(by.user_id),
-            actor: by.username.clone(),
-            action: action.to_owned(),
-            target_type: target_type.to_owned(),
-            target_id,
-            before: to_json(before)?,
-            after: to_json(after)?,
-        };
+        let entry = audit_entry(by, action, target, before, after)?;
         if let Err(e) = self.store.audit_append(entry).await {
             error!(error = ?e, action, "the audit record of a change could not be written");
             return Err(e.into());

@@ -1,12 +1,14 @@
 //! Jobs: create, change, copy, delete, start, stop, trigger, list, and schedule previews.
 
+use std::collections::HashMap;
 use tickwork_core::job::{self, Limits};
 use tickwork_core::schedule::Schedule;
 use tickwork_core::{ScheduleType, TriggerType};
 use tickwork_protocol::api::{CopyInput, JobInput, JobQuery, JobView, Page, RunView, TriggerInput};
+
 use tickwork_store::{
-    Job, JobFilter, JobNew, JobSpec, JobStatus, JobStatusChange, JobUpdate, RunNew, ScriptVersion,
-    ScriptVersionNew,
+    FirstScript, Job, JobCreate, JobFilter, JobNew, JobSpec, JobStatus, JobStatusChange, JobUpdate,
+    RunNew, ScriptVersion, ScriptVersionNew,
 };
 
 use super::audit::Target;
@@ -14,62 +16,130 @@ use super::{Jobs, has_source, invalid, job_view, page, paged, run_view};
 use crate::Error;
 use crate::auth::Principal;
 
+/// What checking job definitions reads from the store, each read once per request: the jobs
+/// of a batch name the same groups, child jobs and alarm channels again and again.
+#[derive(Default)]
+pub(super) struct Lookups {
+    /// Group id -> whether it exists.
+    groups: HashMap<i64, bool>,
+    /// Job id -> its group, `None` when there is no such job.
+    jobs: HashMap<i64, Option<i64>>,
+    /// An `alarm_channels` list -> the same list checked and normalised.
+    channels: HashMap<String, String>,
+}
+
 impl Jobs<'_> {
     /// Checks a job definition and turns it into the stored spec with its parsed schedule;
     /// `by` must be allowed to change the group of every child job it lists. The rules on
     /// the definition itself are core's ([`JobSpec::validate`]); here is only what needs the
     /// store: the group, the child jobs and the alarm channels exist.
-    async fn job_spec(
+    pub(super) async fn job_spec(
         self,
         by: &Principal,
         input: &JobInput,
         own_id: Option<i64>,
+        seen: &mut Lookups,
     ) -> Result<(JobSpec, Schedule), Error> {
         let mut spec = input.to_spec(&self.inner.config.default_time_zone);
         let schedule = spec.validate(&Limits::STANDARD)?;
-        match self.inner.store.group_get(spec.group_id).await {
-            Ok(_) => {}
-            Err(tickwork_store::Error::NotFound { .. }) => {
-                return Err(invalid(
-                    "group_id",
-                    format!("executor group {} does not exist", spec.group_id),
-                ));
-            }
-            Err(e) => return Err(e.into()),
+        if !self.group_exists(spec.group_id, seen).await? {
+            return Err(no_group(spec.group_id));
         }
         for &child in &spec.child_job_ids {
             if Some(child) == own_id {
                 return Err(invalid("child_job_ids", "a job cannot be its own child"));
             }
-            match self.inner.store.job_get(child).await {
+            let group = match seen.jobs.get(&child) {
+                Some(&g) => g,
+                None => {
+                    let g = match self.inner.store.job_get(child).await {
+                        Ok(c) => Some(c.spec.group_id),
+                        Err(tickwork_store::Error::NotFound { .. }) => None,
+                        Err(e) => return Err(e.into()),
+                    };
+                    seen.jobs.insert(child, g);
+                    g
+                }
+            };
+            match group {
                 // A child fires when its parent succeeds: listing it is changing what its
                 // group runs.
-                Ok(c) if !by.can_change_group(c.spec.group_id) => {
+                Some(g) if !by.can_change_group(g) => {
                     return Err(Error::Forbidden(format!(
-                        "child_job_ids: job {child} is in executor group {}, which {} ({}) \
+                        "child_job_ids: job {child} is in executor group {g}, which {} ({}) \
                          may not change",
-                        c.spec.group_id, by.username, by.role
+                        by.username, by.role
                     )));
                 }
-                Ok(_) => {}
-                Err(tickwork_store::Error::NotFound { .. }) => {
+                Some(_) => {}
+                None => {
                     return Err(invalid(
                         "child_job_ids",
                         format!("job {child} does not exist"),
                     ));
                 }
-                Err(e) => return Err(e.into()),
             }
         }
-        spec.alarm_channels = self
-            .inner
-            .alarms()
-            .check_alarm_channels(&spec.alarm_channels)
-            .await?;
+        spec.alarm_channels = match seen.channels.get(&spec.alarm_channels) {
+            Some(checked) => checked.clone(),
+            None => {
+                let checked = self
+                    .inner
+                    .alarms()
+                    .check_alarm_channels(&spec.alarm_channels)
+                    .await?;
+                seen.channels
+                    .insert(spec.alarm_channels.clone(), checked.clone());
+                checked
+            }
+        };
         Ok((spec, schedule))
     }
 
-    fn first_fire(schedule: &Schedule, now: i64) -> Result<i64, Error> {
+    /// Whether group `id` exists. A group once seen is remembered: jobs are created in the
+    /// same few groups over and over, and the database's foreign key still refuses a job of
+    /// a group deleted since (see [`Jobs::refused_by_store`]).
+    async fn group_exists(self, id: i64, seen: &mut Lookups) -> Result<bool, Error> {
+        if let Some(&known) = seen.groups.get(&id) {
+            return Ok(known);
+        }
+        let remembered = self
+            .inner
+            .known_groups
+            .lock()
+            .is_ok_and(|g| g.contains(&id));
+        let exists = remembered
+            || match self.inner.store.group_get(id).await {
+                Ok(_) => true,
+                Err(tickwork_store::Error::NotFound { .. }) => false,
+                Err(e) => return Err(e.into()),
+            };
+        if exists
+            && !remembered
+            && let Ok(mut known) = self.inner.known_groups.lock()
+        {
+            known.insert(id);
+        }
+        seen.groups.insert(id, exists);
+        Ok(exists)
+    }
+
+    /// The error of a write the store refused as invalid: when the job's group is gone (the
+    /// remembered group was deleted meanwhile), the same field error as before the write.
+    async fn refused_by_store(self, group_id: i64, e: Error) -> Error {
+        if !matches!(e, Error::Invalid { .. }) {
+            return e;
+        }
+        if let Ok(mut known) = self.inner.known_groups.lock() {
+            known.remove(&group_id);
+        }
+        match self.group_exists(group_id, &mut Lookups::default()).await {
+            Ok(false) => no_group(group_id),
+            _ => e,
+        }
+    }
+
+    pub(super) fn first_fire(schedule: &Schedule, now: i64) -> Result<i64, Error> {
         if schedule.kind() == ScheduleType::None {
             return Err(invalid(
                 "schedule_type",
@@ -81,50 +151,70 @@ impl Jobs<'_> {
             .ok_or_else(|| invalid("schedule_conf", "the schedule has no fire in the future"))
     }
 
-    /// Creates a job in a group the caller may change. A script job's source becomes its
-    /// script version 1.
-    pub async fn create(self, by: &Principal, input: JobInput) -> Result<JobView, Error> {
-        by.require_group(input.spec.group_id)?;
-        let (spec, schedule) = self.job_spec(by, &input, None).await?;
-        let key = match input.key.as_deref().map(str::trim) {
+    /// The key a new job gets: its own (checked), or a generated one.
+    pub(super) fn new_key(input: &JobInput) -> Result<String, Error> {
+        Ok(match input.key.as_deref().map(str::trim) {
             Some(k) if !k.is_empty() => {
                 job::validate_key(k, &Limits::STANDARD)?;
                 k.to_owned()
             }
             _ => format!("job-{:016x}", fastrand::u64(..)),
-        };
-        let now = self.inner.clock.now_ms();
+        })
+    }
+
+    /// What the store writes for a new job checked by [`Jobs::job_spec`]: stopped, or
+    /// running from its first fire after `now`, with version 1 of its script by `by`.
+    pub(super) fn job_create(
+        by: &Principal,
+        input: &JobInput,
+        key: String,
+        (spec, schedule): (JobSpec, Schedule),
+        now: i64,
+    ) -> Result<JobCreate, Error> {
         let (status, next) = if input.start {
             (JobStatus::Running, Some(Self::first_fire(&schedule, now)?))
         } else {
             (JobStatus::Stopped, None)
         };
-        let job = self
-            .inner
-            .store
-            .job_create(JobNew {
+        let first_script = has_source(spec.glue_type).then(|| FirstScript {
+            author: by.username.clone(),
+            comment: "created".to_owned(),
+        });
+        Ok(JobCreate {
+            job: JobNew {
                 key,
                 spec,
                 status,
                 next_fire_at: next,
                 now,
-            })
+            },
+            first_script,
+        })
+    }
+
+    /// Creates a job in a group the caller may change. A script job's source becomes its
+    /// script version 1. The job, its first version and its audit record are written in one
+    /// transaction, shared with the creates that arrive meanwhile (group commit).
+    pub async fn create(self, by: &Principal, input: JobInput) -> Result<JobView, Error> {
+        by.require_group(input.spec.group_id)?;
+        let checked = self
+            .job_spec(by, &input, None, &mut Lookups::default())
             .await?;
+        let key = Self::new_key(&input)?;
+        let now = self.inner.clock.now_ms();
+        let group_id = checked.0.group_id;
+        let create = Self::job_create(by, &input, key, checked, now)?;
+        let job = match self
+            .inner
+            .job_writer
+            .create(&self.inner.store, by, create)
+            .await
+        {
+            Ok(job) => job,
+            Err(e) => return Err(self.refused_by_store(group_id, e).await),
+        };
         self.inner.pipeline.wake();
-        if has_source(job.spec.glue_type) {
-            self.script_version_record(by, &job, "created").await?;
-        }
-        let view = job_view(job);
-        self.inner
-            .audit(
-                by,
-                "job.create",
-                Target::Job(view.id),
-                None::<&()>,
-                Some(&view),
-            )
-            .await?;
-        Ok(view)
+        Ok(job_view(job))
     }
 
     /// Rewrites a job's definition; both its old and its new group must be the caller's. A
@@ -151,7 +241,9 @@ impl Jobs<'_> {
         script_comment: &str,
     ) -> Result<(JobView, JobView), Error> {
         let id = old.id;
-        let (spec, schedule) = self.job_spec(by, &input, Some(id)).await?;
+        let (spec, schedule) = self
+            .job_spec(by, &input, Some(id), &mut Lookups::default())
+            .await?;
         if let Some(k) = input.key.as_deref().map(str::trim)
             && !k.is_empty()
             && k != old.key
@@ -167,7 +259,8 @@ impl Jobs<'_> {
         } else {
             old.next_fire_at
         };
-        let job = self
+        let group_id = spec.group_id;
+        let job = match self
             .inner
             .store
             .job_update(JobUpdate {
@@ -177,7 +270,11 @@ impl Jobs<'_> {
                 next_fire_at: next,
                 now,
             })
-            .await?;
+            .await
+        {
+            Ok(job) => job,
+            Err(e) => return Err(self.refused_by_store(group_id, e.into()).await),
+        };
         self.inner.pipeline.forget_job(id);
         self.inner.pipeline.wake();
         let script_changed = old.spec.glue_type != job.spec.glue_type
@@ -427,4 +524,9 @@ impl Jobs<'_> {
         let s = Schedule::parse(kind, conf, zone).map_err(|e| invalid("schedule_conf", e))?;
         Ok(s.next_fires(self.inner.clock.now_ms(), n.clamp(1, 100)))
     }
+}
+
+/// The answer to a job of a group that does not exist.
+fn no_group(id: i64) -> Error {
+    invalid("group_id", format!("executor group {id} does not exist"))
 }

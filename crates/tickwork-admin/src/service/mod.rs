@@ -10,13 +10,16 @@ mod alarms;
 pub(crate) mod audit;
 mod dashboard;
 mod groups;
+mod job_writer;
 mod jobs;
+mod jobs_bulk;
 mod runs;
 mod scripts;
 mod tokens;
 mod users;
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use tickwork_protocol::api::{JobView, LatenessView, Page, RunView};
 use tickwork_store::{Job, PageReq, Run, RunComplete, Store};
@@ -62,6 +65,10 @@ pub(crate) struct Inner {
     pub(crate) senders: Arc<Senders>,
     /// Where jobs' fires are planned from: the scheduler's clock.
     pub(crate) clock: Clock,
+    /// Writes job creates in batches (group commit).
+    pub(crate) job_writer: job_writer::JobWriter,
+    /// Groups seen to exist, so that creating jobs does not read them again and again.
+    pub(crate) known_groups: Mutex<HashSet<i64>>,
 }
 
 /// The operations of one resource, borrowed from a [`Service`]: `service.jobs().create(..)`.
@@ -222,6 +229,8 @@ impl Service {
                 client,
                 senders,
                 clock,
+                job_writer: Default::default(),
+                known_groups: Default::default(),
             }),
         }
     }

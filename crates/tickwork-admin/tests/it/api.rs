@@ -446,7 +446,7 @@ pub(crate) trait Api {
 
 /// What the service asked of the pipeline, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Call {
+pub(crate) enum Call {
     Wake,
     Arm(i64),
     ForgetJob(i64),
@@ -456,13 +456,13 @@ enum Call {
 
 /// A pipeline that records what it is asked and does nothing.
 #[derive(Default)]
-struct Recording {
+pub(crate) struct Recording {
     calls: Mutex<Vec<Call>>,
 }
 
 impl Recording {
     /// The calls so far, forgetting them.
-    fn take(&self) -> Vec<Call> {
+    pub(crate) fn take(&self) -> Vec<Call> {
         std::mem::take(&mut self.calls.lock().unwrap())
     }
 
@@ -500,16 +500,16 @@ impl PipelineHandle for Recording {
 }
 
 /// Where requests come from, and the host they name: a browser on the admin's machine.
-const PEER: &str = "127.0.0.1:40000";
-const HOST: &str = "127.0.0.1:8080";
+pub(crate) const PEER: &str = "127.0.0.1:40000";
+pub(crate) const HOST: &str = "127.0.0.1:8080";
 
 /// The service of an admin on a fresh SQLite database behind `service_router`, with a
 /// recording pipeline; a log of the routes the test called.
-struct Harness {
-    router: axum::Router,
+pub(crate) struct Harness {
+    pub(crate) router: axum::Router,
     service: Service,
-    store: Arc<dyn Store>,
-    pipeline: Arc<Recording>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) pipeline: Arc<Recording>,
     called: Mutex<BTreeSet<(String, String)>>,
     db_file: PathBuf,
     _dir: tempfile::TempDir,
@@ -560,7 +560,7 @@ impl Api for Harness {
 }
 
 impl Harness {
-    async fn start() -> Harness {
+    pub(crate) async fn start() -> Harness {
         Self::start_with("").await
     }
 
@@ -597,7 +597,7 @@ impl Harness {
         }
     }
 
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.store.close().await;
     }
 
@@ -713,7 +713,7 @@ impl Browser<'_> {
 }
 
 /// A field error answered by the service: 400, `invalid_input`, naming `field`.
-fn assert_field_error(a: &Answer, field: &str) {
+pub(crate) fn assert_field_error(a: &Answer, field: &str) {
     a.refused(400, "invalid_input");
     assert_eq!(a.body["field"], field, "{a:?}");
 }
@@ -857,6 +857,28 @@ async fn every_endpoint_answers_as_documented() {
     assert_eq!(copy["description"], "copy of shell, edited");
     assert_ne!(copy["key"], edited["key"]);
     assert_eq!(copy["status"], "stopped");
+    let bulk = h
+        .call(
+            Method::POST,
+            "/jobs/bulk",
+            "/jobs/bulk",
+            BUILTIN,
+            Some(json!({ "jobs": [{ "group_id": g, "key": "tour-bulk", "handler": "demo" }] })),
+        )
+        .await
+        .ok();
+    assert_eq!(bulk["created"], 1);
+    assert_eq!(bulk["jobs"][0]["key"], "tour-bulk");
+    let bulk_id = bulk["jobs"][0]["id"].as_i64().unwrap();
+    h.call(
+        Method::DELETE,
+        "/jobs/{id}",
+        &format!("/jobs/{bulk_id}"),
+        BUILTIN,
+        None,
+    )
+    .await
+    .ok();
 
     // scripts
     let versions = h
@@ -1544,6 +1566,12 @@ async fn operators_change_only_their_groups_and_viewers_change_nothing() {
             "/jobs",
             "/jobs".into(),
             Some(json!({ "group_id": a, "handler": "h" })),
+        ),
+        (
+            Method::POST,
+            "/jobs/bulk",
+            "/jobs/bulk".into(),
+            Some(json!({ "jobs": [{ "group_id": a, "handler": "h" }] })),
         ),
         (
             Method::PUT,

@@ -16,6 +16,7 @@ mod dead_executor;
 mod failover;
 mod follow_ups;
 mod group_tokens;
+mod jobs_bulk;
 mod lost_runs;
 mod operations;
 mod outage;

@@ -9,6 +9,7 @@
 
 mod api;
 pub(crate) mod child;
+mod creates;
 mod db;
 mod executors;
 mod fake;
@@ -74,6 +75,8 @@ pub(crate) enum Load {
     OnePerSecond,
     /// `--jobs` jobs all due every second: throughput.
     FireRate,
+    /// `--jobs` jobs created one request each, then 10,000 in one bulk request.
+    CreateJobs,
 }
 
 impl Load {
@@ -81,6 +84,7 @@ impl Load {
         match self {
             Load::OnePerSecond => "one-per-second",
             Load::FireRate => "fire-rate",
+            Load::CreateJobs => "create-jobs",
         }
     }
 }
@@ -184,12 +188,13 @@ struct Plan {
 async fn run_async(load: Load, args: LoadArgs) -> anyhow::Result<()> {
     let jobs = match load {
         Load::OnePerSecond => 1,
-        Load::FireRate => args.jobs,
+        Load::FireRate | Load::CreateJobs => args.jobs,
     };
     let duration = args.duration.unwrap_or(match load {
         Load::OnePerSecond => 60,
         // Long enough for the results to come back and weigh on the admin during the window.
         Load::FireRate => 90,
+        Load::CreateJobs => 1,
     });
     if jobs == 0 || duration == 0 || args.admins == 0 || args.executors == 0 {
         bail!("--jobs, --duration, --admins and --executors must be at least 1");
@@ -261,7 +266,12 @@ async fn run_async(load: Load, args: LoadArgs) -> anyhow::Result<()> {
     // clean-up below still runs.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let outcome = tokio::select! {
-        r = drive(&plan, &db) => r,
+        r = async {
+            match plan.load {
+                Load::CreateJobs => creates::drive(&plan, &db).await,
+                _ => drive(&plan, &db).await,
+            }
+        } => r,
         _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
         _ = term.recv() => Err(anyhow::anyhow!("terminated")),
     };
@@ -513,38 +523,10 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
     wait_for_executors(&api, group_id, args.executors).await?;
 
     let route = if args.executors > 1 { "ROUND" } else { "FIRST" };
-    let t = Instant::now();
-    let created = api::bulk(plan.jobs, args.api_concurrency, SETUP_MAX, |i| {
-        let api = api.clone();
-        let body = json!({
-            "key": format!("{app}-{i}"),
-            "group_id": group_id,
-            "description": format!("bench job {i}"),
-            "schedule_type": "CRON",
-            "schedule_conf": EVERY_SECOND,
-            "route_strategy": route,
-            "handler": HANDLER,
-        });
-        async move { api::id_of(&api.post(i, "/jobs", &body).await?) }
-    })
-    .await;
-    let (done, failed, cut, first) = api::tally(&created);
-    if done < plan.jobs {
-        bail!(
-            "{done} of {} jobs created in {:.0} s ({failed} failed, {cut} cut off); first error: {}",
-            plan.jobs,
-            t.elapsed().as_secs_f64(),
-            first.unwrap_or_default()
-        );
-    }
-    let job_ids: Vec<i64> = created.into_iter().flatten().flatten().collect();
-    let secs = t.elapsed().as_secs_f64();
-    let create_jobs_per_s = job_ids.len() as f64 / secs;
-    println!(
-        "setup: created {} jobs in {secs:.2} s ({create_jobs_per_s:.0}/s, {} in flight)",
-        job_ids.len(),
-        args.api_concurrency
-    );
+    let (job_ids, create_jobs_per_s) =
+        creates::one_by_one(&api, plan.jobs, args.api_concurrency, group_id, &app, route).await?;
+    // Stopped jobs: they never fire, and the claim's index never reaches them.
+    let bulk_import_10k_s = creates::bulk_import(&api, group_id, &app).await?;
 
     sampler.printing.store(true, Ordering::Relaxed);
     let t = Instant::now();
@@ -747,7 +729,7 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
         "RESULT scenario={} db={} executor={} jobs={} fires_per_s={fires_per_s:.1} \
          p50_ms={p50} p99_ms={p99} max_ms={max} missed={} duplicated={} admin_rss_mb={:.1} \
          admin_cpu_s_per_1k_fires={cpu_per_1k} callbacks_written={callbacks_written} \
-         create_jobs_per_s={create_jobs_per_s:.0}",
+         create_jobs_per_s={create_jobs_per_s:.0} bulk_import_10k_s={bulk_import_10k_s:.2}",
         plan.load.name(),
         db.kind.as_str(),
         plan.args.executor.as_str(),

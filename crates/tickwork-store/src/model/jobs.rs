@@ -162,3 +162,25 @@ pub struct ClaimResult {
     /// Fires the ledger already held, so not written again.
     pub duplicates: usize,
 }
+
+/// One job of [`JobStore::jobs_create`](crate::JobStore::jobs_create): the job, and the first
+/// version of its script when it has one to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobCreate {
+    pub job: JobNew,
+    /// Written as the job's script version 1 (its glue type and source, at `job.now`).
+    pub first_script: Option<FirstScript>,
+}
+
+/// Who wrote a new job's script, and the comment of its first version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FirstScript {
+    pub author: String,
+    pub comment: String,
+}
+
+/// The audit record of a job just written, given its index in the batch and the job as
+/// stored (with its id): the admin's, which knows the record's format. Called inside the
+/// transaction, so it must be quick and must not block.
+pub type JobAudit<'a> =
+    dyn Fn(usize, &Job) -> Result<super::AuditNew, crate::Error> + Send + Sync + 'a;

@@ -2,30 +2,45 @@
 
 use super::*;
 
+/// The columns an audit insert writes, in [`audit_args`] order.
+pub(super) const AUDIT_INSERT_COLUMNS: &str = AUDIT_COLUMNS.split_at("id, ".len()).1;
+
+/// Refuses a record the columns cannot hold.
+pub(super) fn check_audit(entry: &AuditNew) -> Result<(), Error> {
+    check_required("actor", &entry.actor, USERNAME_MAX)?;
+    check_required("action", &entry.action, ACTION_MAX)?;
+    check_required("target type", &entry.target_type, TARGET_TYPE_MAX)?;
+    check_len("target id", &entry.target_id, TARGET_ID_MAX)?;
+    for (field, text) in [("before", &entry.before), ("after", &entry.after)] {
+        if let Some(t) = text {
+            check_bytes(field, t, GLUE_MAX_BYTES)?;
+        }
+    }
+    Ok(())
+}
+
+/// The values of [`AUDIT_INSERT_COLUMNS`].
+pub(super) fn audit_args(entry: AuditNew) -> [Arg; 8] {
+    [
+        entry.at.into(),
+        entry.actor_id.into(),
+        entry.actor.into(),
+        entry.action.into(),
+        entry.target_type.into(),
+        entry.target_id.into(),
+        entry.before.into(),
+        entry.after.into(),
+    ]
+}
+
 #[async_trait]
 impl<B: Backend> AuditStore for SqlStore<B> {
     async fn audit_append(&self, entry: AuditNew) -> Result<i64, Error> {
-        check_required("actor", &entry.actor, USERNAME_MAX)?;
-        check_required("action", &entry.action, ACTION_MAX)?;
-        check_required("target type", &entry.target_type, TARGET_TYPE_MAX)?;
-        check_len("target id", &entry.target_id, TARGET_ID_MAX)?;
-        for (field, text) in [("before", &entry.before), ("after", &entry.after)] {
-            if let Some(t) = text {
-                check_bytes(field, t, GLUE_MAX_BYTES)?;
-            }
-        }
+        check_audit(&entry)?;
         let q = Query::new(format!(
-            "INSERT INTO tw_audit ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            &AUDIT_COLUMNS["id, ".len()..]
-        ))
-        .bind(entry.at)
-        .bind(entry.actor_id)
-        .bind(entry.actor)
-        .bind(entry.action)
-        .bind(entry.target_type)
-        .bind(entry.target_id)
-        .bind(entry.before)
-        .bind(entry.after);
+            "INSERT INTO tw_audit ({AUDIT_INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        ));
+        let q = audit_args(entry).into_iter().fold(q, Query::bind);
         let mut conn = self.pool.acquire().await?;
         Self::insert_id(&mut conn, q)
             .await?

@@ -2,6 +2,8 @@
 
 use super::*;
 
+mod create;
+
 /// How often a claim that lost a deadlock is tried again.
 const CLAIM_RETRIES: u32 = 3;
 
@@ -52,28 +54,35 @@ fn check_spec(spec: &JobSpec) -> Result<(), Error> {
     Ok(())
 }
 
+/// The values of the definition columns, in [`SPEC_COLUMNS`] order.
+fn spec_args(spec: &JobSpec) -> [Arg; 20] {
+    [
+        spec.group_id.into(),
+        (&spec.description).into(),
+        (&spec.owner).into(),
+        (&spec.alarm_channels).into(),
+        spec.schedule_type.as_str().into(),
+        (&spec.schedule_conf).into(),
+        (&spec.time_zone).into(),
+        spec.misfire_strategy.as_str().into(),
+        spec.route_strategy.as_str().into(),
+        spec.handler.trim().into(),
+        (&spec.params).into(),
+        spec.block_strategy.as_str().into(),
+        spec.timeout_s.into(),
+        spec.retry_count.into(),
+        spec.retry_backoff_ms.into(),
+        child_ids_text(&spec.child_job_ids).into(),
+        spec.priority.into(),
+        spec.glue_type.as_str().into(),
+        (&spec.glue_source).into(),
+        spec.delivery.as_str().into(),
+    ]
+}
+
 /// Binds the definition columns in [`SPEC_COLUMNS`] order.
 fn bind_spec(q: Query, spec: &JobSpec) -> Query {
-    q.bind(spec.group_id)
-        .bind(&spec.description)
-        .bind(&spec.owner)
-        .bind(&spec.alarm_channels)
-        .bind(spec.schedule_type.as_str())
-        .bind(&spec.schedule_conf)
-        .bind(&spec.time_zone)
-        .bind(spec.misfire_strategy.as_str())
-        .bind(spec.route_strategy.as_str())
-        .bind(spec.handler.trim())
-        .bind(&spec.params)
-        .bind(spec.block_strategy.as_str())
-        .bind(spec.timeout_s)
-        .bind(spec.retry_count)
-        .bind(spec.retry_backoff_ms)
-        .bind(child_ids_text(&spec.child_job_ids))
-        .bind(spec.priority)
-        .bind(spec.glue_type.as_str())
-        .bind(&spec.glue_source)
-        .bind(spec.delivery.as_str())
+    spec_args(spec).into_iter().fold(q, Query::bind)
 }
 
 /// One fire of a claim, before it is written.
@@ -468,6 +477,14 @@ impl<B: Backend> JobStore for SqlStore<B> {
             created_at: job.now,
             updated_at: job.now,
         })
+    }
+
+    async fn jobs_create(
+        &self,
+        jobs: Vec<JobCreate>,
+        audit: &JobAudit<'_>,
+    ) -> Result<Vec<Job>, Error> {
+        self.create_jobs(jobs, audit).await
     }
 
     async fn job_update(&self, update: JobUpdate) -> Result<Job, Error> {

@@ -12,6 +12,7 @@ mod cluster;
 mod follow_ups;
 mod groups;
 mod jobs;
+mod jobs_bulk;
 mod recovery;
 mod retention;
 mod runs;
@@ -320,6 +321,10 @@ conformance! {
         jobs_list_filters_and_paginates,
         job_status_and_next_fire,
         job_delete_removes_its_runs,
+    ],
+    jobs_bulk: [
+        jobs_create_writes_jobs_versions_and_records_together,
+        jobs_create_is_all_or_nothing,
     ],
     claim: [
         claim_writes_every_fire_in_window,

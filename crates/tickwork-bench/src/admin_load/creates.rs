@@ -1,0 +1,144 @@
+//! Creating jobs through the JSON API: one request per job (`create_jobs_per_s`, a fixed
+//! number of requests in flight) and 10,000 jobs in one `POST /jobs/bulk`
+//! (`bulk_import_10k_s`). Both are part of the fire-rate setup; `--scenario create-jobs`
+//! measures them alone, on an admin without executors.
+
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use serde_json::{Value, json};
+
+use super::api::{self, Api};
+use super::{ADMIN_EXIT_GRACE, EVERY_SECOND, HANDLER, Plan, SETUP_MAX, db, print_log_summary};
+use super::{db::BenchDb, procs};
+
+/// Jobs of one bulk import.
+pub(super) const BULK_JOBS: usize = 10_000;
+
+/// A job of the bench as the API takes it: due every second, stopped.
+fn job(key: String, group_id: i64, route: &str, i: usize) -> Value {
+    json!({
+        "key": key,
+        "group_id": group_id,
+        "description": format!("bench job {i}"),
+        "schedule_type": "CRON",
+        "schedule_conf": EVERY_SECOND,
+        "route_strategy": route,
+        "handler": HANDLER,
+    })
+}
+
+/// Creates `n` jobs of `group_id`, one request each with `concurrency` in flight; their ids
+/// and the rate.
+pub(super) async fn one_by_one(
+    api: &Api,
+    n: usize,
+    concurrency: usize,
+    group_id: i64,
+    app: &str,
+    route: &str,
+) -> anyhow::Result<(Vec<i64>, f64)> {
+    let t = Instant::now();
+    let created = api::bulk(n, concurrency, SETUP_MAX, |i| {
+        let api = api.clone();
+        let body = job(format!("{app}-{i}"), group_id, route, i);
+        async move { api::id_of(&api.post(i, "/jobs", &body).await?) }
+    })
+    .await;
+    let (done, failed, cut, first) = api::tally(&created);
+    if done < n {
+        bail!(
+            "{done} of {n} jobs created in {:.0} s ({failed} failed, {cut} cut off); first error: {}",
+            t.elapsed().as_secs_f64(),
+            first.unwrap_or_default()
+        );
+    }
+    let ids: Vec<i64> = created.into_iter().flatten().flatten().collect();
+    let secs = t.elapsed().as_secs_f64();
+    let per_s = ids.len() as f64 / secs;
+    println!(
+        "setup: created {} jobs in {secs:.2} s ({per_s:.0}/s, {concurrency} in flight)",
+        ids.len()
+    );
+    Ok((ids, per_s))
+}
+
+/// Creates [`BULK_JOBS`] stopped jobs of `group_id` in one `POST /jobs/bulk`; the seconds
+/// from sending the request to its answer.
+pub(super) async fn bulk_import(api: &Api, group_id: i64, app: &str) -> anyhow::Result<f64> {
+    let jobs: Vec<Value> = (0..BULK_JOBS)
+        .map(|i| job(format!("{app}-bulk-{i}"), group_id, "FIRST", i))
+        .collect();
+    let body = json!({ "jobs": jobs });
+    let t = Instant::now();
+    let answer = api.post(0, "/jobs/bulk", &body).await?;
+    let secs = t.elapsed().as_secs_f64();
+    let created = answer.get("created").and_then(Value::as_u64).unwrap_or(0);
+    if created != BULK_JOBS as u64 {
+        bail!("the bulk import created {created} of {BULK_JOBS} jobs: {answer}");
+    }
+    println!("setup: imported {BULK_JOBS} jobs in one request in {secs:.2} s");
+    Ok(secs)
+}
+
+/// `--scenario create-jobs`: one admin, a group, `--jobs` creates one by one, then a bulk
+/// import; ends with the `RESULT` line.
+pub(super) async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
+    let args = &plan.args;
+    let (token, api_token) = (super::token(), super::token());
+    let (admin, addr) = procs::start_admin(procs::AdminSpec {
+        bin: &plan.bin,
+        index: 0,
+        db_url: &db.url,
+        dir: &plan.dir,
+        token: &token,
+        api_token: &api_token,
+    })
+    .await?;
+    println!("admin-0 pid {} listening on {addr}", admin.pid);
+    let api = Api::new(vec![format!("http://{addr}")], &api_token)?;
+    let app = format!("tw-bench-{:06x}", db::rand_u32() & 0xff_ffff);
+    let group = api
+        .post(
+            0,
+            "/groups",
+            &json!({ "app_name": app, "title": "bench", "address_mode": "auto" }),
+        )
+        .await?;
+    let group_id = api::id_of(&group)?;
+    let cpu0 = procs::cpu_ticks(admin.pid).unwrap_or(0);
+    let (_, per_s) = one_by_one(
+        &api,
+        plan.jobs,
+        args.api_concurrency,
+        group_id,
+        &app,
+        "FIRST",
+    )
+    .await?;
+    let cpu1 = procs::cpu_ticks(admin.pid).unwrap_or(0);
+    let bulk_s = bulk_import(&api, group_id, &app).await?;
+    let cpu2 = procs::cpu_ticks(admin.pid).unwrap_or(0);
+    let hz = procs::ticks_per_second().max(1) as f64;
+    let ms_per = |ticks: u64, n: usize| ticks as f64 / hz * 1000.0 / n as f64;
+    println!(
+        "admin cpu: {:.3} ms per job created one by one, {:.3} ms per job imported in bulk",
+        ms_per(cpu1.saturating_sub(cpu0), plan.jobs),
+        ms_per(cpu2.saturating_sub(cpu1), BULK_JOBS)
+    );
+    drop(api);
+    let log = admin.log.clone();
+    let status = admin.terminate(ADMIN_EXIT_GRACE).await;
+    println!("admin-0: exit {status}");
+    print_log_summary("admin-0", &log);
+    // Let the exit settle before the database is dropped.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    println!(
+        "RESULT scenario=create-jobs db={} jobs={} api_concurrency={} \
+         create_jobs_per_s={per_s:.0} bulk_import_10k_s={bulk_s:.2}",
+        db.kind.as_str(),
+        plan.jobs,
+        args.api_concurrency
+    );
+    Ok(())
+}

@@ -1,0 +1,221 @@
+//! Many jobs in one transaction: `jobs_create` writes every job with its first script version
+//! and its audit record, or nothing at all.
+
+use super::*;
+
+/// Jobs of a test batch: more than one statement's worth of rows on every backend.
+const MANY: usize = 1500;
+
+/// Job number `i` of a batch: every third a shell script, every fourth running.
+fn bulk_job(group_id: i64, i: usize) -> JobCreate {
+    let mut job = job_new(group_id, &format!("bulk-{i:05}"));
+    let script = i.is_multiple_of(3);
+    if script {
+        job.spec.glue_type = GlueType::Shell;
+        job.spec.glue_source = format!("echo {i} 'é'\n");
+    }
+    if i.is_multiple_of(4) {
+        job.status = JobStatus::Running;
+        job.next_fire_at = Some(NOW + i as i64);
+    }
+    JobCreate {
+        job,
+        first_script: script.then(|| FirstScript {
+            author: "ann".to_owned(),
+            comment: "created".to_owned(),
+        }),
+    }
+}
+
+/// The audit record the admin would write: what, who, and the job's key as its "after".
+fn record(_: usize, job: &Job) -> Result<AuditNew, Error> {
+    Ok(AuditNew {
+        at: NOW,
+        actor_id: Some(1),
+        actor: "ann".to_owned(),
+        action: "job.create".to_owned(),
+        target_type: "job".to_owned(),
+        target_id: job.id.to_string(),
+        before: None,
+        after: Some(format!(r#"{{"key":"{}"}}"#, job.key)),
+    })
+}
+
+async fn job_total(store: &dyn Store) -> u64 {
+    let page = store
+        .jobs_list(JobFilter {
+            page: PageReq {
+                offset: 0,
+                limit: 1,
+            },
+            ..JobFilter::default()
+        })
+        .await
+        .unwrap();
+    page.total
+}
+
+async fn audit_total(store: &dyn Store) -> u64 {
+    let page = store
+        .audit_list(AuditFilter {
+            page: PageReq {
+                offset: 0,
+                limit: 1,
+            },
+            ..AuditFilter::default()
+        })
+        .await
+        .unwrap();
+    page.total
+}
+
+pub(crate) async fn jobs_create_writes_jobs_versions_and_records_together(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "bulk").await;
+    let batch: Vec<JobCreate> = (0..MANY).map(|i| bulk_job(g.id, i)).collect();
+    let created = store.jobs_create(batch.clone(), &record).await.unwrap();
+    assert_eq!(created.len(), MANY);
+
+    let ids: HashSet<i64> = created.iter().map(|j| j.id).collect();
+    assert_eq!(ids.len(), MANY, "every job has an id of its own");
+    for (c, job) in batch.iter().zip(&created) {
+        assert_eq!(job.key, c.job.key, "in the order given");
+        assert_eq!(job.spec, c.job.spec);
+        assert_eq!(
+            (job.status, job.next_fire_at),
+            (c.job.status, c.job.next_fire_at)
+        );
+        assert_eq!(
+            (job.version, job.created_at, job.glue_updated_at),
+            (1, NOW, NOW)
+        );
+    }
+    for i in [0, 1, 3, MANY / 2, MANY - 1] {
+        let job = &created[i];
+        assert_eq!(&store.job_get(job.id).await.unwrap(), job);
+        assert_eq!(&store.job_get_by_key(&job.key).await.unwrap(), job);
+        let versions = store.script_versions_list(job.id).await.unwrap();
+        match &batch[i].first_script {
+            Some(first) => {
+                assert_eq!(versions.len(), 1, "job {i}");
+                let v = &versions[0];
+                assert_eq!(v.version, 1);
+                assert_eq!(v.glue_type, GlueType::Shell);
+                assert_eq!(v.source, job.spec.glue_source);
+                assert_eq!((&v.author, &v.comment), (&first.author, &first.comment));
+                assert_eq!(v.created_at, NOW);
+            }
+            None => assert!(versions.is_empty(), "job {i} has no script"),
+        }
+    }
+
+    assert_eq!(audit_total(store).await, MANY as u64);
+    let last = &created[MANY - 1];
+    let records = store
+        .audit_list(AuditFilter {
+            target_type: Some("job".to_owned()),
+            target_id: Some(last.id.to_string()),
+            ..AuditFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(records.total, 1);
+    let r = &records.items[0];
+    assert_eq!((r.action.as_str(), r.actor.as_str()), ("job.create", "ann"));
+    assert_eq!(
+        r.after.as_deref(),
+        Some(&*format!(r#"{{"key":"{}"}}"#, last.key))
+    );
+
+    // Running jobs are claimable like any other.
+    let claimed = store
+        .jobs_claim_due(claim("n1", NOW, 0, 10), &fixed_rate(1000, NOW))
+        .await
+        .unwrap();
+    assert_eq!(claimed.jobs, 1, "bulk-00000 is due at NOW");
+    assert!(
+        store
+            .jobs_create(Vec::new(), &record)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+pub(crate) async fn jobs_create_is_all_or_nothing(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "bulk").await;
+    let taken = store.job_create(job_new(g.id, "bulk-00700")).await.unwrap();
+    let (jobs_before, audit_before) = (job_total(store).await, audit_total(store).await);
+    let batch = || (0..MANY).map(|i| bulk_job(g.id, i)).collect::<Vec<_>>();
+    let nothing_written = || async {
+        assert_eq!(job_total(store).await, jobs_before);
+        assert_eq!(audit_total(store).await, audit_before);
+        assert_not_found(store.job_get_by_key("bulk-00000").await);
+    };
+
+    // A key taken on the database: a conflict naming it.
+    match store.jobs_create(batch(), &record).await {
+        Err(Error::Conflict(m)) => assert!(m.contains("\"bulk-00700\""), "{m}"),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    nothing_written().await;
+    assert_eq!(store.job_get(taken.id).await.unwrap(), taken);
+
+    // A key twice in the batch.
+    let mut twice = batch();
+    twice.retain(|c| c.job.key != "bulk-00700");
+    twice[900].job.key = " bulk-00001 ".to_owned();
+    match store.jobs_create(twice, &record).await {
+        Err(Error::Conflict(m)) => assert!(m.contains("\"bulk-00001\""), "{m}"),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    nothing_written().await;
+
+    let without_taken = || {
+        let mut b = batch();
+        b.retain(|c| c.job.key != "bulk-00700");
+        b
+    };
+    // A group that does not exist, on the last job only.
+    let mut orphan = without_taken();
+    let last = orphan.len() - 1;
+    orphan[last].job.spec.group_id = g.id + 1000;
+    match store.jobs_create(orphan, &record).await {
+        Err(Error::Invalid(m)) => assert!(m.contains(&format!("group {}", g.id + 1000)), "{m}"),
+        other => panic!("expected invalid, got {other:?}"),
+    }
+    nothing_written().await;
+
+    // A job the columns cannot hold.
+    let mut long = without_taken();
+    long[1200].job.spec.handler = "h".repeat(256);
+    assert_invalid(store.jobs_create(long, &record).await);
+    nothing_written().await;
+
+    // An audit record that cannot be made or stored spoils the whole batch too.
+    let failing = |i: usize, job: &Job| {
+        if i == 1000 {
+            Err(Error::Invalid("no record".to_owned()))
+        } else {
+            record(i, job)
+        }
+    };
+    assert_invalid(store.jobs_create(without_taken(), &failing).await);
+    nothing_written().await;
+    let unnamed = |i: usize, job: &Job| {
+        let mut r = record(i, job)?;
+        if i == 1400 {
+            r.actor = String::new();
+        }
+        Ok(r)
+    };
+    assert_invalid(store.jobs_create(without_taken(), &unnamed).await);
+    nothing_written().await;
+
+    // And the same batch without its faults goes in whole.
+    let created = store.jobs_create(without_taken(), &record).await.unwrap();
+    assert_eq!(created.len(), MANY - 1);
+    assert_eq!(job_total(store).await, jobs_before + MANY as u64 - 1);
+    assert_eq!(audit_total(store).await, audit_before + MANY as u64 - 1);
+}
