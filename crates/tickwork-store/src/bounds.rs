@@ -130,6 +130,13 @@ impl SessionBounds {
             whole_seconds(self.lock_wait)
         );
         let idle_s = whole_seconds(self.transaction_idle);
+        // A client frozen while the server writes it a result (a claim's due jobs, read FOR
+        // UPDATE) or reads its statement is not idle: the server waits on the socket, its
+        // locks held, for net_write_timeout / net_read_timeout (60 s / 30 s by default).
+        let _ = write!(
+            sql,
+            ", SESSION net_write_timeout = {idle_s}, SESSION net_read_timeout = {idle_s}"
+        );
         let _ = match flavor {
             MySqlFlavor::MariaDb => write!(
                 sql,
@@ -227,12 +234,14 @@ mod tests {
         let b = SessionBounds::new(secs(2.5), secs(5.0), secs(300.0)).unwrap();
         assert_eq!(
             b.mysql_settings(MySqlFlavor::MariaDb),
-            "SET SESSION innodb_lock_wait_timeout = 5, SESSION idle_transaction_timeout = 3, \
+            "SET SESSION innodb_lock_wait_timeout = 5, SESSION net_write_timeout = 3, \
+             SESSION net_read_timeout = 3, SESSION idle_transaction_timeout = 3, \
              SESSION max_statement_time = 300"
         );
         assert_eq!(
             b.mysql_settings(MySqlFlavor::MySql),
-            "SET SESSION innodb_lock_wait_timeout = 5, SESSION wait_timeout = 3, \
+            "SET SESSION innodb_lock_wait_timeout = 5, SESSION net_write_timeout = 3, \
+             SESSION net_read_timeout = 3, SESSION wait_timeout = 3, \
              SESSION max_execution_time = 300000"
         );
         assert_eq!(

@@ -272,8 +272,11 @@ async fn child_admin() -> i32 {
     file.api_token = Some(API_TOKEN.to_owned());
     file.listen = Some("127.0.0.1:0".to_owned());
     let config = file.into_config().expect("admin config");
+    // As `tickwork admin`: the database ends a silent transaction of this admin (a paused
+    // process) in time for the others to take over.
     let options = StoreOptions {
         max_connections: Some(6),
+        session_bounds: config.cluster.session_bounds(),
         ..StoreOptions::default()
     };
     let store = tickwork_store::connect(&config.database_url, &options)
@@ -440,7 +443,14 @@ impl InProcessAdmin {
         file.api_token = Some(API_TOKEN.to_owned());
         file.listen = Some("127.0.0.1:0".to_owned());
         let config = file.into_config().expect("admin config");
-        let store = db.store().await;
+        let options = StoreOptions {
+            max_connections: Some(5),
+            session_bounds: config.cluster.session_bounds(),
+            ..StoreOptions::default()
+        };
+        let store = tickwork_store::connect(&db.url, &options)
+            .await
+            .expect("open the test database");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("admin listener");
