@@ -618,6 +618,7 @@ children = [
 priority = -5
 glue_type = "BEAN"
 glue_source = ""
+delivery = "AT_MOST_ONCE"
 status = "running"
 "#;
 
@@ -671,7 +672,7 @@ status = "running"
                 "unknown field `{name}`, expected one of `key`, `group`, `description`, `owner`"
             );
             assert!(e.contains(&says), "{e}");
-            assert!(e.contains("`glue_source`, `status`"), "{e}");
+            assert!(e.contains("`glue_source`, `delivery`, `status`"), "{e}");
         }
     }
 

@@ -19,6 +19,14 @@ use super::{Armed, CachedJob, Scheduler, SlowCount};
 use crate::Error;
 use crate::executor_client::ExecutorClient;
 
+/// How due runs are checked in the database before they are sent.
+enum SendCheck {
+    /// `planned -> sending`, for this node's runs while its heartbeat is recent.
+    Fence(BeginSend),
+    /// Still `sending` and this node's (a maybe-sent run sent again after the fence closed).
+    Owned(OwnedRuns),
+}
+
 /// Most runs moved to `sending` by one statement batch: due runs that queue up while one batch
 /// is written go together in the next.
 const SEND_BATCH: usize = 5000;
@@ -67,45 +75,25 @@ impl Scheduler {
                 self.adoption().take_over(late, Origin::Late).await;
             }
             if !check.is_empty() {
-                self.check_and_send(check, epoch).await;
+                let query = OwnedRuns {
+                    node_id: self.inner.config.node_id.clone(),
+                    run_ids: check.iter().map(|r| r.id).collect(),
+                };
+                self.check_and_send(check, epoch, SendCheck::Owned(query))
+                    .await;
             }
             if !send.is_empty() {
-                self.begin_send(send, now, epoch).await;
-            }
-        }
-    }
-
-    /// Moves `runs` to `sending` in the database and sends those that moved. The others are
-    /// no longer this node's: another node adopted them (this node was paused, or its
-    /// heartbeat failed) and they are not sent. All are held when the database cannot say.
-    async fn begin_send(&self, mut runs: Vec<Run>, now: i64, epoch: u64) {
-        let live_since = (!self.inner.membership.is_alone())
-            .then(|| now - self.inner.config.cluster.node_dead_after.as_millis() as i64);
-        let send = BeginSend {
-            node_id: self.inner.config.node_id.clone(),
-            run_ids: runs.iter().map(|r| r.id).collect(),
-            live_since,
-        };
-        match self.inner.store.runs_begin_send(send).await {
-            Ok(moved) => {
-                for mut run in runs.drain(..) {
-                    if moved.binary_search(&run.id).is_ok() {
-                        run.state = RunState::Sending;
-                        self.to_lane(run, epoch);
-                    } else {
-                        debug!(run_id = run.id, "run no longer this node's: not sent");
-                        self.inner
-                            .stats
-                            .runs_disowned
-                            .fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
-            Err(e) => {
-                warn!(error = %e, runs = runs.len(), "send fence not written; runs held");
-                for run in runs {
-                    self.hold(run, "send fence not written");
-                }
+                // Those that do not move are no longer this node's: another node adopted them
+                // (this node was paused, or its heartbeat failed), and they are not sent.
+                let live_since = (!self.inner.membership.is_alone())
+                    .then(|| now - self.inner.config.cluster.node_dead_after.as_millis() as i64);
+                let fence = BeginSend {
+                    node_id: self.inner.config.node_id.clone(),
+                    run_ids: send.iter().map(|r| r.id).collect(),
+                    live_since,
+                };
+                self.check_and_send(send, epoch, SendCheck::Fence(fence))
+                    .await;
             }
         }
     }
@@ -130,20 +118,27 @@ impl Scheduler {
         }
     }
 
-    /// Sends again the `sending` runs of `runs` this node still owns; drops the others
+    /// Sends the runs of `runs` that pass `check` in the database; drops the others
     /// (another node took them), holds all of them when the database cannot say.
-    async fn check_and_send(&self, runs: Vec<Run>, epoch: u64) {
-        let query = OwnedRuns {
-            node_id: self.inner.config.node_id.clone(),
-            run_ids: runs.iter().map(|r| r.id).collect(),
+    async fn check_and_send(&self, runs: Vec<Run>, epoch: u64, check: SendCheck) {
+        let (checked, failure) = match check {
+            SendCheck::Fence(send) => (
+                self.inner.store.runs_begin_send(send).await,
+                "send fence not written",
+            ),
+            SendCheck::Owned(query) => (
+                self.inner.store.runs_still_owned(query).await,
+                "ownership check failed",
+            ),
         };
-        match self.inner.store.runs_still_owned(query).await {
-            Ok(owned) => {
-                for run in runs {
-                    if owned.binary_search(&run.id).is_ok() {
+        match checked {
+            Ok(passed) => {
+                for mut run in runs {
+                    if passed.binary_search(&run.id).is_ok() {
+                        run.state = RunState::Sending;
                         self.to_lane(run, epoch);
                     } else {
-                        debug!(run_id = run.id, "run no longer this node's: not fired");
+                        debug!(run_id = run.id, "run no longer this node's: not sent");
                         self.inner
                             .stats
                             .runs_disowned
@@ -152,9 +147,9 @@ impl Scheduler {
                 }
             }
             Err(e) => {
-                warn!(error = %e, runs = runs.len(), "ownership check failed; runs held");
+                warn!(error = %e, runs = runs.len(), "{failure}; runs held");
                 for run in runs {
-                    self.hold(run, "ownership check failed");
+                    self.hold(run, failure);
                 }
             }
         }

@@ -58,7 +58,8 @@ async fn fire(api: &Api, store: &dyn Store, job: i64) -> Run {
         .expect("run id");
     wait_until("the run's dispatch to be decided", WAIT, || async move {
         let run = store.run_get(run).await.ok()?;
-        (run.state != RunState::Planned).then_some(run)
+        // Past the send fence too: `sending` is not yet decided.
+        (!matches!(run.state, RunState::Planned | RunState::Sending)).then_some(run)
     })
     .await
 }

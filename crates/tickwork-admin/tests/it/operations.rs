@@ -135,6 +135,8 @@ async fn scenario(backend: Backend) {
                 })
                 .await
                 .expect("old run");
+            // Through the send fence first: only a run its owner sent takes a result.
+            support::begin_send(&*store, run.id).await;
             store
                 .run_complete(
                     RunComplete {

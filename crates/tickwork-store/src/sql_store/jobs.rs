@@ -664,6 +664,6 @@ mod tests {
     #[test]
     fn spec_assignments_follow_the_column_list() {
         assert!(SPEC_ASSIGNMENTS.starts_with("group_id = ?, description = ?"));
-        assert_eq!(SPEC_ASSIGNMENTS.matches('?').count(), 19);
+        assert_eq!(SPEC_ASSIGNMENTS.matches('?').count(), 20);
     }
 }
