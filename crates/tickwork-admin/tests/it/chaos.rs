@@ -128,23 +128,12 @@ async fn scenario(backend: Backend, fault: Fault, kind: Kind) {
 
     let api = Api::new(&admins[0].address);
     let group = api.group("chaos").await;
-    let mut jobs = Vec::with_capacity(jobs_n);
-    for i in 0..jobs_n {
-        let job = api
-            .post(
-                "jobs",
-                json!({
-                    "group_id": group,
-                    "description": format!("every second {i}"),
-                    "schedule_type": "CRON",
-                    "schedule_conf": "* * * * * ?",
-                    "handler": "count",
-                    "start": true,
-                }),
-            )
-            .await;
-        jobs.push(job["id"].as_i64().expect("job id"));
-    }
+    let jobs: Vec<i64> = api
+        .every_second_jobs(group, jobs_n)
+        .await
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
     let phase = support::env_secs("TICKWORK_CHAOS_PHASE_MS", 3) as i64;
     let t0 = support::now_ms() / 1000 * 1000;
 

@@ -118,26 +118,7 @@ async fn scenario(backend: Backend) {
 
     let api = Api::new(&admins[0].address);
     let group = api.group("failover").await;
-    let mut jobs = Vec::with_capacity(jobs_n);
-    for i in 0..jobs_n {
-        let job = api
-            .post(
-                "jobs",
-                json!({
-                    "group_id": group,
-                    "description": format!("every second {i}"),
-                    "schedule_type": "CRON",
-                    "schedule_conf": "* * * * * ?",
-                    "handler": "count",
-                    "start": true,
-                }),
-            )
-            .await;
-        jobs.push((
-            job["id"].as_i64().expect("job id"),
-            job["created_at"].as_i64().expect("created_at"),
-        ));
-    }
+    let jobs = api.every_second_jobs(group, jobs_n).await;
     let t0 = jobs[0].1;
     // Between two fire instants (every job fires at .000), so that the kill does not land in
     // the few milliseconds where a run is dispatched but not yet recorded (see ARCHITECTURE);

@@ -82,25 +82,11 @@ impl JavaLikeExecutor {
 
     /// Run ids executed more than once, with their counts.
     pub(crate) fn doubles(&self) -> Vec<(i64, u32)> {
-        let mut d: Vec<(i64, u32)> = self
-            .executions
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(_, n)| **n > 1)
-            .map(|(id, n)| (*id, *n))
-            .collect();
-        d.sort_unstable();
-        d
+        super::doubles(&self.executions)
     }
 
     pub(crate) fn count(&self, run_id: i64) -> u32 {
-        self.executions
-            .lock()
-            .unwrap()
-            .get(&run_id)
-            .copied()
-            .unwrap_or(0)
+        super::count(&self.executions, run_id)
     }
 }
 

@@ -383,25 +383,11 @@ impl CountingExecutor {
 
     /// Run ids executed more than once, with their counts.
     pub(crate) fn doubles(&self) -> Vec<(i64, u32)> {
-        let mut d: Vec<(i64, u32)> = self
-            .executions
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(_, n)| **n > 1)
-            .map(|(id, n)| (*id, *n))
-            .collect();
-        d.sort_unstable();
-        d
+        doubles(&self.executions)
     }
 
     pub(crate) fn count(&self, run_id: i64) -> u32 {
-        self.executions
-            .lock()
-            .unwrap()
-            .get(&run_id)
-            .copied()
-            .unwrap_or(0)
+        count(&self.executions, run_id)
     }
 }
 
@@ -561,6 +547,32 @@ impl Api {
     }
 
     /// Creates an auto group of `app` and returns its id.
+    /// `n` started jobs of `group` due every second with the `count` handler: their ids and
+    /// creation instants.
+    pub(crate) async fn every_second_jobs(&self, group: i64, n: usize) -> Vec<(i64, i64)> {
+        let mut jobs = Vec::with_capacity(n);
+        for i in 0..n {
+            let job = self
+                .post(
+                    "jobs",
+                    serde_json::json!({
+                        "group_id": group,
+                        "description": format!("every second {i}"),
+                        "schedule_type": "CRON",
+                        "schedule_conf": "* * * * * ?",
+                        "handler": "count",
+                        "start": true,
+                    }),
+                )
+                .await;
+            jobs.push((
+                job["id"].as_i64().expect("job id"),
+                job["created_at"].as_i64().expect("created_at"),
+            ));
+        }
+        jobs
+    }
+
     pub(crate) async fn group(&self, app: &str) -> i64 {
         let g = self
             .post(
@@ -575,6 +587,29 @@ impl Api {
 // ---- reading and waiting ----
 
 /// Waits (up to 30 s) until the registry lists the executor at `address`.
+/// Run ids executed more than once in `executions`, with their counts.
+pub(crate) fn doubles(executions: &Mutex<HashMap<i64, u32>>) -> Vec<(i64, u32)> {
+    let mut d: Vec<(i64, u32)> = executions
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(id, n)| (*id, *n))
+        .collect();
+    d.sort_unstable();
+    d
+}
+
+/// How often `executions` saw run `run_id`.
+pub(crate) fn count(executions: &Mutex<HashMap<i64, u32>>, run_id: i64) -> u32 {
+    executions
+        .lock()
+        .unwrap()
+        .get(&run_id)
+        .copied()
+        .unwrap_or(0)
+}
+
 pub(crate) async fn registered(store: &dyn Store, address: &str) {
     tickwork_testkit::wait_until(
         "the executor's registration",
