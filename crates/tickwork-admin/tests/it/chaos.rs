@@ -13,7 +13,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use serde_json::json;
 use support::java_like::JavaLikeExecutor;
 use support::{Api, Backend, Child, CountingExecutor, TestDb, report, runs_of};
 use tickwork_core::run::RunState;
@@ -174,20 +173,14 @@ async fn scenario(backend: Backend, fault: Fault, kind: Kind) {
     // Long enough after the fault for the survivors to adopt and for a resumed node to act.
     support::sleep_until_ms(support::now_ms() + 10_000).await;
     let stop_at = support::now_ms();
-    for id in &jobs {
-        api.post(&format!("jobs/{id}/stop"), json!({})).await;
-    }
+    api.stop_jobs(jobs.iter().copied()).await;
     let cut = stop_at - 2_000;
     if let Err(pending) = support::settled_until(&*store, cut).await {
-        let logs: Vec<String> = admins
-            .iter()
-            .map(|a| format!("--- {}:\n{}", a.name, a.tail(30)))
-            .collect();
         panic!(
             "{} runs up to the cut never ended; first ones: {:#?}\n{}",
             pending.len(),
             &pending[..pending.len().min(3)],
-            logs.join("\n")
+            support::tails(&admins)
         );
     }
 

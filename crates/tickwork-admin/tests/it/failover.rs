@@ -13,7 +13,6 @@ use crate::support;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use serde_json::json;
 use support::{Api, Backend, Child, CountingExecutor, TestDb, report, runs_of};
 use tickwork_core::run::RunState;
 use tickwork_store::Run;
@@ -155,16 +154,10 @@ async fn scenario(backend: Backend) {
     // 60 s: the jobs stop.
     support::sleep_until_ms(mid_second(secs)).await;
     let stop_at = support::now_ms();
-    for (id, _) in &jobs {
-        api.post(&format!("jobs/{id}/stop"), json!({})).await;
-    }
+    api.stop_jobs(jobs.iter().map(|&(id, _)| id)).await;
     // Fires up to two seconds before the stop must all have run.
     let cut = stop_at - 2_000;
     if let Err(pending) = support::settled_until(&*store, cut).await {
-        let logs: Vec<String> = admins
-            .iter()
-            .map(|a| format!("--- {}:\n{}", a.name, a.tail(30)))
-            .collect();
         let executed: Vec<(i64, u32)> = pending
             .iter()
             .map(|r| (r.id, executor.count(r.id)))
@@ -178,7 +171,7 @@ async fn scenario(backend: Backend) {
             nodes[stopped],
             executor.executor.stats(),
             &pending[..pending.len().min(2)],
-            logs.join("\n")
+            support::tails(&admins)
         );
     }
 

@@ -126,20 +126,14 @@ async fn scenario(backend: Backend) {
 
     support::sleep_until_ms(mid_second(30 + outage_s)).await;
     let stop_at = support::now_ms();
-    for (id, _, _) in &jobs {
-        apis[1].post(&format!("jobs/{id}/stop"), json!({})).await;
-    }
+    apis[1].stop_jobs(jobs.iter().map(|&(id, _, _)| id)).await;
     let cut = stop_at - 2_000;
     if let Err(pending) = support::settled_until(&*store, cut).await {
-        let logs: Vec<String> = admins
-            .iter()
-            .map(|a| format!("--- {}:\n{}", a.name, a.tail(30)))
-            .collect();
         panic!(
             "{} runs before the stop never finished: {:#?}\n{}",
             pending.len(),
             &pending[..pending.len().min(5)],
-            logs.join("\n")
+            support::tails(&admins)
         );
     }
 

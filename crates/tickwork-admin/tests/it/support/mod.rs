@@ -573,6 +573,14 @@ impl Api {
         jobs
     }
 
+    /// Stops every job of `ids`.
+    pub(crate) async fn stop_jobs(&self, ids: impl IntoIterator<Item = i64>) {
+        for id in ids {
+            self.post(&format!("jobs/{id}/stop"), serde_json::json!({}))
+                .await;
+        }
+    }
+
     pub(crate) async fn group(&self, app: &str) -> i64 {
         let g = self
             .post(
@@ -587,6 +595,15 @@ impl Api {
 // ---- reading and waiting ----
 
 /// Waits (up to 30 s) until the registry lists the executor at `address`.
+/// The last lines of each child's output, for a failure message.
+pub(crate) fn tails(children: &[Child]) -> String {
+    children
+        .iter()
+        .map(|c| format!("--- {}:\n{}", c.name, c.tail(30)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Run ids executed more than once in `executions`, with their counts.
 pub(crate) fn doubles(executions: &Mutex<HashMap<i64, u32>>) -> Vec<(i64, u32)> {
     let mut d: Vec<(i64, u32)> = executions
