@@ -31,7 +31,7 @@ pub use config::Config;
 pub use error::{Error, ErrorCode};
 pub use pipeline::cluster::MAINTENANCE_LEASE;
 pub use pipeline::executor_api::{ExecutorApi, ExecutorAuth, ExecutorCaller};
-pub use pipeline::{Scheduler, Stats, Waiting, clock, planner, timer};
+pub use pipeline::{FENCE_LEAD_MS, Scheduler, Stats, Waiting, clock, planner, timer};
 pub use service::{PipelineHandle, Service};
 pub use tickwork_protocol::api::{
     GroupInput, GroupView, JobInput, JobQuery, JobView, RunQuery, RunView, TriggerInput,

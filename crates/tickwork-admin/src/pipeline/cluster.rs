@@ -586,6 +586,14 @@ impl Heartbeat {
     pub(crate) async fn leave_cluster(&self) {
         let node = self.inner.config.node_id.clone();
         let mut held = std::mem::take(&mut *self.inner.held.lock().expect("held lock"));
+        // Runs fenced ahead of their instant and not sent: back to `planned` with the held ones.
+        held.extend(
+            self.inner
+                .timer
+                .remove_where(|_| true)
+                .into_iter()
+                .map(|(_, armed)| armed.run),
+        );
         let adoption = Adoption {
             inner: self.inner.clone(),
         };

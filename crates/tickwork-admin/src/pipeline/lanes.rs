@@ -1,6 +1,7 @@
-//! From the timer to the executor: due runs checked against their misfire policy, moved to
-//! `sending` in the database in batches (the send fence), sorted by priority into the fast or
-//! slow lane, routed (broadcast included) and sent; outcomes go to the ledger.
+//! From the timer to the executor: runs about to be due checked against their misfire policy,
+//! moved to `sending` in the database in batches (the send fence, a little ahead of their
+//! instant), then at their instant sorted by priority into the fast or slow lane, routed
+//! (broadcast included) and sent; outcomes go to the ledger.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -55,7 +56,8 @@ impl Scheduler {
                 if !self.inner.membership.fence_open(now, &self.inner.config) {
                     self.hold(armed.run, "heartbeat too old");
                 } else if armed.run.state == RunState::Sending {
-                    // A maybe-sent run found unsent: sent again, if still this node's.
+                    // Fenced and now at its instant, or a maybe-sent run found unsent: sent,
+                    // checked again if the fence closed since it was armed.
                     if armed.epoch == epoch {
                         self.to_lane(armed.run, epoch);
                     } else {
@@ -133,10 +135,17 @@ impl Scheduler {
         };
         match checked {
             Ok(passed) => {
+                // Fenced ahead of their instant: they wait for it in the timer.
+                let now = self.inner.clock.now_ms();
+                let mut early = Vec::new();
                 for mut run in runs {
                     if passed.binary_search(&run.id).is_ok() {
                         run.state = RunState::Sending;
-                        self.to_lane(run, epoch);
+                        if run.scheduled_at > now {
+                            early.push(run);
+                        } else {
+                            self.to_lane(run, epoch);
+                        }
                     } else {
                         debug!(run_id = run.id, "run no longer this node's: not sent");
                         self.inner
@@ -144,6 +153,17 @@ impl Scheduler {
                             .runs_disowned
                             .fetch_add(1, Ordering::Relaxed);
                     }
+                }
+                if !early.is_empty() {
+                    self.inner.timer.schedule_all(early.into_iter().map(|run| {
+                        let at = run.scheduled_at;
+                        let armed = Armed {
+                            run,
+                            epoch,
+                            grace_ms: 0,
+                        };
+                        (at, armed)
+                    }));
                 }
             }
             Err(e) => {

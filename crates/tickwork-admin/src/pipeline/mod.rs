@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tickwork_core::routing::Router;
+use tickwork_core::run::RunState;
 use tickwork_core::schedule::Schedule;
 use tickwork_store::{Job, Run, RunComplete, Store};
 use tokio::sync::{Notify, mpsc};
@@ -108,6 +109,13 @@ pub struct Stats {
     pub runs_purged: AtomicU64,
 }
 
+/// How long before its instant a `planned` run goes through the send fence: the fence's write
+/// is off the run's path to the executor, and the run waits `sending` in the timer for its
+/// instant (a node that stops meanwhile gives it back to `planned`).
+pub const FENCE_LEAD_MS: i64 = 50;
+/// Runs due within this many ms of each other meet the fence in one write.
+const FENCE_WINDOW_MS: i64 = 20;
+
 /// A run waiting in the timer or a lane, with what the fence needs to know about it.
 pub(crate) struct Armed {
     pub(crate) run: Run,
@@ -140,6 +148,9 @@ pub(crate) struct Inner {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) client: ExecutorClient,
     router: Mutex<Router>,
+    /// `planned` runs, released [`FENCE_LEAD_MS`] before their instant to the send fence.
+    pub(crate) fence_timer: Timer<Armed>,
+    /// `sending` runs, released at their instant to the lanes.
     pub(crate) timer: Timer<Armed>,
     jobs: Mutex<HashMap<i64, Arc<CachedJob>>>,
     pub(crate) addresses: Arc<AddressCache>,
@@ -204,7 +215,9 @@ impl Scheduler {
         let client = ExecutorClient::new(&config.access_token, config.dispatch.executor_timeout);
         let stop = CancellationToken::new();
         let (due_tx, due_rx) = mpsc::unbounded_channel();
-        let timer = Timer::start(due_tx, stop.clone(), clock.clone());
+        let fence_timer =
+            Timer::start(due_tx.clone(), stop.clone(), clock.clone(), FENCE_WINDOW_MS);
+        let timer = Timer::start(due_tx, stop.clone(), clock.clone(), 0);
         let (fast_tx, fast_rx) = mpsc::unbounded_channel();
         let (slow_tx, slow_rx) = mpsc::unbounded_channel();
         let (ledger_tx, ledger_rx) = mpsc::unbounded_channel();
@@ -218,6 +231,7 @@ impl Scheduler {
         let inner = Arc::new(Inner {
             clock,
             router: Mutex::new(Router::new()),
+            fence_timer,
             timer,
             jobs: Mutex::new(HashMap::new()),
             addresses,
@@ -352,7 +366,7 @@ impl Scheduler {
     /// How many runs wait in this node's memory, and where.
     pub fn waiting(&self) -> Waiting {
         Waiting {
-            timer: self.inner.timer.len(),
+            timer: self.inner.fence_timer.len() + self.inner.timer.len(),
             held: self.inner.held.lock().expect("held lock").len(),
         }
     }
@@ -377,17 +391,31 @@ impl Scheduler {
         self.arm_all(vec![run], 0);
     }
 
-    /// Puts runs into the timer; `grace_ms`: see [`Armed::grace_ms`].
+    /// Puts runs into the timer; `grace_ms`: see [`Armed::grace_ms`]. A `planned` run meets
+    /// the send fence [`FENCE_LEAD_MS`] before its instant, a `sending` one is sent at it.
     pub(crate) fn arm_all(&self, runs: Vec<Run>, grace_ms: i64) {
         let epoch = self.inner.membership.epoch();
-        self.inner.timer.schedule_all(runs.into_iter().map(|run| {
+        let (sending, planned): (Vec<Run>, Vec<Run>) =
+            runs.into_iter().partition(|r| r.state == RunState::Sending);
+        let armed = move |run: Run, lead: i64| {
+            let at = run.scheduled_at - lead;
             let armed = Armed {
                 run,
                 epoch,
                 grace_ms,
             };
-            (armed.run.scheduled_at, armed)
-        }));
+            (at, armed)
+        };
+        if !planned.is_empty() {
+            self.inner
+                .fence_timer
+                .schedule_all(planned.into_iter().map(|r| armed(r, FENCE_LEAD_MS)));
+        }
+        if !sending.is_empty() {
+            self.inner
+                .timer
+                .schedule_all(sending.into_iter().map(|r| armed(r, 0)));
+        }
     }
 
     /// Takes a run out of the flow; the claim loop gives it back once this node may fire

@@ -1,7 +1,8 @@
 //! The millisecond timer: claimed runs wait here and are released at their exact millisecond.
 //!
 //! A binary heap keyed by (fire instant, insertion order) behind a mutex; one task sleeps until
-//! the earliest entry and hands every due entry to the dispatcher in one batch. XXL-JOB's ring
+//! the earliest entry and hands every due entry to the dispatcher in one batch (with a window,
+//! also the entries due within that window, so that work done ahead goes in fewer batches). XXL-JOB's ring
 //! of 60 one-second slots is too coarse for millisecond schedules; a heap costs O(log n) per run
 //! and stays exact. The task reads and waits on the scheduler's [`Clock`].
 
@@ -49,6 +50,8 @@ impl<T> Ord for Entry<T> {
 }
 
 struct Shared<T> {
+    /// Entries due within this many ms of a released one go with it; 0: each at its instant.
+    window_ms: i64,
     heap: Mutex<(BinaryHeap<Reverse<Entry<T>>>, u64)>,
     /// Woken when an entry earlier than every other one arrives.
     wake: Notify,
@@ -69,13 +72,16 @@ impl<T> Clone for Timer<T> {
 
 impl<T: Send + 'static> Timer<T> {
     /// Starts the timer task on `clock`. Due entries are sent, in fire order, as batches on
-    /// `out`; the task ends when `stop` is cancelled or `out` is closed.
+    /// `out`; once one is due, those due within `window_ms` after it go in the same batch
+    /// (never earlier than that). The task ends when `stop` is cancelled or `out` is closed.
     pub fn start(
         out: mpsc::UnboundedSender<Vec<(i64, T)>>,
         stop: CancellationToken,
         clock: Clock,
+        window_ms: i64,
     ) -> Self {
         let shared = Arc::new(Shared {
+            window_ms,
             heap: Mutex::new((BinaryHeap::new(), 0)),
             wake: Notify::new(),
         });
@@ -160,7 +166,12 @@ async fn run<T>(
             let mut guard = shared.heap.lock().expect("timer lock");
             let heap = &mut guard.0;
             let mut due = Vec::new();
-            while heap.peek().is_some_and(|e| e.0.at <= now) {
+            let until = if heap.peek().is_some_and(|e| e.0.at <= now) {
+                now + shared.window_ms
+            } else {
+                now
+            };
+            while heap.peek().is_some_and(|e| e.0.at <= until) {
                 let Reverse(e) = heap.pop().expect("peeked");
                 due.push((e.at, e.item));
             }
@@ -195,7 +206,7 @@ mod tests {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let stop = CancellationToken::new();
         let manual = ManualClock::new(1_000_000);
-        let timer = Timer::start(tx, stop.clone(), manual.clock());
+        let timer = Timer::start(tx, stop.clone(), manual.clock(), 0);
         let base = manual.now_ms() + 50;
         // Inserted out of order; an earlier entry arriving later must wake the task.
         timer.schedule(base + 30, "c");
@@ -222,11 +233,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_window_releases_what_is_due_soon_with_the_first_due_entry() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let stop = CancellationToken::new();
+        let manual = ManualClock::new(0);
+        let timer = Timer::start(tx, stop.clone(), manual.clock(), 20);
+        timer.schedule_all([(100, "a"), (115, "b"), (120, "c"), (121, "d")]);
+        while manual.sleepers() != [100] {
+            tokio::task::yield_now().await;
+        }
+        // Nothing before the first instant; then everything up to 20 ms after it.
+        manual.set(99);
+        tokio::task::yield_now().await;
+        assert!(rx.try_recv().is_err(), "released before its instant");
+        manual.set(100);
+        let batch = rx.recv().await.expect("timer alive");
+        assert_eq!(batch, [(100, "a"), (115, "b"), (120, "c")]);
+        manual.set(121);
+        assert_eq!(rx.recv().await.expect("timer alive"), [(121, "d")]);
+        stop.cancel();
+    }
+
+    #[tokio::test]
     async fn removed_entries_never_fire() {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let stop = CancellationToken::new();
         let manual = ManualClock::new(0);
-        let timer = Timer::start(tx, stop.clone(), manual.clock());
+        let timer = Timer::start(tx, stop.clone(), manual.clock(), 0);
         let at = 100;
         timer.schedule_all([(at, 1), (at, 2), (at, 3)]);
         let removed = timer.remove_where(|i| *i == 2);

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::{Api, Backend, CountingExecutor, InProcessAdmin, TestDb, runs_of};
-use tickwork_admin::PipelineHandle;
 use tickwork_admin::clock::ManualClock;
+use tickwork_admin::{FENCE_LEAD_MS, PipelineHandle};
 use tickwork_core::TriggerType;
 use tickwork_core::run::RunState;
 use tickwork_store::Run;
@@ -100,6 +100,24 @@ impl Setup {
         .await;
     }
 
+    /// Moves the clock to a millisecond before `at`, the instant of `run_id`, and checks that
+    /// the run went through the send fence (`sending`) and waits in the timer for `at`, not
+    /// sent yet.
+    async fn sent_ahead(&self, run_id: i64, at: i64) {
+        self.move_to(at - 1).await;
+        let (clock, store) = (&self.clock, &self.admin.store);
+        wait_until(
+            "the run fenced and asleep until its instant",
+            WAIT,
+            move || async move {
+                let run = store.run_get(run_id).await.ok()?;
+                (run.state == RunState::Sending && clock.sleepers().contains(&at)).then_some(())
+            },
+        )
+        .await;
+        assert_eq!(self.executor.count(run_id), 0, "sent before its instant");
+    }
+
     /// The dispatched run `run_id` once it is final and its dispatch is recorded (a callback
     /// may end it before the ledger writes the dispatch).
     async fn ended(&self, run_id: i64) -> Run {
@@ -150,8 +168,8 @@ async fn cron_job_due_in_an_hour_fires_once_when_the_clock_passes_it() {
     s.move_to(T0 + MINUTE).await;
     assert!(runs_of(&*store, Some(job)).await.is_empty());
 
-    // A millisecond before the fire it is claimed and armed, and waits in the timer.
-    s.move_to(fire - 1).await;
+    // Short of the send fence's lead it is claimed and armed, and waits in the timer.
+    s.move_to(fire - FENCE_LEAD_MS - 1).await;
     let runs = runs_of(&*store, Some(job)).await;
     let [run] = &runs[..] else {
         panic!("one claimed fire expected: {runs:?}")
@@ -161,7 +179,9 @@ async fn cron_job_due_in_an_hour_fires_once_when_the_clock_passes_it() {
         (RunState::Planned, fire, TriggerType::Cron)
     );
     assert_eq!(s.admin.admin.scheduler.waiting().timer, 1);
-    assert_eq!(s.executor.count(run.id), 0);
+
+    // A millisecond before the fire it has passed the fence and waits for its instant.
+    s.sent_ahead(run.id, fire).await;
 
     // Past it: fired, recorded at the clock's time, and only once.
     s.move_to(fire + 1_000).await;
@@ -208,23 +228,19 @@ async fn retry_after_a_ten_minute_backoff_fires_when_the_clock_passes_the_backof
         (RunState::Planned, retry_at)
     );
 
-    // The timer holds it and sleeps until its instant; a millisecond short of it fires
-    // nothing.
+    // The timer holds it and sleeps until the send fence's lead before its instant; a
+    // millisecond short of the instant it is fenced and fires nothing.
     let (scheduler, clock) = (&s.admin.admin.scheduler, &s.clock);
+    let fence_at = retry_at - FENCE_LEAD_MS;
     wait_until(
-        "the timer asleep until the retry",
+        "the timer asleep until the retry's fence",
         WAIT,
         move || async move {
-            (scheduler.waiting().timer == 1 && clock.sleepers().contains(&retry_at)).then_some(())
+            (scheduler.waiting().timer == 1 && clock.sleepers().contains(&fence_at)).then_some(())
         },
     )
     .await;
-    s.move_to(retry_at - 1).await;
-    assert!(s.clock.sleepers().contains(&retry_at));
-    assert_eq!(scheduler.waiting().timer, 1);
-    let waiting = store.run_get(retry.id).await.expect("retry");
-    assert_eq!(waiting.state, RunState::Planned);
-    assert_eq!(s.executor.count(retry.id), 0);
+    s.sent_ahead(retry.id, retry_at).await;
 
     // At its instant it is dispatched, fails again, and has no retry of its own.
     s.move_to(retry_at).await;
@@ -264,9 +280,21 @@ async fn admin_restarted_after_a_clean_stop_fires_its_claimed_runs_at_once() {
     s.move_to(first_fire - 1).await;
     let claimed: Vec<Run> = runs_of(&*store, None).await;
     assert_eq!(claimed.len(), 3, "{claimed:?}");
-    assert!(claimed.iter().all(|r| r.state == RunState::Planned));
+    // The first has passed the send fence and waits for its instant, the others are planned.
+    let first = claimed
+        .iter()
+        .find(|r| r.scheduled_at == first_fire)
+        .expect("the first fire");
+    s.sent_ahead(first.id, first_fire).await;
+    let claimed: Vec<Run> = runs_of(&*store, None).await;
+    let states: Vec<RunState> = claimed.iter().map(|r| r.state).collect();
+    assert_eq!(
+        states.iter().filter(|s| **s == RunState::Planned).count(),
+        2,
+        "{claimed:?}"
+    );
 
-    // A clean stop hands them back.
+    // A clean stop hands them back, the one waiting `sending` included.
     let Setup {
         db,
         clock,
