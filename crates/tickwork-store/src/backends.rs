@@ -12,7 +12,7 @@ use sqlx::sqlite::{
 use sqlx::{AssertSqlSafe, Executor, Pool, Transaction};
 
 use crate::bounds::{MySqlFlavor, POSTGRES_UNBOUNDED};
-use crate::sql::{AnyRow, Arg, Backend, Conn, Done, Kind, Query, numbered_placeholders};
+use crate::sql::{AnyRow, Arg, Backend, Conn, Done, Kind, Pools, Query, numbered_placeholders};
 use crate::{Error, StoreOptions};
 
 // `sqlx::migrate!` lives behind sqlx's `macros` feature, which we leave off; the proc macro
@@ -129,7 +129,7 @@ impl Backend for SqliteBackend {
     type Db = Sqlite;
     const KIND: Kind = Kind::Sqlite;
 
-    async fn open(url: &str, options: &StoreOptions) -> Result<Pool<Sqlite>, Error> {
+    async fn open(url: &str, options: &StoreOptions) -> Result<Pools<Sqlite>, Error> {
         let connect = SqliteConnectOptions::from_str(url)
             .map_err(bad_url)?
             .journal_mode(SqliteJournalMode::Wal)
@@ -140,18 +140,28 @@ impl Backend for SqliteBackend {
         let pool = SqlitePoolOptions::new().acquire_timeout(options.acquire_timeout);
         // Every connection to `:memory:` is a database of its own: keep exactly one, forever.
         let in_memory = url.contains(":memory:") || url.contains("mode=memory");
-        let pool = if in_memory {
-            pool.max_connections(1)
+        if in_memory {
+            let pool = pool
+                .max_connections(1)
                 .min_connections(1)
                 .idle_timeout(None)
-                .max_lifetime(None)
-        } else {
-            pool.max_connections(options.max_connections.unwrap_or(4))
-        };
-        match pool.connect_with(connect.clone()).await {
-            Ok(pool) => Ok(pool),
-            Err(e) => Err(explain_timeout(e, &connect).await.into()),
+                .max_lifetime(None);
+            return match pool.connect_with(connect.clone()).await {
+                Ok(pool) => Ok(Pools::one(pool)),
+                Err(e) => Err(explain_timeout(e, &connect).await.into()),
+            };
         }
+        let reads = pool.max_connections(options.max_connections.unwrap_or(4));
+        let writes = SqlitePoolOptions::new()
+            .acquire_timeout(options.acquire_timeout)
+            .max_connections(1);
+        let reads = match reads.connect_with(connect.clone()).await {
+            Ok(pool) => pool,
+            Err(e) => return Err(explain_timeout(e, &connect).await.into()),
+        };
+        // Lazily: the file exists once the read pool opened it.
+        let writes = writes.connect_lazy_with(connect);
+        Ok(Pools { reads, writes })
     }
 
     async fn migrate(pool: &Pool<Sqlite>) -> Result<(), Error> {
@@ -175,7 +185,7 @@ impl Backend for PostgresBackend {
     type Db = Postgres;
     const KIND: Kind = Kind::Postgres;
 
-    async fn open(url: &str, options: &StoreOptions) -> Result<Pool<Postgres>, Error> {
+    async fn open(url: &str, options: &StoreOptions) -> Result<Pools<Postgres>, Error> {
         // In the startup packet: the session has its bounds before its first statement.
         let connect = PgConnectOptions::from_str(url)
             .map_err(bad_url)?
@@ -186,7 +196,7 @@ impl Backend for PostgresBackend {
             .connect_with(connect.clone())
             .await
         {
-            Ok(pool) => Ok(pool),
+            Ok(pool) => Ok(Pools::one(pool)),
             Err(e) => Err(explain_timeout(e, &connect).await.into()),
         }
     }
@@ -227,7 +237,7 @@ impl Backend for MySqlBackend {
     type Db = MySql;
     const KIND: Kind = Kind::MySql;
 
-    async fn open(url: &str, options: &StoreOptions) -> Result<Pool<MySql>, Error> {
+    async fn open(url: &str, options: &StoreOptions) -> Result<Pools<MySql>, Error> {
         // The driver speaks to both; only the scheme name differs.
         let url = match url.strip_prefix("mariadb://") {
             Some(rest) => format!("mysql://{rest}"),
@@ -255,7 +265,7 @@ impl Backend for MySqlBackend {
             .connect_with(connect.clone())
             .await;
         match opened {
-            Ok(pool) => Ok(pool),
+            Ok(pool) => Ok(Pools::one(pool)),
             Err(e) => Err(explain_timeout(e, &connect).await.into()),
         }
     }

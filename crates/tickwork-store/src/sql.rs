@@ -265,6 +265,25 @@ impl<T> AnyRow for T where
 }
 
 /// The connection type of a backend.
+/// The connections of a store: write transactions and lone writes take `writes`, the rest
+/// `reads`. One pool on a server database; on SQLite, which has one writer at a time, `writes`
+/// holds one connection, so writers queue in the process (first come, first served) instead
+/// of polling the file lock through the busy handler, which sleeps up to 100 ms per try.
+pub(crate) struct Pools<D: Database> {
+    pub(crate) reads: Pool<D>,
+    pub(crate) writes: Pool<D>,
+}
+
+impl<D: Database> Pools<D> {
+    /// One pool for both.
+    pub(crate) fn one(pool: Pool<D>) -> Self {
+        Pools {
+            writes: pool.clone(),
+            reads: pool,
+        }
+    }
+}
+
 pub(crate) type Conn<B> = <<B as Backend>::Db as Database>::Connection;
 
 /// One database: how to connect, migrate, open a write transaction and run a [`Query`].
@@ -272,11 +291,11 @@ pub(crate) trait Backend: Send + Sync + 'static {
     type Db: Database;
     const KIND: Kind;
 
-    /// Opens the pool.
+    /// Opens the pools.
     fn open(
         url: &str,
         options: &StoreOptions,
-    ) -> impl Future<Output = Result<Pool<Self::Db>, Error>> + Send;
+    ) -> impl Future<Output = Result<Pools<Self::Db>, Error>> + Send;
 
     /// Applies the embedded migrations of this backend (a no-op when they are applied).
     fn migrate(pool: &Pool<Self::Db>) -> impl Future<Output = Result<(), Error>> + Send;

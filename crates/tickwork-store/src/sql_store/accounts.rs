@@ -31,7 +31,7 @@ impl<B: Backend> AccountStore for SqlStore<B> {
         .bind(user.locale.clone())
         .bind(user.now)
         .bind(user.now);
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.writes.acquire().await?;
         let id = Self::insert_id(&mut conn, q)
             .await
             .map_err(|e| {
@@ -188,7 +188,7 @@ impl<B: Backend> AccountStore for SqlStore<B> {
         .bind(&token.token_hash)
         .bind(token.user_id)
         .bind(token.now);
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.writes.acquire().await?;
         let id = Self::insert_id(&mut conn, q)
             .await
             .map_err(|e| {

@@ -66,7 +66,7 @@ impl<B: Backend> AlarmStore for SqlStore<B> {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(&self.writes).await?;
         let select = Query::new(format!(
             "SELECT id FROM tw_runs WHERE alarm_status{} AND state{} ORDER BY id LIMIT ?{}",
             alarm_in(AlarmStatus::sources_of(AlarmStatus::Queued)),
@@ -125,7 +125,7 @@ impl<B: Backend> AlarmStore for SqlStore<B> {
         .bind(i32::from(channel.enabled))
         .bind(channel.now)
         .bind(channel.now);
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.writes.acquire().await?;
         let name = &channel.name;
         let id = Self::insert_id(&mut conn, q)
             .await
@@ -151,7 +151,7 @@ impl<B: Backend> AlarmStore for SqlStore<B> {
         channel: AlarmChannelUpdate,
     ) -> Result<AlarmChannel, Error> {
         check_channel(&channel.name, &channel.config)?;
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(&self.writes).await?;
         let old = Self::channel_in(&mut tx, channel.id).await?;
         if old.name != channel.name {
             let jobs = Self::jobs_using_channel(&mut tx, &old.name).await?;
@@ -181,7 +181,7 @@ impl<B: Backend> AlarmStore for SqlStore<B> {
     }
 
     async fn alarm_channel_delete(&self, id: i64, now: i64) -> Result<(), Error> {
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(&self.writes).await?;
         let channel = Self::channel_in(&mut tx, id).await?;
         let jobs = Self::jobs_using_channel(&mut tx, &channel.name).await?;
         if !jobs.is_empty() {
@@ -223,7 +223,7 @@ impl<B: Backend> AlarmStore for SqlStore<B> {
         }
         retry_deadlocks(|| async {
             let mut written = 0;
-            let mut tx = B::begin_write(&self.pool).await?;
+            let mut tx = B::begin_write(&self.writes).await?;
             for run in &queue.runs {
                 let mut wanted = run.channel_ids.clone();
                 wanted.sort_unstable();
@@ -278,7 +278,7 @@ impl<B: Backend> AlarmStore for SqlStore<B> {
             return Err(Error::Invalid("claim hold must be positive".to_owned()));
         }
         retry_deadlocks(|| async {
-            let mut tx = B::begin_write(&self.pool).await?;
+            let mut tx = B::begin_write(&self.writes).await?;
             let select = Query::new(format!(
                 "SELECT id FROM tw_alarm_deliveries WHERE state = 'pending' \
                  AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until <= ?) \
@@ -339,7 +339,7 @@ impl<B: Backend> AlarmStore for SqlStore<B> {
             }
         };
         retry_deadlocks(|| async {
-            let mut tx = B::begin_write(&self.pool).await?;
+            let mut tx = B::begin_write(&self.writes).await?;
             let mut q = Query::new(
                 "UPDATE tw_alarm_deliveries SET state = ?, attempts = attempts + 1, \
                  claimed_by = NULL, claimed_until = NULL, updated_at = ?",

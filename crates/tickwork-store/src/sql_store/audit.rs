@@ -41,7 +41,7 @@ impl<B: Backend> AuditStore for SqlStore<B> {
             "INSERT INTO tw_audit ({AUDIT_INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
         ));
         let q = audit_args(entry).into_iter().fold(q, Query::bind);
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.writes.acquire().await?;
         Self::insert_id(&mut conn, q)
             .await?
             .ok_or_else(|| Error::corrupt("the audit insert wrote no row".to_owned()))

@@ -46,7 +46,7 @@ impl<B: Backend> GroupStore for SqlStore<B> {
         .bind(&addresses)
         .bind(group.now)
         .bind(group.now);
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.writes.acquire().await?;
         let id = Self::insert_id(&mut conn, q)
             .await
             .map_err(|e| {

@@ -108,7 +108,7 @@ impl<B: Backend> SqlStore<B> {
         planner: &Planner<'_>,
     ) -> Result<ClaimResult, Error> {
         let horizon = params.now.saturating_add(params.lookahead_ms.max(0));
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(&self.writes).await?;
         let select = Query::new(format!(
             "SELECT {JOB_COLUMNS} FROM tw_jobs WHERE status = 'running' AND next_fire_at <= ? \
              ORDER BY next_fire_at, id LIMIT ?{}",
@@ -451,7 +451,7 @@ impl<B: Backend> JobStore for SqlStore<B> {
             .bind(None::<i64>)
             .bind(job.now)
             .bind(job.now);
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.writes.acquire().await?;
         let group_id = job.spec.group_id;
         let id = Self::insert_id(&mut conn, q)
             .await
@@ -490,7 +490,7 @@ impl<B: Backend> JobStore for SqlStore<B> {
     async fn job_update(&self, update: JobUpdate) -> Result<Job, Error> {
         check_spec(&update.spec)?;
         let id = update.id;
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(&self.writes).await?;
         let current = Query::new(format!(
             "SELECT version, glue_type, glue_source, glue_updated_at FROM tw_jobs WHERE id = ?{}",
             B::KIND.for_update()
@@ -553,7 +553,7 @@ impl<B: Backend> JobStore for SqlStore<B> {
     }
 
     async fn job_delete(&self, id: i64) -> Result<(), Error> {
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(&self.writes).await?;
         B::execute(
             &mut *tx,
             Query::new(

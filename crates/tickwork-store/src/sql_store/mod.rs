@@ -93,6 +93,8 @@ fn sized_chunks<T>(items: &[T], row_bytes: impl Fn(&T) -> usize) -> Vec<&[T]> {
 /// A [`Store`] on one backend.
 pub(crate) struct SqlStore<B: Backend> {
     pool: Pool<B::Db>,
+    /// Write transactions and lone writes (see [`crate::sql::Pools`]).
+    writes: Pool<B::Db>,
     backend: PhantomData<B>,
 }
 
@@ -263,10 +265,11 @@ const DEADLOCK_RETRIES: u32 = 5;
 impl<B: Backend> SqlStore<B> {
     /// Opens the pool and brings the schema up to date.
     pub(crate) async fn open(url: &str, options: &StoreOptions) -> Result<Self, Error> {
-        let pool = B::open(url, options).await?;
-        B::migrate(&pool).await?;
+        let pools = B::open(url, options).await?;
+        B::migrate(&pools.writes).await?;
         Ok(SqlStore {
-            pool,
+            pool: pools.reads,
+            writes: pools.writes,
             backend: PhantomData,
         })
     }
@@ -283,7 +286,7 @@ impl<B: Backend> SqlStore<B> {
 
     /// Runs one statement on its own (autocommit); the number of rows it touched.
     async fn execute(&self, q: Query) -> Result<u64, sqlx::Error> {
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.writes.acquire().await?;
         Ok(B::execute(&mut *conn, q).await?.rows)
     }
 
@@ -355,6 +358,7 @@ impl<B: Backend> Store for SqlStore<B> {
     }
 
     async fn close(&self) {
+        self.writes.close().await;
         self.pool.close().await;
     }
 }

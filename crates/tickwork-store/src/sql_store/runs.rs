@@ -123,7 +123,7 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         check_run_new(&run)?;
         let job_id = run.job_id;
         let id = {
-            let mut conn = self.pool.acquire().await?;
+            let mut conn = self.writes.acquire().await?;
             Self::insert_id(&mut conn, insert_run(run)).await?
         };
         let Some(id) = id else {
@@ -290,7 +290,7 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         let Some(orphans) = self.orphan_owners(&params).await? else {
             return Ok(Vec::new());
         };
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(&self.writes).await?;
         // Lock first, then move: a run another adopter holds is skipped, and one it already
         // moved has a live owner by the time this scan reaches it. The scan visits only the
         // runs of the owners found dead above; liveness is checked again here, under the lock.
@@ -394,7 +394,7 @@ impl<B: Backend> RunLedger for SqlStore<B> {
     }
 
     async fn run_catch_up(&self, catch_up: CatchUp) -> Result<Option<Run>, Error> {
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(&self.writes).await?;
         // The job's row lock orders this against a claim of the same job, which may write a
         // catch-up of its own (see `skip_second_catch_ups`).
         let lock = Query::new(format!(

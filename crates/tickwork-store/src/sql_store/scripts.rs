@@ -11,7 +11,7 @@ impl<B: Backend> ScriptStore for SqlStore<B> {
         check_bytes("source", &version.source, GLUE_MAX_BYTES)?;
         check_len("comment", &version.comment, COMMENT_MAX)?;
         check_required("author", &version.author, USERNAME_MAX)?;
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(&self.writes).await?;
         // Locking the job serialises appends to one job, so numbers never collide.
         let lock = Query::new(format!(
             "SELECT id FROM tw_jobs WHERE id = ?{}",

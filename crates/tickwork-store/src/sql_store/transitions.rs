@@ -57,7 +57,7 @@ impl<B: Backend> SqlStore<B> {
         when: Option<&Query>,
     ) -> Result<Vec<i64>, Error> {
         let mut moved = Vec::with_capacity(ids.len());
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(&self.writes).await?;
         for chunk in ids.chunks(ROWS_PER_STATEMENT) {
             // Lock the runs first and keep those in the old state: a run of `ids` already in
             // the new state (sent by an earlier batch) is then never counted as moved here.
@@ -125,7 +125,32 @@ impl<B: Backend> SqlStore<B> {
             check_required("executor address", &d.address, ADDRESS_MAX)?;
         }
         let mut changed = 0;
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(&self.writes).await?;
+        if B::KIND == Kind::Sqlite {
+            // In-process: one cached statement a row costs no round trip, where a multi-row
+            // one is parsed again for every batch and walks its CASE arms for every row.
+            let sql = format!(
+                "UPDATE tw_runs SET state = CASE WHEN state{} THEN {} ELSE state END, \
+                 executor_address = ?, trigger_code = ?, trigger_msg = ?, dispatched_at = ? \
+                 WHERE id = ? AND dispatched_at IS NULL AND trigger_code = 0 AND state{} \
+                 AND owner_node = ?",
+                state_in(RunMove::Dispatch.from_states()),
+                state_literal(RunMove::Dispatch.to()),
+                &*DISPATCH_RECORD_STATES
+            );
+            for d in batch {
+                let q = Query::new(sql.as_str())
+                    .bind(d.address.as_str())
+                    .bind(d.trigger_code)
+                    .bind(clip(d.trigger_msg.as_deref()))
+                    .bind(d.at)
+                    .bind(d.run_id)
+                    .bind(node);
+                changed += B::execute(&mut *tx, q).await?.rows;
+            }
+            tx.commit().await?;
+            return Ok(changed);
+        }
         // Four CASE arms of two binds and their text per row, plus the strings.
         let row_bytes =
             |d: &Dispatched| 160 + d.address.len() + d.trigger_msg.as_deref().map_or(0, str::len);
@@ -174,7 +199,7 @@ impl<B: Backend> SqlStore<B> {
             return Ok(Ended::default());
         }
         let mut done = Vec::with_capacity(batch.len());
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(&self.writes).await?;
         // Four CASE arms (the state's with its kill choice) and the id, with their binds.
         let row_bytes = |c: &&RunComplete| 220 + c.handle_msg.as_deref().map_or(0, str::len);
         for chunk in sized_chunks(&batch, row_bytes) {
@@ -249,7 +274,7 @@ impl<B: Backend> SqlStore<B> {
             .bind(clip(complete.handle_msg.as_deref()))
             .bind(complete.at)
             .bind(complete.run_id);
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(&self.writes).await?;
         let ended = Self::ended_one(&mut tx, q, complete.run_id).await?;
         let ended = Self::write_follow_ups(&mut tx, ended, follow).await?;
         tx.commit().await?;
@@ -275,7 +300,7 @@ impl<B: Backend> SqlStore<B> {
         .bind(failed.at)
         .bind(failed.run_id)
         .bind(failed.node_id.as_str());
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(&self.writes).await?;
         let ended = Self::ended_one(&mut tx, q, failed.run_id).await?;
         let ended = Self::write_follow_ups(&mut tx, ended, follow).await?;
         tx.commit().await?;
@@ -304,7 +329,7 @@ impl<B: Backend> SqlStore<B> {
         }
         let reason = clip(Some(&misfired.reason));
         let mut done = Vec::new();
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(&self.writes).await?;
         for chunk in misfired.run_ids.chunks(ROWS_PER_STATEMENT) {
             // Lock the runs first, so that the planned ones read now are exactly those the
             // update below ends.

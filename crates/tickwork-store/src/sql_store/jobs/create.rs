@@ -148,7 +148,7 @@ impl<B: Backend> SqlStore<B> {
             return Ok(Vec::new());
         }
         let keys = check_batch(&jobs)?;
-        let mut tx = B::begin_write(&self.pool).await?;
+        let mut tx = B::begin_write(&self.writes).await?;
         let ids = match Self::insert_jobs(&mut tx, &jobs, &keys).await {
             Ok(ids) => ids,
             Err(e) => {
