@@ -1,8 +1,9 @@
 //! A webhook receiver: a real HTTP server on a free loopback port that records every request
-//! it gets, in order, answers each path with a script of statuses, and lets a test wait (on a
-//! notification, not a timer) until a path got its n-th request.
+//! it gets, in order, answers each path with a script of statuses or holds its answers until
+//! released, and lets a test wait (on a notification, not a timer) until a path got its n-th
+//! request.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -21,6 +22,9 @@ pub struct Received {
     /// Header names in lower case.
     pub headers: HashMap<String, String>,
     pub body: String,
+    /// It came while its path was held ([`Receiver::hold`]): its sender waited for the answer
+    /// until the release.
+    pub held: bool,
 }
 
 impl Received {
@@ -48,6 +52,7 @@ pub struct Receiver {
 struct Inner {
     requests: Mutex<Vec<Received>>,
     scripts: Mutex<HashMap<String, Vec<u16>>>,
+    held: Mutex<HashSet<String>>,
     changed: Notify,
 }
 
@@ -72,6 +77,7 @@ async fn record(
     body: String,
 ) -> (StatusCode, String) {
     let path = uri.path().to_owned();
+    let held = lock(&inner.held).contains(&path);
     let status = match lock(&inner.scripts).get_mut(&path) {
         Some(script) if script.len() > 1 => script.remove(0),
         Some(script) => script.first().copied().unwrap_or(200),
@@ -79,15 +85,24 @@ async fn record(
     };
     lock(&inner.requests).push(Received {
         method: method.to_string(),
-        path,
+        path: path.clone(),
         query: uri.query().unwrap_or("").to_owned(),
         headers: headers
             .iter()
             .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
             .collect(),
         body,
+        held,
     });
     inner.changed.notify_waiters();
+    loop {
+        // Registered before the check, so that a release between the two is not missed.
+        let released = inner.changed.notified();
+        if !lock(&inner.held).contains(&path) {
+            break;
+        }
+        released.await;
+    }
     let status = StatusCode::from_u16(status).expect("a valid status");
     let reply = if status.is_success() {
         r#"{"errcode":0,"code":0,"msg":"ok"}"#
@@ -121,6 +136,18 @@ impl Receiver {
     /// Answers `path` with these statuses, one per request, the last one repeating.
     pub fn script(&self, path: &str, statuses: &[u16]) {
         lock(&self.inner.scripts).insert(path.to_owned(), statuses.to_vec());
+    }
+
+    /// Holds the answers to `path`: its requests are recorded as they come, and each waits for
+    /// its answer until [`Receiver::release`].
+    pub fn hold(&self, path: &str) {
+        lock(&self.inner.held).insert(path.to_owned());
+    }
+
+    /// Answers the held requests to `path`, and the ones to come at once.
+    pub fn release(&self, path: &str) {
+        lock(&self.inner.held).remove(path);
+        self.inner.changed.notify_waiters();
     }
 
     /// The URL of `path` (which may carry a query) on this receiver.
@@ -228,6 +255,21 @@ mod tests {
                 "HTTP/1.1 200 OK"
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn held_requests_are_answered_on_release() {
+        let rx = Receiver::start().await;
+        rx.hold("/slow");
+        let sender = rx.clone();
+        let send = tokio::spawn(async move { post(&sender, "/slow", "1").await });
+        let got = rx.wait_for("/slow", 1, Duration::from_secs(30)).await;
+        assert!(got[0].held);
+        assert!(!send.is_finished(), "answered while held");
+        rx.release("/slow");
+        assert_eq!(send.await.expect("sent"), "HTTP/1.1 200 OK");
+        assert_eq!(post(&rx, "/slow", "2").await, "HTTP/1.1 200 OK");
+        assert!(!rx.requests("/slow")[1].held);
     }
 
     #[tokio::test]

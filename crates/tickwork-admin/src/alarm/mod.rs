@@ -292,6 +292,9 @@ pub(crate) struct AlarmMessage {
     pub(crate) handle_msg: Option<String>,
     pub(crate) scheduled_at: i64,
     pub(crate) admin_node: String,
+    /// The delivery this message is an attempt of: the same on every attempt and on a resend
+    /// by another admin, so a receiver can drop a repeat. None for a test message.
+    pub(crate) delivery_id: Option<i64>,
     /// A test message sent from the API, not a real failure.
     pub(crate) test: bool,
 }
@@ -370,6 +373,7 @@ impl AlarmMessage {
                 "handle_msg": self.handle_msg,
             },
             "admin_node": self.admin_node,
+            "delivery_id": self.delivery_id,
         })
     }
 }
@@ -471,6 +475,7 @@ mod tests {
             handle_msg: Some("lost: executor stopped beating".into()),
             scheduled_at: 1_700_000_000_000,
             admin_node: "admin-1".into(),
+            delivery_id: Some(99),
             test: false,
         }
     }
@@ -582,12 +587,15 @@ mod tests {
         assert_eq!(doc["run"]["id"], 4242);
         assert_eq!(doc["run"]["executor_address"], "http://10.0.0.5:9999");
         assert_eq!(doc["job"]["key"], "nightly-report");
+        assert_eq!(doc["delivery_id"], 99);
         let test = AlarmMessage {
+            delivery_id: None,
             test: true,
             ..message()
         };
         assert!(test.title().starts_with("[test] "));
         assert_eq!(test.json()["event"], "test");
+        assert!(test.json()["delivery_id"].is_null());
     }
 
     #[test]

@@ -127,13 +127,16 @@ impl Senders {
                 let body = message.json().to_string();
                 let ts = now / 1000;
                 let secret = c.secret.as_deref().unwrap_or_default();
-                let headers = vec![
+                let mut headers = vec![
                     ("X-Tickwork-Timestamp", ts.to_string()),
                     (
                         "X-Tickwork-Signature",
                         super::webhook_signature(secret, ts, &body),
                     ),
                 ];
+                if let Some(id) = message.delivery_id {
+                    headers.push(("X-Tickwork-Delivery", id.to_string()));
+                }
                 (c.url.clone(), body, headers)
             }
             ChannelConfig::DingTalk(c) => {

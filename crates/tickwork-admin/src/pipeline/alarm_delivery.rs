@@ -6,8 +6,9 @@
 //! each with a timeout, and records the outcome: sent, tried again after a backoff, or failed
 //! with its last error once the attempts are used up. A node sends only rows it claimed, so
 //! two admins never send the same attempt. A send that succeeded but could not be recorded
-//! (the database went away in between) is sent again after the claim's hold: at least once in
-//! that window.
+//! (its node died mid-send, or the database went away in between) is sent again after the
+//! claim's hold: at least once in that window, under the same delivery id for the receiver to
+//! drop the repeat.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -184,6 +185,7 @@ impl Maintenance {
             handle_msg: run.handle_msg,
             scheduled_at: run.scheduled_at,
             admin_node: self.inner.config.node_id.clone(),
+            delivery_id: Some(d.id),
             test: false,
         })
     }

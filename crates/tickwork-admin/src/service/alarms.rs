@@ -208,6 +208,7 @@ impl Alarms<'_> {
             handle_msg: Some("none: this is a test".to_owned()),
             scheduled_at: now_ms(),
             admin_node: self.inner.config.node_id.clone(),
+            delivery_id: None,
             test: true,
         };
         let started = Instant::now();

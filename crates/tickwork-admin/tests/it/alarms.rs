@@ -1,7 +1,8 @@
 //! Alarms end to end: failed runs alarm on real receivers (an HTTP server per format, an SMTP
 //! server), failed sends are retried and stay visible through the API, bad channels are
 //! refused without changing anything, and with several admins on one database every failed
-//! run alarms exactly once.
+//! run alarms exactly once; when the admin sending alarms is killed mid-send, a survivor resends
+//! only what it had in flight, under the same delivery id.
 
 use crate::support;
 
@@ -11,7 +12,7 @@ use std::time::Duration;
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
-use support::{Api, Backend, CountingExecutor, InProcessAdmin, TestDb};
+use support::{Api, Backend, Child, CountingExecutor, InProcessAdmin, TestDb};
 use tickwork_core::run::RunState;
 use tickwork_store::{AlarmStatus, DeliveryFilter, DeliveryState, PageReq, Store};
 use tickwork_testkit::{Process, Receiver, wait_until};
@@ -801,5 +802,159 @@ async fn three_admins(backend: Backend) {
     for admin in admins {
         admin.shutdown().await;
     }
+    db.drop_database().await;
+}
+
+// ---- the sender killed mid-send ----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_alarm_sender_killed_mid_send_resends_only_what_it_had_in_flight() {
+    sender_killed_mid_send(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_alarm_sender_killed_mid_send_resends_only_what_it_had_in_flight() {
+    sender_killed_mid_send(Backend::MySql).await;
+}
+
+/// Three admin processes; 40 runs fail at trigger time (their group has no executor) and alarm
+/// on one webhook. The receiver holds its answers, so the lease holder's first deliveries stay
+/// in flight; it is SIGKILLed there. A survivor takes the lease and delivers the rest at once,
+/// and what the dead node had in flight after its claims' hold (`send_timeout * 2 + 5 s`).
+async fn sender_killed_mid_send(backend: Backend) {
+    let _serial = support::serial().await;
+    let Some(db) = TestDb::create(backend).await else {
+        return;
+    };
+    let store = db.store().await;
+    let logs = support::log_dir();
+    let toml = r#"
+[cluster]
+heartbeat_interval_ms = 200
+node_dead_after_ms = 1000
+lease_ttl_ms = 1000
+adopt_interval_ms = 200
+
+[monitor]
+alarm_interval_ms = 100
+
+[alarm]
+poll_interval_ms = 100
+backoff_ms = 100
+backoff_max_ms = 200
+send_timeout_ms = 2000
+"#;
+    let mut admins = Vec::new();
+    for node in ["alarm-a", "alarm-b", "alarm-c"] {
+        admins.push(Child::admin(&logs, node, &db, toml).await);
+    }
+    let rx = Receiver::start().await;
+    rx.hold("/hook");
+    let api = Api::new(&admins[0].address);
+    let group = api.group("nobody-home").await;
+    api.post(
+        "alarm-channels",
+        json!({"name": "hook", "kind": "webhook",
+               "config": {"url": rx.url("/hook"), "secret": "k"}}),
+    )
+    .await;
+    let runs_n = 40;
+    let mut runs = std::collections::HashSet::new();
+    for i in 0..runs_n {
+        let job = api
+            .post(
+                "jobs",
+                json!({"key": format!("unreachable-{i}"), "group_id": group,
+                       "handler": "h", "alarm_channels": "hook"}),
+            )
+            .await;
+        let id = job["id"].as_i64().expect("job id");
+        let run = api.post(&format!("jobs/{id}/trigger"), json!({})).await;
+        runs.insert(run["id"].as_i64().expect("run id"));
+    }
+
+    // The lease holder's first deliveries reach the receiver and wait for their answers.
+    let first = rx.wait_for("/hook", 1, WAIT).await;
+    let sender = first[0].json()["admin_node"]
+        .as_str()
+        .expect("admin_node")
+        .to_owned();
+    let victim = admins
+        .iter()
+        .position(|a| a.name == sender)
+        .expect("the sender is one of the admins");
+    admins[victim].kill().await;
+    rx.release("/hook");
+
+    // Every delivery ends sent.
+    let sent = wait_until("every delivery sent", Duration::from_secs(60), || {
+        let store = store.clone();
+        async move {
+            let sent = store
+                .alarm_deliveries_list(DeliveryFilter {
+                    state: Some(DeliveryState::Sent),
+                    page: PageReq::first(1000),
+                    ..DeliveryFilter::default()
+                })
+                .await
+                .ok()?;
+            (sent.total as usize == runs_n).then_some(sent.total)
+        }
+    })
+    .await;
+
+    let requests = rx.requests("/hook");
+    let in_flight: Vec<_> = requests.iter().filter(|r| r.held).collect();
+    for r in &in_flight {
+        assert_eq!(
+            r.json()["admin_node"],
+            sender.as_str(),
+            "held, but not the sender's"
+        );
+    }
+    assert!(
+        in_flight.len() <= 32,
+        "more in flight than one claim's batch: {}",
+        in_flight.len()
+    );
+    // Per delivery: its run, how often it came in flight, how often it was answered.
+    let mut per_delivery: HashMap<i64, (i64, usize, usize)> = HashMap::new();
+    for r in &requests {
+        let body = r.json();
+        let id = body["delivery_id"].as_i64().expect("delivery_id");
+        assert_eq!(
+            r.headers.get("x-tickwork-delivery"),
+            Some(&id.to_string()),
+            "the header names the delivery of the body"
+        );
+        let run = body["run"]["id"].as_i64().expect("run id");
+        let entry = per_delivery.entry(id).or_insert((run, 0, 0));
+        assert_eq!(entry.0, run, "delivery {id} carried two runs");
+        if r.held {
+            entry.1 += 1;
+        } else {
+            entry.2 += 1;
+        }
+    }
+    let alarmed: std::collections::HashSet<i64> = per_delivery.values().map(|v| v.0).collect();
+    assert_eq!(alarmed, runs, "every failed run alarmed");
+    for (id, (run, held, answered)) in &per_delivery {
+        assert_eq!(
+            *answered, 1,
+            "delivery {id} (run {run}) answered {answered} times ({held} in flight at the kill)"
+        );
+        assert!(
+            *held <= 1,
+            "delivery {id} (run {run}) in flight {held} times"
+        );
+    }
+    support::report(format!(
+        "ALARMS-KILL {backend:?}: {runs_n} failed runs, {sent} deliveries sent, {} in flight on \
+         {sender} when killed and sent again by a survivor under the same delivery id, 0 \
+         answered twice",
+        in_flight.len()
+    ));
+    drop(admins);
+    store.close().await;
     db.drop_database().await;
 }
