@@ -454,6 +454,16 @@ pub(crate) async fn render(admin: &Scheduler) -> String {
         seconds(age.max(0)),
     );
 
+    let db = admin.store().connections();
+    let name = "tickwork_db_connections";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Database connections of this node by state.\n# TYPE {name} gauge\n\
+         {name}{{state=\"busy\"}} {}\n{name}{{state=\"idle\"}} {}",
+        db.open.saturating_sub(db.idle),
+        db.idle
+    );
+
     match db_gauges(admin).await {
         Ok(g) => {
             metric(

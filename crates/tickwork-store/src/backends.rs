@@ -161,7 +161,11 @@ impl Backend for SqliteBackend {
         };
         // Lazily: the file exists once the read pool opened it.
         let writes = writes.connect_lazy_with(connect);
-        Ok(Pools { reads, writes })
+        Ok(Pools {
+            reads,
+            writes,
+            separate: true,
+        })
     }
 
     async fn migrate(pool: &Pool<Sqlite>) -> Result<(), Error> {

@@ -43,6 +43,14 @@ type SqliteStore = SqlStore<SqliteBackend>;
 type PostgresStore = SqlStore<PostgresBackend>;
 type MySqlStore = SqlStore<MySqlBackend>;
 
+/// The store's database connections at one moment: how many are open and how many of those
+/// wait idle in the pool (the rest are in use).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Connections {
+    pub open: u32,
+    pub idle: u32,
+}
+
 /// Connection settings shared by every backend.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {

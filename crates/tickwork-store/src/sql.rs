@@ -272,6 +272,8 @@ impl<T> AnyRow for T where
 pub(crate) struct Pools<D: Database> {
     pub(crate) reads: Pool<D>,
     pub(crate) writes: Pool<D>,
+    /// Two pools (a SQLite file), not one under two names.
+    pub(crate) separate: bool,
 }
 
 impl<D: Database> Pools<D> {
@@ -280,6 +282,7 @@ impl<D: Database> Pools<D> {
         Pools {
             writes: pool.clone(),
             reads: pool,
+            separate: false,
         }
     }
 }

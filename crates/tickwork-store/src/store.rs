@@ -32,6 +32,9 @@ pub trait Store:
 
     /// Closes the connection pool, waiting for connections in use to come back.
     async fn close(&self);
+
+    /// The connections open now and how many of them are idle.
+    fn connections(&self) -> crate::Connections;
 }
 
 /// Executor groups and the registry of their live executors.

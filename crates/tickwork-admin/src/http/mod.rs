@@ -15,6 +15,7 @@ mod rest;
 
 use axum::Router;
 use axum::http::{StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use tokio::net::TcpListener;
@@ -39,7 +40,24 @@ pub async fn serve(
 /// Every route of the admin: the pipeline's (executor API, health, metrics) and the
 /// service's (REST API, console).
 pub fn router(admin: Admin) -> Router {
-    pipeline_router(admin.scheduler).merge(service_router(admin.service))
+    pipeline_router(admin.scheduler)
+        .merge(service_router(admin.service))
+        .layer(axum::middleware::from_fn(run_to_completion))
+}
+
+/// Runs each request's handler as a task of its own, so that a client that hangs up (an
+/// executor's callback timing out) does not cancel it midway: a database call dropped in the
+/// middle of a statement can leave its connection unusable (on MySQL/MariaDB it never came
+/// back to the pool), and what the request started (a result recorded, a job saved) is
+/// finished either way.
+async fn run_to_completion(request: axum::extract::Request, next: Next) -> Response {
+    match tokio::spawn(next.run(request)).await {
+        Ok(response) => response,
+        Err(e) => {
+            tracing::error!(error = %e, "request handler failed");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
 }
 
 /// The executor API, health and metrics, on the pipeline.

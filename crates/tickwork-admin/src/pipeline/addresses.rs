@@ -194,9 +194,13 @@ impl AddressCache {
             }
         };
         // A database that hangs must not stall dispatch for long.
-        let read = match tokio::time::timeout(ADDRESS_REFRESH_TIMEOUT, self.load(group_id)).await {
-            Ok(result) => result,
-            Err(_) => Err(Error::Unavailable(
+        let load = {
+            let cache = self.clone();
+            async move { cache.load(group_id).await }
+        };
+        let read = match super::bounded::wait_at_most(ADDRESS_REFRESH_TIMEOUT, load).await {
+            Some(result) => result,
+            None => Err(Error::Unavailable(
                 "the registry did not answer in time".to_owned(),
             )),
         };

@@ -28,6 +28,7 @@ use tracing::{debug, info, warn};
 
 use std::sync::Arc;
 
+use super::bounded::{Bounded, BoundedSlot};
 use super::{Inner, Scheduler};
 use crate::Error;
 use crate::config::Config;
@@ -507,21 +508,26 @@ impl Heartbeat {
         // A write that hangs must not keep the loop from trying again with a fresh instant.
         // It bounds database IO, so it is real time; the beats follow the scheduler's clock.
         let call_timeout = c.node_dead_after / 2;
+        let mut beats = BoundedSlot::new();
+        let mut leases = BoundedSlot::new();
         loop {
             tokio::select! {
                 _ = self.inner.cluster_stop.cancelled() => return,
                 _ = self.inner.clock.sleep(c.heartbeat_interval) => {}
             }
             let started = self.inner.clock.now_ms();
-            let beat = self.inner.store.node_heartbeat(self.beat_row(started));
-            match tokio::time::timeout(call_timeout, beat).await {
-                Ok(Ok(())) => {
+            let beat = {
+                let (store, row) = (self.inner.store.clone(), self.beat_row(started));
+                async move { store.node_heartbeat(row).await }
+            };
+            match beats.run(call_timeout, beat).await {
+                Bounded::Done(Ok(())) => {
                     self.inner.stats.heartbeats.fetch_add(1, Ordering::Relaxed);
                     if self.inner.membership.beat_ok(started, &self.inner.config) {
                         info!("heartbeat restored: firing again, held runs are checked first");
                     }
                 }
-                Ok(Err(e)) => {
+                Bounded::Done(Err(e)) => {
                     self.inner
                         .stats
                         .heartbeat_failures
@@ -529,25 +535,40 @@ impl Heartbeat {
                     warn!(error = %e, "heartbeat failed");
                     continue;
                 }
-                Err(_) => {
+                Bounded::Busy => {
                     self.inner
                         .stats
                         .heartbeat_failures
                         .fetch_add(1, Ordering::Relaxed);
+                    warn!("heartbeat skipped: the last one still waits for the database");
+                    continue;
+                }
+                Bounded::TimedOut => {
+                    self.inner
+                        .stats
+                        .heartbeat_failures
+                        .fetch_add(1, Ordering::Relaxed);
+                    let db = self.inner.store.connections();
                     warn!(
                         timeout_ms = call_timeout.as_millis() as u64,
+                        db_connections = db.open,
+                        db_idle = db.idle,
                         "heartbeat timed out"
                     );
                     continue;
                 }
             }
             if !self.inner.stop.is_cancelled() {
-                self.renew_lease(call_timeout).await;
+                self.renew_lease(&mut leases, call_timeout).await;
             }
         }
     }
 
-    async fn renew_lease(&self, call_timeout: Duration) {
+    async fn renew_lease(
+        &self,
+        slot: &mut BoundedSlot<Result<bool, tickwork_store::Error>>,
+        call_timeout: Duration,
+    ) {
         let c = &self.inner.config.cluster;
         let started = self.inner.clock.now_ms();
         let request = LeaseRequest {
@@ -558,8 +579,12 @@ impl Heartbeat {
         };
         let membership = &self.inner.membership;
         let held_before = membership.holds_lease(started, &self.inner.config);
-        match tokio::time::timeout(call_timeout, self.inner.store.lease_acquire(request)).await {
-            Ok(Ok(true)) => {
+        let acquire = {
+            let store = self.inner.store.clone();
+            async move { store.lease_acquire(request).await }
+        };
+        match slot.run(call_timeout, acquire).await {
+            Bounded::Done(Ok(true)) => {
                 // Trust the lease a beat less than it lasts: clocks of nodes differ a little.
                 let until = started + (c.lease_ttl - c.heartbeat_interval).as_millis() as i64;
                 membership.lease_until.store(until, Ordering::SeqCst);
@@ -567,15 +592,18 @@ impl Heartbeat {
                     info!("maintenance lease acquired: this node runs the monitors");
                 }
             }
-            Ok(Ok(false)) => {
+            Bounded::Done(Ok(false)) => {
                 membership.lease_until.store(0, Ordering::SeqCst);
                 if held_before {
                     info!("maintenance lease taken by another node");
                 }
             }
             // The lease runs out by itself if this goes on.
-            Ok(Err(e)) => warn!(error = %e, "lease renewal failed"),
-            Err(_) => warn!("lease renewal timed out"),
+            Bounded::Done(Err(e)) => warn!(error = %e, "lease renewal failed"),
+            Bounded::TimedOut => warn!("lease renewal timed out"),
+            Bounded::Busy => {
+                warn!("lease renewal skipped: the last one still waits for the database")
+            }
         }
     }
 

@@ -34,14 +34,19 @@ impl Scheduler {
     /// Records many results, and what follows them, in one transaction; returns how many runs
     /// reached their final state now.
     pub(crate) async fn complete_many(&self, batch: &[RunComplete]) -> Result<usize, Error> {
+        Ok(self.complete_all(batch).await?.len())
+    }
+
+    /// As [`Scheduler::complete_many`]; the ids of the runs that reached their final state.
+    pub(super) async fn complete_all(&self, batch: &[RunComplete]) -> Result<Vec<i64>, Error> {
         let ended = self
             .inner
             .store
             .runs_complete(batch, &self.follow_up_planner())
             .await?;
-        let n = ended.runs.len();
+        let ids = ended.runs.iter().map(|r| r.id).collect();
         self.completed(ended);
-        Ok(n)
+        Ok(ids)
     }
 
     fn completed(&self, ended: Ended) {

@@ -202,10 +202,11 @@ impl ExecutorApi {
                 at,
             });
         }
-        let done = self.scheduler.complete_many(&batch).await?;
-        if done < batch.len() {
+        let sent = batch.len();
+        let done = self.scheduler.record_results(batch).await?;
+        if done < sent {
             info!(
-                ignored = batch.len() - done,
+                ignored = sent - done,
                 "repeated or unknown callbacks ignored"
             );
         }

@@ -11,6 +11,7 @@
 
 mod addresses;
 pub(crate) mod alarm_delivery;
+mod bounded;
 mod claim;
 pub mod clock;
 pub(crate) mod cluster;
@@ -22,6 +23,7 @@ mod ledger;
 mod maybe_sent;
 pub(crate) mod monitor;
 pub mod planner;
+mod results;
 pub mod timer;
 
 use std::collections::HashMap;
@@ -162,6 +164,8 @@ pub(crate) struct Inner {
     fast_lane: mpsc::UnboundedSender<Armed>,
     slow_lane: mpsc::UnboundedSender<Armed>,
     ledger: mpsc::UnboundedSender<(Run, DispatchOutcome)>,
+    /// Callback requests for the results writer.
+    results: mpsc::UnboundedSender<results::ResultsRequest>,
     /// Runs taken out of the flow (fence closed, database unreachable); the claim loop checks
     /// their ownership and fires them again, under the misfire policy.
     pub(crate) held: Mutex<Vec<Run>>,
@@ -221,6 +225,7 @@ impl Scheduler {
         let (fast_tx, fast_rx) = mpsc::unbounded_channel();
         let (slow_tx, slow_rx) = mpsc::unbounded_channel();
         let (ledger_tx, ledger_rx) = mpsc::unbounded_channel();
+        let (results_tx, results_rx) = mpsc::unbounded_channel();
         let addresses = Arc::new(AddressCache::new(
             store.clone(),
             client.clone(),
@@ -242,6 +247,7 @@ impl Scheduler {
             fast_lane: fast_tx,
             slow_lane: slow_tx,
             ledger: ledger_tx,
+            results: results_tx,
             held: Mutex::new(Vec::new()),
             membership: Membership::new(store.backend() == "sqlite"),
             metrics,
@@ -287,6 +293,7 @@ impl Scheduler {
         pipeline.spawn(s.maintenance().alarm_loop());
         let mut ledger = JoinSet::new();
         ledger.spawn(s.clone().ledger_loop(ledger_rx));
+        ledger.spawn(s.clone().results_loop(results_rx));
         let mut cluster = JoinSet::new();
         cluster.spawn(s.heartbeat().membership_loop());
         let tasks = Tasks {

@@ -95,6 +95,8 @@ pub(crate) struct SqlStore<B: Backend> {
     pool: Pool<B::Db>,
     /// Write transactions and lone writes (see [`crate::sql::Pools`]).
     writes: Pool<B::Db>,
+    /// `writes` is a pool of its own, not a clone of `pool`.
+    separate_writes: bool,
     backend: PhantomData<B>,
 }
 
@@ -268,6 +270,7 @@ impl<B: Backend> SqlStore<B> {
         let pools = B::open(url, options).await?;
         B::migrate(&pools.writes).await?;
         Ok(SqlStore {
+            separate_writes: pools.separate,
             pool: pools.reads,
             writes: pools.writes,
             backend: PhantomData,
@@ -360,6 +363,16 @@ impl<B: Backend> Store for SqlStore<B> {
     async fn close(&self) {
         self.writes.close().await;
         self.pool.close().await;
+    }
+
+    fn connections(&self) -> crate::Connections {
+        let mut open = self.pool.size();
+        let mut idle = self.pool.num_idle() as u32;
+        if self.separate_writes {
+            open += self.writes.size();
+            idle += self.writes.num_idle() as u32;
+        }
+        crate::Connections { open, idle }
     }
 }
 

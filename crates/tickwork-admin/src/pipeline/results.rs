@@ -1,0 +1,98 @@
+//! The results writer: executors' callbacks recorded in batches, the requests that arrive
+//! together in one transaction. A burst of callbacks then holds one database connection, not
+//! one per request: one each took the whole pool, and the heartbeat starved behind them.
+
+use std::collections::HashSet;
+
+use tickwork_store::RunComplete;
+use tokio::sync::{mpsc, oneshot};
+use tracing::warn;
+
+use super::Scheduler;
+use crate::Error;
+
+/// One callback request's results, and where its answer goes: how many of its runs ended now.
+pub(crate) struct ResultsRequest {
+    items: Vec<RunComplete>,
+    reply: oneshot::Sender<Result<usize, Error>>,
+}
+
+/// Requests taken into one transaction at most.
+const REQUESTS_PER_BATCH: usize = 256;
+
+impl Scheduler {
+    /// Records results (and what follows them) through the results writer, or directly once
+    /// it has stopped; how many runs reached their final state now.
+    pub(crate) async fn record_results(&self, items: Vec<RunComplete>) -> Result<usize, Error> {
+        if items.is_empty() {
+            return Ok(0);
+        }
+        let (reply, answer) = oneshot::channel();
+        match self.inner.results.send(ResultsRequest { items, reply }) {
+            Ok(()) => answer
+                .await
+                .unwrap_or_else(|_| Err(Error::Internal("the results writer stopped".to_owned()))),
+            Err(mpsc::error::SendError(request)) => self.complete_many(&request.items).await,
+        }
+    }
+
+    /// Writes queued results until the ledger stops, then what is still queued.
+    pub(super) async fn results_loop(self, mut requests: mpsc::UnboundedReceiver<ResultsRequest>) {
+        let mut buf = Vec::with_capacity(REQUESTS_PER_BATCH);
+        loop {
+            let n = tokio::select! {
+                biased;
+                n = requests.recv_many(&mut buf, REQUESTS_PER_BATCH) => n,
+                _ = self.inner.ledger_stop.cancelled() => {
+                    // From now on callers write directly.
+                    requests.close();
+                    while let Ok(request) = requests.try_recv() {
+                        buf.push(request);
+                    }
+                    buf.len()
+                }
+            };
+            if n == 0 {
+                return;
+            }
+            self.write_results(&mut buf).await;
+            if self.inner.ledger_stop.is_cancelled() && requests.is_empty() {
+                return;
+            }
+        }
+    }
+
+    async fn write_results(&self, buf: &mut Vec<ResultsRequest>) {
+        let requests: Vec<ResultsRequest> = std::mem::take(buf);
+        if requests.len() > 1 {
+            let all: Vec<RunComplete> = requests
+                .iter()
+                .flat_map(|r| r.items.iter().cloned())
+                .collect();
+            match self.complete_all(&all).await {
+                Ok(ended) => {
+                    let mut ended: HashSet<i64> = ended.into_iter().collect();
+                    for request in requests {
+                        let n = request
+                            .items
+                            .iter()
+                            .filter(|i| ended.remove(&i.run_id))
+                            .count();
+                        let _ = request.reply.send(Ok(n));
+                    }
+                    return;
+                }
+                // One bad result must not fail the others: each request on its own.
+                Err(e) => warn!(
+                    error = %e,
+                    requests = requests.len(),
+                    "a batch of results failed; writing its requests one by one"
+                ),
+            }
+        }
+        for request in requests {
+            let written = self.complete_many(&request.items).await;
+            let _ = request.reply.send(written);
+        }
+    }
+}
