@@ -12,6 +12,29 @@ use super::planner::{PlanLimits, plan_job};
 use super::{CachedJob, Scheduler};
 use crate::Error;
 
+/// A test-only fault point (debug builds): with `TICKWORK_TEST_STOP_IN_CLAIM` naming a file,
+/// the first claim that plans a job once the file exists freezes the whole process with
+/// SIGSTOP there, inside its transaction with its jobs' rows locked, until it gets SIGCONT.
+fn stop_point_in_claim() {
+    #[cfg(debug_assertions)]
+    {
+        use std::sync::atomic::AtomicBool;
+        static STOPPED: AtomicBool = AtomicBool::new(false);
+        if STOPPED.load(Ordering::Relaxed) {
+            return;
+        }
+        let Some(path) = std::env::var_os("TICKWORK_TEST_STOP_IN_CLAIM") else {
+            return;
+        };
+        if std::path::Path::new(&path).exists() && !STOPPED.swap(true, Ordering::SeqCst) {
+            tracing::error!("test fault point: stopping inside a claim transaction");
+            // On stdout too, where a test waits for its children's lines.
+            println!("TW-STOPPED-IN-CLAIM");
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+        }
+    }
+}
+
 impl Scheduler {
     pub(super) async fn claim_loop(self) {
         let inner = &self.inner;
@@ -45,6 +68,7 @@ impl Scheduler {
                 limit: s.claim_limit,
             };
             let planner = |job: &Job, now: i64| {
+                stop_point_in_claim();
                 let cached = self.cache_job(job.clone());
                 plan_job(job, cached.schedule.as_ref(), now, limits)
             };
