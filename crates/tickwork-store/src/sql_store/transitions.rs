@@ -200,6 +200,21 @@ impl<B: Backend> SqlStore<B> {
         }
         let mut done = Vec::with_capacity(batch.len());
         let mut tx = B::begin_write(&self.writes).await?;
+        if B::KIND == Kind::Sqlite {
+            // In-process and the only writer: one cached statement a row (a few texts, one
+            // per result state) costs no round trip and needs no lock, where a multi-row one
+            // is parsed again for every batch.
+            for c in &batch {
+                let mut q = Self::complete_update(c);
+                q.push(" RETURNING ").push(RUN_COLUMNS);
+                if let Some(row) = B::fetch_optional::<RunRow>(&mut *tx, q).await? {
+                    done.push(Run::try_from(row)?);
+                }
+            }
+            let ended = Self::write_follow_ups(&mut tx, done, follow).await?;
+            tx.commit().await?;
+            return Ok(ended);
+        }
         // Four CASE arms (the state's with its kill choice) and the id, with their binds.
         let row_bytes = |c: &&RunComplete| 220 + c.handle_msg.as_deref().map_or(0, str::len);
         for chunk in sized_chunks(&batch, row_bytes) {
@@ -263,17 +278,7 @@ impl<B: Backend> SqlStore<B> {
         complete: &RunComplete,
         follow: &FollowUps<'_>,
     ) -> Result<Ended, Error> {
-        // `planned` too for a callback's results: an executor may call back before the
-        // dispatch batch is written.
-        let mut q = Query::new("UPDATE tw_runs SET state = ");
-        push_result_state(&mut q, complete.state);
-        q.push(", handle_code = ?, handle_msg = ?, finished_at = ? WHERE id = ? AND state");
-        q.push(&state_in(RunMove::Complete(complete.state).from_states()));
-        let q = q
-            .bind(complete.handle_code)
-            .bind(clip(complete.handle_msg.as_deref()))
-            .bind(complete.at)
-            .bind(complete.run_id);
+        let q = Self::complete_update(complete);
         let mut tx = B::begin_write(&self.writes).await?;
         let ended = Self::ended_one(&mut tx, q, complete.run_id).await?;
         let ended = Self::write_follow_ups(&mut tx, ended, follow).await?;
@@ -305,6 +310,20 @@ impl<B: Backend> SqlStore<B> {
         let ended = Self::write_follow_ups(&mut tx, ended, follow).await?;
         tx.commit().await?;
         Ok(ended)
+    }
+
+    /// The UPDATE that records one result, or changes nothing when the run is past it.
+    fn complete_update(complete: &RunComplete) -> Query {
+        // `planned` too for a callback's results: an executor may call back before the
+        // dispatch batch is written.
+        let mut q = Query::new("UPDATE tw_runs SET state = ");
+        push_result_state(&mut q, complete.state);
+        q.push(", handle_code = ?, handle_msg = ?, finished_at = ? WHERE id = ? AND state");
+        q.push(&state_in(RunMove::Complete(complete.state).from_states()));
+        q.bind(complete.handle_code)
+            .bind(clip(complete.handle_msg.as_deref()))
+            .bind(complete.at)
+            .bind(complete.run_id)
     }
 
     /// Runs `end`, an UPDATE that ends run `run_id` or changes nothing, and reads the run
