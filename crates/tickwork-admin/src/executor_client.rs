@@ -2,8 +2,13 @@
 //! HTTP with the access token, any executor generation (Java 2.3 to 3.4, Tickwork), and
 //! Tickwork's `/tickwork/accepted`.
 
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use tickwork_protocol::{
     ACCEPTED_PATH, ACCESS_TOKEN_HEADER, AcceptedQuery, AcceptedRuns, Envelope, IdleBeatParam,
@@ -22,6 +27,51 @@ pub struct CallOutcome<T = serde_json::Value> {
     pub payload: Option<T>,
     /// No (usable) answer: the code and message were made here, not by the executor.
     transport: bool,
+    /// Stopped by its [`SendGate`] before its body left: the executor got no `/run`.
+    held_back: bool,
+}
+
+/// Asked the moment a `/run` body is about to be written (after the connection was chosen and
+/// the request built): `false` stops the request there, so that a node that froze on its way
+/// to the executor, and lost the run to another node meanwhile, does not send it after all.
+pub type SendGate = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// A `/run` body that asks its gate before it gives its bytes to the connection.
+struct GatedBody {
+    bytes: Option<Bytes>,
+    gate: SendGate,
+    held_back: Arc<AtomicBool>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("held back: this node may no longer send the run")]
+struct HeldBack;
+
+impl http_body::Body for GatedBody {
+    type Data = Bytes;
+    type Error = HeldBack;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, HeldBack>>> {
+        let Some(bytes) = self.bytes.take() else {
+            return Poll::Ready(None);
+        };
+        if !(self.gate)() {
+            self.held_back.store(true, Ordering::SeqCst);
+            return Poll::Ready(Some(Err(HeldBack)));
+        }
+        Poll::Ready(Some(Ok(http_body::Frame::data(bytes))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.bytes.is_none()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.bytes.as_ref().map_or(0, |b| b.len() as u64))
+    }
 }
 
 /// What kind of answer a call got.
@@ -63,7 +113,13 @@ impl<T> CallOutcome<T> {
             msg: Some(msg),
             payload: None,
             transport: true,
+            held_back: false,
         }
+    }
+
+    /// The request was stopped by its [`SendGate`]: nothing reached the executor.
+    pub fn held_back(&self) -> bool {
+        self.held_back
     }
 }
 
@@ -118,6 +174,33 @@ impl ExecutorClient {
     pub async fn run(&self, address: &str, param: &TriggerParam) -> CallOutcome {
         self.call(address, "run", Some(tickwork_protocol::encode(param)))
             .await
+    }
+
+    /// As [`ExecutorClient::run`], asking `gate` the moment the body is about to leave; a
+    /// closed gate gives an outcome that [`CallOutcome::held_back`].
+    pub async fn run_gated(
+        &self,
+        address: &str,
+        param: &TriggerParam,
+        gate: SendGate,
+    ) -> CallOutcome {
+        let held_back = Arc::new(AtomicBool::new(false));
+        let body = GatedBody {
+            bytes: Some(Bytes::from(tickwork_protocol::encode(param))),
+            gate,
+            held_back: held_back.clone(),
+        };
+        let mut out: CallOutcome = self
+            .call_with(address, "run", Some(reqwest::Body::wrap(body)))
+            .await;
+        if held_back.load(Ordering::SeqCst) {
+            out = CallOutcome::transport(format!(
+                "{}: held back before sending (this node may no longer send the run)",
+                join(address, "run")
+            ));
+            out.held_back = true;
+        }
+        out
     }
 
     /// `POST <address>/beat` with no body: is the executor alive?
@@ -186,6 +269,7 @@ impl ExecutorClient {
             msg,
             payload: Some(merged),
             transport: false,
+            held_back: false,
         }
     }
 
@@ -194,6 +278,16 @@ impl ExecutorClient {
         address: &str,
         method: &str,
         body: Option<Vec<u8>>,
+    ) -> CallOutcome<T> {
+        self.call_with(address, method, body.map(reqwest::Body::from))
+            .await
+    }
+
+    async fn call_with<T: DeserializeOwned>(
+        &self,
+        address: &str,
+        method: &str,
+        body: Option<reqwest::Body>,
     ) -> CallOutcome<T> {
         let url = join(address, method);
         let mut req = self
@@ -252,6 +346,7 @@ impl ExecutorClient {
                 msg: env.msg,
                 payload: env.payload,
                 transport: false,
+                held_back: false,
             },
             Err(e) => {
                 debug!(url = %url, error = %e, "unreadable executor answer");
@@ -315,6 +410,37 @@ fn no_answer<T>(url: &str, e: &reqwest::Error) -> CallOutcome<T> {
 #[cfg(test)]
 mod tests {
     use super::join;
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    #[tokio::test]
+    async fn a_closed_gate_keeps_the_run_from_leaving() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = format!("http://{}/", listener.local_addr().expect("address"));
+        // Everything the executor's socket ever receives, until the admin closes it.
+        let executor = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let mut got = Vec::new();
+            let _ = socket.read_to_end(&mut got).await;
+            String::from_utf8_lossy(&got).into_owned()
+        });
+        let client = ExecutorClient::new("", Duration::from_secs(10));
+        let param = TriggerParam {
+            log_id: 424_242,
+            ..TriggerParam::default()
+        };
+        let out = client.run_gated(&address, &param, Arc::new(|| false)).await;
+        assert!(out.held_back(), "{out:?}");
+        assert_eq!(out.answer(), Answer::NoAnswer);
+        drop(client);
+        let got = tokio::time::timeout(Duration::from_secs(30), executor)
+            .await
+            .expect("the admin closed the connection")
+            .expect("the executor task");
+        assert!(!got.contains("424242"), "the run left: {got}");
+    }
 
     #[test]
     fn joins_with_and_without_trailing_slash() {

@@ -556,6 +556,7 @@ mod tests {
             address: Some("http://e:1".into()),
             trigger_code: 500,
             trigger_msg: format!("run at http://e:1: code 500, {msg}"),
+            held_back: false,
         };
         // The phrases of `executor_client`'s transport failures.
         for msg in [

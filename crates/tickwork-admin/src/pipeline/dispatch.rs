@@ -10,7 +10,7 @@ use tickwork_core::routing::{Probe, ProbeOutcome, Route, Router, pick_probed};
 use tickwork_core::{GlueType, RouteStrategy};
 use tickwork_protocol::TriggerParam;
 
-use crate::executor_client::ExecutorClient;
+use crate::executor_client::{ExecutorClient, SendGate};
 
 /// Everything the executor needs to run one run, plus how to pick its executor.
 #[derive(Debug, Clone)]
@@ -43,6 +43,8 @@ pub(crate) struct DispatchOutcome {
     pub trigger_code: i32,
     /// What happened, for operators: probes, the address and the executor's answer.
     pub trigger_msg: String,
+    /// Stopped by the send gate before `/run` left: not sent, the run is this node's to hold.
+    pub held_back: bool,
 }
 
 impl DispatchOutcome {
@@ -56,6 +58,7 @@ impl DispatchOutcome {
             address,
             trigger_code: tickwork_protocol::CODE_FAIL,
             trigger_msg: msg,
+            held_back: false,
         }
     }
 }
@@ -81,13 +84,15 @@ impl DispatchRequest {
     }
 }
 
-/// Chooses the executor of `req` among `candidates`, then calls `/run` there.
+/// Chooses the executor of `req` among `candidates`, then calls `/run` there, if `gate` still
+/// lets the body leave.
 pub(crate) async fn dispatch(
     client: &ExecutorClient,
     router: &Mutex<Router>,
     req: &DispatchRequest,
     candidates: &[String],
     now_ms: i64,
+    gate: SendGate,
 ) -> DispatchOutcome {
     let mut report = String::new();
     let address = match &req.address {
@@ -115,13 +120,14 @@ pub(crate) async fn dispatch(
             }
         }
     };
-    let out = client.run(&address, &req.trigger_param()).await;
+    let out = client.run_gated(&address, &req.trigger_param(), gate).await;
     let answer = out.msg.as_deref().unwrap_or("");
     DispatchOutcome {
         run_id: req.run_id,
         trigger_msg: format!("{report}run at {address}: code {}, {answer}", out.code),
         address: Some(address),
         trigger_code: out.code,
+        held_back: out.held_back(),
     }
 }
 

@@ -18,7 +18,7 @@ use super::cluster::Origin;
 use super::dispatch::{DispatchOutcome, DispatchRequest, dispatch};
 use super::{Armed, CachedJob, Scheduler, SlowCount};
 use crate::Error;
-use crate::executor_client::ExecutorClient;
+use crate::executor_client::{ExecutorClient, SendGate};
 
 /// How due runs are checked in the database before they are sent.
 enum SendCheck {
@@ -284,6 +284,7 @@ impl Scheduler {
                     address: None,
                     trigger_code: tickwork_protocol::CODE_FAIL,
                     trigger_msg: format!("executor group cannot be loaded: {m}"),
+                    held_back: false,
                 };
                 self.to_ledger(run, outcome);
                 return;
@@ -306,8 +307,14 @@ impl Scheduler {
             return;
         }
         let outcome = self
-            .route_and_call(&run, &cached, &candidates, &client)
+            .route_and_call(&run, &cached, &candidates, &client, epoch)
             .await;
+        if outcome.held_back {
+            // The check above passed, then the node froze on its way (a GC-like pause, a
+            // stalled disk): the body never left.
+            self.hold(run, "fence closed while sending");
+            return;
+        }
         self.to_ledger(run, outcome);
     }
 
@@ -324,12 +331,14 @@ impl Scheduler {
         cached: &CachedJob,
         candidates: &Arc<Vec<String>>,
         client: &ExecutorClient,
+        epoch: u64,
     ) -> DispatchOutcome {
         let refused = |msg: String| DispatchOutcome {
             run_id: run.id,
             address: None,
             trigger_code: tickwork_protocol::CODE_FAIL,
             trigger_msg: msg,
+            held_back: false,
         };
         let spec = &cached.job.spec;
         let mut req = DispatchRequest {
@@ -392,7 +401,17 @@ impl Scheduler {
             .metrics
             .lateness
             .observe_ms(now.saturating_sub(run.scheduled_at));
-        let outcome = dispatch(client, &self.inner.router, &req, candidates, now).await;
+        // The same check as before the call, again at the last moment before the body leaves.
+        let gate: SendGate = {
+            let inner = self.inner.clone();
+            Arc::new(move || {
+                inner
+                    .membership
+                    .fence_open(inner.clock.now_ms(), &inner.config)
+                    && epoch == inner.membership.epoch()
+            })
+        };
+        let outcome = dispatch(client, &self.inner.router, &req, candidates, now, gate).await;
         self.count_slow(run.job_id, started.elapsed());
         outcome
     }

@@ -45,7 +45,9 @@ impl JavaLikeExecutor {
         };
         let executions = shared.executions.clone();
         let app_router = Router::new()
-            .route("/{method}", axum::routing::post(call))
+            // Every path, as the Java executor's server: an unknown one, with as many
+            // segments as it has, is answered "uri-mapping not found" (not an HTTP 404).
+            .route("/{*method}", axum::routing::post(call))
             .with_state(shared.clone());
         tokio::spawn(async move {
             let _ = axum::serve(listener, app_router).await;
