@@ -31,14 +31,9 @@ impl Scheduler {
         Ok(run)
     }
 
-    /// Records many results, and what follows them, in one transaction; returns how many runs
-    /// reached their final state now.
-    pub(crate) async fn complete_many(&self, batch: &[RunComplete]) -> Result<usize, Error> {
-        Ok(self.complete_all(batch).await?.len())
-    }
-
-    /// As [`Scheduler::complete_many`]; the ids of the runs that reached their final state.
-    pub(super) async fn complete_all(&self, batch: &[RunComplete]) -> Result<Vec<i64>, Error> {
+    /// Records many results, and what follows them, in one transaction; returns the ids of the
+    /// runs that reached their final state now.
+    pub(crate) async fn complete_many(&self, batch: &[RunComplete]) -> Result<Vec<i64>, Error> {
         let ended = self
             .inner
             .store

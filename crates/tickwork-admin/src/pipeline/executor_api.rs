@@ -203,7 +203,10 @@ impl ExecutorApi {
             });
         }
         let sent = batch.len();
-        let done = self.scheduler.record_results(batch).await?;
+        let results = super::results::Results {
+            scheduler: self.scheduler.clone(),
+        };
+        let done = results.record(batch).await?;
         if done < sent {
             info!(
                 ignored = sent - done,

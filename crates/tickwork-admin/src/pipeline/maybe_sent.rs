@@ -197,7 +197,8 @@ impl Adoption {
         match self.scheduler().complete_many(&lost).await {
             Ok(ended) => warn!(
                 runs = n,
-                ended, "maybe-sent runs nobody could answer for ended as lost"
+                ended = ended.len(),
+                "maybe-sent runs nobody could answer for ended as lost"
             ),
             Err(e) => {
                 warn!(error = %e, runs = n, "maybe-sent runs not resolved; they stay sending")

@@ -293,7 +293,10 @@ impl Scheduler {
         pipeline.spawn(s.maintenance().alarm_loop());
         let mut ledger = JoinSet::new();
         ledger.spawn(s.clone().ledger_loop(ledger_rx));
-        ledger.spawn(s.clone().results_loop(results_rx));
+        let results = results::Results {
+            scheduler: s.clone(),
+        };
+        ledger.spawn(results.run(results_rx));
         let mut cluster = JoinSet::new();
         cluster.spawn(s.heartbeat().membership_loop());
         let tasks = Tasks {

@@ -191,7 +191,7 @@ impl Maintenance {
                 at: now,
             });
         }
-        let n = self.scheduler().complete_many(&lost).await?;
+        let n = self.scheduler().complete_many(&lost).await?.len();
         self.inner
             .stats
             .runs_lost

@@ -20,30 +20,42 @@ pub(crate) struct ResultsRequest {
 /// Requests taken into one transaction at most.
 const REQUESTS_PER_BATCH: usize = 256;
 
-impl Scheduler {
+/// The results writer of a [`Scheduler`].
+pub(crate) struct Results {
+    pub(super) scheduler: Scheduler,
+}
+
+impl Results {
     /// Records results (and what follows them) through the results writer, or directly once
     /// it has stopped; how many runs reached their final state now.
-    pub(crate) async fn record_results(&self, items: Vec<RunComplete>) -> Result<usize, Error> {
+    pub(crate) async fn record(&self, items: Vec<RunComplete>) -> Result<usize, Error> {
         if items.is_empty() {
             return Ok(0);
         }
         let (reply, answer) = oneshot::channel();
-        match self.inner.results.send(ResultsRequest { items, reply }) {
+        match self
+            .scheduler
+            .inner
+            .results
+            .send(ResultsRequest { items, reply })
+        {
             Ok(()) => answer
                 .await
                 .unwrap_or_else(|_| Err(Error::Internal("the results writer stopped".to_owned()))),
-            Err(mpsc::error::SendError(request)) => self.complete_many(&request.items).await,
+            Err(mpsc::error::SendError(request)) => {
+                Ok(self.scheduler.complete_many(&request.items).await?.len())
+            }
         }
     }
 
     /// Writes queued results until the ledger stops, then what is still queued.
-    pub(super) async fn results_loop(self, mut requests: mpsc::UnboundedReceiver<ResultsRequest>) {
+    pub(super) async fn run(self, mut requests: mpsc::UnboundedReceiver<ResultsRequest>) {
         let mut buf = Vec::with_capacity(REQUESTS_PER_BATCH);
         loop {
             let n = tokio::select! {
                 biased;
                 n = requests.recv_many(&mut buf, REQUESTS_PER_BATCH) => n,
-                _ = self.inner.ledger_stop.cancelled() => {
+                _ = self.scheduler.inner.ledger_stop.cancelled() => {
                     // From now on callers write directly.
                     requests.close();
                     while let Ok(request) = requests.try_recv() {
@@ -56,7 +68,7 @@ impl Scheduler {
                 return;
             }
             self.write_results(&mut buf).await;
-            if self.inner.ledger_stop.is_cancelled() && requests.is_empty() {
+            if self.scheduler.inner.ledger_stop.is_cancelled() && requests.is_empty() {
                 return;
             }
         }
@@ -69,7 +81,7 @@ impl Scheduler {
                 .iter()
                 .flat_map(|r| r.items.iter().cloned())
                 .collect();
-            match self.complete_all(&all).await {
+            match self.scheduler.complete_many(&all).await {
                 Ok(ended) => {
                     let mut ended: HashSet<i64> = ended.into_iter().collect();
                     for request in requests {
@@ -91,7 +103,8 @@ impl Scheduler {
             }
         }
         for request in requests {
-            let written = self.complete_many(&request.items).await;
+            let written = self.scheduler.complete_many(&request.items).await;
+            let written = written.map(|ended| ended.len());
             let _ = request.reply.send(written);
         }
     }

@@ -697,6 +697,16 @@ async fn email_alarms_reach_a_real_smtp_server() {
 
 // ---- several admins ----
 
+/// The webhook channel `hook`, to `rx`'s `/hook`, signed with the secret `k`.
+async fn hook_channel(api: &Api, rx: &Receiver) {
+    api.post(
+        "alarm-channels",
+        json!({"name": "hook", "kind": "webhook",
+               "config": {"url": rx.url("/hook"), "secret": "k"}}),
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_three_admins_alarm_each_failed_run_once() {
     three_admins(Backend::Postgres).await;
@@ -723,12 +733,7 @@ async fn three_admins(backend: Backend) {
     let rx = Receiver::start().await;
     let api = Api::new(&addresses[1]);
     let group = api.group("many").await;
-    api.post(
-        "alarm-channels",
-        json!({"name": "hook", "kind": "webhook",
-               "config": {"url": rx.url("/hook"), "secret": "k"}}),
-    )
-    .await;
+    hook_channel(&api, &rx).await;
     let job = api
         .post(
             "jobs",
@@ -828,36 +833,17 @@ async fn sender_killed_mid_send(backend: Backend) {
     };
     let store = db.store().await;
     let logs = support::log_dir();
-    let toml = r#"
-[cluster]
-heartbeat_interval_ms = 200
-node_dead_after_ms = 1000
-lease_ttl_ms = 1000
-adopt_interval_ms = 200
-
-[monitor]
-alarm_interval_ms = 100
-
-[alarm]
-poll_interval_ms = 100
-backoff_ms = 100
-backoff_max_ms = 200
-send_timeout_ms = 2000
-"#;
+    // Claims held `send_timeout * 2 + 5 s`: 9 s.
+    let toml = ADMIN.replace("send_timeout_ms = 5000", "send_timeout_ms = 2000");
     let mut admins = Vec::new();
     for node in ["alarm-a", "alarm-b", "alarm-c"] {
-        admins.push(Child::admin(&logs, node, &db, toml).await);
+        admins.push(Child::admin(&logs, node, &db, &toml).await);
     }
     let rx = Receiver::start().await;
     rx.hold("/hook");
     let api = Api::new(&admins[0].address);
     let group = api.group("nobody-home").await;
-    api.post(
-        "alarm-channels",
-        json!({"name": "hook", "kind": "webhook",
-               "config": {"url": rx.url("/hook"), "secret": "k"}}),
-    )
-    .await;
+    hook_channel(&api, &rx).await;
     let runs_n = 40;
     let mut runs = std::collections::HashSet::new();
     for i in 0..runs_n {
