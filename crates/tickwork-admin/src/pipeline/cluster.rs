@@ -79,6 +79,12 @@ impl Membership {
         last > 0 && (self.alone || now - last < half_dead_after(config))
     }
 
+    /// Whether a run armed under fence epoch `epoch` may still go to its executor at `now`:
+    /// the fence is open and has not closed (and reopened) since.
+    pub(crate) fn may_send(&self, now: i64, config: &Config, epoch: u64) -> bool {
+        self.fence_open(now, config) && epoch == self.epoch()
+    }
+
     pub(crate) fn last_beat(&self) -> i64 {
         self.last_beat.load(Ordering::SeqCst)
     }
@@ -520,6 +526,12 @@ impl Heartbeat {
                 let (store, row) = (self.inner.store.clone(), self.beat_row(started));
                 async move { store.node_heartbeat(row).await }
             };
+            let failed = || {
+                self.inner
+                    .stats
+                    .heartbeat_failures
+                    .fetch_add(1, Ordering::Relaxed)
+            };
             match beats.run(call_timeout, beat).await {
                 Bounded::Done(Ok(())) => {
                     self.inner.stats.heartbeats.fetch_add(1, Ordering::Relaxed);
@@ -528,26 +540,17 @@ impl Heartbeat {
                     }
                 }
                 Bounded::Done(Err(e)) => {
-                    self.inner
-                        .stats
-                        .heartbeat_failures
-                        .fetch_add(1, Ordering::Relaxed);
+                    failed();
                     warn!(error = %e, "heartbeat failed");
                     continue;
                 }
                 Bounded::Busy => {
-                    self.inner
-                        .stats
-                        .heartbeat_failures
-                        .fetch_add(1, Ordering::Relaxed);
+                    failed();
                     warn!("heartbeat skipped: the last one still waits for the database");
                     continue;
                 }
                 Bounded::TimedOut => {
-                    self.inner
-                        .stats
-                        .heartbeat_failures
-                        .fetch_add(1, Ordering::Relaxed);
+                    failed();
                     let db = self.inner.store.connections();
                     warn!(
                         timeout_ms = call_timeout.as_millis() as u64,

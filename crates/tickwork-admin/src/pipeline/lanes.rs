@@ -300,8 +300,7 @@ impl Scheduler {
         if !self
             .inner
             .membership
-            .fence_open(self.inner.clock.now_ms(), &self.inner.config)
-            || epoch != self.inner.membership.epoch()
+            .may_send(self.inner.clock.now_ms(), &self.inner.config, epoch)
         {
             self.hold(run, "fence closed before dispatch");
             return;
@@ -407,8 +406,7 @@ impl Scheduler {
             Arc::new(move || {
                 inner
                     .membership
-                    .fence_open(inner.clock.now_ms(), &inner.config)
-                    && epoch == inner.membership.epoch()
+                    .may_send(inner.clock.now_ms(), &inner.config, epoch)
             })
         };
         let outcome = dispatch(client, &self.inner.router, &req, candidates, now, gate).await;
