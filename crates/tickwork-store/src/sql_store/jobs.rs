@@ -269,7 +269,12 @@ impl<B: Backend> SqlStore<B> {
             let spec = &jobs[f.job].spec;
             240 + spec.handler.len() + spec.params.len()
         };
-        for chunk in sized_chunks(fires, row_bytes) {
+        let budget = if B::KIND == Kind::Sqlite {
+            SQLITE_STATEMENT_BYTES
+        } else {
+            STATEMENT_BYTES
+        };
+        for chunk in sized_chunks_within(fires, budget, row_bytes) {
             let wanted: HashSet<(i64, i64)> = chunk
                 .iter()
                 .map(|f| (jobs[f.job].id, f.fire.fire_key))

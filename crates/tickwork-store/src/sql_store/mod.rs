@@ -12,7 +12,7 @@ mod runs;
 mod scripts;
 mod transitions;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::marker::PhantomData;
 use std::sync::LazyLock;
 
@@ -74,11 +74,33 @@ const STATEMENT_BYTES: usize = 12 * 1024;
 /// [`STATEMENT_BYTES`] (and at most [`ROWS_PER_STATEMENT`] rows); a row bigger than the
 /// budget goes alone.
 fn sized_chunks<T>(items: &[T], row_bytes: impl Fn(&T) -> usize) -> Vec<&[T]> {
+    sized_chunks_within(items, STATEMENT_BYTES, row_bytes)
+}
+
+/// SQLite's statements do not cross a network: a multi-row one may be as big as the bind
+/// limit allows, and fewer statements are fewer calls to the driver's worker thread, each of
+/// which waits its turn on a runtime busy with dispatches.
+const SQLITE_STATEMENT_BYTES: usize = 256 * 1024;
+
+/// Most rows SQLite takes in one call of repeated statements (see [`repeated`]): 512 rows
+/// of at most 8 binds stay far under its 32,766 binds, and the ten texts of powers of two
+/// up to it are prepared once.
+const SQLITE_ROWS_PER_CALL: usize = 512;
+
+/// Ids in one `IN (...)` list on SQLite: under its 32,766 binds with room for a few more.
+const SQLITE_IDS_PER_STATEMENT: usize = 30_000;
+
+/// [`sized_chunks`] with a budget of `budget` bytes a statement.
+fn sized_chunks_within<T>(
+    items: &[T],
+    budget: usize,
+    row_bytes: impl Fn(&T) -> usize,
+) -> Vec<&[T]> {
     let mut chunks = Vec::new();
     let (mut start, mut bytes) = (0, 0);
     for (i, item) in items.iter().enumerate() {
         let size = row_bytes(item);
-        if i > start && (bytes + size > STATEMENT_BYTES || i - start == ROWS_PER_STATEMENT) {
+        if i > start && (bytes + size > budget || i - start == ROWS_PER_STATEMENT) {
             chunks.push(&items[start..i]);
             (start, bytes) = (i, 0);
         }
@@ -88,6 +110,56 @@ fn sized_chunks<T>(items: &[T], row_bytes: impl Fn(&T) -> usize) -> Vec<&[T]> {
         chunks.push(&items[start..]);
     }
     chunks
+}
+
+/// Most rows of one insert. Inserts are prepared once per row count and kept by the driver,
+/// so row counts are powers of two up to this: a handful of statement texts per table. A
+/// statement prepared for one use costs MySQL a prepare and a close each time, and the close
+/// (which the server does not answer) holds the next request back until the server's delayed
+/// ACK, some 40 ms.
+const MAX_ROWS: usize = 64;
+
+/// Splits `items` into runs of a power-of-two length (at most [`MAX_ROWS`]) whose estimated
+/// statement size stays under [`STATEMENT_BYTES`]; a row bigger than that goes alone.
+fn pow2_chunks<T>(items: &[T], row_bytes: impl Fn(&T) -> usize) -> Vec<&[T]> {
+    pow2_chunks_of(items, MAX_ROWS, row_bytes)
+}
+
+/// [`pow2_chunks`] of at most `max_rows` rows (a power of two).
+fn pow2_chunks_of<T>(items: &[T], max_rows: usize, row_bytes: impl Fn(&T) -> usize) -> Vec<&[T]> {
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    while start < items.len() {
+        let left = max_rows.min(items.len() - start);
+        let mut n = 1 << left.ilog2();
+        while n > 1
+            && items[start..start + n]
+                .iter()
+                .map(&row_bytes)
+                .sum::<usize>()
+                > STATEMENT_BYTES
+        {
+            n /= 2;
+        }
+        chunks.push(&items[start..start + n]);
+        start += n;
+    }
+    chunks
+}
+
+/// One row's statement `sql` written `rows` times in one text, for SQLite: the driver runs
+/// the statements of one query (binds taken in order) in one call to its worker thread, where
+/// a statement a row costs a call and two thread switches each (most of the write time at
+/// 10,000 runs a second). Chunked by [`pow2_chunks`], so a handful of texts stay prepared.
+fn repeated(sql: &str, rows: usize) -> String {
+    let mut text = String::with_capacity((sql.len() + 2) * rows);
+    for n in 0..rows {
+        if n > 0 {
+            text.push_str("; ");
+        }
+        text.push_str(sql);
+    }
+    text
 }
 
 /// A [`Store`] on one backend.
@@ -408,5 +480,35 @@ mod tests {
         for (sizes, want) in cases {
             assert_eq!(&lens(sized_chunks(sizes, |&n| n)), want, "sizes {sizes:?}");
         }
+    }
+
+    #[test]
+    fn inserts_have_a_power_of_two_rows_within_the_size_budget() {
+        let lens = |chunks: Vec<&[usize]>| chunks.iter().map(|c| c.len()).collect::<Vec<_>>();
+        // (row sizes, expected chunk lengths)
+        let cases: &[(Vec<usize>, Vec<usize>)] = &[
+            (vec![], vec![]),
+            (vec![100; 7], vec![4, 2, 1]),
+            (vec![100; MAX_ROWS * 2 + 3], vec![MAX_ROWS, MAX_ROWS, 2, 1]),
+            (vec![STATEMENT_BYTES / 5; 9], vec![4, 4, 1]),
+            (vec![10, STATEMENT_BYTES * 2, 10, 10], vec![1, 1, 2]),
+        ];
+        for (sizes, want) in cases {
+            assert_eq!(&lens(pow2_chunks(sizes, |&n| n)), want, "sizes {sizes:?}");
+        }
+        let many = vec![0; SQLITE_ROWS_PER_CALL * 2 + 5];
+        assert_eq!(
+            lens(pow2_chunks_of(&many, SQLITE_ROWS_PER_CALL, |_| 0)),
+            vec![SQLITE_ROWS_PER_CALL, SQLITE_ROWS_PER_CALL, 4, 1]
+        );
+    }
+
+    #[test]
+    fn a_repeated_statement_is_its_rows_joined() {
+        assert_eq!(repeated("UPDATE t SET a = ?", 1), "UPDATE t SET a = ?");
+        assert_eq!(
+            repeated("UPDATE t SET a = ?", 3),
+            "UPDATE t SET a = ?; UPDATE t SET a = ?; UPDATE t SET a = ?"
+        );
     }
 }

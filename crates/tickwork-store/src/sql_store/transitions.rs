@@ -58,6 +58,34 @@ impl<B: Backend> SqlStore<B> {
     ) -> Result<Vec<i64>, Error> {
         let mut moved = Vec::with_capacity(ids.len());
         let mut tx = B::begin_write(&self.writes).await?;
+        if B::KIND == Kind::Sqlite {
+            // The only writer, so no lock to take first: what the statement changed is what
+            // moved, read back by RETURNING in the same call (as many ids as the bind limit
+            // allows, one call to the driver's worker thread).
+            for chunk in ids.chunks(SQLITE_IDS_PER_STATEMENT) {
+                let mut q = Query::new(format!(
+                    "UPDATE tw_runs SET state = {} WHERE state{} AND owner_node = ",
+                    state_literal(op.to()),
+                    state_in(op.from_states())
+                ))
+                .one_off();
+                q.push_bind(node);
+                q.push(" AND id IN ").push_list(chunk.iter().copied());
+                if let Some(when) = when {
+                    q.append(when);
+                }
+                q.push(" RETURNING id");
+                moved.extend(
+                    B::fetch_all::<(i64,)>(&mut *tx, q)
+                        .await?
+                        .into_iter()
+                        .map(|(id,)| id),
+                );
+            }
+            tx.commit().await?;
+            moved.sort_unstable();
+            return Ok(moved);
+        }
         for chunk in ids.chunks(ROWS_PER_STATEMENT) {
             // Lock the runs first and keep those in the old state: a run of `ids` already in
             // the new state (sent by an earlier batch) is then never counted as moved here.
@@ -127,8 +155,8 @@ impl<B: Backend> SqlStore<B> {
         let mut changed = 0;
         let mut tx = B::begin_write(&self.writes).await?;
         if B::KIND == Kind::Sqlite {
-            // In-process: one cached statement a row costs no round trip, where a multi-row
-            // one is parsed again for every batch and walks its CASE arms for every row.
+            // A prepared statement a row, many rows a call (see [`repeated`]), where a
+            // multi-row one is parsed again for every batch and walks its CASE arms per row.
             let sql = format!(
                 "UPDATE tw_runs SET state = CASE WHEN state{} THEN {} ELSE state END, \
                  executor_address = ?, trigger_code = ?, trigger_msg = ?, dispatched_at = ? \
@@ -138,14 +166,17 @@ impl<B: Backend> SqlStore<B> {
                 state_literal(RunMove::Dispatch.to()),
                 &*DISPATCH_RECORD_STATES
             );
-            for d in batch {
-                let q = Query::new(sql.as_str())
-                    .bind(d.address.as_str())
-                    .bind(d.trigger_code)
-                    .bind(clip(d.trigger_msg.as_deref()))
-                    .bind(d.at)
-                    .bind(d.run_id)
-                    .bind(node);
+            for chunk in pow2_chunks_of(batch, SQLITE_ROWS_PER_CALL, |_| 0) {
+                let mut q = Query::new(repeated(&sql, chunk.len()));
+                for d in chunk {
+                    q = q
+                        .bind(d.address.as_str())
+                        .bind(d.trigger_code)
+                        .bind(clip(d.trigger_msg.as_deref()))
+                        .bind(d.at)
+                        .bind(d.run_id)
+                        .bind(node);
+                }
                 changed += B::execute(&mut *tx, q).await?.rows;
             }
             tx.commit().await?;
@@ -201,14 +232,24 @@ impl<B: Backend> SqlStore<B> {
         let mut done = Vec::with_capacity(batch.len());
         let mut tx = B::begin_write(&self.writes).await?;
         if B::KIND == Kind::Sqlite {
-            // In-process and the only writer: one cached statement a row (a few texts, one
-            // per result state) costs no round trip and needs no lock, where a multi-row one
-            // is parsed again for every batch.
+            // The only writer, so no lock: a prepared statement a row (a few texts, one per
+            // result state), many rows of one text a call (see [`repeated`]), where a
+            // multi-row one is parsed again for every batch.
+            let mut by_text: BTreeMap<String, Vec<Query>> = BTreeMap::new();
             for c in &batch {
                 let mut q = Self::complete_update(c);
                 q.push(" RETURNING ").push(RUN_COLUMNS);
-                if let Some(row) = B::fetch_optional::<RunRow>(&mut *tx, q).await? {
-                    done.push(Run::try_from(row)?);
+                by_text.entry(q.sql.clone()).or_default().push(q);
+            }
+            for (sql, rows) in &by_text {
+                for chunk in pow2_chunks_of(rows, SQLITE_ROWS_PER_CALL, |_| 0) {
+                    let mut q = Query::new(repeated(sql, chunk.len()));
+                    for row in chunk {
+                        q.args.extend(row.args.iter().cloned());
+                    }
+                    for row in B::fetch_all::<RunRow>(&mut *tx, q).await? {
+                        done.push(Run::try_from(row)?);
+                    }
                 }
             }
             let ended = Self::write_follow_ups(&mut tx, done, follow).await?;

@@ -19,36 +19,6 @@ const VERSION_INSERT_COLUMNS: &str = "job_id, version, glue_type, source, commen
 /// Keys per `IN (...)` list when looking keys up again: under every backend's bind limit.
 const KEYS_PER_LOOKUP: usize = 500;
 
-/// Most rows of one insert. Inserts are prepared once per row count and kept by the driver,
-/// so row counts are powers of two up to this: a handful of statement texts per table. A
-/// statement prepared for one use costs MySQL a prepare and a close each time, and the close
-/// (which the server does not answer) holds the next request back until the server's delayed
-/// ACK, some 40 ms.
-const MAX_ROWS: usize = 64;
-
-/// Splits `items` into runs of a power-of-two length (at most [`MAX_ROWS`]) whose estimated
-/// statement size stays under [`STATEMENT_BYTES`]; a row bigger than that goes alone.
-fn pow2_chunks<T>(items: &[T], row_bytes: impl Fn(&T) -> usize) -> Vec<&[T]> {
-    let mut chunks = Vec::new();
-    let mut start = 0;
-    while start < items.len() {
-        let left = MAX_ROWS.min(items.len() - start);
-        let mut n = 1 << left.ilog2();
-        while n > 1
-            && items[start..start + n]
-                .iter()
-                .map(&row_bytes)
-                .sum::<usize>()
-                > STATEMENT_BYTES
-        {
-            n /= 2;
-        }
-        chunks.push(&items[start..start + n]);
-        start += n;
-    }
-    chunks
-}
-
 /// The values of a new job's row, in [`JOB_INSERT_COLUMNS`] order.
 fn job_args(key: &str, job: &JobNew) -> Vec<Arg> {
     let mut args = Vec::with_capacity(27);
@@ -316,22 +286,6 @@ mod tests {
         );
         assert_eq!(AUDIT_INSERT_COLUMNS.split(',').count(), 8);
         assert_eq!(VERSION_INSERT_COLUMNS.split(',').count(), 7);
-    }
-
-    #[test]
-    fn inserts_have_a_power_of_two_rows_within_the_size_budget() {
-        let lens = |chunks: Vec<&[usize]>| chunks.iter().map(|c| c.len()).collect::<Vec<_>>();
-        // (row sizes, expected chunk lengths)
-        let cases: &[(Vec<usize>, Vec<usize>)] = &[
-            (vec![], vec![]),
-            (vec![100; 7], vec![4, 2, 1]),
-            (vec![100; MAX_ROWS * 2 + 3], vec![MAX_ROWS, MAX_ROWS, 2, 1]),
-            (vec![STATEMENT_BYTES / 5; 9], vec![4, 4, 1]),
-            (vec![10, STATEMENT_BYTES * 2, 10, 10], vec![1, 1, 2]),
-        ];
-        for (sizes, want) in cases {
-            assert_eq!(&lens(pow2_chunks(sizes, |&n| n)), want, "sizes {sizes:?}");
-        }
     }
 
     #[test]
