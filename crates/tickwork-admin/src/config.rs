@@ -52,6 +52,11 @@ pub struct SchedulerConfig {
     pub max_fires_per_job: usize,
     /// A fire older than this when claimed is late and follows the job's misfire policy.
     pub misfire_threshold: Duration,
+    /// Runs this node may hold between its claim and the ledger (in the timers, the lanes,
+    /// and dispatched waiting for their record) before it claims more: past it, the claim
+    /// waits for the pipeline to drain, so memory stays bounded when more is due than can be
+    /// sent, and fires that wait too long follow their job's misfire policy.
+    pub max_backlog: usize,
 }
 
 /// Dispatch settings.
@@ -208,6 +213,7 @@ impl Default for SchedulerConfig {
             claim_limit: 1000,
             max_fires_per_job: 10_000,
             misfire_threshold: Duration::from_millis(5000),
+            max_backlog: 100_000,
         }
     }
 }
@@ -265,9 +271,10 @@ impl Config {
                 s.claim_interval.as_millis()
             )));
         }
-        if s.claim_limit == 0 || s.max_fires_per_job == 0 {
+        if s.claim_limit == 0 || s.max_fires_per_job == 0 || s.max_backlog == 0 {
             return Err(Error::invalid(
-                "scheduler.claim_limit and scheduler.max_fires_per_job must be at least 1",
+                "scheduler.claim_limit, scheduler.max_fires_per_job and scheduler.max_backlog \
+                 must be at least 1",
             ));
         }
         if self.dispatch.concurrency == 0 || self.dispatch.slow_concurrency == 0 {
@@ -459,6 +466,7 @@ pub struct SchedulerFile {
     pub claim_limit: Option<u32>,
     pub max_fires_per_job: Option<usize>,
     pub misfire_threshold_ms: Option<u64>,
+    pub max_backlog: Option<usize>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -543,6 +551,9 @@ impl ConfigFile {
         }
         if let Some(v) = s.misfire_threshold_ms {
             c.scheduler.misfire_threshold = ms(v);
+        }
+        if let Some(v) = s.max_backlog {
+            c.scheduler.max_backlog = v;
         }
         let d = self.dispatch;
         if let Some(v) = d.concurrency {

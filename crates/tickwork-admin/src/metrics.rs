@@ -184,6 +184,17 @@ impl Metrics {
     pub(crate) fn ledger_received(&self, n: usize) {
         self.ledger.fetch_sub(n as i64, Ordering::Relaxed);
     }
+
+    /// Runs waiting in the lanes and outcomes waiting for the ledger.
+    pub(crate) fn queued(&self) -> usize {
+        let n = self.ledger.load(Ordering::Relaxed)
+            + self
+                .lanes
+                .iter()
+                .map(|l| l.load(Ordering::Relaxed))
+                .sum::<i64>();
+        usize::try_from(n).unwrap_or(0)
+    }
 }
 
 fn metric(out: &mut String, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
@@ -261,6 +272,11 @@ pub(crate) async fn render(admin: &Scheduler) -> String {
             "tickwork_claim_rounds_total",
             "Claim transactions that succeeded.",
             get(&s.claim_rounds),
+        ),
+        (
+            "tickwork_claims_deferred_total",
+            "Claim rounds put off because the pipeline's backlog was full (overload).",
+            get(&s.claims_deferred),
         ),
         (
             "tickwork_runs_claimed_total",

@@ -35,6 +35,9 @@ fn stop_point_in_claim() {
     }
 }
 
+/// How long a claim put off by a full backlog waits before it looks again.
+const BACKLOG_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
+
 impl Scheduler {
     pub(super) async fn claim_loop(self) {
         let inner = &self.inner;
@@ -58,6 +61,17 @@ impl Scheduler {
                 tokio::select! {
                     _ = inner.stop.cancelled() => return,
                     _ = inner.clock.sleep(s.claim_interval) => {}
+                }
+                continue;
+            }
+            if self.waiting().backlog() >= s.max_backlog {
+                // More is due than this node can send: claim nothing more until the pipeline
+                // drains, so that memory stays bounded; fires that wait too long follow their
+                // job's misfire policy when they are claimed.
+                inner.stats.claims_deferred.fetch_add(1, Ordering::Relaxed);
+                tokio::select! {
+                    _ = inner.stop.cancelled() => return,
+                    _ = inner.clock.sleep(BACKLOG_WAIT) => {}
                 }
                 continue;
             }

@@ -62,6 +62,8 @@ const SHUTDOWN_WRITE_DEADLINE: Duration = Duration::from_secs(10);
 #[derive(Debug, Default)]
 pub struct Stats {
     pub claim_rounds: AtomicU64,
+    /// Claim rounds put off because the backlog was at `scheduler.max_backlog`.
+    pub claims_deferred: AtomicU64,
     /// The clock's time at the latest successful claim round (0: none yet), set once the
     /// round's runs are armed: a test that moved the clock waits for a round that saw it.
     pub last_claim_at: AtomicI64,
@@ -203,6 +205,17 @@ pub struct Waiting {
     pub timer: usize,
     /// Held back (fence closed or database unreachable), to be checked and fired.
     pub held: usize,
+    /// Due, waiting for a dispatch slot in a lane, or dispatched and waiting for the ledger
+    /// to record the outcome.
+    pub queued: usize,
+}
+
+impl Waiting {
+    /// What the claim weighs against `scheduler.max_backlog`: every run between the claim and
+    /// the ledger (held runs wait for the fence, not for the pipeline, and are left out).
+    pub fn backlog(&self) -> usize {
+        self.timer + self.queued
+    }
 }
 
 impl Scheduler {
@@ -378,6 +391,7 @@ impl Scheduler {
         Waiting {
             timer: self.inner.fence_timer.len() + self.inner.timer.len(),
             held: self.inner.held.lock().expect("held lock").len(),
+            queued: self.inner.metrics.queued(),
         }
     }
 
