@@ -1,7 +1,8 @@
 //! The console in real headless Chromium: sign in, create a cron job and see its next fire
 //! times, start it, watch its runs appear, follow a live log, kill a long run, edit a script
 //! and restore an old version, a viewer who cannot change anything, and a form with bad input
-//! that shows the error and saves nothing; an alarm channel created through its page. Every
+//! that shows the error and saves nothing; an alarm channel created through its page; passwords
+//! (one's own, set by an admin), a viewer's own API token and a deleted user. Every
 //! page visited is saved as a PNG.
 
 use thirtyfour::prelude::*;
@@ -343,5 +344,91 @@ async fn admin_creates_an_alarm_channel() {
     assert!(!table.contains("xyz") && !table.contains("hook-secret"));
     c.shot("alarm-channels").await;
 
+    c.finish().await;
+}
+
+/// Switches the console's language with the top bar's link and waits for the page in it.
+async fn switch_to(c: &Console, nav_word: &str) {
+    c.click("#lang-switch").await;
+    c.wait_until(&format!("the page with {nav_word}"), || async {
+        c.text("nav").await.contains(nav_word)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn people_change_passwords_and_manage_their_tokens() {
+    let Some(mut c) = Console::start("passwords").await else {
+        return;
+    };
+    c.open("/").await;
+    c.wait_css("#login-submit").await;
+    c.login("admin", ADMIN_PASSWORD).await;
+
+    // A viewer, then her password set by the admin: the two new ones must agree.
+    c.open("/users").await;
+    c.fill("#f-username", "vera").await;
+    c.fill("#f-password", "vera-first-password").await;
+    c.select("#f-role", "viewer").await;
+    c.click("#create-user").await;
+    c.wait_css("#flash-ok").await;
+    c.shot("users").await;
+    c.click("a[id^='reset-password-']").await;
+    c.fill("#f-password", "vera-second-password").await;
+    c.fill("#f-password2", "vera-second-passwork").await;
+    c.click("#save-password").await;
+    c.wait_css("#err-password2").await;
+    c.shot("reset-password-mismatch").await;
+    c.fill("#f-password", "vera-second-password").await;
+    c.fill("#f-password2", "vera-second-password").await;
+    c.click("#save-password").await;
+    c.wait_css("#flash-ok").await;
+    assert!(c.text("#flash-ok").await.contains("Password set"));
+    switch_to(&c, "任务管理").await;
+    c.shot("users-zh").await;
+    c.click("a[id^='reset-password-']").await;
+    c.wait_css("#password-form").await;
+    c.shot("reset-password-zh").await;
+    switch_to(&c, "Jobs").await;
+    c.logout().await;
+
+    // Vera signs in with the password the admin set, makes herself a token.
+    c.login("vera", "vera-second-password").await;
+    c.open("/tokens").await;
+    assert!(!c.exists("#read-only").await, "no read-only banner here");
+    c.fill("#token-name", "laptop").await;
+    c.click("#create-token").await;
+    c.wait_css("#token-secret").await;
+    assert!(c.text("#token-secret").await.starts_with("tw_"));
+    assert!(c.text("#tokens-table").await.contains("laptop"));
+    c.shot("viewer-token").await;
+
+    // Her own password from the top bar: a wrong current one is refused at its field.
+    c.click("#change-password").await;
+    c.fill("#f-current_password", "not-my-password").await;
+    c.fill("#f-password", "vera-third-password").await;
+    c.fill("#f-password2", "vera-third-password").await;
+    c.click("#save-password").await;
+    c.wait_css("#err-current_password").await;
+    c.shot("own-password-wrong").await;
+    switch_to(&c, "任务管理").await;
+    c.shot("own-password-zh").await;
+    switch_to(&c, "Jobs").await;
+    c.fill("#f-current_password", "vera-second-password").await;
+    c.fill("#f-password", "vera-third-password").await;
+    c.fill("#f-password2", "vera-third-password").await;
+    c.click("#save-password").await;
+    c.wait_css("#login-notice").await;
+    c.shot("password-changed").await;
+    c.login("vera", "vera-third-password").await;
+    c.logout().await;
+
+    // The admin deletes her.
+    c.login("admin", ADMIN_PASSWORD).await;
+    c.open("/users").await;
+    c.click_confirmed("button[id^='delete-user-']").await;
+    c.wait_css("#flash-ok").await;
+    assert!(!c.text("#users-table").await.contains("vera"));
+    c.shot("user-deleted").await;
     c.finish().await;
 }

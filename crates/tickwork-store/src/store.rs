@@ -398,6 +398,9 @@ pub trait AccountStore: Send + Sync {
     /// Replaces a user's password hash.
     async fn user_set_password(&self, password: UserPassword) -> Result<(), Error>;
 
+    /// Deletes a user with its sessions and API tokens (audit records keep the name).
+    async fn user_delete(&self, id: i64) -> Result<(), Error>;
+
     /// One user by id.
     async fn user_get(&self, id: i64) -> Result<User, Error>;
 

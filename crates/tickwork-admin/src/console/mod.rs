@@ -1,5 +1,5 @@
 //! The console: server-rendered pages for people (dashboard, jobs, runs, executor groups,
-//! scripts, users, API tokens, alarm channels, audit log) in English and Chinese, with its own
+//! scripts, users and passwords, API tokens, alarm channels, audit log) in English and Chinese, with its own
 //! CSS and a small script embedded in the binary.
 //!
 //! Every page needs a session (else a redirect to `/login`); every form that changes
@@ -14,6 +14,7 @@ mod groups;
 mod i18n;
 mod jobs;
 mod ops;
+mod passwords;
 mod people;
 mod runs;
 mod scripts;
@@ -66,6 +67,15 @@ pub(crate) fn router() -> Router<Service> {
         .route("/jobs/{id}/script/restore", post(scripts::restore))
         .route("/users", get(people::users).post(people::user_create))
         .route("/users/{id}", post(people::user_update))
+        .route(
+            "/users/{id}/password",
+            get(passwords::user_form).post(passwords::user_submit),
+        )
+        .route("/users/{id}/delete", post(passwords::user_delete))
+        .route(
+            "/password",
+            get(passwords::own_form).post(passwords::own_submit),
+        )
         .route("/tokens", get(people::tokens).post(people::token_create))
         .route("/tokens/{id}/revoke", post(people::token_revoke))
         .route("/alarms", get(alarms::list).post(alarms::create))

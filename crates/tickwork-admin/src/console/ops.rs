@@ -4,8 +4,8 @@
 use tickwork_core::TriggerType;
 use tickwork_protocol::api::{
     AlarmChannelInput, AlarmChannelView, AlarmTestResult, GroupInput, GroupTokenView, GroupView,
-    JobInput, JobView, RunView, ScriptInput, ScriptVersionView, TokenCreated, TokenInput,
-    TokenView, TriggerInput, UserInput, UserUpdateInput, UserView,
+    JobInput, JobView, PasswordInput, RunView, ScriptInput, ScriptVersionView, TokenCreated,
+    TokenInput, TokenView, TriggerInput, UserInput, UserUpdateInput, UserView,
 };
 
 use super::auth::Principal;
@@ -99,6 +99,18 @@ impl Ops<'_> {
         input: UserUpdateInput,
     ) -> Result<UserView, Error> {
         self.a.users().update(self.p, id, input).await
+    }
+
+    pub(super) async fn user_delete(&self, id: i64) -> Result<(), Error> {
+        self.a.users().delete(self.p, id).await
+    }
+
+    pub(super) async fn user_set_password(
+        &self,
+        id: i64,
+        input: PasswordInput,
+    ) -> Result<(), Error> {
+        self.a.users().set_password(self.p, id, input).await
     }
 
     pub(super) async fn token_create(&self, input: TokenInput) -> Result<TokenCreated, Error> {

@@ -43,6 +43,8 @@ fn parse_ids(s: &str) -> Option<Vec<i64>> {
 
 pub(super) struct UserRow {
     pub u: UserView,
+    /// The visitor's own row: no reset or delete (one's own password asks the current one).
+    pub me: bool,
     pub roles: Vec<Opt>,
     pub groups: String,
 }
@@ -85,6 +87,7 @@ async fn users_page(
     let rows = users
         .into_iter()
         .map(|u| UserRow {
+            me: u.id == v.principal.user_id,
             roles: role_opts(v, &u.role),
             groups: u
                 .group_ids
@@ -173,7 +176,9 @@ async fn tokens_page(
         Ok(t) => t,
         Err(e) => return v.error_page(e),
     };
-    let c = v.ctx("tokens");
+    let mut c = v.ctx("tokens");
+    // Every role manages its own tokens.
+    c.read_only_note = false;
     let rows = tokens
         .into_iter()
         .map(|t| TokenRow {

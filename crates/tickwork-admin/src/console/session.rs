@@ -163,6 +163,7 @@ impl Visitor {
             err: self.err.clone(),
             is_admin: p.is_admin(),
             can_write: p.role != Role::Viewer,
+            read_only_note: p.role == Role::Viewer,
             tz: self.tz.clone(),
         }
     }
@@ -270,6 +271,9 @@ struct MessagePage {
 
 // ---- login, logout, language ----
 
+/// The notes the login page shows after a redirect (i18n keys).
+const LOGIN_NOTES: &[&str] = &["password_changed"];
+
 /// The login page.
 #[derive(Template)]
 #[template(path = "login.html")]
@@ -280,18 +284,17 @@ struct LoginPage {
     /// The form's CSRF token, also in the [`LOGIN_CSRF_COOKIE`] cookie (double submit).
     csrf: String,
     error: Option<&'static str>,
-}
-
-impl LoginPage {
-    fn t(&self, key: &str) -> &'static str {
-        self.lang.t(key)
-    }
+    /// A note after a redirect here (an i18n key's text): the password was changed.
+    notice: Option<&'static str>,
 }
 
 #[derive(serde::Deserialize, Default)]
 pub(super) struct LoginQuery {
     #[serde(default)]
     next: String,
+    /// A note to show: one of [`LOGIN_NOTES`].
+    #[serde(default)]
+    ok: String,
 }
 
 pub(super) async fn login_form(
@@ -304,7 +307,38 @@ pub(super) async fn login_form(
         return ui::see_other(&q.next);
     }
     let next = ui::safe_path(&q.next).to_owned();
-    login_page(&admin, &headers, StatusCode::OK, String::new(), next, None)
+    let page = LoginPage::new(&headers, String::new(), next).notice(&q.ok);
+    login_page(&admin, &headers, StatusCode::OK, page)
+}
+
+impl LoginPage {
+    fn t(&self, key: &str) -> &'static str {
+        self.lang.t(key)
+    }
+
+    /// The page in the browser's language, its CSRF token still to be chosen.
+    fn new(headers: &HeaderMap, username: String, next: String) -> LoginPage {
+        LoginPage {
+            lang: choose_lang(headers, None),
+            username,
+            next,
+            csrf: String::new(),
+            error: None,
+            notice: None,
+        }
+    }
+
+    fn error(mut self, key: &str) -> LoginPage {
+        self.error = Some(self.lang.t(key));
+        self
+    }
+
+    /// A note by i18n key; only the notes of this page are shown, so a link cannot make
+    /// the login page say anything else.
+    fn notice(mut self, key: &str) -> LoginPage {
+        self.notice = LOGIN_NOTES.contains(&key).then(|| self.lang.t(key));
+        self
+    }
 }
 
 /// The login page with its form's CSRF token: the browser's own when its cookie holds a
@@ -313,11 +347,8 @@ fn login_page(
     admin: &Service,
     headers: &HeaderMap,
     status: StatusCode,
-    username: String,
-    next: String,
-    error: Option<&'static str>,
+    mut page: LoginPage,
 ) -> Response {
-    let lang = choose_lang(headers, None);
     let kept = cookie(headers, LOGIN_CSRF_COOKIE)
         .filter(|t| t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit()))
         .map(str::to_owned);
@@ -336,16 +367,8 @@ fn login_page(
             ""
         }
     );
-    let mut res = ui::render_status(
-        status,
-        &LoginPage {
-            lang,
-            username,
-            next,
-            csrf,
-            error: error.map(|k| lang.t(k)),
-        },
-    );
+    page.csrf = csrf;
+    let mut res = ui::render_status(status, &page);
     if let Ok(v) = cookie.parse() {
         res.headers_mut().insert(header::SET_COOKIE, v);
     }
@@ -424,14 +447,8 @@ pub(super) async fn login_submit(State(admin): State<Service>, req: Request) -> 
     };
     if let Some(reason) = refused {
         tracing::warn!(ip = %ip, reason, "login refused: not posted by our login form");
-        return login_page(
-            &admin,
-            &headers,
-            StatusCode::FORBIDDEN,
-            username,
-            next,
-            Some(reason),
-        );
+        let page = LoginPage::new(&headers, username, next).error(reason);
+        return login_page(&admin, &headers, StatusCode::FORBIDDEN, page);
     }
     match admin
         .auth()
@@ -460,8 +477,8 @@ pub(super) async fn login_submit(State(admin): State<Service>, req: Request) -> 
                     "error"
                 }
             };
-            let status = e.code().status();
-            login_page(&admin, &headers, status, username, next, Some(error))
+            let page = LoginPage::new(&headers, username, next).error(error);
+            login_page(&admin, &headers, e.code().status(), page)
         }
     }
 }

@@ -40,6 +40,9 @@ pub(super) struct Ctx {
     pub is_admin: bool,
     /// False for viewers: every change control is hidden.
     pub can_write: bool,
+    /// Whether the read-only banner is shown (viewers, except on the pages of what is theirs:
+    /// password, API tokens).
+    pub read_only_note: bool,
     pub tz: TimeZone,
 }
 

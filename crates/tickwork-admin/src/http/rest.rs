@@ -56,7 +56,7 @@ rest_api! {
     "/runs/{id}/log" => { get: run_log }
     "/schedule/preview" => { get: schedule_preview_get, post: schedule_preview }
     "/users" => { get: users_list, post: user_create }
-    "/users/{id}" => { get: user_get, put: user_update }
+    "/users/{id}" => { get: user_get, put: user_update, delete: user_delete }
     "/users/{id}/password" => { put: user_password }
     "/tokens" => { get: tokens_list, post: token_create }
     "/tokens/{id}" => { delete: token_revoke }
@@ -541,6 +541,15 @@ async fn user_update(
     ApiJson(input): ApiJson<UserUpdateInput>,
 ) -> ApiResult<tickwork_protocol::api::UserView> {
     ok(a.users().update(&p, u, input).await?)
+}
+
+async fn user_delete(
+    State(a): State<Service>,
+    Caller(p): Caller,
+    Id(u): Id,
+) -> ApiResult<serde_json::Value> {
+    a.users().delete(&p, u).await?;
+    ok(serde_json::json!({ "deleted": u }))
 }
 
 async fn user_password(

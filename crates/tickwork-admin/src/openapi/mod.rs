@@ -368,6 +368,15 @@ const OPS: &[Op] = &[
         answer: "User",
     },
     Op {
+        method: "delete",
+        path: "/users/{id}",
+        summary: "Delete a user with their sessions and API tokens (not oneself, not the last admin)",
+        roles: ADMIN,
+        query: &[],
+        body: None,
+        answer: "Deleted",
+    },
+    Op {
         method: "put",
         path: "/users/{id}/password",
         summary: "Set a password (own: give the current one)",

@@ -181,6 +181,46 @@ impl Users<'_> {
         Ok(after)
     }
 
+    /// Deletes a user with their sessions and API tokens (admins only). Nobody deletes
+    /// themselves, nor the last admin, so that someone is always left to manage the users.
+    pub async fn delete(self, by: &Principal, id: i64) -> Result<(), Error> {
+        by.require_admin()?;
+        if by.user_id == id {
+            return Err(Error::Conflict(
+                "admins cannot delete themselves; ask another admin".into(),
+            ));
+        }
+        let user = self.inner.store.user_get(id).await?;
+        if Role::from_stored(user.role) == Role::Admin {
+            let admins = self
+                .inner
+                .store
+                .users_list()
+                .await?
+                .iter()
+                .filter(|u| Role::from_stored(u.role) == Role::Admin)
+                .count();
+            if admins <= 1 {
+                return Err(Error::Conflict(format!(
+                    "{} is the last admin and cannot be deleted",
+                    user.username
+                )));
+            }
+        }
+        self.inner.store.user_delete(id).await?;
+        info!(user = %user.username, by = %by.username, "user deleted");
+        let before = user_view(user);
+        self.inner
+            .audit(
+                by,
+                "user.delete",
+                Target::User(id),
+                Some(&before),
+                None::<&()>,
+            )
+            .await
+    }
+
     /// Sets a password: users their own (giving the current one), admins anyone's. Every
     /// session of the user ends.
     pub async fn set_password(

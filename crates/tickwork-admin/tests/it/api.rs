@@ -1095,6 +1095,17 @@ async fn every_endpoint_answers_as_documented() {
     h.get("/me", "/me", &secret)
         .await
         .refused(401, "unauthorized");
+    let deleted = h
+        .call(
+            Method::DELETE,
+            "/users/{id}",
+            &format!("/users/{uid}"),
+            BUILTIN,
+            None,
+        )
+        .await
+        .ok();
+    assert_eq!(deleted["deleted"], uid);
 
     // alarm channels and their deliveries
     let hook = json!({ "name": "ops-hook", "kind": "webhook",
@@ -1520,6 +1531,12 @@ async fn operators_change_only_their_groups_and_viewers_change_nothing() {
             Some(json!({ "role": "admin" })),
         ),
         (
+            Method::DELETE,
+            "/users/{id}",
+            format!("/users/{viewer_id}"),
+            None,
+        ),
+        (
             Method::PUT,
             "/users/{id}/password",
             format!("/users/{viewer_id}/password"),
@@ -1647,6 +1664,12 @@ async fn operators_change_only_their_groups_and_viewers_change_nothing() {
             "/users/{id}",
             format!("/users/{viewer_id}"),
             Some(json!({ "role": "admin" })),
+        ),
+        (
+            Method::DELETE,
+            "/users/{id}",
+            format!("/users/{op_id}"),
+            None,
         ),
         (
             Method::PUT,

@@ -1,13 +1,14 @@
 //! The admin's integration tests, one binary (one link step) with a module per area: the REST
 //! API and console one request at a time (and end to end where they need the pipeline or an
-//! executor), asking executors which runs they accepted, alarms, overload (the claim bounded
-//! by the backlog), an admin on a manual clock,
-//! the address cache of a dead executor, chaos (admins killed or paused mid-burst),
+//! executor), passwords, users and tokens as people manage them, asking executors which runs
+//! they accepted, alarms, overload (the claim bounded by the backlog), an admin on a manual
+//! clock, the address cache of a dead executor, chaos (admins killed or paused mid-burst),
 //! failover, follow-ups, group tokens, lost runs, cluster operations and a database outage.
 //! Tests that need admins or executors as real processes start this binary again in the role
 //! of the ignored `child` test.
 
 mod accepted_runs;
+mod accounts;
 mod alarms;
 mod api;
 mod api_e2e;

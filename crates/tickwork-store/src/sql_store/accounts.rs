@@ -86,6 +86,15 @@ impl<B: Backend> AccountStore for SqlStore<B> {
         Ok(())
     }
 
+    async fn user_delete(&self, id: i64) -> Result<(), Error> {
+        // Sessions and tokens go with the user (ON DELETE CASCADE on every backend).
+        let q = Query::new("DELETE FROM tw_users WHERE id = ?").bind(id);
+        if self.execute(q).await? == 0 {
+            return Err(Error::not_found("user", id));
+        }
+        Ok(())
+    }
+
     async fn user_get(&self, id: i64) -> Result<User, Error> {
         let q = Query::new(format!("SELECT {USER_COLUMNS} FROM tw_users WHERE id = ?")).bind(id);
         match self.fetch_optional::<UserRow>(q).await? {

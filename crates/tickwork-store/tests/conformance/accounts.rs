@@ -284,3 +284,51 @@ pub(crate) async fn api_tokens_create_find_touch_revoke(ctx: Ctx) {
     let mine = store.api_tokens_list(Some(w.id)).await.unwrap();
     assert_eq!((mine.len(), mine[0].name.as_str()), (1, "other"));
 }
+
+pub(crate) async fn users_are_deleted_with_their_sessions_and_tokens(ctx: Ctx) {
+    let store = &*ctx.store;
+    let gone = store
+        .user_create(user_new("gone", UserRole::Viewer, vec![]))
+        .await
+        .unwrap();
+    let kept = store
+        .user_create(user_new("kept", UserRole::Viewer, vec![]))
+        .await
+        .unwrap();
+    store
+        .session_create(session("s-gone", gone.id, NOW))
+        .await
+        .unwrap();
+    store
+        .session_create(session("s-kept", kept.id, NOW))
+        .await
+        .unwrap();
+    let token = |name: &str, hash: &str, user_id| ApiTokenNew {
+        name: name.to_owned(),
+        token_hash: hash.to_owned(),
+        user_id,
+        now: NOW,
+    };
+    let t_gone = store
+        .api_token_create(token("gone", &"a".repeat(64), gone.id))
+        .await
+        .unwrap();
+    let t_kept = store
+        .api_token_create(token("kept", &"b".repeat(64), kept.id))
+        .await
+        .unwrap();
+
+    store.user_delete(gone.id).await.unwrap();
+    assert_not_found(store.user_get(gone.id).await);
+    assert!(store.session_get("s-gone").await.unwrap().is_none());
+    assert_not_found(store.api_token_get(t_gone.id).await);
+    assert_eq!(store.api_token_find(&"a".repeat(64)).await.unwrap(), None);
+    // The other user keeps everything.
+    assert_eq!(store.user_get(kept.id).await.unwrap(), kept);
+    assert!(store.session_get("s-kept").await.unwrap().is_some());
+    assert_eq!(store.api_token_get(t_kept.id).await.unwrap(), t_kept);
+    // A second delete, or an unknown id, is not found.
+    assert_not_found(store.user_delete(gone.id).await);
+    assert_not_found(store.user_delete(999).await);
+    assert_eq!(store.users_count().await.unwrap(), 1);
+}

@@ -379,6 +379,7 @@ conformance! {
         users_create_update_password_and_list,
         sessions_touch_delete_and_purge,
         api_tokens_create_find_touch_revoke,
+        users_are_deleted_with_their_sessions_and_tokens,
     ],
     audit: [audit_append_and_list_filters_and_pages],
     scripts: [script_versions_number_per_job_and_go_with_the_job],
