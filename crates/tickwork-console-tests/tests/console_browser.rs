@@ -1,5 +1,6 @@
 //! The console in real headless Chromium: sign in, create a cron job and see its next fire
-//! times, start it, watch its runs appear, follow a live log, kill a long run, edit a script
+//! times, start it, watch its runs appear, follow a live log (lines, not `<br>`), run once
+//! ("Run started" once an executor took it), kill a long run (who killed it), edit a script
 //! and restore an old version, a viewer who cannot change anything, and a form with bad input
 //! that shows the error and saves nothing; an alarm channel created through its page; passwords
 //! (one's own, set by an admin), a viewer's own API token and a deleted user. Every
@@ -120,6 +121,14 @@ async fn admin_runs_the_console() {
         c.text("#log").await.contains("hello from tickwork")
     })
     .await;
+    // The executor's `<br>` marks read as line breaks.
+    let log = c.text("#log").await;
+    assert!(!log.to_lowercase().contains("<br"), "{log}");
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("----------- tickwork job execute start")),
+        "{log}"
+    );
     c.shot("run-log").await;
 
     // Stop the cron job again.
@@ -143,6 +152,8 @@ async fn admin_runs_the_console() {
     c.fill("#trigger-params", "from the console").await;
     c.click("#trigger").await;
     c.wait_css("#log").await;
+    // Said once the executor accepted the run.
+    assert!(c.text("#flash-ok").await.contains("Run started"));
     c.wait_until("the live log of the long run", || async {
         c.text("#log").await.contains("tick 2")
     })
@@ -160,7 +171,12 @@ async fn admin_runs_the_console() {
         c.text("#run-state").await == "killed"
     })
     .await;
+    assert!(c.text("#killed-by").await.starts_with("admin · "));
     c.shot("run-killed").await;
+    switch_to(&c, "任务管理").await;
+    c.wait_css("#killed-by").await;
+    c.shot("run-killed-zh").await;
+    switch_to(&c, "Jobs").await;
 
     // Bad input: the error is shown at its field, the input kept, nothing saved.
     let before = jobs_total(&c.admin).await;

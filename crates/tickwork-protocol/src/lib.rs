@@ -14,7 +14,7 @@ mod messages;
 pub use envelope::Envelope;
 pub use messages::{
     AcceptedQuery, AcceptedRuns, HandleCallbackParam, IdleBeatParam, KillParam, LogParam,
-    LogResult, MAX_ACCEPTED_QUERY, RegistryParam, TriggerParam, duplicate_run_msg,
+    LogResult, MAX_ACCEPTED_QUERY, RegistryParam, TriggerParam, duplicate_run_msg, log_text,
 };
 
 /// The header that carries the access token on every call, in both directions.

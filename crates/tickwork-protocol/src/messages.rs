@@ -91,6 +91,35 @@ pub struct LogResult {
     pub is_end: bool,
 }
 
+/// A run's log as plain text: XXL-JOB executors (ours too) write `<br>` where they mean a line
+/// break, for XXL-JOB's HTML console; people reading a log elsewhere want the break itself.
+/// `<br>`, `<br/>` and `<br />` in any case become `\n`; nothing else changes.
+pub fn log_text(content: &str) -> String {
+    const BREAKS: [&str; 3] = ["<br>", "<br/>", "<br />"];
+    let mut out = String::with_capacity(content.len());
+    let mut rest = content;
+    while let Some(at) = rest.find('<') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        let found = BREAKS.iter().find(|b| {
+            tail.get(..b.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(b))
+        });
+        match found {
+            Some(b) => {
+                out.push('\n');
+                rest = &tail[b.len()..];
+            }
+            None => {
+                out.push('<');
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// `POST /api/registry` and `/api/registryRemove` body.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -208,6 +237,28 @@ fn bounded_ids<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<i64>, D::Er
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_text_turns_html_breaks_into_new_lines() {
+        for (log, text) in [
+            ("", ""),
+            ("plain\nlines\n", "plain\nlines\n"),
+            ("a<br>b", "a\nb"),
+            (
+                "<br>----- start -----<br>----- Param:x\n",
+                "\n----- start -----\n----- Param:x\n",
+            ),
+            ("a<BR>b<br/>c<Br />d", "a\nb\nc\nd"),
+            (
+                "x < y <b>bold</b> <brief> <br",
+                "x < y <b>bold</b> <brief> <br",
+            ),
+            ("中文<br>文字", "中文\n文字"),
+            ("<<br>>", "<\n>"),
+        ] {
+            assert_eq!(log_text(log), text, "{log:?}");
+        }
+    }
 
     #[test]
     fn accepted_messages_use_their_wire_names() {

@@ -1,5 +1,6 @@
 //! `tickwork job` and `tickwork run` against a real `tickwork admin` process on SQLite: export,
-//! delete and import give back the same jobs; bad files are refused and change nothing.
+//! delete and import give back the same jobs; bad files are refused and change nothing; a
+//! run's log, from a real `tickwork executor`, prints as lines.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -344,4 +345,115 @@ fn importing_many_new_jobs_is_all_or_nothing() {
     assert_eq!(exported.matches("status = \"running\"").count(), 500);
     let again = ok(cli(&admin, &["job", "import", file.to_str().unwrap()]));
     assert!(again.contains("0 created, 2500 updated"), "{again}");
+}
+
+/// A `tickwork executor` of app `alpha` with scripts enabled, registered with `admin`.
+struct Executor(Child);
+
+impl Drop for Executor {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_executor(admin: &Admin, logs: &Path) -> Executor {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tickwork"))
+        .args(["executor", "--app", "alpha", "--admin", &admin.url])
+        .args([
+            "--token",
+            "exec-token",
+            "--listen",
+            "127.0.0.1:0",
+            "--enable-scripts",
+        ])
+        .arg("--logs")
+        .arg(logs)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the tickwork binary starts");
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let first = lines.next().and_then(Result::ok).unwrap_or_default();
+    assert!(
+        first.starts_with("executor listening on "),
+        "unexpected first line {first:?}"
+    );
+    // Keep reading so that the executor never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    Executor(child)
+}
+
+/// Calls `check` until it gives a value, at most 60 s; panics naming `what` otherwise.
+fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(std::time::Instant::now() < deadline, "no {what} in 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Executors write `<br>` into run logs for XXL-JOB's HTML console; `tickwork run log`
+/// printed it as is. It prints line breaks now.
+#[test]
+fn run_log_prints_lines_not_html_breaks() {
+    let dir = tempfile::tempdir().unwrap();
+    let admin = start_admin(&dir.path().join("data"));
+    create_group(&admin, "alpha");
+    let _executor = start_executor(&admin, &dir.path().join("logs"));
+    let script = dir.path().join("hello.sh");
+    std::fs::write(&script, "echo first line\necho second line\n").unwrap();
+    let script = script.to_str().unwrap();
+    let out = ok(cli(
+        &admin,
+        &[
+            "job",
+            "add",
+            "--group",
+            "alpha",
+            "--key",
+            "hello",
+            "--type",
+            "NONE",
+            "--glue-type",
+            "GLUE_SHELL",
+            "--script",
+            script,
+        ],
+    ));
+    let id = out.split_whitespace().nth(2).unwrap().to_owned();
+    // The executor has registered once the group lists an instance.
+    let client = tickwork_client::Client::new(&admin.url, TOKEN).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    wait_for("registered executor", || {
+        let groups = rt.block_on(client.groups_list()).unwrap();
+        groups
+            .iter()
+            .any(|g| !g.live_addresses.is_empty())
+            .then_some(())
+    });
+    let out = ok(cli(&admin, &["job", "trigger", &id]));
+    let run = out.trim().rsplit(' ').next().unwrap().to_owned();
+    wait_for("succeeded run", || {
+        ok(cli(&admin, &["run", "show", &run]))
+            .contains("state:      succeeded")
+            .then_some(())
+    });
+    let log = ok(cli(&admin, &["run", "log", &run]));
+    assert!(!log.to_lowercase().contains("<br"), "{log}");
+    let lines: Vec<&str> = log.lines().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("----------- tickwork job execute start")),
+        "{log}"
+    );
+    assert!(
+        lines.contains(&"first line") && lines.contains(&"second line"),
+        "{log}"
+    );
 }

@@ -2,6 +2,7 @@
 //! the next fire times, the job's page with "run once", and start/stop/delete.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use askama::Template;
 use axum::Json;
@@ -11,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use tickwork_core::job::JobSpec;
+use tickwork_core::run::RunState;
 use tickwork_core::schedule::Schedule;
 use tickwork_core::{
     BlockStrategy, Delivery, GlueType, MisfireStrategy, RouteStrategy, ScheduleType,
@@ -611,9 +613,33 @@ pub(super) async fn trigger(
         params: Some(form.get("params").to_owned()).filter(|p| !p.is_empty()),
         address: Some(form.get("address").trim().to_owned()).filter(|p| !p.is_empty()),
     };
-    match v.ops(&a).job_trigger(id, input).await {
-        Ok(run) => ui::see_other(&ui::with_ok(&format!("/runs/{}", run.id), "run_started")),
-        Err(e) => v.fail(&back(&form, id), e),
+    let run = match v.ops(&a).job_trigger(id, input).await {
+        Ok(run) => run,
+        Err(e) => return v.fail(&back(&form, id), e),
+    };
+    // Say "started" only once an executor took it: the dispatch takes at most one executor
+    // call (and a probe or two for some routes), so wait a little longer than that.
+    let within = a.config().dispatch.executor_timeout * 2 + Duration::from_secs(1);
+    let page = format!("/runs/{}", run.id);
+    match a.runs().settled(run.id, within).await {
+        Ok(r) => ui::see_other(&trigger_outcome(&v, &page, &r)),
+        Err(e) => v.fail(&page, e),
+    }
+}
+
+/// Where a manual trigger lands: the run's page with what became of it.
+fn trigger_outcome(v: &Visitor, page: &str, r: &RunView) -> String {
+    match r.state {
+        RunState::Planned | RunState::Sending => ui::with_ok(page, "run_queued"),
+        RunState::Misfired | RunState::Skipped => {
+            let why = r.trigger_msg.as_deref().unwrap_or(r.state.as_str());
+            ui::with_err(page, &format!("{}: {why}", v.t("run_not_sent")))
+        }
+        RunState::Failed if r.trigger_code != tickwork_protocol::CODE_SUCCESS => {
+            let why = r.trigger_msg.as_deref().unwrap_or("");
+            ui::with_err(page, &format!("{}: {why}", v.t("dispatch_failed")))
+        }
+        _ => ui::with_ok(page, "run_started"),
     }
 }
 

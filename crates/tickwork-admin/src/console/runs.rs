@@ -184,6 +184,8 @@ pub(super) async fn list(
 struct RunPage {
     c: Ctx,
     r: RunRow,
+    /// Who killed it, and when.
+    killed_by: Option<String>,
 }
 
 pub(super) async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<i64>) -> Response {
@@ -197,11 +199,20 @@ pub(super) async fn detail(State(a): State<Service>, v: Visitor, Path(id): Path<
         .await
         .map(|j| format!("#{} {}", j.id, j.spec.description))
         .unwrap_or_else(|_| format!("#{}", run.job_id));
+    let killed_by = if run.state == RunState::Killed {
+        match a.runs().killed_by(id).await {
+            Ok(k) => k,
+            Err(e) => return v.error_page(e),
+        }
+    } else {
+        None
+    };
     let c = v.ctx("runs");
+    let killed_by = killed_by.map(|(who, at)| format!("{who} · {}", c.time(at)));
     let can = c.can_write && v.can_change(run.group_id);
     let r = RunRow::new(&c, run, &HashMap::new(), can);
     let r = RunRow { job, ..r };
-    ui::render(&RunPage { c, r })
+    ui::render(&RunPage { c, r, killed_by })
 }
 
 pub(super) async fn kill(

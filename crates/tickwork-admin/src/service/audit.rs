@@ -32,7 +32,7 @@ pub(crate) enum Target {
 }
 
 impl Target {
-    fn parts(self) -> (&'static str, String) {
+    pub(super) fn parts(self) -> (&'static str, String) {
         match self {
             Target::Group(id) => ("group", id.to_string()),
             Target::Job(id) => ("job", id.to_string()),

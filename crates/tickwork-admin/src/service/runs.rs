@@ -1,9 +1,11 @@
 //! Runs: read, list, clear, kill, and read a run's log from its executor.
 
+use std::time::Duration;
+
 use tickwork_core::run::RunState;
 use tickwork_protocol::api::{Page, RunQuery, RunView};
 use tickwork_protocol::{LogParam, LogResult};
-use tickwork_store::{RunClear, RunComplete, RunFilter, RunKillIntent};
+use tickwork_store::{AuditFilter, PageReq, RunClear, RunComplete, RunFilter, RunKillIntent};
 use tracing::warn;
 
 use super::audit::Target;
@@ -11,6 +13,9 @@ use super::{MAX_CLEAR_DAYS, Runs, invalid, page, paged, run_view};
 use crate::Error;
 use crate::auth::Principal;
 use tickwork_store::TimeRange;
+
+/// How often [`Runs::settled`] reads a run again.
+const SETTLE_POLL: Duration = Duration::from_millis(50);
 
 impl Runs<'_> {
     pub async fn get(self, id: i64) -> Result<RunView, Error> {
@@ -57,6 +62,21 @@ impl Runs<'_> {
             // Further back than 1970: nothing is that old, and nothing is cleared.
             .map(|before| before.max(1))
             .ok_or_else(out_of_range)
+    }
+
+    /// Run `id` once it has left `planned` and `sending` (an executor accepted it, or no
+    /// executor did), or as it is after `within`: what a manual trigger reports. Read again
+    /// every 50 ms; dispatch writes no signal the service could wait on.
+    pub async fn settled(self, id: i64, within: Duration) -> Result<RunView, Error> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let run = self.inner.store.run_get(id).await?;
+            let pending = matches!(run.state, RunState::Planned | RunState::Sending);
+            if !pending || tokio::time::Instant::now() >= deadline {
+                return Ok(run_view(run));
+            }
+            tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + SETTLE_POLL)).await;
+        }
     }
 
     /// Deletes final runs scheduled before `before`: of one job or group the caller may
@@ -145,7 +165,7 @@ impl Runs<'_> {
                 out.msg.unwrap_or_default()
             )));
         }
-        let msg = format!("killed by operator: {}", out.msg.unwrap_or_default());
+        let msg = format!("killed by {}: {}", by.username, out.msg.unwrap_or_default());
         let done = self
             .inner
             .pipeline
@@ -169,8 +189,29 @@ impl Runs<'_> {
         Ok(after)
     }
 
-    /// A run's log from line `from_line` on, read from its executor. `is_end` is true once
-    /// the run is final and nothing new is left.
+    /// Who killed run `id` and when (`None` when nobody did), from the kill's audit record: the
+    /// executor's own report of a killed run may end it before the kill's answer is written.
+    pub async fn killed_by(self, id: i64) -> Result<Option<(String, i64)>, Error> {
+        let (target_type, target_id) = Target::Run(id).parts();
+        let records = self
+            .inner
+            .store
+            .audit_list(AuditFilter {
+                target_type: Some(target_type.to_owned()),
+                target_id: Some(target_id),
+                page: PageReq::first(PageReq::MAX_LIMIT),
+                ..AuditFilter::default()
+            })
+            .await?;
+        Ok(records
+            .items
+            .into_iter()
+            .find(|e| e.action == "run.kill")
+            .map(|e| (e.actor, e.at)))
+    }
+
+    /// A run's log from line `from_line` on, read from its executor, as plain text (line
+    /// breaks, not `<br>`). `is_end` is true once the run is final and nothing new is left.
     pub async fn log(self, id: i64, from_line: i32) -> Result<LogResult, Error> {
         if from_line < 1 {
             return Err(invalid("from_line", "lines count from 1"));
@@ -205,6 +246,8 @@ impl Runs<'_> {
             )));
         }
         let mut log = out.payload.unwrap_or_default();
+        // Executors write `<br>` for XXL-JOB's HTML console; our readers show text.
+        log.log_content = tickwork_protocol::log_text(&log.log_content);
         log.is_end = log.is_end || (run.state.is_final() && log.from_line_num > log.to_line_num);
         Ok(log)
     }

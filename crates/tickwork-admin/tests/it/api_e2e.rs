@@ -2,7 +2,8 @@
 //! pipeline loops) and its HTTP server on a TCP port, on a fresh SQLite database per test.
 //! Executor group tokens as executors use them (registry, callbacks), the dispatch of a run to
 //! an executor's address, what executors answer (redirects, oversize answers, none at all),
-//! and the console's token button checked by an executor's registration. Answers of
+//! and the console's token button checked by an executor's registration; what the console
+//! says after a manual trigger, logs as text, who killed a run. Answers of
 //! documented REST operations are held to the OpenAPI document, as in `api`.
 
 use std::sync::Mutex;
@@ -571,6 +572,8 @@ enum Behaviour {
     Large(usize),
     /// A chunked answer that never ends.
     Endless,
+    /// This JSON body.
+    Json(&'static str),
 }
 
 /// A raw HTTP executor: records the path of every request and answers as told.
@@ -637,6 +640,11 @@ impl FakeExecutor {
                                 body.len()
                             )
                         }
+                        Behaviour::Json(body) => format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        ),
                         Behaviour::Redirect(to) => format!(
                             "HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\n\
                              Connection: close\r\n\r\n"
@@ -826,5 +834,148 @@ async fn a_trigger_without_executors_fails_at_dispatch() {
         "{msg}"
     );
     assert_eq!(run["executor_address"], Value::Null, "{run}");
+    h.stop().await;
+}
+
+// ---- truthful feedback ----
+
+/// Triggers `job` from its console page as the first admin; where the answer leads.
+async fn console_trigger(h: &Harness, job: i64) -> String {
+    let (status, to) = h
+        .console_post(&format!("/jobs/{job}/trigger"), &[("params", "")])
+        .await;
+    assert_eq!(status, 303, "{to}");
+    to
+}
+
+/// The console said "Run started" right after a manual trigger, before anything was sent, even
+/// when no executor would take the run; now it says so only when an executor accepted it, and
+/// otherwise shows why not.
+#[tokio::test]
+async fn console_trigger_says_started_only_when_an_executor_accepted() {
+    let h = Harness::start().await;
+    let (cookie, _) = h.console().await;
+
+    // No executor at all: the dispatch error, on the run's page.
+    let nobody = h.group("nobody-home").await;
+    let job = h.bean_job(nobody).await;
+    let to = console_trigger(&h, job).await;
+    assert!(to.starts_with("/runs/") && to.contains("err="), "{to}");
+    assert!(!to.contains("ok=run_started"), "{to}");
+    let page = h.page(&to, &cookie).await.text();
+    assert!(page.contains("No executor accepted the run"), "{page}");
+    assert!(
+        page.contains(&tickwork_core::Error::NoExecutor.to_string()),
+        "{page}"
+    );
+
+    // An executor that refuses the run: its answer is shown.
+    let refusing = FakeExecutor::start(|path| match path {
+        "/run" => Behaviour::Json(r#"{"code":500,"msg":"busy: discarded by the block strategy"}"#),
+        _ => Behaviour::Success,
+    })
+    .await;
+    let g = h.manual_group("refusing", &refusing.base).await;
+    let job = h.bean_job(g).await;
+    let to = console_trigger(&h, job).await;
+    let page = h.page(&to, &cookie).await.text();
+    assert!(page.contains("id=\"flash-err\""), "{page}");
+    assert!(
+        page.contains("busy: discarded by the block strategy"),
+        "{page}"
+    );
+    assert!(!page.contains("Run started"), "{page}");
+
+    // An executor that accepts it: "Run started".
+    let accepting = FakeExecutor::start(|_| Behaviour::Success).await;
+    let g = h.manual_group("accepting", &accepting.base).await;
+    let job = h.bean_job(g).await;
+    let to = console_trigger(&h, job).await;
+    assert!(to.ends_with("ok=run_started"), "{to}");
+    let run: i64 = to
+        .trim_start_matches("/runs/")
+        .split('?')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_ne!(h.run_state(run).await, "planned");
+    let page = h.page(&to, &cookie).await.text();
+    assert!(page.contains("Run started"), "{page}");
+    assert_eq!(accepting.paths(), ["/run"]);
+    h.stop().await;
+}
+
+/// Executors write `<br>` for XXL-JOB's HTML console; the REST API and the console's live log
+/// showed it as text. Both give line breaks now.
+#[tokio::test]
+async fn run_logs_read_as_lines_not_html_breaks() {
+    let h = Harness::start().await;
+    let fake = FakeExecutor::start(|path| match path {
+        "/log" => Behaviour::Json(
+            r#"{"code":200,"content":{"fromLineNum":1,"toLineNum":2,"logContent":"2026-11-21 10:00:00 <br>----------- start -----------<br>----------- Param:x\nsecond line<BR/>third\n","isEnd":false}}"#,
+        ),
+        _ => Behaviour::Success,
+    })
+    .await;
+    let g = h.manual_group("logs", &fake.base).await;
+    let job = h.bean_job(g).await;
+    let run = h.trigger(job, json!({})).await.ok();
+    let id = run["id"].as_i64().unwrap();
+    h.run_past(id, &["planned", "sending"]).await;
+    let want = "2026-11-21 10:00:00 \n----------- start -----------\n----------- Param:x\nsecond line\nthird\n";
+    let log = h
+        .get("/runs/{id}/log", &format!("/runs/{id}/log"), BUILTIN)
+        .await
+        .ok();
+    assert_eq!(log["content"], want, "{log}");
+    let (cookie, _) = h.console().await;
+    let console = h.page(&format!("/ui/runs/{id}/log"), &cookie).await.json();
+    assert_eq!(console["content"], want, "{console}");
+    h.stop().await;
+}
+
+/// A kill said "killed by operator" whoever did it; the run now names the user, and its page
+/// shows who killed it and when.
+#[tokio::test]
+async fn a_kill_records_and_shows_who_killed_the_run() {
+    let h = Harness::start().await;
+    let fake = FakeExecutor::start(|_| Behaviour::Success).await;
+    let g = h.manual_group("killable", &fake.base).await;
+    let (_, olga) = h.user_with_token("olga", "operator", &[g]).await;
+    let job = h.bean_job(g).await;
+    let run = h.trigger(job, json!({})).await.ok();
+    let id = run["id"].as_i64().unwrap();
+    let run = h.run_past(id, &["planned", "sending"]).await;
+    assert_eq!(run["state"], "dispatched", "{run}");
+
+    let (cookie, _) = h.console().await;
+    let page = h.page(&format!("/runs/{id}"), &cookie).await.text();
+    assert!(!page.contains("killed-by"), "not killed yet");
+    let killed = h
+        .call(
+            Method::POST,
+            "/runs/{id}/kill",
+            &format!("/runs/{id}/kill"),
+            &olga,
+            None,
+        )
+        .await
+        .ok();
+    assert_eq!(killed["state"], "killed", "{killed}");
+    assert!(
+        killed["handle_msg"]
+            .as_str()
+            .unwrap()
+            .starts_with("killed by olga"),
+        "{killed}"
+    );
+    let page = h.page(&format!("/runs/{id}"), &cookie).await.text();
+    let shown = page
+        .split("id=\"killed-by\">")
+        .nth(1)
+        .and_then(|rest| rest.split('<').next())
+        .unwrap_or_else(|| panic!("no killed-by on the page: {page}"));
+    assert!(shown.starts_with("olga · "), "{shown}");
     h.stop().await;
 }
