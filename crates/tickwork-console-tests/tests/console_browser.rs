@@ -1,9 +1,9 @@
-//! The console in real headless Chromium: sign in, create a cron job and see its next fire
-//! times, start it, watch its runs appear, follow a live log (lines, not `<br>`), run once
-//! ("Run started" once an executor took it), kill a long run (who killed it), edit a script
-//! and restore an old version, a viewer who cannot change anything, and a form with bad input
-//! that shows the error and saves nothing; an alarm channel created through its page; passwords
-//! (one's own, set by an admin), a viewer's own API token and a deleted user. Every
+//! The console in real headless Chromium: sign in, create a cron job (with its key) and see its
+//! next fire times, start it, watch its runs appear, follow a live log (lines, not `<br>`), run
+//! once ("Run started" once an executor took it), kill a long run (who killed it), edit a
+//! script and restore an old version, a viewer who cannot change anything, and a form with bad
+//! input that shows the error and saves nothing; an alarm channel created through its page;
+//! passwords (one's own, set by an admin), a viewer's own API token and a deleted user. Every
 //! page visited is saved as a PNG.
 
 use thirtyfour::prelude::*;
@@ -96,9 +96,11 @@ async fn admin_runs_the_console() {
         !c.exists("#preview-error").await && c.exists("#preview-body ol.fires li").await
     })
     .await;
+    c.fill("#f-key", "every-two-seconds").await;
     c.shot("job-form").await;
     c.click("#save").await;
     c.wait_css("#job-fires").await;
+    assert_eq!(c.text("#job-key").await, "every-two-seconds");
     let job_id = job_id_of_page(&c).await;
     let fires = c.driver.find_all(By::Css("#job-fires li")).await.unwrap();
     assert_eq!(fires.len(), 5, "the job page shows five next fire times");
@@ -263,6 +265,12 @@ async fn admin_runs_the_console() {
     })
     .await;
     c.shot("dashboard-zh").await;
+    c.open("/jobs/new").await;
+    c.wait_css("#f-key").await;
+    c.shot("job-form-zh").await;
+    c.open(&format!("/jobs/{job_id}")).await;
+    c.wait_css("#job-key").await;
+    c.shot("job-zh").await;
     c.click("#lang-switch").await;
 
     c.logout().await;

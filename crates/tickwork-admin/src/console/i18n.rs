@@ -177,6 +177,11 @@ static EN: &[(&str, &str)] = &[
     ("id", "ID"),
     ("job", "Job"),
     ("jobs", "Jobs"),
+    ("key", "Key"),
+    (
+        "key_hint",
+        "stable name for export and import: letters, digits, '.', '_' or '-'; empty: generated; cannot change later",
+    ),
     ("kill", "Kill"),
     ("killed_by", "Killed by"),
     ("killed_ok", "The run was killed"),
@@ -442,6 +447,11 @@ static ZH: &[(&str, &str)] = &[
     ("id", "ID"),
     ("job", "任务"),
     ("jobs", "任务管理"),
+    ("key", "标识"),
+    (
+        "key_hint",
+        "导出和导入所用的稳定名称：字母、数字、'.'、'_' 或 '-'；留空则自动生成；之后不能修改",
+    ),
     ("kill", "终止"),
     ("killed_by", "终止者"),
     ("killed_ok", "运行已终止"),

@@ -162,7 +162,8 @@ struct JobFormPage {
 /// The form's values by field name.
 type Values = HashMap<String, String>;
 
-/// Every field of the job form, filled from `values`. `create` adds the script and "start".
+/// Every field of the job form, filled from `values`. `create` adds the key (it cannot change
+/// later), the script and "start".
 fn job_fields(v: &Visitor, groups: &[GroupView], values: &Values, create: bool) -> Vec<Field> {
     let get = |k: &str| values.get(k).cloned().unwrap_or_default();
     let names = group_names(groups);
@@ -176,7 +177,15 @@ fn job_fields(v: &Visitor, groups: &[GroupView], values: &Values, create: bool) 
     fn named<T: Copy + std::fmt::Display>(all: &[T], current: &str) -> Vec<Opt> {
         Opt::list(all.iter().map(|x| (x.to_string(), x.to_string())), current)
     }
-    let mut f = vec![
+    let mut f = Vec::new();
+    if create {
+        f.push(
+            Field::new("key", "key", "text")
+                .value(get("key"))
+                .hint("key_hint"),
+        );
+    }
+    f.extend([
         Field::new("group_id", "group", "select").options(group_opts),
         Field::new("description", "description", "text").value(get("description")),
         Field::new("owner", "owner", "text").value(get("owner")),
@@ -204,7 +213,7 @@ fn job_fields(v: &Visitor, groups: &[GroupView], values: &Values, create: bool) 
             .hint("child_job_ids_hint"),
         Field::new("alarm_channels", "alarm_channels", "text").value(get("alarm_channels")),
         Field::new("params", "params", "textarea").value(get("params")),
-    ];
+    ]);
     if create {
         f.push(Field::new("glue_source", "glue_source", "code").value(get("glue_source")));
         f.push(Field::new("start", "start", "checkbox").value(get("start")));
@@ -236,7 +245,7 @@ fn values_of_job(j: &JobView) -> Values {
 fn values_of_form(form: &Form) -> Values {
     JobSpec::field_names()
         .iter()
-        .chain(&["start"])
+        .chain(&["key", "start"])
         .map(|n| ((*n).to_owned(), form.get(n).to_owned()))
         .collect()
 }
@@ -293,8 +302,13 @@ fn parse_input(values: &Values, bad_number: &str) -> Result<JobInput, HashMap<St
     let spec = serde_json::from_value(Value::Object(fields))
         .map_err(|e| HashMap::from([(String::new(), e.to_string())]))?;
     let start = values.get("start").map(|s| s.trim());
+    // An empty key asks for a generated one; the service checks a given one.
+    let key = values
+        .get("key")
+        .map(|k| k.trim())
+        .filter(|k| !k.is_empty());
     Ok(JobInput {
-        key: None,
+        key: key.map(str::to_owned),
         spec,
         start: matches!(start, Some("on" | "true" | "1")),
     })
