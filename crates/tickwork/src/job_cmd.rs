@@ -37,22 +37,33 @@ pub(crate) enum JobCommand {
         limit: u64,
     },
     /// Show one job, in the export format.
-    Show { id: i64 },
+    Show {
+        /// The job's key, or its id.
+        job: String,
+    },
     /// Create a job.
     Add(JobFields),
     /// Change fields of a job; the others keep their values.
     Edit {
-        id: i64,
+        /// The job's key, or its id.
+        job: String,
         #[command(flatten)]
         fields: JobFields,
     },
     /// Start a job: it fires from its next scheduled instant.
-    Start { id: i64 },
+    Start {
+        /// The job's key, or its id.
+        job: String,
+    },
     /// Stop a job.
-    Stop { id: i64 },
+    Stop {
+        /// The job's key, or its id.
+        job: String,
+    },
     /// Fire a job once now.
     Trigger {
-        id: i64,
+        /// The job's key, or its id.
+        job: String,
         /// Params of this run (default: the job's own).
         #[arg(long)]
         params: Option<String>,
@@ -61,7 +72,10 @@ pub(crate) enum JobCommand {
         address: Option<String>,
     },
     /// Delete a job and its runs.
-    Delete { id: i64 },
+    Delete {
+        /// The job's key, or its id.
+        job: String,
+    },
     /// Write jobs as TOML (to stdout, or to --file).
     Export {
         /// Only jobs of this executor group (app name).
@@ -235,6 +249,52 @@ fn input(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(InputError(msg.into()))
 }
 
+/// The id of the job the command line names: digits are an id, anything else a key (a key of
+/// digits only is written `key:<key>`).
+pub(crate) async fn job_id(client: &Client, name: &str) -> anyhow::Result<i64> {
+    let name = name.trim();
+    let key = match name.strip_prefix("key:") {
+        Some(key) => key,
+        None if !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()) => {
+            return name
+                .parse()
+                .map_err(|_| input(format!("job id {name} is out of range")));
+        }
+        None => name,
+    };
+    find_by_key(client, key)
+        .await?
+        .map(|j| j.id)
+        .ok_or_else(|| input(format!("no job has the key {key:?}")))
+}
+
+/// The job with this exact key: the API's text filter finds the candidates (it also matches
+/// descriptions, handlers and owners), read a page at a time.
+async fn find_by_key(client: &Client, key: &str) -> anyhow::Result<Option<JobView>> {
+    if key.is_empty() {
+        return Ok(None);
+    }
+    let mut seen = 0;
+    loop {
+        let page = client
+            .jobs_list(&JobQuery {
+                text: Some(key.to_owned()),
+                offset: Some(seen),
+                limit: Some(1000),
+                ..JobQuery::default()
+            })
+            .await?;
+        if let Some(job) = page.items.iter().find(|j| j.key == key) {
+            return Ok(Some(job.clone()));
+        }
+        let n = page.items.len() as u64;
+        seen += n;
+        if n == 0 || seen >= page.total {
+            return Ok(None);
+        }
+    }
+}
+
 /// App name -> group id, and back.
 async fn groups(client: &Client) -> anyhow::Result<HashMap<String, i64>> {
     Ok(client
@@ -382,8 +442,8 @@ pub(crate) async fn run(remote: &Remote, command: JobCommand) -> anyhow::Result<
             }
             println!("({} of {} jobs)", page.items.len(), page.total);
         }
-        JobCommand::Show { id } => {
-            let job = client.job_get(id).await?;
+        JobCommand::Show { job } => {
+            let job = client.job_get(job_id(&client, &job).await?).await?;
             let file = export(&client, vec![job]).await?;
             print_toml(&file, None)?;
         }
@@ -402,10 +462,11 @@ pub(crate) async fn run(remote: &Remote, command: JobCommand) -> anyhow::Result<
             let job = client.job_create(&job).await?;
             println!("created job {} ({}), {}", job.id, job.key, job.status);
         }
-        JobCommand::Edit { id, fields } => {
+        JobCommand::Edit { job, fields } => {
             if fields.key.is_some() || fields.start {
                 return Err(input("--key and --start apply to `job add` only"));
             }
+            let id = job_id(&client, &job).await?;
             let groups = groups(&client).await?;
             let current = client.job_get(id).await?;
             let mut job = JobInput::from(&current);
@@ -416,29 +477,31 @@ pub(crate) async fn run(remote: &Remote, command: JobCommand) -> anyhow::Result<
                 job.id, job.key, job.version
             );
         }
-        JobCommand::Start { id } => {
-            let job = client.job_start(id).await?;
+        JobCommand::Start { job } => {
+            let job = client.job_start(job_id(&client, &job).await?).await?;
             println!(
                 "started job {}; next fire {}",
                 job.id,
                 instant(job.next_fire_at)
             );
         }
-        JobCommand::Stop { id } => {
-            let job = client.job_stop(id).await?;
+        JobCommand::Stop { job } => {
+            let job = client.job_stop(job_id(&client, &job).await?).await?;
             println!("stopped job {}", job.id);
         }
         JobCommand::Trigger {
-            id,
+            job,
             params,
             address,
         } => {
+            let id = job_id(&client, &job).await?;
             let run = client
                 .job_trigger(id, &TriggerInput { params, address })
                 .await?;
             println!("triggered job {}: run {}", run.job_id, run.id);
         }
-        JobCommand::Delete { id } => {
+        JobCommand::Delete { job } => {
+            let id = job_id(&client, &job).await?;
             client.job_delete(id).await?;
             println!("deleted job {id}");
         }
@@ -460,10 +523,13 @@ pub(crate) async fn run(remote: &Remote, command: JobCommand) -> anyhow::Result<
                 .with_context(|| format!("cannot read {}", file.display()))?;
             let jobs: JobFile =
                 toml::from_str(&text).map_err(|e| input(format!("{}: {e}", file.display())))?;
-            let (created, updated) = import(&client, &jobs).await?;
+            let done = import(&client, &jobs).await?;
             println!(
-                "imported {} jobs: {created} created, {updated} updated",
-                jobs.job.len()
+                "imported {} jobs: {} created, {} updated, {} unchanged",
+                jobs.job.len(),
+                done.created,
+                done.updated,
+                done.unchanged
             );
         }
     }
@@ -496,9 +562,41 @@ async fn export(client: &Client, mut jobs: Vec<JobView>) -> anyhow::Result<JobFi
     })
 }
 
-/// Creates or updates every job of `file` by key; returns (created, updated). Groups, keys,
-/// children and statuses are checked before the first change.
-async fn import(client: &Client, file: &JobFile) -> anyhow::Result<(usize, usize)> {
+/// What an import did, job by job.
+struct Imported {
+    created: usize,
+    updated: usize,
+    /// Jobs on the admin exactly as in the file: not written at all (no new version, no audit
+    /// record).
+    unchanged: usize,
+}
+
+/// Whether `current` on the admin has the definition of `wanted` in the file already: the same
+/// group, fields and children (by key); the status is not compared. The file's definition is
+/// read as the admin stores it: `zone` for no time zone, the schedule and handler trimmed.
+fn same_definition(
+    current: &JobView,
+    wanted: &JobEntry,
+    apps: &HashMap<i64, String>,
+    keys: &HashMap<i64, String>,
+    zone: &str,
+) -> bool {
+    // The file names group and children, so the ids of both are compared through those names.
+    let plain = |mut e: JobEntry| {
+        e.spec.group_id = 0;
+        e.spec.child_job_ids.clear();
+        e.status.clear();
+        e
+    };
+    let mut wanted = wanted.clone();
+    wanted.spec = entry_input(&wanted, 0).to_spec(zone);
+    plain(entry(current, apps, keys)) == plain(wanted)
+}
+
+/// Creates or updates every job of `file` by key, leaving the jobs that already are as the
+/// file has them alone. Groups, keys, children and statuses are checked before the first
+/// change.
+async fn import(client: &Client, file: &JobFile) -> anyhow::Result<Imported> {
     let groups = groups(client).await?;
     let existing: HashMap<String, JobView> = client
         .jobs_all(None)
@@ -506,6 +604,28 @@ async fn import(client: &Client, file: &JobFile) -> anyhow::Result<(usize, usize
         .into_iter()
         .map(|j| (j.key.clone(), j))
         .collect();
+    let apps: HashMap<i64, String> = groups.iter().map(|(app, id)| (*id, app.clone())).collect();
+    let keys: HashMap<i64, String> = existing.values().map(|j| (j.id, j.key.clone())).collect();
+    // An admin that does not say its default zone: jobs of the file without one read as changed.
+    let me = client.me().await?;
+    let zone = me["default_time_zone"].as_str().unwrap_or("");
+    // Jobs whose definition is the file's already are not rewritten (a write is a new version
+    // and an audit record); those whose status is the file's too are not touched at all.
+    let same: HashSet<&str> = file
+        .job
+        .iter()
+        .filter(|e| {
+            existing
+                .get(&e.key)
+                .is_some_and(|current| same_definition(current, e, &apps, &keys, zone))
+        })
+        .map(|e| e.key.as_str())
+        .collect();
+    let unchanged = file
+        .job
+        .iter()
+        .filter(|e| same.contains(e.key.as_str()) && existing[&e.key].status == e.status)
+        .count();
     let mut seen = HashSet::new();
     for e in &file.job {
         if !seen.insert(e.key.as_str()) {
@@ -558,19 +678,22 @@ async fn import(client: &Client, file: &JobFile) -> anyhow::Result<(usize, usize
         }
     }
     let created = new.len();
-    let mut updated = 0;
+    // Every job exists now: changed definitions are written once, children included (new jobs
+    // were created without theirs, as their children may have been created with them).
     for e in &file.job {
-        if let Some(current) = existing.get(&e.key) {
-            let job = entry_input(e, group_id(&groups, &e.group)?);
-            client.job_update(current.id, &job).await?;
+        let current = existing.get(&e.key);
+        if let Some(current) = current {
             status.insert(&e.key, &current.status);
-            updated += 1;
         }
-    }
-    for e in file.job.iter().filter(|e| !e.children.is_empty()) {
-        let mut job = entry_input(e, group_id(&groups, &e.group)?);
-        job.spec.child_job_ids = e.children.iter().map(|k| ids[k]).collect();
-        client.job_update(ids[&e.key], &job).await?;
+        let write = match current {
+            Some(_) => !same.contains(e.key.as_str()),
+            None => !e.children.is_empty(),
+        };
+        if write {
+            let mut job = entry_input(e, group_id(&groups, &e.group)?);
+            job.spec.child_job_ids = e.children.iter().map(|k| ids[k]).collect();
+            client.job_update(ids[&e.key], &job).await?;
+        }
     }
     for e in &file.job {
         let id = ids[&e.key];
@@ -584,7 +707,11 @@ async fn import(client: &Client, file: &JobFile) -> anyhow::Result<(usize, usize
             _ => {}
         }
     }
-    Ok((created, updated))
+    Ok(Imported {
+        created,
+        updated: file.job.len() - created - unchanged,
+        unchanged,
+    })
 }
 
 #[cfg(test)]

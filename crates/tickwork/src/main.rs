@@ -32,8 +32,8 @@ enum Command {
     Admin(admin_cmd::AdminArgs),
     /// Run a demo: an admin on SQLite, an executor with scripts enabled and sample jobs.
     Demo(demo_cmd::DemoArgs),
-    /// Manage jobs on an admin: list, show, add, edit, start, stop, trigger, delete, export,
-    /// import.
+    /// Manage jobs on an admin (named by key or id): list, show, add, edit, start, stop,
+    /// trigger, delete, export, import.
     Job {
         #[command(flatten)]
         remote: remote::Remote,

@@ -11,9 +11,9 @@ use crate::remote::{Remote, cell, instant};
 pub(crate) enum RunCommand {
     /// List runs, newest first.
     List {
-        /// Only runs of this job.
+        /// Only runs of this job (its key, or its id).
         #[arg(long)]
-        job: Option<i64>,
+        job: Option<String>,
         /// Only runs in this state (planned, dispatched, succeeded, failed, timed_out, killed,
         /// lost, misfired, skipped).
         #[arg(long)]
@@ -39,9 +39,13 @@ pub(crate) async fn run(remote: &Remote, command: RunCommand) -> anyhow::Result<
     let client = remote.client()?;
     match command {
         RunCommand::List { job, state, limit } => {
+            let job_id = match &job {
+                Some(name) => Some(crate::job_cmd::job_id(&client, name).await?),
+                None => None,
+            };
             let page = client
                 .runs_list(&RunQuery {
-                    job_id: job,
+                    job_id,
                     state,
                     limit: Some(limit),
                     ..RunQuery::default()

@@ -1,6 +1,7 @@
 //! `tickwork job` and `tickwork run` against a real `tickwork admin` process on SQLite: export,
-//! delete and import give back the same jobs; bad files are refused and change nothing; a
-//! run's log, from a real `tickwork executor`, prints as lines.
+//! delete and import give back the same jobs, importing what is already there changes nothing;
+//! bad files are refused and change nothing; jobs are named by key or id; a run's log, from a
+//! real `tickwork executor`, prints as lines.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -152,10 +153,45 @@ fn export_delete_import_gives_back_the_same_jobs() {
     let second = ok(cli(&admin, &["job", "export"]));
     assert_eq!(first, second);
 
-    // Importing again updates in place.
+    // Importing the same file again changes nothing: no new version, no audit record.
+    let before = (versions(&admin), audit_total(&admin));
     let out = ok(cli(&admin, &["job", "import", exported.to_str().unwrap()]));
-    assert!(out.contains("0 created, 2 updated"), "{out}");
+    assert!(out.contains("0 created, 0 updated, 2 unchanged"), "{out}");
+    assert_eq!((versions(&admin), audit_total(&admin)), before);
     assert_eq!(ok(cli(&admin, &["job", "export"])), first);
+
+    // One job changed in the file: only that one is written, once.
+    let changed = first.replace("clean temp files", "clean old temp files");
+    std::fs::write(&exported, &changed).unwrap();
+    let out = ok(cli(&admin, &["job", "import", exported.to_str().unwrap()]));
+    assert!(out.contains("0 created, 1 updated, 1 unchanged"), "{out}");
+    let after = versions(&admin);
+    assert_eq!(after["nightly-report"], before.0["nightly-report"]);
+    assert_eq!(after["cleanup"], before.0["cleanup"] + 1);
+    assert_eq!(audit_total(&admin), before.1 + 1);
+    assert_eq!(ok(cli(&admin, &["job", "export"])), changed);
+}
+
+/// Each job's version, by key.
+fn versions(admin: &Admin) -> std::collections::HashMap<String, i64> {
+    let client = tickwork_client::Client::new(&admin.url, TOKEN).unwrap();
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(client.jobs_all(None))
+        .unwrap()
+        .into_iter()
+        .map(|j| (j.key, j.version))
+        .collect()
+}
+
+/// How many audit records the admin holds.
+fn audit_total(admin: &Admin) -> u64 {
+    let client = tickwork_client::Client::new(&admin.url, TOKEN).unwrap();
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(client.audit(1, 1))
+        .unwrap()
+        .total
 }
 
 #[test]
@@ -344,7 +380,10 @@ fn importing_many_new_jobs_is_all_or_nothing() {
     assert_eq!(exported.matches("[[job]]").count(), 2500);
     assert_eq!(exported.matches("status = \"running\"").count(), 500);
     let again = ok(cli(&admin, &["job", "import", file.to_str().unwrap()]));
-    assert!(again.contains("0 created, 2500 updated"), "{again}");
+    assert!(
+        again.contains("0 created, 0 updated, 2500 unchanged"),
+        "{again}"
+    );
 }
 
 /// A `tickwork executor` of app `alpha` with scripts enabled, registered with `admin`.
@@ -456,4 +495,65 @@ fn run_log_prints_lines_not_html_breaks() {
         lines.contains(&"first line") && lines.contains(&"second line"),
         "{log}"
     );
+}
+
+/// Every command that takes a job takes its key as well as its id; a key of digits only is
+/// written `key:<key>`; a key nobody has is refused.
+#[test]
+fn jobs_are_named_by_key_or_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let admin = start_admin(&dir.path().join("data"));
+    create_group(&admin, "alpha");
+    let add = |key: &str| {
+        ok(cli(
+            &admin,
+            &[
+                "job",
+                "add",
+                "--group",
+                "alpha",
+                "--key",
+                key,
+                "--type",
+                "NONE",
+                "--handler",
+                "echo",
+            ],
+        ))
+    };
+    add("hello");
+    let digits = add("123");
+    let digits_id = digits.split_whitespace().nth(2).unwrap().to_owned();
+    assert_ne!(digits_id, "123");
+
+    let shown = ok(cli(&admin, &["job", "show", "hello"]));
+    assert!(shown.contains("key = \"hello\""), "{shown}");
+    ok(cli(&admin, &["job", "edit", "hello", "--params", "by key"]));
+    assert!(ok(cli(&admin, &["job", "show", "hello"])).contains("params = \"by key\""));
+    let by_key = ok(cli(&admin, &["job", "show", "key:123"]));
+    assert!(by_key.contains("key = \"123\""), "{by_key}");
+    let by_id = ok(cli(&admin, &["job", "show", &digits_id]));
+    assert_eq!(by_id, by_key, "digits name the id");
+
+    let out = ok(cli(&admin, &["job", "trigger", "hello"]));
+    let run = out.trim().rsplit(' ').next().unwrap().to_owned();
+    let runs = ok(cli(&admin, &["run", "list", "--job", "hello"]));
+    assert!(runs.contains(&run), "{runs}");
+
+    for args in [
+        vec!["job", "show", "nope"],
+        vec!["job", "start", "nope"],
+        vec!["job", "trigger", "nope"],
+        vec!["job", "delete", "nope"],
+        vec!["run", "list", "--job", "nope"],
+    ] {
+        let out = cli(&admin, &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("no job has the key \"nope\""), "{stderr}");
+    }
+    assert_eq!(job_ids(&admin).len(), 2, "nothing was deleted");
+    ok(cli(&admin, &["job", "delete", "hello"]));
+    ok(cli(&admin, &["job", "delete", "key:123"]));
+    assert!(job_ids(&admin).is_empty());
 }

@@ -172,13 +172,14 @@ fn page_to_offset(
     Ok((Some((page - 1).saturating_mul(size)), Some(size)))
 }
 
-async fn me(Caller(p): Caller) -> ApiResult<serde_json::Value> {
+async fn me(State(a): State<Service>, Caller(p): Caller) -> ApiResult<serde_json::Value> {
     ok(serde_json::json!({
         "user_id": p.user_id,
         "username": p.username,
         "role": p.role,
         "group_ids": p.groups,
         "locale": p.locale,
+        "default_time_zone": a.config().default_time_zone,
     }))
 }
 

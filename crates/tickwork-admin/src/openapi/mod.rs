@@ -35,7 +35,7 @@ const OPS: &[Op] = &[
     Op {
         method: "get",
         path: "/me",
-        summary: "The caller: user, role and groups",
+        summary: "The caller: user, role and groups; the admin's default time zone",
         roles: READ,
         query: &[],
         body: None,

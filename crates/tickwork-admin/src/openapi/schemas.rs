@@ -181,7 +181,9 @@ pub(super) fn schemas() -> Value {
         "Me": object(&[
             ("user_id", t("integer")), ("username", t("string")), ("role", role.clone()),
             ("group_ids", ints()), ("locale", nullable("string")),
-        ], &["user_id", "username", "role", "group_ids"], false),
+            // The zone of jobs that name none: clients compare definitions with it.
+            ("default_time_zone", t("string")),
+        ], &["user_id", "username", "role", "group_ids", "default_time_zone"], false),
         "GroupInput": object(&[
             ("app_name", t("string")), ("title", t("string")),
             ("address_mode", json!({ "type": ["string", "null"], "enum": ["auto", "manual", null] })),

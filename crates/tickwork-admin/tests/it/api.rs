@@ -725,6 +725,10 @@ async fn every_endpoint_answers_as_documented() {
     let h = Harness::start().await;
     let me = h.get("/me", "/me", BUILTIN).await.ok();
     assert_eq!(me["role"], "admin");
+    assert_eq!(
+        me["default_time_zone"],
+        h.service().config().default_time_zone.as_str()
+    );
 
     // groups
     let g = h.group("tour").await;
