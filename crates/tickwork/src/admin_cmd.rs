@@ -223,7 +223,8 @@ impl StartedAdmin {
     }
 }
 
-/// Opens the database, starts the pipeline and serves HTTP on `config.listen`.
+/// Opens the database, starts the pipeline and serves HTTP on `config.listen`. A generated
+/// first admin password is in `running.generated_admin_password`, for the caller to show.
 pub(crate) async fn start(config: Config) -> anyhow::Result<StartedAdmin> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -243,7 +244,6 @@ pub(crate) async fn start(config: Config) -> anyhow::Result<StartedAdmin> {
         .map_err(|e| anyhow::anyhow!("cannot open the database: {e}"))?;
     tracing::info!(backend = store.backend(), node = %config.node_id, "database ready");
     let running = tickwork_admin::start(config, store.clone()).await?;
-    announce_console(local_addr, running.generated_admin_password.as_deref())?;
     let stop = CancellationToken::new();
     let server = tokio::spawn(tickwork_admin::http::serve(
         running.admin.clone(),
@@ -259,15 +259,20 @@ pub(crate) async fn start(config: Config) -> anyhow::Result<StartedAdmin> {
     })
 }
 
-/// Tells the operator where the console is, and, on the start that created the first admin
-/// account with a generated password, that password: on stderr, once, never logged.
-fn announce_console(addr: std::net::SocketAddr, generated: Option<&str>) -> std::io::Result<()> {
+/// The console's URL for a browser on this machine.
+pub(crate) fn console_url(addr: std::net::SocketAddr) -> String {
     let host = if addr.ip().is_unspecified() {
         std::net::SocketAddr::new([127, 0, 0, 1].into(), addr.port())
     } else {
         addr
     };
-    let url = format!("http://{host}/");
+    format!("http://{host}/")
+}
+
+/// Tells the operator where the console is, and, on the start that created the first admin
+/// account with a generated password, that password: on stderr, once, never logged.
+fn announce_console(addr: std::net::SocketAddr, generated: Option<&str>) -> std::io::Result<()> {
+    let url = console_url(addr);
     let mut err = std::io::stderr().lock();
     match generated {
         Some(password) => {
@@ -295,6 +300,10 @@ pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
     let config = resolve(args)?;
     let mut signals = crate::StopSignals::new()?;
     let admin = start(config).await?;
+    announce_console(
+        admin.local_addr,
+        admin.running.generated_admin_password.as_deref(),
+    )?;
     crate::announce(&format!("admin listening on {}", admin.local_addr))?;
     signals.wait().await;
     admin.stop().await?;

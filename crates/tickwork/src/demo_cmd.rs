@@ -1,12 +1,14 @@
 //! `tickwork demo`: one command that shows Tickwork working on a fresh machine: an admin on a
-//! SQLite file, an executor with scripts enabled, and a few sample jobs, in one process.
+//! SQLite file, an executor with scripts enabled, and a few sample jobs (started once the
+//! executor has registered), in one process; the console's login is printed with its URL.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Args;
-use tickwork_admin::{GroupInput, JobInput, Principal, Service};
+use tickwork_admin::{GroupInput, GroupView, JobInput, Principal, Service};
 use tickwork_core::job::JobSpec;
 use tickwork_core::{GlueType, ScheduleType};
 use tickwork_executor::ExecutorConfig;
@@ -79,31 +81,61 @@ fn sample_jobs(group_id: i64) -> Vec<(&'static str, JobInput)> {
     ]
 }
 
-/// Creates the demo's group and jobs unless a previous run of the demo already did.
-async fn seed(admin: &Service) -> anyhow::Result<()> {
-    let group = match admin
-        .groups()
-        .list()
-        .await?
-        .into_iter()
-        .find(|g| g.app_name == DEMO_APP)
-    {
-        Some(g) => g,
-        None => {
-            admin
-                .groups()
-                .create(
-                    &Principal::system(),
-                    GroupInput {
-                        app_name: DEMO_APP.to_owned(),
-                        title: "Tickwork demo".to_owned(),
-                        address_mode: None,
-                        addresses: Vec::new(),
-                    },
-                )
-                .await?
+/// The demo's executor group, created unless a previous run of the demo already did.
+async fn demo_group(admin: &Service) -> anyhow::Result<GroupView> {
+    Ok(
+        match admin
+            .groups()
+            .list()
+            .await?
+            .into_iter()
+            .find(|g| g.app_name == DEMO_APP)
+        {
+            Some(g) => g,
+            None => {
+                admin
+                    .groups()
+                    .create(
+                        &Principal::system(),
+                        GroupInput {
+                            app_name: DEMO_APP.to_owned(),
+                            title: "Tickwork demo".to_owned(),
+                            address_mode: None,
+                            addresses: Vec::new(),
+                        },
+                    )
+                    .await?
+            }
+        },
+    )
+}
+
+/// How long the demo waits for its executor to register before it starts the sample jobs.
+const REGISTER_WITHIN: Duration = Duration::from_secs(30);
+
+/// Waits until the admin lists `address` as a live executor of `group`: sample jobs started
+/// before that would fire with no executor to send them to. Whether it did.
+async fn registered(admin: &Service, group: i64, address: &str) -> anyhow::Result<bool> {
+    let bare = |a: &str| a.trim_end_matches('/').to_owned();
+    let deadline = tokio::time::Instant::now() + REGISTER_WITHIN;
+    loop {
+        let live = admin.groups().instances(group).await?;
+        if live
+            .iter()
+            .any(|i| i.alive && bare(&i.address) == bare(address))
+        {
+            return Ok(true);
         }
-    };
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        // The executor registers at its start; the registry has no signal to wait on.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Creates the demo's jobs unless a previous run of the demo already did.
+async fn seed(admin: &Service, group: &GroupView) -> anyhow::Result<()> {
     for (key, mut input) in sample_jobs(group.id) {
         match admin.jobs().get_by_key(key).await {
             Ok(_) => continue,
@@ -143,16 +175,33 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     })
     .await?;
 
-    seed(&admin.running.admin.service).await?;
+    let service = &admin.running.admin.service;
+    let group = demo_group(service).await?;
+    if !registered(service, group.id, executor.address()).await? {
+        tracing::warn!(
+            "the demo executor did not register within {REGISTER_WITHIN:?}; starting the \
+             sample jobs anyway"
+        );
+    }
+    seed(service, &group).await?;
+    // The login goes with the URL, after the start-up logs, where it is seen.
+    let login = match admin.running.generated_admin_password.as_deref() {
+        Some(password) => format!(
+            "user admin, password {password}  (generated now and shown only this once; \
+             change it in the console)"
+        ),
+        None => "user admin, with the password shown or set at the first start".to_owned(),
+    };
     crate::announce(&format!(
         "Tickwork demo is running.\n\
          \x20 admin:     {admin_url}\n\
-         \x20 console:   {admin_url}/  (user admin; its password is printed at the first start)\n\
+         \x20 console:   {}  ({login})\n\
          \x20 JSON API:  {admin_url}/openapi/v1  (Authorization: Bearer {api_token})\n\
          \x20 executor:  http://{}/  (app {DEMO_APP}, scripts enabled)\n\
          \x20 data:      {}\n\
          Try: curl -H 'Authorization: Bearer {api_token}' '{admin_url}/openapi/v1/runs?limit=5'\n\
          Press Ctrl-C to stop.",
+        admin_cmd::console_url(admin.local_addr),
         executor.local_addr(),
         args.data_dir.display(),
     ))?;

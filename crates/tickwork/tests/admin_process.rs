@@ -1,6 +1,7 @@
 //! `tickwork admin` as a real process: it refuses XXL-JOB's well-known token, keeps its data
 //! folder and files to its own user, names the cause of a database it cannot open without
-//! ever showing the password, and its HTTP server closes half-sent requests.
+//! ever showing the password, and its HTTP server closes half-sent requests; its first start
+//! shows the generated login once, and its logs to a pipe are plain text.
 
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
@@ -268,4 +269,44 @@ async fn half_sent_requests_are_closed_and_do_not_block_the_admin() {
         "{}",
         text(&out)
     );
+}
+
+/// The first start on an empty database creates `admin` with a generated password and shows
+/// it once on stderr with the console's URL; logs to a pipe carry no colour codes.
+#[tokio::test]
+async fn first_start_shows_the_login_once_and_logs_plain_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+    let args = ["--listen", "127.0.0.1:0", "--data-dir", data];
+    let admin = start(&args).await;
+    // Written before the address line, read from the pipe by another task.
+    let first = stderr_once(&admin, "shown only this once").await;
+    assert!(first.contains("Login:    admin"), "{first}");
+    assert!(first.contains("Password: "), "{first}");
+    assert!(
+        first.contains(&format!("Console:  http://{}/", admin.addr)),
+        "{first}"
+    );
+    assert!(first.contains("database ready"), "{first}");
+    assert!(!first.contains('\u{1b}'), "colour codes in {first}");
+    admin.stop().await;
+
+    let again = start(&args).await;
+    let second = stderr_once(&again, "console:").await;
+    assert!(!second.contains("Password: "), "shown once: {second}");
+    assert!(
+        second.contains(&format!("console: http://{}/", again.addr)),
+        "{second}"
+    );
+    again.stop().await;
+}
+
+/// The admin's stderr once it holds `text`.
+async fn stderr_once(admin: &Process, text: &str) -> String {
+    tickwork_testkit::wait_until_sync(format!("{text:?} on stderr"), DEADLINE, || {
+        let err = admin.stderr.lock().unwrap().clone();
+        err.contains(text).then_some(err)
+    })
+    .await
 }

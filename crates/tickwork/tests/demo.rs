@@ -1,5 +1,7 @@
 //! `tickwork demo` as a user runs it: one process on a fresh folder starts an admin and an
-//! executor, its sample jobs run and succeed, and SIGTERM stops it cleanly.
+//! executor, announces the console's login with its URL, starts its sample jobs once the
+//! executor has registered, they run and succeed, SIGTERM stops it cleanly, and its logs in a
+//! file hold no colour codes.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -15,8 +17,17 @@ impl Drop for Demo {
     }
 }
 
-/// Reads the demo's announcement: the admin URL and the API token.
-fn announcement(child: &mut Child) -> (String, String) {
+/// What the demo announces on stdout: the admin URL, the API token, the console's login line
+/// and the executor's address.
+struct Announcement {
+    url: String,
+    token: String,
+    console: String,
+    executor: String,
+}
+
+/// Reads the demo's announcement.
+fn announcement(child: &mut Child) -> Announcement {
     let stdout = child.stdout.take().expect("piped stdout");
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -26,25 +37,74 @@ fn announcement(child: &mut Child) -> (String, String) {
             }
         }
     });
-    let (mut url, mut token) = (None, None);
-    while url.is_none() || token.is_none() {
+    let (mut url, mut token, mut console, mut executor) = (None, None, None, None);
+    while url.is_none() || token.is_none() || console.is_none() || executor.is_none() {
         let line = rx
             .recv_timeout(Duration::from_secs(60))
             .expect("the demo announces itself within 60 s");
-        if let Some(rest) = line.trim().strip_prefix("admin:") {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("admin:") {
             url = Some(rest.trim().to_owned());
+        }
+        if let Some(rest) = line.strip_prefix("console:") {
+            console = Some(rest.trim().to_owned());
+        }
+        if let Some(rest) = line.strip_prefix("executor:") {
+            executor = rest.split_whitespace().next().map(str::to_owned);
         }
         if let Some((_, rest)) = line.split_once("Bearer ") {
             token = Some(rest.trim_end_matches(')').trim().to_owned());
         }
     }
-    (url.unwrap(), token.unwrap())
+    Announcement {
+        url: url.unwrap(),
+        token: token.unwrap(),
+        console: console.unwrap(),
+        executor: executor.unwrap(),
+    }
+}
+
+/// Signs in to the console at `url` as a browser does; whether the login was accepted.
+async fn console_login(url: &str, user: &str, password: &str) -> bool {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let form = http.get(format!("{url}/login")).send().await.unwrap();
+    let csrf = form
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|c| c.strip_prefix("tw_login_csrf="))
+        .and_then(|c| c.split(';').next())
+        .expect("the login form's csrf cookie")
+        .to_owned();
+    let answer = http
+        .post(format!("{url}/login"))
+        .header("cookie", format!("tw_login_csrf={csrf}"))
+        .header("origin", url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        // Every value here is letters and digits: nothing to escape.
+        .body(format!(
+            "_csrf={csrf}&username={user}&password={password}&next=%2F"
+        ))
+        .send()
+        .await
+        .unwrap();
+    answer.status() == 303
+        && answer
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .any(|c| c.to_str().unwrap_or("").starts_with("tw_session="))
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn demo_runs_its_sample_jobs_and_stops_on_sigterm() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("demo.log");
     let child = Command::new(env!("CARGO_BIN_EXE_tickwork"))
         .args([
             "demo",
@@ -56,14 +116,54 @@ async fn demo_runs_its_sample_jobs_and_stops_on_sigterm() {
         .arg("--data-dir")
         .arg(dir.path().join("demo"))
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&logs).unwrap())
         .spawn()
         .expect("the tickwork binary starts");
     let mut demo = Demo(child);
-    let (url, token) = announcement(&mut demo.0);
+    let Announcement {
+        url,
+        token,
+        console,
+        executor,
+    } = announcement(&mut demo.0);
+
+    // The first start's generated password is announced with the console's URL, and works.
+    let password = console
+        .split_once("password ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no password in the console line {console:?}"));
+    assert!(console.contains("user admin"), "{console}");
+    assert!(console_login(&url, "admin", password).await, "{console}");
+
+    // The sample jobs were started once the executor had registered: it is a live instance
+    // of the demo's group by the time the demo says it runs.
+    let http = reqwest::Client::new();
+    let groups: serde_json::Value = http
+        .get(format!("{url}/openapi/v1/groups"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let demo_group = groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["app_name"] == "tickwork-demo")
+        .unwrap_or_else(|| panic!("no demo group: {groups}"));
+    let bare = |a: &str| a.trim_end_matches('/').to_owned();
+    assert!(
+        demo_group["live_addresses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| bare(a.as_str().unwrap()) == bare(&executor)),
+        "{executor} not live in {demo_group}"
+    );
 
     // The echo job (every 5 s) and the shell job (every 10 s) both succeed.
-    let http = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let body: serde_json::Value = http
@@ -107,4 +207,9 @@ async fn demo_runs_its_sample_jobs_and_stops_on_sigterm() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(status.success(), "demo exited with {status}");
+
+    // Logs written to a file are plain text: no colour codes.
+    let logged = std::fs::read_to_string(&logs).unwrap();
+    assert!(logged.contains("database ready"), "{logged}");
+    assert!(!logged.contains('\u{1b}'), "colour codes in {logged}");
 }
