@@ -2225,14 +2225,16 @@ fn answers_that_disagree_with_the_document_fail_the_test() {
                     .unwrap_or_else(|| "a panic without a message".into())
             })
     };
-    let me = r#"{"user_id": 1, "username": "admin", "role": "admin", "group_ids": []}"#;
+    let me = r#"{"user_id": 1, "username": "admin", "role": "admin", "group_ids": [],
+        "default_time_zone": "UTC"}"#;
     assert_eq!(failure(Method::GET, "/openapi/v1/me", 200, me), None);
     for (method, uri, status, body, expected) in [
         (
             Method::GET,
             "/openapi/v1/me",
             200,
-            r#"{"user_id": 1, "username": "admin", "role": "root", "group_ids": []}"#,
+            r#"{"user_id": 1, "username": "admin", "role": "root", "group_ids": [],
+                "default_time_zone": "UTC"}"#,
             "GET /me answered 200: $.role: \"root\" is not one of",
         ),
         (
