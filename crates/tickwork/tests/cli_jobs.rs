@@ -6,8 +6,13 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use tickwork_testkit::{wait_until, wait_until_sync};
 
 const TOKEN: &str = "cli-test-api-token";
+/// How long an executor may take to register, and a run to end.
+const WAIT: Duration = Duration::from_secs(60);
 
 struct Admin {
     child: Child,
@@ -424,18 +429,6 @@ fn start_executor(admin: &Admin, logs: &Path) -> Executor {
     Executor(child)
 }
 
-/// Calls `check` until it gives a value, at most 60 s; panics naming `what` otherwise.
-fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(std::time::Instant::now() < deadline, "no {what} in 60 s");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-}
-
 /// Executors write `<br>` into run logs for XXL-JOB's HTML console; `tickwork run log`
 /// printed it as is. It prints line breaks now.
 #[test]
@@ -468,20 +461,20 @@ fn run_log_prints_lines_not_html_breaks() {
     // The executor has registered once the group lists an instance.
     let client = tickwork_client::Client::new(&admin.url, TOKEN).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    wait_for("registered executor", || {
-        let groups = rt.block_on(client.groups_list()).unwrap();
+    rt.block_on(wait_until("registered executor", WAIT, || async {
+        let groups = client.groups_list().await.ok()?;
         groups
             .iter()
             .any(|g| !g.live_addresses.is_empty())
             .then_some(())
-    });
+    }));
     let out = ok(cli(&admin, &["job", "trigger", &id]));
     let run = out.trim().rsplit(' ').next().unwrap().to_owned();
-    wait_for("succeeded run", || {
+    rt.block_on(wait_until_sync("succeeded run", WAIT, || {
         ok(cli(&admin, &["run", "show", &run]))
             .contains("state:      succeeded")
             .then_some(())
-    });
+    }));
     let log = ok(cli(&admin, &["run", "log", &run]));
     assert!(!log.to_lowercase().contains("<br"), "{log}");
     let lines: Vec<&str> = log.lines().collect();

@@ -138,15 +138,7 @@ async fn demo_runs_its_sample_jobs_and_stops_on_sigterm() {
     // The sample jobs were started once the executor had registered: it is a live instance
     // of the demo's group by the time the demo says it runs.
     let http = reqwest::Client::new();
-    let groups: serde_json::Value = http
-        .get(format!("{url}/openapi/v1/groups"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let groups = get_json(&http, &format!("{url}/openapi/v1/groups"), &token).await;
     let demo_group = groups
         .as_array()
         .unwrap()
@@ -166,15 +158,12 @@ async fn demo_runs_its_sample_jobs_and_stops_on_sigterm() {
     // The echo job (every 5 s) and the shell job (every 10 s) both succeed.
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
-        let body: serde_json::Value = http
-            .get(format!("{url}/openapi/v1/runs?state=succeeded&limit=100"))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let body = get_json(
+            &http,
+            &format!("{url}/openapi/v1/runs?state=succeeded&limit=100"),
+            &token,
+        )
+        .await;
         let runs = body["items"].as_array().unwrap();
         let echo = runs
             .iter()
@@ -212,4 +201,16 @@ async fn demo_runs_its_sample_jobs_and_stops_on_sigterm() {
     let logged = std::fs::read_to_string(&logs).unwrap();
     assert!(logged.contains("database ready"), "{logged}");
     assert!(!logged.contains('\u{1b}'), "colour codes in {logged}");
+}
+
+/// `GET url` with the API token, the answer's JSON.
+async fn get_json(http: &reqwest::Client, url: &str, token: &str) -> serde_json::Value {
+    http.get(url)
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
 }
