@@ -82,12 +82,6 @@ fn sized_chunks<T>(items: &[T], row_bytes: impl Fn(&T) -> usize) -> Vec<&[T]> {
 /// which waits its turn on a runtime busy with dispatches.
 const SQLITE_STATEMENT_BYTES: usize = 256 * 1024;
 
-/// Most rows SQLite takes in one call of repeated statements (see [`repeated`]). The driver
-/// keeps each text's statements prepared, 127 for the seven powers of two up to 64; at 512
-/// it held 1,023 per text, 35 MB more at 1,000 fires a second, for a gain at 10,000 a second
-/// that three runs did not tell apart from the machine's noise.
-const SQLITE_ROWS_PER_CALL: usize = 64;
-
 /// Ids in one `IN (...)` list on SQLite: under its 32,766 binds with room for a few more.
 const SQLITE_IDS_PER_STATEMENT: usize = 30_000;
 
@@ -117,21 +111,19 @@ fn sized_chunks_within<T>(
 /// so row counts are powers of two up to this: a handful of statement texts per table. A
 /// statement prepared for one use costs MySQL a prepare and a close each time, and the close
 /// (which the server does not answer) holds the next request back until the server's delayed
-/// ACK, some 40 ms.
+/// ACK, some 40 ms. SQLite's repeated statements (see [`repeated`]) use the same bound: the
+/// driver keeps each text's statements prepared, 127 for the seven powers of two up to 64;
+/// at 512 it held 1,023 per text, 35 MB more at 1,000 fires a second, for a gain at 10,000 a
+/// second that three runs did not tell apart from the machine's noise.
 const MAX_ROWS: usize = 64;
 
 /// Splits `items` into runs of a power-of-two length (at most [`MAX_ROWS`]) whose estimated
 /// statement size stays under [`STATEMENT_BYTES`]; a row bigger than that goes alone.
 fn pow2_chunks<T>(items: &[T], row_bytes: impl Fn(&T) -> usize) -> Vec<&[T]> {
-    pow2_chunks_of(items, MAX_ROWS, row_bytes)
-}
-
-/// [`pow2_chunks`] of at most `max_rows` rows (a power of two).
-fn pow2_chunks_of<T>(items: &[T], max_rows: usize, row_bytes: impl Fn(&T) -> usize) -> Vec<&[T]> {
     let mut chunks = Vec::new();
     let mut start = 0;
     while start < items.len() {
-        let left = max_rows.min(items.len() - start);
+        let left = MAX_ROWS.min(items.len() - start);
         let mut n = 1 << left.ilog2();
         while n > 1
             && items[start..start + n]
@@ -151,7 +143,7 @@ fn pow2_chunks_of<T>(items: &[T], max_rows: usize, row_bytes: impl Fn(&T) -> usi
 /// One row's statement `sql` written `rows` times in one text, for SQLite: the driver runs
 /// the statements of one query (binds taken in order) in one call to its worker thread, where
 /// a statement a row costs a call and two thread switches each, 20,000 a second at 10,000
-/// fires a second. Chunked by [`pow2_chunks_of`], so a handful of texts stay prepared.
+/// fires a second. Chunked by [`pow2_chunks`], so a handful of texts stay prepared.
 fn repeated(sql: &str, rows: usize) -> String {
     let mut text = String::with_capacity((sql.len() + 2) * rows);
     for n in 0..rows {
@@ -497,11 +489,6 @@ mod tests {
         for (sizes, want) in cases {
             assert_eq!(&lens(pow2_chunks(sizes, |&n| n)), want, "sizes {sizes:?}");
         }
-        let many = vec![0; SQLITE_ROWS_PER_CALL * 2 + 5];
-        assert_eq!(
-            lens(pow2_chunks_of(&many, SQLITE_ROWS_PER_CALL, |_| 0)),
-            vec![SQLITE_ROWS_PER_CALL, SQLITE_ROWS_PER_CALL, 4, 1]
-        );
     }
 
     #[test]

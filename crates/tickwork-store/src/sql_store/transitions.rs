@@ -166,7 +166,7 @@ impl<B: Backend> SqlStore<B> {
                 state_literal(RunMove::Dispatch.to()),
                 &*DISPATCH_RECORD_STATES
             );
-            for chunk in pow2_chunks_of(batch, SQLITE_ROWS_PER_CALL, |_| 0) {
+            for chunk in pow2_chunks(batch, |_| 0) {
                 let mut q = Query::new(repeated(&sql, chunk.len()));
                 for d in chunk {
                     q = q
@@ -242,7 +242,7 @@ impl<B: Backend> SqlStore<B> {
                 by_text.entry(q.sql.clone()).or_default().push(q);
             }
             for (sql, rows) in &by_text {
-                for chunk in pow2_chunks_of(rows, SQLITE_ROWS_PER_CALL, |_| 0) {
+                for chunk in pow2_chunks(rows, |_| 0) {
                     let mut q = Query::new(repeated(sql, chunk.len()));
                     for row in chunk {
                         q.args.extend(row.args.iter().cloned());
