@@ -126,6 +126,15 @@ impl ErrorCode {
         }
     }
 
+    /// The code of an XXL-JOB envelope that answers with this error: 502 when the caller
+    /// should slow down (as XXL-JOB 3.5's job API answers), otherwise 500.
+    pub fn envelope_code(self) -> i32 {
+        match self {
+            ErrorCode::RateLimited => tickwork_protocol::CODE_TOO_MANY_REQUESTS,
+            _ => tickwork_protocol::CODE_FAIL,
+        }
+    }
+
     /// The HTTP status of an answer with this code.
     pub fn status(self) -> StatusCode {
         match self {

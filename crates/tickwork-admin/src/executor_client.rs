@@ -1,18 +1,19 @@
-//! The admin's client of executors: `/run`, `/beat`, `/idleBeat`, `/kill` and `/log` over
-//! HTTP with the access token, any executor generation (Java 2.3 to 3.4, Tickwork), and
-//! Tickwork's `/tickwork/accepted`.
+//! The admin's client of executors: `/run` (`/trigger` for XXL-JOB 3.5), `/beat`,
+//! `/idleBeat`, `/kill` and `/log` over HTTP with the access token and the group's app name,
+//! any executor generation (Java 2.3 to 3.5, Tickwork), and Tickwork's `/tickwork/accepted`.
 
+use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use tickwork_protocol::{
-    ACCEPTED_PATH, ACCESS_TOKEN_HEADER, AcceptedQuery, AcceptedRuns, Envelope, IdleBeatParam,
-    KillParam, LogParam, LogResult, MAX_ACCEPTED_QUERY, TriggerParam,
+    ACCEPTED_PATH, ACCESS_TOKEN_HEADER, APP_NAME_HEADER, AcceptedQuery, AcceptedRuns, Envelope,
+    IdleBeatParam, KillParam, LogParam, LogResult, MAX_ACCEPTED_QUERY, TriggerParam,
 };
 use tracing::{debug, warn};
 
@@ -123,11 +124,44 @@ impl<T> CallOutcome<T> {
     }
 }
 
+/// The path that queues a run: `run` up to XXL-JOB 3.4 (and on Tickwork executors), `trigger`
+/// from 3.5, which knows no other.
+const RUN_PATHS: [&str; 2] = ["run", "trigger"];
+
+/// Most executor addresses whose run path is remembered; past it the record starts over (an
+/// address forgotten costs one more call that the executor answers "not found").
+const RUN_PATHS_KEPT: usize = 10_000;
+
+/// Which of [`RUN_PATHS`] each executor address answered, learned from answers: an executor
+/// that does not know the path it was sent (`uri-mapping(/run) not found.`) ran nothing, so
+/// the run is sent to the other path at once and that one is kept for the address.
+#[derive(Default)]
+struct RunPaths(Mutex<HashMap<String, usize>>);
+
+impl RunPaths {
+    fn get(&self, address: &str) -> usize {
+        let known = self.0.lock().expect("run paths lock");
+        known.get(address).copied().unwrap_or(0)
+    }
+
+    fn set(&self, address: &str, path: usize) {
+        let mut known = self.0.lock().expect("run paths lock");
+        if known.len() >= RUN_PATHS_KEPT && !known.contains_key(address) {
+            known.clear();
+        }
+        known.insert(address.to_owned(), path);
+    }
+}
+
 /// Calls executors. Cheap to clone: connections are pooled and kept alive.
 #[derive(Clone)]
 pub struct ExecutorClient {
     http: reqwest::Client,
     token: String,
+    /// The app name of the group called, sent as `XXL-JOB-APPNAME` (3.5 executors refuse a
+    /// call without their own); older executors ignore it.
+    app_name: Option<String>,
+    run_paths: Arc<RunPaths>,
 }
 
 impl ExecutorClient {
@@ -150,6 +184,8 @@ impl ExecutorClient {
         ExecutorClient {
             http,
             token: token.to_owned(),
+            app_name: None,
+            run_paths: Arc::default(),
         }
     }
 
@@ -161,19 +197,27 @@ impl ExecutorClient {
         c
     }
 
-    /// The client that calls `group`'s executors: with the group's own token, or this one's
-    /// (the global token) when it has none.
-    pub(crate) fn for_group(&self, group: &tickwork_store::Group) -> Self {
-        match &group.access_token {
-            Some(token) => self.with_token(token),
-            None => self.clone(),
-        }
+    /// The same client sending `app_name` as the called executors' app name.
+    pub fn with_app_name(&self, app_name: &str) -> Self {
+        let mut c = self.clone();
+        c.app_name = Some(app_name.to_owned());
+        c
     }
 
-    /// `POST <address>/run`: code 200 means queued, not done.
+    /// The client that calls `group`'s executors: with the group's own token, or this one's
+    /// (the global token) when it has none, and the group's app name.
+    pub(crate) fn for_group(&self, group: &tickwork_store::Group) -> Self {
+        let c = match &group.access_token {
+            Some(token) => self.with_token(token),
+            None => self.clone(),
+        };
+        c.with_app_name(&group.app_name)
+    }
+
+    /// `POST <address>/run` (`/trigger` to an XXL-JOB 3.5 executor): code 200 means queued,
+    /// not done.
     pub async fn run(&self, address: &str, param: &TriggerParam) -> CallOutcome {
-        self.call(address, "run", Some(tickwork_protocol::encode(param)))
-            .await
+        self.run_gated(address, param, Arc::new(|| true)).await
     }
 
     /// As [`ExecutorClient::run`], asking `gate` the moment the body is about to leave; a
@@ -184,19 +228,50 @@ impl ExecutorClient {
         param: &TriggerParam,
         gate: SendGate,
     ) -> CallOutcome {
+        let body = Bytes::from(tickwork_protocol::encode(param));
+        let path = self.run_paths.get(address);
+        let out = self
+            .run_at(address, RUN_PATHS[path], body.clone(), &gate)
+            .await;
+        if out.answer() != Answer::UnknownCall {
+            return out;
+        }
+        // Not run: the executor does not know the path. Another generation, maybe upgraded
+        // at the same address since its last run here.
+        let other = 1 - path;
+        let again = self.run_at(address, RUN_PATHS[other], body, &gate).await;
+        if again.answer() == Answer::UnknownCall {
+            return out;
+        }
+        debug!(
+            address,
+            path = RUN_PATHS[other],
+            "executor runs jobs on this path"
+        );
+        self.run_paths.set(address, other);
+        again
+    }
+
+    async fn run_at(
+        &self,
+        address: &str,
+        path: &str,
+        bytes: Bytes,
+        gate: &SendGate,
+    ) -> CallOutcome {
         let held_back = Arc::new(AtomicBool::new(false));
         let body = GatedBody {
-            bytes: Some(Bytes::from(tickwork_protocol::encode(param))),
-            gate,
+            bytes: Some(bytes),
+            gate: gate.clone(),
             held_back: held_back.clone(),
         };
         let mut out: CallOutcome = self
-            .call_with(address, "run", Some(reqwest::Body::wrap(body)))
+            .call_with(address, path, Some(reqwest::Body::wrap(body)))
             .await;
         if held_back.load(Ordering::SeqCst) {
             out = CallOutcome::transport(format!(
                 "{}: held back before sending (this node may no longer send the run)",
-                join(address, "run")
+                join(address, path)
             ));
             out.held_back = true;
         }
@@ -296,6 +371,9 @@ impl ExecutorClient {
             .header("Content-Type", "application/json;charset=UTF-8");
         if !self.token.is_empty() {
             req = req.header(ACCESS_TOKEN_HEADER, &self.token);
+        }
+        if let Some(app) = &self.app_name {
+            req = req.header(APP_NAME_HEADER, app);
         }
         if let Some(body) = body {
             req = req.body(body);

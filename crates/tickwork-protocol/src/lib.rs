@@ -1,4 +1,4 @@
-//! Wire types of the XXL-JOB-compatible admin<->executor protocol (XXL-JOB 2.3.0 to 3.4.2).
+//! Wire types of the XXL-JOB-compatible admin<->executor protocol (XXL-JOB 2.3.0 to 3.5).
 //!
 //! Field names are the Java ones, irregular spellings included (`executorParams`, `logDateTim`,
 //! `glueUpdatetime`, `isEnd`). Reading is as lenient as the Java side (Gson): absent or `null`
@@ -8,17 +8,23 @@
 
 pub mod api;
 mod envelope;
+pub mod job_api;
 mod lenient;
 mod messages;
 
 pub use envelope::Envelope;
 pub use messages::{
     AcceptedQuery, AcceptedRuns, HandleCallbackParam, IdleBeatParam, KillParam, LogParam,
-    LogResult, MAX_ACCEPTED_QUERY, RegistryParam, TriggerParam, duplicate_run_msg, log_text,
+    LogResult, MAX_ACCEPTED_QUERY, RegistryParam, TriggerParam, decode_callbacks,
+    duplicate_run_msg, log_text,
 };
 
 /// The header that carries the access token on every call, in both directions.
 pub const ACCESS_TOKEN_HEADER: &str = "XXL-JOB-ACCESS-TOKEN";
+
+/// The header that names the executor's app (XXL-JOB 3.5): a 3.5 executor answers only calls
+/// that carry its own app name and token, and sends both on its calls to the admin.
+pub const APP_NAME_HEADER: &str = "XXL-JOB-APPNAME";
 
 /// The executor endpoint that tells which runs it accepted (a Tickwork extension; a Java
 /// executor answers it with [`msg::uri_not_found`]).
@@ -33,6 +39,8 @@ pub const CODE_SUCCESS: i32 = 200;
 pub const CODE_FAIL: i32 = 500;
 /// Handle code of a run that exceeded its timeout.
 pub const CODE_TIMEOUT: i32 = 502;
+/// Envelope code of XXL-JOB 3.5's job API when its rate limit is reached.
+pub const CODE_TOO_MANY_REQUESTS: i32 = 502;
 
 /// The registry group every executor registers under.
 pub const REGISTRY_GROUP_EXECUTOR: &str = "EXECUTOR";
@@ -42,6 +50,12 @@ pub mod msg {
     /// Success message of 3.3+ peers.
     pub const SUCCESS: &str = "Success";
     pub const WRONG_TOKEN: &str = "The access token is wrong.";
+    /// 3.5: a call without the token or the app name header.
+    pub const TOKEN_OR_APP_EMPTY: &str = "invalid request, accessToken or appname is empty.";
+    /// 3.5: a token that is not the named app's.
+    pub const TOKEN_OR_APP_INVALID: &str = "invalid request, accessToken or appname invalid.";
+    /// 3.5's job API, when its rate limit is reached (code 502).
+    pub const TOO_MANY_REQUESTS: &str = "Too many requests, please try again later.";
     pub const METHOD_NOT_SUPPORTED: &str = "invalid request, HttpMethod not support.";
     pub const URI_EMPTY: &str = "invalid request, uri-mapping empty.";
     pub const BODY_EMPTY: &str = "invalid request, requestBody empty.";

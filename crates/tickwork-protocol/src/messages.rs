@@ -63,16 +63,55 @@ pub struct KillParam {
 }
 
 /// `POST /log` body: read a run's log from a line on.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(from = "LogParamWire")]
 pub struct LogParam {
-    /// Trigger time, epoch ms (spelled without the final "e" on the wire).
-    #[serde(rename = "logDateTim", default, deserialize_with = "lenient::int")]
+    /// Trigger time, epoch ms: `logDateTim` up to 3.4, `logDateTime` from 3.5 (written
+    /// under both names, read from either).
     pub log_date_time: i64,
-    #[serde(rename = "logId", default, deserialize_with = "lenient::int")]
     pub log_id: i64,
     /// First line wanted, 1-based.
-    #[serde(rename = "fromLineNum", default, deserialize_with = "lenient::int32")]
     pub from_line_num: i32,
+}
+
+/// What a `/log` body holds: the trigger time under either name, or both.
+#[derive(Deserialize)]
+struct LogParamWire {
+    #[serde(rename = "logDateTim", default, deserialize_with = "lenient::int")]
+    log_date_tim: i64,
+    #[serde(rename = "logDateTime", default, deserialize_with = "lenient::int")]
+    log_date_time: i64,
+    #[serde(rename = "logId", default, deserialize_with = "lenient::int")]
+    log_id: i64,
+    #[serde(rename = "fromLineNum", default, deserialize_with = "lenient::int32")]
+    from_line_num: i32,
+}
+
+impl From<LogParamWire> for LogParam {
+    fn from(w: LogParamWire) -> Self {
+        LogParam {
+            log_date_time: if w.log_date_time != 0 {
+                w.log_date_time
+            } else {
+                w.log_date_tim
+            },
+            log_id: w.log_id,
+            from_line_num: w.from_line_num,
+        }
+    }
+}
+
+impl Serialize for LogParam {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(4))?;
+        // Java peers ignore the name they do not know, so every generation reads its own.
+        map.serialize_entry("logDateTim", &self.log_date_time)?;
+        map.serialize_entry("logDateTime", &self.log_date_time)?;
+        map.serialize_entry("logId", &self.log_id)?;
+        map.serialize_entry("fromLineNum", &self.from_line_num)?;
+        map.end()
+    }
 }
 
 /// The `/log` payload.
@@ -158,8 +197,13 @@ impl RegistryParam {
 pub struct HandleCallbackParam {
     #[serde(rename = "logId", default, deserialize_with = "lenient::int")]
     pub log_id: i64,
-    /// The trigger's `logDateTime` (spelled without the final "e").
-    #[serde(rename = "logDateTim", default, deserialize_with = "lenient::int")]
+    /// The trigger's `logDateTime`: spelled `logDateTim` up to 3.4, `logDateTime` from 3.5.
+    #[serde(
+        rename = "logDateTim",
+        alias = "logDateTime",
+        default,
+        deserialize_with = "lenient::int"
+    )]
     pub log_date_time: i64,
     /// 200 success, 500 failure, 502 timeout; never <= 0, which means "still running".
     #[serde(rename = "handleCode", default, deserialize_with = "lenient::int32")]
@@ -172,6 +216,23 @@ pub struct HandleCallbackParam {
         skip_serializing_if = "Option::is_none"
     )]
     pub handle_msg: Option<String>,
+}
+
+/// Reads a `POST /api/callback` body: a JSON array of results (XXL-JOB up to 3.4) or
+/// `{"callbackList": [...]}` (3.5).
+pub fn decode_callbacks(body: &[u8]) -> Result<Vec<HandleCallbackParam>, crate::Error> {
+    #[derive(Deserialize)]
+    struct Wrapped {
+        #[serde(rename = "callbackList", default)]
+        callback_list: Option<Vec<HandleCallbackParam>>,
+    }
+    // By the first byte, so that a bad item is reported as such, not as "no shape matched".
+    match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => Ok(crate::decode::<Wrapped>(body)?
+            .callback_list
+            .unwrap_or_default()),
+        _ => crate::decode(body),
+    }
 }
 
 /// Most run ids one `POST /tickwork/accepted` may ask about.

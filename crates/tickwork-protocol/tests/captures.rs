@@ -151,7 +151,11 @@ fn log_request_uses_log_date_tim() {
             from_line_num: 1
         }
     );
-    assert_eq!(String::from_utf8(encode(&p)).unwrap(), text);
+    // Written under both names: a 3.4 executor reads the first, a 3.5 one the second.
+    assert_eq!(
+        String::from_utf8(encode(&p)).unwrap(),
+        r#"{"logDateTim":1795244933764,"logDateTime":1795244933764,"logId":1001,"fromLineNum":1}"#
+    );
 }
 
 #[test]
@@ -292,4 +296,82 @@ fn envelope_reads_data_before_content() {
     assert_eq!(e.payload.as_deref(), Some("new"));
     let e: Envelope<String> = decode(br#"{"code":200,"content":"old","data":null}"#).unwrap();
     assert_eq!(e.payload.as_deref(), Some("old"));
+}
+
+// XXL-JOB 3.5 (xxl-job-core 3.5.0-SNAPSHOT with xxl-tool 2.5.0, observed on loopback): its
+// calls carry `XXL-JOB-APPNAME` beside the token, its callbacks are wrapped in
+// `callbackList` and spell `logDateTime` in full.
+
+#[test]
+fn callback_list_of_a_3_5_executor() {
+    let text = r#"{"callbackList":[{"logId":1001,"logDateTime":1795714715404,"handleCode":200,"handleMsg":"demo ok"}]}"#;
+    let v = tickwork_protocol::decode_callbacks(text.as_bytes()).expect("decodes");
+    assert_eq!(
+        v,
+        vec![HandleCallbackParam {
+            log_id: 1001,
+            log_date_time: 1795714715404,
+            handle_code: 200,
+            handle_msg: Some("demo ok".into()),
+        }]
+    );
+    let killed = r#"{"callbackList":[{"logId":1002,"logDateTime":1795714715404,"handleCode":500,"handleMsg":"scheduling center kill job. [job running, killed]"}]}"#;
+    let v = tickwork_protocol::decode_callbacks(killed.as_bytes()).expect("decodes");
+    assert_eq!(v[0].handle_code, 500);
+    assert!(
+        v[0].handle_msg
+            .as_deref()
+            .unwrap_or("")
+            .starts_with(tickwork_protocol::msg::KILLED_BY_ADMIN)
+    );
+}
+
+#[test]
+fn callbacks_read_both_shapes_and_refuse_others_by_name() {
+    let old = r#"[{"logId":1,"logDateTim":5,"handleCode":200}]"#;
+    assert_eq!(
+        tickwork_protocol::decode_callbacks(old.as_bytes()).expect("array")[0].log_date_time,
+        5
+    );
+    assert!(
+        tickwork_protocol::decode_callbacks(br#"{"callbackList":null}"#)
+            .expect("empty list")
+            .is_empty()
+    );
+    for bad in [
+        &b"42"[..],
+        b"\"x\"",
+        br#"{"callbackList":[{"logId":"x"}]}"#,
+        b"   ",
+    ] {
+        let e = tickwork_protocol::decode_callbacks(bad).expect_err("refused");
+        assert!(!e.to_string().contains("variant"), "{e}");
+    }
+}
+
+#[test]
+fn log_request_of_a_3_5_admin_spells_log_date_time_in_full() {
+    let p: LogParam =
+        decode(br#"{"logId":1001,"logDateTime":1795714715404,"fromLineNum":1}"#).expect("decodes");
+    assert_eq!(p.log_date_time, 1795714715404);
+    assert_eq!(p.log_id, 1001);
+}
+
+#[test]
+fn executor_replies_of_3_5() {
+    let log: Envelope<LogResult> = round_trip(
+        r#"{"code":200,"msg":"Success","data":{"fromLineNum":1,"toLineNum":0,"logContent":"readLog fail, logFile not exists","isEnd":true}}"#,
+    );
+    let page = log.payload.expect("a log page");
+    assert!(page.is_end);
+    assert_eq!(page.log_content, tickwork_protocol::msg::LOG_FILE_MISSING);
+    for refusal in [
+        tickwork_protocol::msg::TOKEN_OR_APP_EMPTY,
+        tickwork_protocol::msg::TOKEN_OR_APP_INVALID,
+    ] {
+        let text = format!(r#"{{"code":500,"msg":"{refusal}"}}"#);
+        let e: Envelope = round_trip(&text);
+        assert!(!e.is_success());
+        assert_eq!(e.msg.as_deref(), Some(refusal));
+    }
 }

@@ -4,7 +4,7 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::response::{IntoResponse, Response};
-use tickwork_protocol::{ACCESS_TOKEN_HEADER, Envelope, HandleCallbackParam, RegistryParam, msg};
+use tickwork_protocol::{ACCESS_TOKEN_HEADER, APP_NAME_HEADER, Envelope, RegistryParam, msg};
 
 use crate::{Error, Scheduler};
 
@@ -42,10 +42,14 @@ async fn executor_call(
     if !matches!(name, "registry" | "registryRemove" | "callback") {
         return Envelope::fail(msg::uri_not_found(&format!("/api/{name}")));
     }
-    let token = headers
-        .get(ACCESS_TOKEN_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .unwrap_or("")
+    };
+    let token = header(ACCESS_TOKEN_HEADER);
     // A group's own token, or the global one; which groups it acts for is checked per call
     // and per callback item.
     let auth = match admin.executor_api().executor_auth(token).await {
@@ -53,6 +57,11 @@ async fn executor_call(
         Ok(None) => return Envelope::fail(msg::WRONG_TOKEN),
         Err(e) => return Envelope::fail(failure(name, &e)),
     };
+    // An XXL-JOB 3.5 executor also names its app: the token must be that app's.
+    let app = header(APP_NAME_HEADER);
+    if !app.is_empty() && !auth.stands_for_app(app) {
+        return Envelope::fail(msg::TOKEN_OR_APP_INVALID);
+    }
     let body = match axum::body::to_bytes(body, EXECUTOR_BODY_LIMIT).await {
         Ok(b) => b,
         Err(_) => {
@@ -65,15 +74,15 @@ async fn executor_call(
         return Envelope::fail(msg::BODY_EMPTY);
     }
     let result = match name {
-        "registry" => match tickwork_protocol::decode::<RegistryParam>(&body) {
+        "registry" => match registry_param(&body, app) {
             Ok(p) => admin.executor_api().registry_beat(&auth, p).await,
-            Err(e) => Err(Error::invalid(e.to_string())),
+            Err(e) => Err(e),
         },
-        "registryRemove" => match tickwork_protocol::decode::<RegistryParam>(&body) {
+        "registryRemove" => match registry_param(&body, app) {
             Ok(p) => admin.executor_api().registry_remove(&auth, p).await,
-            Err(e) => Err(Error::invalid(e.to_string())),
+            Err(e) => Err(e),
         },
-        _ => match tickwork_protocol::decode::<Vec<HandleCallbackParam>>(&body) {
+        _ => match tickwork_protocol::decode_callbacks(&body) {
             Ok(items) => admin.executor_api().callbacks(&auth, items).await,
             Err(e) => Err(Error::invalid(e.to_string())),
         },
@@ -82,6 +91,20 @@ async fn executor_call(
         Ok(()) => Envelope::success(),
         Err(e) => Envelope::fail(failure(name, &e)),
     }
+}
+
+/// A registration's body; one that names an app other than its `XXL-JOB-APPNAME` header is
+/// refused.
+fn registry_param(body: &[u8], app: &str) -> Result<RegistryParam, Error> {
+    let p: RegistryParam =
+        tickwork_protocol::decode(body).map_err(|e| Error::invalid(e.to_string()))?;
+    if !app.is_empty() && p.registry_key.trim() != app {
+        return Err(Error::invalid_field(
+            "registryKey",
+            format!("names another app than the {APP_NAME_HEADER} header ({app:?})"),
+        ));
+    }
+    Ok(p)
 }
 
 /// The envelope's message of a failed call: the error's text, or for an internal failure

@@ -1,7 +1,8 @@
 //! The admin's HTTP server: the executor API (`/api/*` and `/xxl-job-admin/api/*`, XXL-JOB's
-//! envelope, always HTTP 200) on the [`Scheduler`], the REST API under `/openapi/v1` (API
-//! tokens, described by the OpenAPI document at `/openapi.json`) and the console on the
-//! [`Service`], health (`/healthz`, `/readyz`) and Prometheus metrics (`/metrics`).
+//! envelope, always HTTP 200) on the [`Scheduler`], XXL-JOB 3.5's job API beside it
+//! (`/api/addJob`, ...), the REST API under `/openapi/v1` (API tokens, described by the
+//! OpenAPI document at `/openapi.json`) and the console on the [`Service`], health
+//! (`/healthz`, `/readyz`) and Prometheus metrics (`/metrics`).
 //!
 //! [`ApiError`] is the one place where errors become HTTP answers: clients get a stable code
 //! and a message; database and other internal causes are logged, never sent. REST handlers
@@ -11,6 +12,7 @@
 mod executor;
 mod extract;
 mod health;
+mod job_api;
 mod rest;
 
 use axum::Router;
@@ -71,9 +73,15 @@ pub fn pipeline_router(scheduler: Scheduler) -> Router {
         .with_state(scheduler)
 }
 
-/// The REST API, its OpenAPI document and the console, on the service.
+/// The REST API, its OpenAPI document, XXL-JOB 3.5's job API and the console, on the service.
 pub fn service_router(service: Service) -> Router {
-    Router::new()
+    let mut router = Router::new();
+    for prefix in ["", tickwork_protocol::LEGACY_ADMIN_CONTEXT_PATH] {
+        for name in job_api::PATHS {
+            router = router.route(&format!("{prefix}/api/{name}"), any(job_api::job_api));
+        }
+    }
+    router
         .route("/openapi.json", get(rest::openapi_document))
         .nest("/openapi/v1", rest::router(service.clone()))
         .merge(crate::console::router())

@@ -42,6 +42,12 @@ impl ExecutorAuth {
         }
     }
 
+    /// Whether the caller's token is the one of `app_name`'s executors: the group's own, or
+    /// the global one for a group without a token of its own (or an app no group has yet).
+    pub fn stands_for_app(&self, app_name: &str) -> bool {
+        self.check_app(app_name).is_ok()
+    }
+
     /// Whether the caller stands for every group: the global token while no group has a token
     /// of its own. Then no result needs its run's group looked up.
     fn acts_for_every_group(&self) -> bool {

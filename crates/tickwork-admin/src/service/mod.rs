@@ -7,6 +7,7 @@
 //! writes, wakes the claim loop and drops what the pipeline caches of what it changed.
 
 mod alarms;
+mod app_auth;
 pub(crate) mod audit;
 mod dashboard;
 mod groups;
@@ -18,7 +19,7 @@ mod scripts;
 mod tokens;
 mod users;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use tickwork_protocol::api::{JobView, LatenessView, Page, RunView};
@@ -69,6 +70,8 @@ pub(crate) struct Inner {
     pub(crate) job_writer: job_writer::JobWriter,
     /// Groups seen to exist, so that creating jobs does not read them again and again.
     pub(crate) known_groups: Mutex<HashSet<i64>>,
+    /// Each group's budget of calls by its app name and token (XXL-JOB 3.5's job API).
+    pub(crate) app_budgets: Mutex<HashMap<i64, app_auth::CallBudget>>,
 }
 
 /// The operations of one resource, borrowed from a [`Service`]: `service.jobs().create(..)`.
@@ -231,6 +234,7 @@ impl Service {
                 clock,
                 job_writer: Default::default(),
                 known_groups: Default::default(),
+                app_budgets: Default::default(),
             }),
         }
     }
@@ -284,6 +288,11 @@ impl Service {
 
     pub fn dashboard(&self) -> Dashboard<'_> {
         self.inner.dashboard()
+    }
+
+    /// Callers known by a group's app name and token.
+    pub fn app_auth(&self) -> app_auth::AppAuth<'_> {
+        app_auth::AppAuth { inner: &self.inner }
     }
 }
 

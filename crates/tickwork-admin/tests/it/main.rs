@@ -3,8 +3,8 @@
 //! executor), passwords, users and tokens as people manage them, asking executors which runs
 //! they accepted, alarms, overload (the claim bounded by the backlog), an admin on a manual
 //! clock, the address cache of a dead executor, chaos (admins killed or paused mid-burst),
-//! failover, follow-ups, group tokens, job keys in the console, lost runs, cluster operations
-//! and a database outage. Tests that need admins or executors as real processes start this
+//! failover, follow-ups, group tokens, job keys in the console, lost runs, cluster operations,
+//! a database outage and XXL-JOB 3.5 (its executors and its job API). Tests that need admins or executors as real processes start this
 //! binary again in the role of the ignored `child` test.
 
 mod accepted_runs;
@@ -25,6 +25,7 @@ mod lost_runs;
 mod operations;
 mod outage;
 mod support;
+mod xxl_job_35;
 
 #[test]
 #[ignore = "the child process role of this test binary"]

@@ -18,6 +18,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod java_like;
+pub(crate) mod xxl35;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -546,7 +547,6 @@ impl Api {
         }
     }
 
-    /// Creates an auto group of `app` and returns its id.
     /// `n` started jobs of `group` due every second with the `count` handler: their ids and
     /// creation instants.
     pub(crate) async fn every_second_jobs(&self, group: i64, n: usize) -> Vec<(i64, i64)> {
@@ -581,6 +581,7 @@ impl Api {
         }
     }
 
+    /// Creates an auto group of `app` and returns its id.
     pub(crate) async fn group(&self, app: &str) -> i64 {
         let g = self
             .post(
