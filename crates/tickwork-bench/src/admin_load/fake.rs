@@ -29,6 +29,9 @@ const REGISTRY_EVERY: Duration = Duration::from_secs(15);
 const CALLBACK_EVERY: Duration = Duration::from_millis(150);
 /// ...and as soon as this many are waiting.
 const CALLBACK_BATCH: usize = 1000;
+/// Most results in one post: what is waiting goes at once, as XXL-JOB 2.x-3.4 executors post
+/// their whole queue, bounded so that a body stays well within the admin's 5 MiB limit.
+const CALLBACK_MAX: usize = 20_000;
 /// Timeout of one call to an admin.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the final flush may try to deliver the last results.
@@ -200,7 +203,7 @@ impl FakeExecutor {
         // The sender stopped between batches: what is left goes now, retried for a while.
         let left = std::mem::take(&mut *self.shared.pending.lock().expect("pending lock"));
         let t = std::time::Instant::now();
-        for chunk in left.chunks(CALLBACK_BATCH) {
+        for chunk in left.chunks(CALLBACK_MAX) {
             let body = tickwork_protocol::encode(&chunk);
             loop {
                 match self.admin.call("callback", body.clone()).await {
@@ -241,7 +244,7 @@ async fn send_callbacks(
         loop {
             let batch: Vec<HandleCallbackParam> = {
                 let mut p = shared.pending.lock().expect("pending lock");
-                let n = p.len().min(CALLBACK_BATCH);
+                let n = p.len().min(CALLBACK_MAX);
                 p.drain(..n).collect()
             };
             if batch.is_empty() {
