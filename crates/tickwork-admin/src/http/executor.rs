@@ -42,14 +42,7 @@ async fn executor_call(
     if !matches!(name, "registry" | "registryRemove" | "callback") {
         return Envelope::fail(msg::uri_not_found(&format!("/api/{name}")));
     }
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim)
-            .unwrap_or("")
-    };
-    let token = header(ACCESS_TOKEN_HEADER);
+    let token = header(headers, ACCESS_TOKEN_HEADER);
     // A group's own token, or the global one; which groups it acts for is checked per call
     // and per callback item.
     let auth = match admin.executor_api().executor_auth(token).await {
@@ -58,21 +51,14 @@ async fn executor_call(
         Err(e) => return Envelope::fail(failure(name, &e)),
     };
     // An XXL-JOB 3.5 executor also names its app: the token must be that app's.
-    let app = header(APP_NAME_HEADER);
+    let app = header(headers, APP_NAME_HEADER);
     if !app.is_empty() && !auth.stands_for_app(app) {
         return Envelope::fail(msg::TOKEN_OR_APP_INVALID);
     }
-    let body = match axum::body::to_bytes(body, EXECUTOR_BODY_LIMIT).await {
+    let body = match read_body(body, EXECUTOR_BODY_LIMIT).await {
         Ok(b) => b,
-        Err(_) => {
-            return Envelope::fail(format!(
-                "invalid request, body larger than {EXECUTOR_BODY_LIMIT} bytes"
-            ));
-        }
+        Err(e) => return Envelope::fail(e),
     };
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Envelope::fail(msg::BODY_EMPTY);
-    }
     let result = match name {
         "registry" => match registry_param(&body, app) {
             Ok(p) => admin.executor_api().registry_beat(&auth, p).await,
@@ -91,6 +77,27 @@ async fn executor_call(
         Ok(()) => Envelope::success(),
         Err(e) => Envelope::fail(failure(name, &e)),
     }
+}
+
+/// A header's value, trimmed; empty when absent or not text.
+pub(super) fn header<'a>(headers: &'a HeaderMap, name: &str) -> &'a str {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .unwrap_or("")
+}
+
+/// A call's body of at most `limit` bytes, or XXL-JOB's message for one that is too large or
+/// blank.
+pub(super) async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, String> {
+    let bytes = axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| format!("invalid request, body larger than {limit} bytes"))?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(msg::BODY_EMPTY.to_owned());
+    }
+    Ok(bytes)
 }
 
 /// A registration's body; one that names an app other than its `XXL-JOB-APPNAME` header is

@@ -16,6 +16,7 @@ use tickwork_protocol::api::{JobInput, TriggerInput};
 use tickwork_protocol::job_api::{JobCall, JobFields, JobId, JobTrigger};
 use tickwork_protocol::{ACCESS_TOKEN_HEADER, APP_NAME_HEADER, Envelope, msg};
 
+use super::executor::{header, read_body};
 use crate::{Error, Principal, Service};
 
 /// Largest body of a job API call.
@@ -60,25 +61,14 @@ async fn job_call(
     if method != Method::POST {
         return Envelope::fail(msg::METHOD_NOT_SUPPORTED);
     }
-    let body = match axum::body::to_bytes(body, BODY_LIMIT).await {
+    let body = match read_body(body, BODY_LIMIT).await {
         Ok(b) => b,
-        Err(_) => {
-            return Envelope::fail(format!(
-                "invalid request, body larger than {BODY_LIMIT} bytes"
-            ));
-        }
+        Err(e) => return Envelope::fail(e),
     };
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Envelope::fail(msg::BODY_EMPTY);
-    }
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim)
-            .unwrap_or("")
-    };
-    let (token, app) = (header(ACCESS_TOKEN_HEADER), header(APP_NAME_HEADER));
+    let (token, app) = (
+        header(headers, ACCESS_TOKEN_HEADER),
+        header(headers, APP_NAME_HEADER),
+    );
     if token.is_empty() || app.is_empty() {
         return Envelope::fail(msg::TOKEN_OR_APP_EMPTY);
     }

@@ -7,36 +7,11 @@ use crate::support;
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use support::{Api, Backend, Child, TestDb};
 use tickwork_testkit::wait_until;
 
 const WAIT: Duration = Duration::from_secs(60);
-
-async fn run_of(api: &Api, run: i64) -> Value {
-    let (status, body) = api.call("GET", &format!("runs/{run}"), None).await;
-    assert_eq!(status, 200, "{body}");
-    body
-}
-
-/// Waits until run `run` is in `state`.
-async fn reaches(api: &Api, run: i64, state: &str) -> Value {
-    wait_until(&format!("run {run} to be {state}"), WAIT, || async {
-        let r = run_of(api, run).await;
-        if r["state"] == state {
-            Ok(r)
-        } else {
-            Err(r["state"].clone())
-        }
-    })
-    .await
-}
-
-async fn trigger(api: &Api, job: i64) -> i64 {
-    api.post(&format!("jobs/{job}/trigger"), json!({})).await["id"]
-        .as_i64()
-        .expect("run id")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn executor_with_its_group_token_registers_and_completes_runs_end_to_end() {
@@ -79,8 +54,8 @@ async fn executor_with_its_group_token_registers_and_completes_runs_end_to_end()
         .await["id"]
         .as_i64()
         .expect("job id");
-    let run = trigger(&api, count).await;
-    let done = reaches(&api, run, "succeeded").await;
+    let run = api.trigger(count).await;
+    let done = api.run_reaches(run, "succeeded").await;
     assert_eq!(done["executor_address"], executor.address.as_str());
     let (status, log) = api.call("GET", &format!("runs/{run}/log"), None).await;
     assert_eq!(
@@ -97,8 +72,8 @@ async fn executor_with_its_group_token_registers_and_completes_runs_end_to_end()
         .await["id"]
         .as_i64()
         .expect("job id");
-    let long = trigger(&api, slow).await;
-    reaches(&api, long, "dispatched").await;
+    let long = api.trigger(slow).await;
+    api.run_reaches(long, "dispatched").await;
     let (status, killed) = api.call("POST", &format!("runs/{long}/kill"), None).await;
     assert_eq!(status, 200, "{killed}");
     assert_eq!(killed["state"], "killed");
@@ -106,8 +81,8 @@ async fn executor_with_its_group_token_registers_and_completes_runs_end_to_end()
     // A rotation locks the executor's token out at once: the admin now sends the new token,
     // which the executor refuses, and the run fails instead of running.
     api.post(&format!("groups/{group}/token"), json!({})).await;
-    let refused = trigger(&api, count).await;
-    let failed = reaches(&api, refused, "failed").await;
+    let refused = api.trigger(count).await;
+    let failed = api.run_reaches(refused, "failed").await;
     assert!(
         failed["trigger_msg"]
             .as_str()

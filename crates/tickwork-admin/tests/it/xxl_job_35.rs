@@ -15,32 +15,8 @@ use tickwork_testkit::wait_until;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-async fn run_of(api: &Api, run: i64) -> Value {
-    let (status, body) = api.call("GET", &format!("runs/{run}"), None).await;
-    assert_eq!(status, 200, "{body}");
-    body
-}
-
-async fn reaches(api: &Api, run: i64, state: &str) -> Value {
-    wait_until(&format!("run {run} to be {state}"), WAIT, || async {
-        let r = run_of(api, run).await;
-        if r["state"] == state {
-            Ok(r)
-        } else {
-            Err(r["state"].clone())
-        }
-    })
-    .await
-}
-
 async fn job(api: &Api, body: Value) -> i64 {
     api.post("jobs", body).await["id"].as_i64().expect("job id")
-}
-
-async fn trigger(api: &Api, job: i64) -> i64 {
-    api.post(&format!("jobs/{job}/trigger"), json!({})).await["id"]
-        .as_i64()
-        .expect("run id")
 }
 
 async fn own_token(api: &Api, group: i64) -> String {
@@ -119,8 +95,8 @@ async fn an_xxl_job_3_5_executor_registers_runs_logs_is_killed_and_fires_on_sche
 
     // Sent to /run first, which a 3.5 executor does not know (so ran nothing), then /trigger.
     let demo = job(&api, json!({ "group_id": group, "handler": "demo" })).await;
-    let run = trigger(&api, demo).await;
-    let done = reaches(&api, run, "succeeded").await;
+    let run = api.trigger(demo).await;
+    let done = api.run_reaches(run, "succeeded").await;
     assert_eq!(done["handle_msg"], "demo ok", "{done}");
     assert!(executor.ran(run));
     let (status, log) = api.call("GET", &format!("runs/{run}/log"), None).await;
@@ -131,8 +107,8 @@ async fn an_xxl_job_3_5_executor_registers_runs_logs_is_killed_and_fires_on_sche
     );
 
     let hold = job(&api, json!({ "group_id": group, "handler": "hold" })).await;
-    let long = trigger(&api, hold).await;
-    reaches(&api, long, "dispatched").await;
+    let long = api.trigger(hold).await;
+    api.run_reaches(long, "dispatched").await;
     let (status, killed) = api.call("POST", &format!("runs/{long}/kill"), None).await;
     assert_eq!(status, 200, "{killed}");
     assert_eq!(killed["state"], "killed");
@@ -227,8 +203,8 @@ async fn calls_whose_token_is_not_their_named_apps_are_refused() {
 
     // A wrapped callback from the wrong app changes no run.
     let j = job(&api, json!({ "group_id": own, "handler": "demo" })).await;
-    let run = trigger(&api, j).await;
-    let before = run_of(&api, run).await;
+    let run = api.trigger(j).await;
+    let before = api.run(run).await;
     let answer = borrowed
         .post(
             "callback",
@@ -236,10 +212,7 @@ async fn calls_whose_token_is_not_their_named_apps_are_refused() {
         )
         .await;
     assert_eq!(answer["code"], 500, "{answer}");
-    assert_eq!(
-        run_of(&api, run).await["handle_code"],
-        before["handle_code"]
-    );
+    assert_eq!(api.run(run).await["handle_code"], before["handle_code"]);
     admin.shutdown().await;
 }
 

@@ -581,6 +581,38 @@ impl Api {
         }
     }
 
+    /// `GET /runs/{run}`, expecting it to exist.
+    pub(crate) async fn run(&self, run: i64) -> Value {
+        let (status, body) = self.call("GET", &format!("runs/{run}"), None).await;
+        assert_eq!(status, 200, "{body}");
+        body
+    }
+
+    /// Waits (up to a minute) until run `run` is in `state`; the run then.
+    pub(crate) async fn run_reaches(&self, run: i64, state: &str) -> Value {
+        tickwork_testkit::wait_until(
+            &format!("run {run} to be {state}"),
+            Duration::from_secs(60),
+            || async {
+                let r = self.run(run).await;
+                if r["state"] == state {
+                    Ok(r)
+                } else {
+                    Err(r["state"].clone())
+                }
+            },
+        )
+        .await
+    }
+
+    /// Fires job `job` once now through the API: the run's id.
+    pub(crate) async fn trigger(&self, job: i64) -> i64 {
+        self.post(&format!("jobs/{job}/trigger"), serde_json::json!({}))
+            .await["id"]
+            .as_i64()
+            .expect("run id")
+    }
+
     /// Creates an auto group of `app` and returns its id.
     pub(crate) async fn group(&self, app: &str) -> i64 {
         let g = self
