@@ -279,7 +279,7 @@ pub fn check_login_csrf(cookie: &str, presented: &str) -> Result<(), Error> {
 
 use limiter::{Checking, LoginLimiter};
 use secrets::{HashMemory, check_password_max, verify_blocking};
-pub(crate) use secrets::{digest, hash_password, random_hex, verify_password};
+pub(crate) use secrets::{digest, hash_password, random_hex};
 pub use secrets::{generate_password, generate_token, validate_password};
 
 /// Logins, sessions and API credentials. Reachable as `Admin::auth` and `AppState::auth`.
@@ -429,6 +429,42 @@ impl Auth {
         .await
         .map_err(|e| Error::Internal(format!("password check task failed: {e}")))?;
         Ok(user.filter(|u| matches && !u.disabled))
+    }
+
+    /// Whether `password` is `user`'s current one, asked before a user changes their own
+    /// password. Limited as logins are, per user (whatever the client): a stolen session or
+    /// token cannot try passwords faster than the login form allows.
+    pub async fn check_current_password(&self, user: &User, password: &str) -> Result<bool, Error> {
+        check_password_max(password)?;
+        // The unspecified address is no client's, so these attempts never share a login's
+        // count.
+        let key = (
+            IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+            user.username.to_lowercase(),
+        );
+        let c = &self.config;
+        let Some(attempt) = self
+            .limiter
+            .reserve(&key, c.login_max_failures, c.login_window)
+        else {
+            warn!(user = %key.1, "password change refused: too many wrong current passwords");
+            return Err(Error::RateLimited(format!(
+                "too many wrong current passwords; try again in {} minutes",
+                c.login_window.as_secs().div_ceil(60)
+            )));
+        };
+        match secrets::verify_password(password, &user.password_hash).await {
+            Ok(true) => {
+                self.limiter.succeeded(&key);
+                Ok(true)
+            }
+            // A failure keeps its place in the count.
+            Ok(false) => Ok(false),
+            Err(e) => {
+                self.limiter.release(&key, attempt);
+                Err(e)
+            }
+        }
     }
 
     fn purge_at(&self, now: i64) -> SessionPurge {
@@ -754,7 +790,15 @@ mod tests {
     async fn passwords_hash_and_verify() {
         let h = hash_password("correct horse battery").await.unwrap();
         assert!(h.starts_with("$argon2id$"));
-        assert!(verify_password("correct horse battery", &h).await.unwrap());
-        assert!(!verify_password("wrong horse battery", &h).await.unwrap());
+        assert!(
+            secrets::verify_password("correct horse battery", &h)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !secrets::verify_password("wrong horse battery", &h)
+                .await
+                .unwrap()
+        );
     }
 }

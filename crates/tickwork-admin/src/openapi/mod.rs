@@ -601,6 +601,13 @@ fn operation(op: &Op) -> Value {
             error_response("the executor could not be reached or refused (code executor_error)"),
         );
     }
+    // Checking one's current password is limited as logins are.
+    if (op.method, op.path) == ("put", "/users/{id}/password") {
+        responses.insert(
+            "429".into(),
+            error_response("too many wrong current passwords (code rate_limited)"),
+        );
+    }
     responses.insert(
         "500".into(),
         error_response("internal error (details in the log)"),

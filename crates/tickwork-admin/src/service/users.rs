@@ -232,7 +232,12 @@ impl Users<'_> {
         let user = if by.user_id == id {
             let user = self.inner.store.user_get(id).await?;
             let current = input.current_password.as_deref().unwrap_or("");
-            if !auth::verify_password(current, &user.password_hash).await? {
+            if !self
+                .inner
+                .auth
+                .check_current_password(&user, current)
+                .await?
+            {
                 return Err(invalid("current_password", "is wrong"));
             }
             user

@@ -424,3 +424,49 @@ async fn viewers_manage_their_own_api_tokens_in_the_console() {
         .refused(401, "unauthorized");
     h.stop().await;
 }
+
+#[tokio::test]
+async fn wrong_current_passwords_are_limited_like_logins_so_a_stolen_token_cannot_guess_one() {
+    let h = Harness::start().await;
+    let (id, token) = h.user_with_token("gus", "viewer", &[]).await;
+    let (ida, other_token) = h.user_with_token("ida", "viewer", &[]).await;
+    let path = format!("/users/{id}/password");
+    let change =
+        |current: &str| json!({ "current_password": current, "password": "gus-brand-new-pass" });
+    // Five wrong guesses (the login limit) are answered as wrong...
+    for i in 0..5 {
+        h.call(
+            Method::PUT,
+            "/users/{id}/password",
+            &path,
+            &token,
+            Some(change(&format!("guess-{i}"))),
+        )
+        .await
+        .refused(400, "invalid_input");
+    }
+    // ...then even the right one is refused for the window, and nothing changes.
+    let before = h.audit_total().await;
+    h.call(
+        Method::PUT,
+        "/users/{id}/password",
+        &path,
+        &token,
+        Some(change("gus-password-1")),
+    )
+    .await
+    .refused(429, "rate_limited");
+    assert_eq!(h.audit_total().await, before);
+    assert!(can_login(&h, "gus", "gus-password-1").await);
+    // Logins and other users keep their own counts.
+    h.call(
+        Method::PUT,
+        "/users/{id}/password",
+        &format!("/users/{ida}/password"),
+        &other_token,
+        Some(json!({ "current_password": "ida-password-1", "password": "ida-brand-new-pass" })),
+    )
+    .await
+    .ok();
+    h.stop().await;
+}
