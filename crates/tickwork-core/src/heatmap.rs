@@ -130,7 +130,7 @@ impl Window {
     /// Where bucket `i` starts and ends.
     pub fn bucket(&self, i: usize) -> (i64, i64) {
         let start = self.from_ms + self.bucket_ms * i as i64;
-        (start, (start + self.bucket_ms).min(self.to_ms))
+        (start, start.saturating_add(self.bucket_ms).min(self.to_ms))
     }
 
     /// The bucket an instant inside the window falls into.
@@ -352,7 +352,7 @@ fn totals_by_bucket(l: &Lattice, window: &Window) -> Vec<(usize, u64)> {
 /// instant up to which they are all there: `to`, or the first fire left out.
 fn enumerate(schedule: &Schedule, from: i64, to: i64, cap: u64) -> (Vec<i64>, i64) {
     let mut fires = Vec::new();
-    let mut after = from - 1;
+    let mut after = from.saturating_sub(1);
     while let Some(next) = schedule.next_after(after).filter(|&t| t < to) {
         if fires.len() as u64 >= cap {
             return (fires, next);

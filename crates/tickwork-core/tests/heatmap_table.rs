@@ -358,6 +358,38 @@ fn a_last_bucket_cut_short_by_the_range() {
 }
 
 #[test]
+fn windows_at_the_ends_of_time_count_without_overflow() {
+    let jobs = |anchor| {
+        let mut rate = job(1, 1, ScheduleType::FixRate, "1m", "UTC");
+        rate.anchor_ms = anchor;
+        vec![
+            rate,
+            job(2, 1, ScheduleType::FixDelay, "1d", "UTC"),
+            cron(3, 1, "0 0 0 * * ?", "UTC"),
+            job(4, 1, ScheduleType::Once, "2026-06-01T00:00:00Z", "UTC"),
+        ]
+    };
+    for (from, to) in [
+        (i64::MIN, i64::MIN + DAY),
+        (i64::MAX - DAY, i64::MAX),
+        (i64::MAX - 90_000, i64::MAX),
+    ] {
+        for anchor in [None, Some(i64::MIN), Some(i64::MAX)] {
+            let h = heatmap(
+                &jobs(anchor),
+                Window::new(from, to, HOUR).unwrap(),
+                Limits::STANDARD,
+            );
+            assert_eq!(
+                h.totals.len(),
+                Window::new(from, to, HOUR).unwrap().buckets()
+            );
+            assert!(h.fires <= 1_441, "{from} {to} {anchor:?}: {}", h.fires);
+        }
+    }
+}
+
+#[test]
 fn bad_windows_are_refused_with_their_field() {
     let from = ms("2026-06-01T00:00:00Z");
     #[rustfmt::skip]

@@ -454,6 +454,86 @@ pub struct StatsView {
     pub lateness: Option<LatenessView>,
 }
 
+// ---- the schedule ahead ----
+
+/// What `GET /schedule/heatmap` takes: the range `[from, to)` in epoch ms (default: from the
+/// current minute, 24 hours), the bucket size (`1m`, `15m`, `1h`, `1d`; default `1m`) and an
+/// executor group by app name (default: every group).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeatmapQuery {
+    pub from: Option<i64>,
+    pub to: Option<i64>,
+    pub bucket: Option<String>,
+    pub group: Option<String>,
+}
+
+/// The fires of every running job over a range, per bucket and executor group, with the
+/// busiest buckets and the jobs in them. Bucket `i` covers `[from + i * bucket_ms, ...)`, the
+/// last one ending at `to`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeatmapView {
+    pub from: i64,
+    pub to: i64,
+    pub bucket_ms: i64,
+    pub buckets: u64,
+    /// Running jobs counted.
+    pub jobs: u64,
+    /// All fires in the range.
+    pub fires: u64,
+    /// Fires per bucket, all groups together.
+    pub totals: Vec<u64>,
+    /// Groups with running jobs.
+    pub groups: Vec<HeatmapGroup>,
+    /// The busiest buckets, busiest first.
+    pub peaks: Vec<HeatmapPeak>,
+    /// Jobs counted only up to an instant (too many cron fires to enumerate): the counts are
+    /// lower bounds then.
+    pub capped: Vec<HeatmapCapped>,
+}
+
+/// Fires per bucket of one executor group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeatmapGroup {
+    pub group_id: i64,
+    pub app_name: String,
+    pub title: String,
+    pub fires: u64,
+    pub counts: Vec<u64>,
+}
+
+/// One of the busiest buckets, `[start, end)`, and the jobs that fire in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeatmapPeak {
+    pub start: i64,
+    pub end: i64,
+    pub fires: u64,
+    /// The busiest first, then by first fire: jobs with the same `first_fire` collide.
+    pub jobs: Vec<HeatmapPeakJob>,
+    /// Jobs firing in it beyond those named.
+    pub more_jobs: u64,
+}
+
+/// A job in a peak.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeatmapPeakJob {
+    pub job_id: i64,
+    pub key: String,
+    pub description: String,
+    pub group_id: i64,
+    pub fires: u64,
+    pub first_fire: i64,
+}
+
+/// A job whose fires were counted up to `until` only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeatmapCapped {
+    pub job_id: i64,
+    pub key: String,
+    pub counted: u64,
+    pub until: i64,
+}
+
 /// A run's log, from `from_line` to `to_line`; `end` once the run is final and nothing new
 /// is left.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

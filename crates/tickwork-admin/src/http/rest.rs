@@ -10,8 +10,9 @@ use serde::Deserialize;
 use tickwork_core::{ScheduleType, TriggerType};
 use tickwork_protocol::api::{
     AlarmChannelInput, AlarmChannelView, AlarmDeliveryQuery, AlarmTestResult, AuditQuery,
-    CopyInput, GroupInput, JobInput, JobQuery, JobsBulkCreated, JobsBulkInput, PasswordInput,
-    RunQuery, ScriptInput, TokenInput, TriggerInput, UserInput, UserUpdateInput,
+    CopyInput, GroupInput, HeatmapQuery, HeatmapView, JobInput, JobQuery, JobsBulkCreated,
+    JobsBulkInput, PasswordInput, RunQuery, ScriptInput, TokenInput, TriggerInput, UserInput,
+    UserUpdateInput,
 };
 
 use super::ApiError;
@@ -55,6 +56,7 @@ rest_api! {
     "/runs/{id}/kill" => { post: run_kill }
     "/runs/{id}/log" => { get: run_log }
     "/schedule/preview" => { get: schedule_preview_get, post: schedule_preview }
+    "/schedule/heatmap" => { get: schedule_heatmap }
     "/users" => { get: users_list, post: user_create }
     "/users/{id}" => { get: user_get, put: user_update, delete: user_delete }
     "/users/{id}/password" => { put: user_password }
@@ -510,6 +512,14 @@ async fn schedule_preview_get(
         q.n.unwrap_or(5),
     )?;
     ok(serde_json::json!({ "fires": fires }))
+}
+
+/// `GET /schedule/heatmap?from=&to=&bucket=&group=`.
+async fn schedule_heatmap(
+    State(a): State<Service>,
+    ApiQuery(q): ApiQuery<HeatmapQuery>,
+) -> ApiResult<HeatmapView> {
+    ok(a.jobs().heatmap(q).await?)
 }
 
 async fn users_list(

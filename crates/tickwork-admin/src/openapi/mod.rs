@@ -333,6 +333,37 @@ const OPS: &[Op] = &[
     },
     Op {
         method: "get",
+        path: "/schedule/heatmap",
+        summary: "Fires per bucket of every running job over a range (at most 7 days), by \
+                  executor group, with the busiest buckets and the jobs colliding in them",
+        roles: READ,
+        query: &[
+            (
+                "from",
+                "integer",
+                "start of the range, epoch ms (default: this minute)",
+            ),
+            (
+                "to",
+                "integer",
+                "end of the range, excluded, epoch ms (default: from + 24 h)",
+            ),
+            (
+                "bucket",
+                "string",
+                "bucket size, whole minutes with a unit: 1m (default), 15m, 1h, 1d",
+            ),
+            (
+                "group",
+                "string",
+                "only the jobs of this executor group (its app name)",
+            ),
+        ],
+        body: None,
+        answer: "Heatmap",
+    },
+    Op {
+        method: "get",
         path: "/users",
         summary: "List users",
         roles: ADMIN,

@@ -301,7 +301,7 @@ pub(super) fn schemas() -> Value {
     let Value::Object(all) = &mut all else {
         unreachable!("the schemas are an object")
     };
-    for part in [alarm_schemas(), bulk_schemas()] {
+    for part in [alarm_schemas(), bulk_schemas(), heatmap_schemas()] {
         if let Value::Object(part) = part {
             all.extend(part);
         }
@@ -324,6 +324,38 @@ fn bulk_schemas() -> Value {
                 ("id", t("integer")), ("key", t("string")),
             ], &["id", "key"], false) })),
         ], &["created", "jobs"], false),
+    })
+}
+
+/// The schema of `GET /schedule/heatmap`, apart from [`schemas`] for the macro's recursion
+/// limit.
+fn heatmap_schemas() -> Value {
+    let counts = json!({ "type": "array", "items": t("integer") });
+    json!({
+        "Heatmap": object(&[
+            ("from", t("integer")), ("to", t("integer")), ("bucket_ms", t("integer")),
+            ("buckets", t("integer")), ("jobs", t("integer")), ("fires", t("integer")),
+            ("totals", counts.clone()),
+            ("groups", json!({ "type": "array", "items": object(&[
+                ("group_id", t("integer")), ("app_name", t("string")), ("title", t("string")),
+                ("fires", t("integer")), ("counts", counts),
+            ], &["group_id", "app_name", "title", "fires", "counts"], false) })),
+            ("peaks", json!({ "type": "array", "items": object(&[
+                ("start", t("integer")), ("end", t("integer")), ("fires", t("integer")),
+                ("jobs", json!({ "type": "array", "items": object(&[
+                    ("job_id", t("integer")), ("key", t("string")),
+                    ("description", t("string")), ("group_id", t("integer")),
+                    ("fires", t("integer")), ("first_fire", t("integer")),
+                ], &["job_id", "key", "description", "group_id", "fires", "first_fire"], false) })),
+                ("more_jobs", t("integer")),
+            ], &["start", "end", "fires", "jobs", "more_jobs"], false) })),
+            ("capped", json!({ "type": "array", "description": "jobs counted up to `until` \
+                only (too many cron fires): their counts are lower bounds", "items": object(&[
+                ("job_id", t("integer")), ("key", t("string")),
+                ("counted", t("integer")), ("until", t("integer")),
+            ], &["job_id", "key", "counted", "until"], false) })),
+        ], &["from", "to", "bucket_ms", "buckets", "jobs", "fires", "totals", "groups", "peaks",
+             "capped"], false),
     })
 }
 

@@ -11,6 +11,7 @@ mod app_auth;
 pub(crate) mod audit;
 mod dashboard;
 mod groups;
+mod heatmap;
 mod job_writer;
 mod jobs;
 mod jobs_bulk;

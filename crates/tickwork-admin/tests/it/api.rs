@@ -1037,6 +1037,11 @@ async fn every_endpoint_answers_as_documented() {
         .await
         .ok();
     assert_eq!(fires["fires"].as_array().unwrap().len(), 2);
+    let map = h
+        .get("/schedule/heatmap", "/schedule/heatmap?bucket=1h", BUILTIN)
+        .await
+        .ok();
+    assert_eq!(map["buckets"], 24);
 
     // users and tokens
     let (uid, secret) = h.user_with_token("carol", "viewer", &[]).await;

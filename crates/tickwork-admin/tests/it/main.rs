@@ -3,10 +3,10 @@
 //! executor), passwords, users and tokens as people manage them, asking executors which runs
 //! they accepted, alarms, overload (the claim bounded by the backlog), an admin on a manual
 //! clock, the address cache of a dead executor, chaos (admins killed or paused mid-burst),
-//! failover, follow-ups, group tokens, job keys in the console, lost runs, cluster operations,
-//! a database outage and XXL-JOB 3.5 (its executors and its job API). Tests that need admins
-//! or executors as real processes start this binary again in the role of the ignored `child`
-//! test.
+//! failover, follow-ups, group tokens, the schedule heatmap, job keys in the console, lost
+//! runs, cluster operations, a database outage and XXL-JOB 3.5 (its executors and its job
+//! API). Tests that need admins or executors as real processes start this binary again in the
+//! role of the ignored `child` test.
 
 mod accepted_runs;
 mod accounts;
@@ -20,6 +20,7 @@ mod dead_executor;
 mod failover;
 mod follow_ups;
 mod group_tokens;
+mod heatmap;
 mod job_keys;
 mod jobs_bulk;
 mod lost_runs;
