@@ -10,10 +10,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tickwork_core::ScheduleType;
 use tickwork_protocol::api::{
-    AuditView, CopyInput, ErrorBody, GroupInput, GroupView, InstanceView, ItemError, JobInput,
-    JobQuery, JobView, JobsBulkCreated, Page, PasswordInput, RunLog, RunQuery, RunView,
-    ScriptInput, ScriptVersionView, StatsView, TokenCreated, TokenInput, TokenView, TriggerInput,
-    UserInput, UserUpdateInput, UserView,
+    AuditView, CopyInput, ErrorBody, GroupInput, GroupView, HeatmapQuery, HeatmapView,
+    InstanceView, ItemError, JobInput, JobQuery, JobView, JobsBulkCreated, Page, PasswordInput,
+    RunLog, RunQuery, RunView, ScriptInput, ScriptVersionView, StatsView, TokenCreated, TokenInput,
+    TokenView, TriggerInput, UserInput, UserUpdateInput, UserView,
 };
 
 /// What went wrong in a call.
@@ -237,6 +237,17 @@ impl Client {
             "schedule_type": kind, "schedule_conf": conf, "time_zone": time_zone, "n": n,
         });
         Ok(self.post::<Fires>("/schedule/preview", &body).await?.fires)
+    }
+
+    /// Fires per bucket of every running job over a range, by group, with the peaks
+    /// (`GET /schedule/heatmap`); the admin's defaults for what `q` leaves out.
+    pub async fn schedule_heatmap(&self, q: &HeatmapQuery) -> Result<HeatmapView, Error> {
+        let mut qs = Query::default();
+        qs.num("from", q.from);
+        qs.num("to", q.to);
+        qs.text("bucket", q.bucket.as_deref());
+        qs.text("group", q.group.as_deref());
+        self.get(&format!("/schedule/heatmap{}", qs.0)).await
     }
 
     // ---- runs ----

@@ -9,6 +9,7 @@ mod executor_cmd;
 mod job_cmd;
 mod remote;
 mod run_cmd;
+mod schedule_cmd;
 
 use std::fmt;
 use std::process::ExitCode;
@@ -46,6 +47,13 @@ enum Command {
         remote: remote::Remote,
         #[command(subcommand)]
         command: run_cmd::RunCommand,
+    },
+    /// The schedule ahead on an admin: a heatmap of fires per minute with the peaks.
+    Schedule {
+        #[command(flatten)]
+        remote: remote::Remote,
+        #[command(subcommand)]
+        command: schedule_cmd::ScheduleCommand,
     },
     /// Run an executor: script jobs (when enabled) and built-in handlers.
     Executor(executor_cmd::ExecutorArgs),
@@ -134,6 +142,11 @@ fn main() -> ExitCode {
         }),
         Command::Run { remote, command } => async_main(async move {
             run_cmd::run(&remote, command)
+                .await
+                .map(|()| ExitCode::SUCCESS)
+        }),
+        Command::Schedule { remote, command } => async_main(async move {
+            schedule_cmd::run(&remote, command)
                 .await
                 .map(|()| ExitCode::SUCCESS)
         }),

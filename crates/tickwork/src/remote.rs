@@ -1,4 +1,4 @@
-//! What the client commands (`tickwork job`, `tickwork run`) share: where the admin is, its
+//! What the client commands (`tickwork job`, `run`, `schedule`) share: where the admin is, its
 //! token, and how instants are shown.
 
 use std::path::Path;
