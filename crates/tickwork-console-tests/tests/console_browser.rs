@@ -3,7 +3,8 @@
 //! once ("Run started" once an executor took it), kill a long run (who killed it), edit a
 //! script and restore an old version, a viewer who cannot change anything, and a form with bad
 //! input that shows the error and saves nothing; an alarm channel created through its page;
-//! passwords (one's own, set by an admin), a viewer's own API token and a deleted user. Every
+//! passwords (one's own, set by an admin), a viewer's own API token and a deleted user; the
+//! schedule heatmap with the jobs colliding at midnight, in English and Chinese. Every
 //! page visited is saved as a PNG.
 
 use thirtyfour::prelude::*;
@@ -454,5 +455,152 @@ async fn people_change_passwords_and_manage_their_tokens() {
     c.wait_css("#flash-ok").await;
     assert!(!c.text("#users-table").await.contains("vera"));
     c.shot("user-deleted").await;
+    c.finish().await;
+}
+
+/// A running job of `group` created through the service (the heatmap reads what is there).
+async fn running_job(a: &Service, group: i64, key: &str, kind: &str, conf: &str, tz: &str) {
+    let mut input = tickwork_protocol::api::JobInput::new(group);
+    input.key = Some(key.to_owned());
+    input.start = true;
+    input.spec.description = format!("the {key} job");
+    input.spec.schedule_type = kind.parse().expect("a schedule type");
+    input.spec.schedule_conf = conf.to_owned();
+    input.spec.time_zone = tz.to_owned();
+    input.spec.handler = "echo".to_owned();
+    a.jobs()
+        .create(&tickwork_admin::Principal::system(), input)
+        .await
+        .unwrap_or_else(|e| panic!("job {key}: {e}"));
+}
+
+/// Scrolls the page to the element matching `css`.
+async fn scroll_to(c: &Console, css: &str) {
+    c.wait_css(css)
+        .await
+        .scroll_into_view()
+        .await
+        .unwrap_or_else(|e| panic!("scroll to {css}: {e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_schedule_heatmap_names_the_jobs_that_collide() {
+    let Some(mut c) = Console::start("schedule").await else {
+        return;
+    };
+    let system = tickwork_admin::Principal::system();
+    let mut groups = Vec::new();
+    for (app, title) in [("billing", "Billing"), ("reports", "Reports")] {
+        let g = c
+            .admin
+            .groups()
+            .create(
+                &system,
+                tickwork_protocol::api::GroupInput {
+                    app_name: app.to_owned(),
+                    title: title.to_owned(),
+                    address_mode: None,
+                    addresses: Vec::new(),
+                },
+            )
+            .await
+            .expect("group");
+        groups.push(g.id);
+    }
+    let (billing, reports) = (groups[0], groups[1]);
+    // Four nightly jobs at midnight UTC: the collision the page must name.
+    for key in ["invoices", "dunning", "ledger-close"] {
+        running_job(&c.admin, billing, key, "CRON", "0 0 0 * * ?", "UTC").await;
+    }
+    running_job(
+        &c.admin,
+        reports,
+        "daily-report",
+        "CRON",
+        "0 0 0 * * ?",
+        "UTC",
+    )
+    .await;
+    running_job(
+        &c.admin,
+        reports,
+        "berlin-export",
+        "CRON",
+        "0 30 2 * * ?",
+        "Europe/Berlin",
+    )
+    .await;
+    running_job(
+        &c.admin,
+        reports,
+        "quarter-sync",
+        "CRON",
+        "0 */15 * * * ?",
+        "UTC",
+    )
+    .await;
+    running_job(
+        &c.admin,
+        billing,
+        "business-hours",
+        "CRON",
+        "0 */5 8-17 ? * MON-FRI",
+        "America/New_York",
+    )
+    .await;
+    running_job(&c.admin, billing, "heartbeat", "FIX_RATE", "10m", "UTC").await;
+
+    c.open("/").await;
+    c.wait_css("#login-submit").await;
+    c.login("admin", ADMIN_PASSWORD).await;
+    // A Monday in June (UTC, the admin's zone): every row a whole hour.
+    c.open("/schedule?from=2027-06-07T00:00&hours=24&bucket=1m")
+        .await;
+    c.wait_css("#heatmap-chart svg").await;
+    let midnight = c.text("#peaks-table tbody tr:first-child").await;
+    assert!(midnight.starts_with("2027-06-07 00:00"), "{midnight}");
+    for key in [
+        "invoices",
+        "dunning",
+        "ledger-close",
+        "daily-report",
+        "quarter-sync",
+    ] {
+        assert!(
+            midnight.contains(key),
+            "{key} collides at midnight: {midnight}"
+        );
+    }
+    assert!(c.text("#heatmap-groups").await.contains("billing"));
+    c.shot("schedule-heatmap").await;
+    scroll_to(&c, "#peaks").await;
+    c.shot("schedule-heatmap-peaks").await;
+
+    switch_to(&c, "调度热力图").await;
+    c.wait_css("#heatmap-chart svg").await;
+    assert!(c.text("h1").await.contains("调度热力图"));
+    assert!(c.text("#peaks-table").await.contains("首次触发于"));
+    c.shot("schedule-heatmap-zh").await;
+    scroll_to(&c, "#peaks").await;
+    c.shot("schedule-heatmap-peaks-zh").await;
+    switch_to(&c, "Heatmap").await;
+
+    // One group over three days in quarter hours.
+    c.select("#filter-group", "reports").await;
+    c.select("#filter-hours", "72").await;
+    c.select("#filter-bucket", "15m").await;
+    c.click("#apply-heatmap").await;
+    c.wait_until("the reports group alone", || async {
+        c.text("#heatmap-groups").await.contains("reports")
+            && !c.text("#heatmap-groups").await.contains("billing")
+    })
+    .await;
+    c.shot("schedule-heatmap-group").await;
+
+    // A start that is no time: said on the page, nothing drawn.
+    c.open("/schedule?from=soon").await;
+    c.wait_css("#heatmap-error").await;
+    assert!(!c.exists("#heatmap-chart").await);
+    c.shot("schedule-heatmap-bad-input").await;
     c.finish().await;
 }

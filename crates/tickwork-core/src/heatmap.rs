@@ -164,6 +164,16 @@ pub fn parse_bucket(text: &str) -> Result<i64, Error> {
         })
 }
 
+/// How dark a bucket is drawn: 0 for none, else 1 to 9 by its share of the busiest bucket
+/// (rounded up, so that a single fire among thousands still shows).
+pub fn intensity(count: u64, max: u64) -> u8 {
+    if count == 0 || max == 0 {
+        return 0;
+    }
+    let step = u128::from(count.min(max)) * 9;
+    step.div_ceil(u128::from(max)).clamp(1, 9) as u8
+}
+
 /// One job as the heatmap counts it.
 #[derive(Debug, Clone)]
 pub struct HeatJob {

@@ -7,7 +7,7 @@ use jiff::Timestamp;
 use tickwork_core::Error;
 use tickwork_core::ScheduleType;
 use tickwork_core::heatmap::{
-    Capped, HeatJob, Limits, MAX_RANGE_MS, Window, heatmap, parse_bucket,
+    Capped, HeatJob, Limits, MAX_RANGE_MS, Window, heatmap, intensity, parse_bucket,
 };
 use tickwork_core::schedule::Schedule;
 
@@ -435,5 +435,17 @@ fn bucket_sizes() {
     for (text, message) in bad {
         let err = parse_bucket(text).unwrap_err();
         assert_eq!(&err.to_string(), message, "{text:?}");
+    }
+}
+
+#[test]
+fn intensities_scale_to_the_busiest_bucket() {
+    #[rustfmt::skip]
+    let cases: &[(u64, u64, u8)] = &[
+        (0, 10, 0), (3, 0, 0), (1, 10, 1), (1, 1_000_000, 1), (5, 10, 5), (8, 10, 8),
+        (9, 10, 9), (10, 10, 9), (11, 10, 9), (u64::MAX, u64::MAX, 9), (1, u64::MAX, 1),
+    ];
+    for &(count, max, level) in cases {
+        assert_eq!(intensity(count, max), level, "{count} of {max}");
     }
 }

@@ -103,12 +103,7 @@ const LEVELS: [char; 10] = [' ', '.', ':', '-', '=', '+', '*', '#', '%', '@'];
 const HOUR_MS: i64 = 3_600_000;
 
 fn level(n: u64, max: u64) -> char {
-    if n == 0 || max == 0 {
-        return LEVELS[0];
-    }
-    // 1 to 9, the busiest at 9.
-    let step = (n.saturating_mul(9)).div_ceil(max).clamp(1, 9);
-    LEVELS[step as usize]
+    LEVELS[usize::from(tickwork_core::heatmap::intensity(n, max))]
 }
 
 fn at(ms: i64, tz: &TimeZone, format: &str) -> String {

@@ -1,5 +1,5 @@
-//! SVG charts drawn on the server from numbers: stacked bars of runs per day by state, and
-//! lateness per day. Plain strings, so the console needs no chart library and no script.
+//! SVG charts drawn on the server from numbers: stacked bars of runs per day by state,
+//! lateness per day, and the schedule's heatmap grid. Plain strings, so the console needs no chart library and no script.
 
 use std::fmt::Write;
 
@@ -177,6 +177,114 @@ pub(super) fn lateness_lines(
     out
 }
 
+/// One row of a heatmap grid: its label and one cell per column, each a count with its
+/// tooltip.
+pub(super) struct HeatRow {
+    pub label: String,
+    pub cells: Vec<(u64, String)>,
+}
+
+/// The grid's width: it spans the page, so it is drawn wider than the other charts (whose
+/// text would be twice as large there).
+const HEAT_W: f64 = 1000.0;
+/// Left margin of the grid, for its row labels.
+const HEAT_LEFT: f64 = 96.0;
+const HEAT_TOP: f64 = 30.0;
+
+/// A heatmap: a row per label, a cell per count shaded by its share of the busiest (classes
+/// `hm1` to `hm9`, from `tickwork_core::heatmap::intensity`; empty cells show the row's
+/// background), column labels above, and a legend from `fewer` to `more` below.
+pub(super) fn heat_grid(
+    title: &str,
+    columns: &[(usize, String)],
+    rows: &[HeatRow],
+    legend: (&str, &str),
+) -> String {
+    let max = rows
+        .iter()
+        .flat_map(|r| r.cells.iter().map(|c| c.0))
+        .max()
+        .unwrap_or(0);
+    let ncols = rows.iter().map(|r| r.cells.len()).max().unwrap_or(1).max(1);
+    // A day of hours reads row by row; a week of hours is drawn thinner, with fewer labels.
+    let row_h = if rows.len() <= 48 { 14.0 } else { 6.0 };
+    let label_every = if rows.len() <= 48 { 1 } else { 6 };
+    let cell_w = (HEAT_W - HEAT_LEFT - 8.0) / ncols as f64;
+    let grid_h = row_h * rows.len() as f64;
+    let height = HEAT_TOP + grid_h + 34.0;
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        r#"<svg class="chart heat" viewBox="0 0 {HEAT_W} {height:.0}" role="img" aria-label="{t}" xmlns="http://www.w3.org/2000/svg"><title>{t}</title>"#,
+        t = esc(title)
+    );
+    for (col, label) in columns {
+        let _ = write!(
+            out,
+            r#"<text class="axis" x="{x:.1}" y="{y}" text-anchor="middle">{l}</text>"#,
+            x = HEAT_LEFT + cell_w * (*col as f64 + 0.5),
+            y = HEAT_TOP - 8.0,
+            l = esc(label),
+        );
+    }
+    for (i, row) in rows.iter().enumerate() {
+        let y = HEAT_TOP + row_h * i as f64;
+        if i % label_every == 0 {
+            let _ = write!(
+                out,
+                r#"<text class="axis" x="{x}" y="{ty:.1}" text-anchor="end">{l}</text>"#,
+                x = HEAT_LEFT - 6.0,
+                ty = y + row_h.min(12.0) - 2.0,
+                l = esc(&row.label),
+            );
+        }
+        let _ = write!(
+            out,
+            r#"<rect class="hm0" x="{HEAT_LEFT}" y="{y:.1}" width="{w:.1}" height="{h:.1}"/>"#,
+            w = cell_w * row.cells.len() as f64,
+            h = row_h - 1.0,
+        );
+        for (col, (count, tip)) in row.cells.iter().enumerate() {
+            let level = tickwork_core::heatmap::intensity(*count, max);
+            if level == 0 {
+                continue;
+            }
+            let _ = write!(
+                out,
+                r#"<rect class="hm{level}" x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}"><title>{t}</title></rect>"#,
+                x = HEAT_LEFT + cell_w * col as f64,
+                w = (cell_w - 0.5).max(0.5),
+                h = row_h - 1.0,
+                t = esc(tip),
+            );
+        }
+    }
+    let ly = HEAT_TOP + grid_h + 14.0;
+    let _ = write!(
+        out,
+        r#"<text class="legend" x="{x}" y="{ty:.1}" text-anchor="end">{l}</text>"#,
+        x = HEAT_LEFT - 6.0,
+        ty = ly + 9.0,
+        l = esc(legend.0),
+    );
+    for level in 1..=9u8 {
+        let _ = write!(
+            out,
+            r#"<rect class="hm{level}" x="{x:.1}" y="{ly:.1}" width="12" height="12"/>"#,
+            x = HEAT_LEFT + 14.0 * f64::from(level - 1),
+        );
+    }
+    let _ = write!(
+        out,
+        r#"<text class="legend" x="{x:.1}" y="{ty:.1}">{l} ({max})</text>"#,
+        x = HEAT_LEFT + 14.0 * 9.0 + 4.0,
+        ty = ly + 9.0,
+        l = esc(legend.1),
+    );
+    out.push_str("</svg>");
+    out
+}
+
 fn legend<'a>(out: &mut String, items: impl IntoIterator<Item = (&'a str, &'static str)>) {
     let mut x = LEFT;
     for (label, class) in items {
@@ -227,6 +335,36 @@ mod tests {
         // The tallest bar fills the plot: 10 of a top of 10.
         assert!(svg.contains(r#"height="168.0""#), "{svg}");
         assert_eq!(svg.matches("<rect class=\"s-ok\" x").count(), 3); // 2 bars + legend
+    }
+
+    #[test]
+    fn heat_cells_are_shaded_by_their_share_and_empty_ones_left_out() {
+        let rows = vec![
+            HeatRow {
+                label: "00:00".into(),
+                cells: vec![(0, "a".into()), (10, "b <10>".into()), (1, "c".into())],
+            },
+            HeatRow {
+                label: "01:00".into(),
+                cells: vec![(5, "d".into())],
+            },
+        ];
+        let svg = heat_grid("fires", &[(0, ":00".into())], &rows, ("fewer", "more"));
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
+        assert_eq!(
+            svg.matches("<rect class=\"hm0\"").count(),
+            2,
+            "a background a row"
+        );
+        assert!(svg.contains(r#"<rect class="hm9" x="394.7""#), "{svg}");
+        assert!(svg.contains("<title>b &lt;10&gt;</title>"));
+        assert!(svg.contains("<title>c</title></rect>"));
+        assert!(
+            !svg.contains("<title>a</title>"),
+            "empty cells are not drawn"
+        );
+        assert!(svg.contains(r#"class="hm5""#));
+        assert!(svg.contains(">more (10)</text>"));
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! The console: server-rendered pages for people (dashboard, jobs, runs, executor groups,
-//! scripts, users and passwords, API tokens, alarm channels, audit log) in English and Chinese, with its own
-//! CSS and a small script embedded in the binary.
+//! The console: server-rendered pages for people (dashboard, jobs, runs, the schedule ahead,
+//! executor groups, scripts, users and passwords, API tokens, alarm channels, audit log) in
+//! English and Chinese, with its own CSS and a small script embedded in the binary.
 //!
 //! Every page needs a session (else a redirect to `/login`); every form that changes
 //! something carries the session's CSRF token. Changes go through the service layer with the
@@ -11,6 +11,7 @@ mod alarms;
 mod charts;
 mod dashboard;
 mod groups;
+mod heatmap;
 mod i18n;
 mod jobs;
 mod ops;
@@ -52,6 +53,7 @@ pub(crate) fn router() -> Router<Service> {
         .route("/jobs/{id}/trigger", post(jobs::trigger))
         .route("/ui/preview", get(jobs::preview))
         .route("/runs", get(runs::list))
+        .route("/schedule", get(heatmap::page))
         .route("/runs/clear", post(runs::clear))
         .route("/runs/{id}", get(runs::detail))
         .route("/runs/{id}/kill", post(runs::kill))

@@ -18,6 +18,7 @@ pub(super) const NAV: &[(&str, &str, &str)] = &[
     ("/", "dashboard", ""),
     ("/jobs", "jobs", ""),
     ("/runs", "runs", ""),
+    ("/schedule", "heatmap", ""),
     ("/groups", "groups", ""),
     ("/users", "users", "admin"),
     ("/tokens", "tokens", ""),

@@ -231,3 +231,54 @@ async fn bad_heatmap_input_is_refused_with_its_field_and_changes_nothing() {
     assert_eq!(h.pipeline.take(), []);
     h.stop().await;
 }
+
+#[tokio::test]
+async fn the_console_page_draws_the_heatmap_and_refuses_bad_input_with_a_message() {
+    let h = Harness::start().await;
+    two_groups(&h).await;
+    let (cookie, _) = h.console().await;
+    let page = h
+        .page(
+            "/schedule?from=2027-06-01T00:00&hours=24&bucket=1m",
+            &cookie,
+        )
+        .await;
+    assert_eq!(page.status(), 200);
+    let html = page.text();
+    assert!(html.contains("<svg class=\"chart heat\""), "{html}");
+    assert!(html.contains("id=\"heatmap-fires\">86403<"), "{html}");
+    assert!(html.contains("id=\"peaks-table\""), "{html}");
+    assert!(html.contains(">every-second</a>"), "{html}");
+    assert!(html.contains("href=\"/schedule?group=heat-a\""), "{html}");
+    assert!(!html.contains("id=\"heatmap-error\""));
+    let one = h
+        .page("/schedule?group=heat-a&hours=6&bucket=15m", &cookie)
+        .await
+        .text();
+    assert!(one.contains("id=\"heatmap-jobs\">2<"), "{one}");
+
+    let (jobs, audit) = (h.job_count().await, h.audit_total().await);
+    h.pipeline.take();
+    for (query, says) in [
+        ("bucket=90s", "bucket"),
+        ("bucket=60", "bucket"),
+        ("hours=500", "Range"),
+        ("from=yesterday", "From"),
+        ("group=no-such-app", "group: no executor group has app name"),
+    ] {
+        let page = h.page(&format!("/schedule?{query}"), &cookie).await;
+        assert_eq!(page.status(), 400, "{query}");
+        let html = page.text();
+        let banner = html
+            .split("id=\"heatmap-error\">")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{query}: no error shown: {html}"));
+        assert!(banner.starts_with(says), "{query}: {banner}");
+        assert!(!html.contains("<svg class=\"chart heat\""), "{query}");
+        assert!(html.contains("id=\"heatmap-filter\""), "the form stays");
+    }
+    assert_eq!(h.job_count().await, jobs);
+    assert_eq!(h.audit_total().await, audit);
+    assert_eq!(h.pipeline.take(), []);
+    h.stop().await;
+}
