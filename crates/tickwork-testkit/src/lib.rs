@@ -1,8 +1,8 @@
 //! Test support shared by Tickwork's suites: a fresh database per test on every backend
 //! ([`db`]), waiting until a condition holds ([`wait`]), child processes in process groups of
 //! their own ([`process`]), database outages ([`outage`]), a webhook receiver ([`webhook`]) and
-//! the wall clock in epoch milliseconds ([`clock`]), and answers held to an OpenAPI document
-//! ([`openapi`]).
+//! the wall clock in epoch milliseconds ([`clock`]), answers held to an OpenAPI document
+//! ([`openapi`]), and Python packages a test drives ([`python_module`]).
 //!
 //! Test code only: crates use it as a dev-dependency, except the crates that are test suites as
 //! a whole (`tickwork-it`, `tickwork-console-tests`), whose harness is their library
@@ -27,6 +27,26 @@ pub use outage::Outage;
 pub use process::Process;
 pub use wait::{Wait, wait_until, wait_until_sync};
 pub use webhook::{Received, Receiver};
+
+/// Whether Python 3 can import `module` (installed with `pip install {package}`). When it
+/// cannot, the test fails under `CI` (a missing package must not pass as a skip there) and
+/// otherwise prints a banner that is hard to miss, and the caller skips the test.
+pub fn python_module(module: &str, package: &str, test: &str) -> bool {
+    let found = std::process::Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        let what = format!("Python's {module} is not installed (pip install {package})");
+        if std::env::var_os("CI").is_some() {
+            panic!("{test}: {what} (CI is set, so this is a failure)");
+        }
+        let bar = "!".repeat(78);
+        let banner = format!("\n{bar}\nSKIPPED {test}: {what}\n{bar}\n");
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), banner.as_bytes());
+    }
+    found
+}
 
 /// What a wait of this crate reports when it gives up.
 #[derive(Debug, thiserror::Error)]

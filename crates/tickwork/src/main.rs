@@ -7,6 +7,7 @@ mod cron_cmd;
 mod demo_cmd;
 mod executor_cmd;
 mod job_cmd;
+mod mcp;
 mod remote;
 mod run_cmd;
 mod schedule_cmd;
@@ -54,6 +55,12 @@ enum Command {
         remote: remote::Remote,
         #[command(subcommand)]
         command: schedule_cmd::ScheduleCommand,
+    },
+    /// Serve the Model Context Protocol on stdin and stdout for agents: tools over an admin's
+    /// jobs, runs, logs and schedule, through its REST API with the token's role.
+    Mcp {
+        #[command(flatten)]
+        remote: remote::Remote,
     },
     /// Run an executor: script jobs (when enabled) and built-in handlers.
     Executor(executor_cmd::ExecutorArgs),
@@ -150,6 +157,9 @@ fn main() -> ExitCode {
                 .await
                 .map(|()| ExitCode::SUCCESS)
         }),
+        Command::Mcp { remote } => {
+            async_main(async move { mcp::run(&remote).await.map(|()| ExitCode::SUCCESS) })
+        }
         Command::Executor(args) => async_main(executor_cmd::run(args)),
     };
     match result {

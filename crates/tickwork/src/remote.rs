@@ -1,5 +1,5 @@
-//! What the client commands (`tickwork job`, `run`, `schedule`) share: where the admin is, its
-//! token, and how instants are shown.
+//! What the client commands (`tickwork job`, `run`, `schedule`, `mcp`) share: where the admin
+//! is, its token, and how instants are shown.
 
 use std::path::Path;
 
