@@ -43,7 +43,7 @@ async def operator(session, init):
     out["schemas"] = {t.name: dump(t)["inputSchema"] for t in listed.tools}
     out["list_jobs"] = dump(await session.call_tool("list_jobs", {}))
     out["trigger_job"] = dump(await session.call_tool(
-        "trigger_job", {"job": JOB, "params": "from an agent"}))
+        "trigger_job", {"job": JOB, "params": "from an MCP client"}))
     run_id = out["trigger_job"]["structuredContent"]["id"]
     deadline = time.monotonic() + 60
     while True:
@@ -97,7 +97,7 @@ async fn drive(mut c: Cluster) {
     let api = c.start_admin().await;
     let (group, _) = c.executor_group("mcp-app", 1).await;
     api.create_job(json!({
-        "key": "agent-job", "group_id": group, "description": "said hello to an agent",
+        "key": "mcp-job", "group_id": group, "description": "said hello over MCP",
         "schedule_type": "CRON", "schedule_conf": "0 0 3 * * ?", "time_zone": "UTC",
         "glue_type": "GLUE_SHELL", "glue_source": "echo hello from tickwork\necho params: $1",
         "start": true,
@@ -110,7 +110,7 @@ async fn drive(mut c: Cluster) {
         )
         .await;
     let viewer = api
-        .post("/tokens", json!({"name": "agent", "user_id": user["id"]}))
+        .post("/tokens", json!({"name": "mcp", "user_id": user["id"]}))
         .await["secret"]
         .as_str()
         .expect("the token's secret")
@@ -122,7 +122,7 @@ async fn drive(mut c: Cluster) {
     let out = tokio::process::Command::new("python3")
         .arg(&script)
         .arg(tickwork_bin())
-        .args([&c.admin_url(), c.api_token(), &viewer, "agent-job"])
+        .args([&c.admin_url(), c.api_token(), &viewer, "mcp-job"])
         .kill_on_drop(true)
         .output()
         .await
@@ -162,18 +162,21 @@ async fn drive(mut c: Cluster) {
     let listed = &op["list_jobs"];
     assert_eq!(listed["isError"], false, "{listed}");
     assert_eq!(
-        listed["structuredContent"]["items"][0]["key"], "agent-job",
+        listed["structuredContent"]["items"][0]["key"], "mcp-job",
         "{listed}"
     );
     assert!(
         listed["content"][0]["text"]
             .as_str()
             .unwrap()
-            .contains("agent-job")
+            .contains("mcp-job")
     );
     let triggered = &op["trigger_job"];
     assert_eq!(triggered["isError"], false, "{triggered}");
-    assert_eq!(triggered["structuredContent"]["params"], "from an agent");
+    assert_eq!(
+        triggered["structuredContent"]["params"],
+        "from an MCP client"
+    );
     assert_eq!(
         op["show_run"]["structuredContent"]["state"], "succeeded",
         "{}",
@@ -181,7 +184,7 @@ async fn drive(mut c: Cluster) {
     );
     let log = op["run_log"]["content"][0]["text"].as_str().unwrap();
     assert!(log.contains("hello from tickwork"), "{log}");
-    assert!(log.contains("params: from an agent"), "{log}");
+    assert!(log.contains("params: from an MCP client"), "{log}");
     assert_eq!(
         op["schedule_preview"]["structuredContent"]["fire_times"]
             .as_array()
@@ -212,7 +215,7 @@ async fn drive(mut c: Cluster) {
             "{tool}: {text}"
         );
     }
-    let job = api.get("/jobs?text=agent-job").await;
+    let job = api.get("/jobs?text=mcp-job").await;
     assert_eq!(
         job["items"][0]["status"], "running",
         "the viewer stopped nothing"

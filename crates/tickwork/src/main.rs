@@ -56,7 +56,7 @@ enum Command {
         #[command(subcommand)]
         command: schedule_cmd::ScheduleCommand,
     },
-    /// Serve the Model Context Protocol on stdin and stdout for agents: tools over an admin's
+    /// Serve the Model Context Protocol on stdin and stdout: tools over an admin's
     /// jobs, runs, logs and schedule, through its REST API with the token's role.
     Mcp {
         #[command(flatten)]

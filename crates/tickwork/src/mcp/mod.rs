@@ -1,6 +1,6 @@
-//! `tickwork mcp`: a Model Context Protocol server on stdin and stdout for agents, whose tools
+//! `tickwork mcp`: a Model Context Protocol server on stdin and stdout, whose tools
 //! (jobs, runs and their logs, the schedule ahead) talk to an admin only through its REST API
-//! with the token given, so the token's role limits what an agent can do.
+//! with the token given, so the token's role limits what its client can do.
 //!
 //! Messages are JSON-RPC 2.0, one a line (`protocol`); requests are answered in order. Logs
 //! and nothing else go to stderr: stdout carries only protocol messages.
