@@ -492,6 +492,20 @@ pub struct HeatmapView {
     pub capped: Vec<HeatmapCapped>,
 }
 
+impl HeatmapView {
+    /// `group`'s busiest bucket, the earliest of equals: its start and its fires; `None` when
+    /// the group has no fire in the range.
+    pub fn busiest(&self, group: &HeatmapGroup) -> Option<(i64, u64)> {
+        group
+            .counts
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))
+            .filter(|(_, n)| **n > 0)
+            .map(|(i, n)| (self.from + i as i64 * self.bucket_ms, *n))
+    }
+}
+
 /// Fires per bucket of one executor group.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HeatmapGroup {

@@ -179,16 +179,9 @@ pub(crate) fn render(v: &HeatmapView, tz: &TimeZone) -> String {
         out.push('\n');
         let _ = writeln!(out, "{:<24}  {:>8}  BUSIEST BUCKET", "GROUP", "FIRES");
         for g in &v.groups {
-            let busiest = g
-                .counts
-                .iter()
-                .enumerate()
-                .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))
-                .filter(|(_, n)| **n > 0)
-                .map(|(i, n)| {
-                    let start = v.from + i as i64 * v.bucket_ms;
-                    format!("{} ({n})", at(start, tz, "%Y-%m-%d %H:%M"))
-                })
+            let busiest = v
+                .busiest(g)
+                .map(|(start, n)| format!("{} ({n})", at(start, tz, "%Y-%m-%d %H:%M")))
                 .unwrap_or_else(|| "-".to_owned());
             let _ = writeln!(out, "{:<24}  {:>8}  {busiest}", g.app_name, g.fires);
         }

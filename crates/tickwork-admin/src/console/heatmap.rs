@@ -175,15 +175,9 @@ fn drawn(c: &Ctx, v: &HeatmapView, tz: &TimeZone) -> Drawn {
             .groups
             .iter()
             .map(|g| {
-                let busiest = g
-                    .counts
-                    .iter()
-                    .enumerate()
-                    .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))
-                    .filter(|(_, n)| **n > 0)
-                    .map(|(i, n)| {
-                        format!("{} ({n})", at(v.from + i as i64 * v.bucket_ms, tz, minute))
-                    })
+                let busiest = v
+                    .busiest(g)
+                    .map(|(start, n)| format!("{} ({n})", at(start, tz, minute)))
                     .unwrap_or_else(|| "-".to_owned());
                 GroupRow {
                     app_name: g.app_name.clone(),
