@@ -115,6 +115,10 @@ pub struct JobSpec {
     /// lost (`AT_MOST_ONCE`) or sent again (`AT_LEAST_ONCE`).
     #[serde(default = "at_most_once")]
     pub delivery: Delivery,
+    /// A fire that reaches its executor later than this after its instant is late (an alert
+    /// on the job's channels); 0: never late.
+    #[serde(default = "lateness_budget")]
+    pub lateness_budget_ms: i64,
 }
 
 // The defaults of the enum fields: XXL-JOB's.
@@ -135,6 +139,9 @@ fn bean() -> GlueType {
 }
 fn at_most_once() -> Delivery {
     Delivery::AtMostOnce
+}
+fn lateness_budget() -> i64 {
+    crate::fire_check::DEFAULT_LATENESS_BUDGET_MS
 }
 
 /// An empty string as `null`, and `null` as an empty string.
@@ -322,6 +329,16 @@ impl JobSpec {
                 ),
             ));
         }
+        let budget_max = crate::fire_check::MAX_LATENESS_BUDGET_MS;
+        if !(0..=budget_max).contains(&self.lateness_budget_ms) {
+            return Err(invalid(
+                "lateness_budget_ms",
+                format!(
+                    "{} is out of range 0-{budget_max}; use 0 for no late alerts",
+                    self.lateness_budget_ms
+                ),
+            ));
+        }
         Ok(schedule)
     }
 }
@@ -456,6 +473,16 @@ mod tests {
                 Some("timeout_s"),
             ),
             (
+                "negative lateness budget",
+                Box::new(|s| s.lateness_budget_ms = -1),
+                Some("lateness_budget_ms"),
+            ),
+            (
+                "lateness budget over a day",
+                Box::new(|s| s.lateness_budget_ms = 86_400_001),
+                Some("lateness_budget_ms"),
+            ),
+            (
                 "retries at the limit",
                 Box::new(|s| s.retry_count = 100),
                 None,
@@ -534,7 +561,10 @@ mod tests {
     #[test]
     fn field_names_are_the_fields_serde_writes() {
         let names = JobSpec::field_names();
-        assert_eq!((names[0], names[names.len() - 1]), ("group_id", "delivery"));
+        assert_eq!(
+            (names[0], names[names.len() - 1]),
+            ("group_id", "lateness_budget_ms")
+        );
         let written = serde_json::to_value(JobSpec::new(1, "h")).unwrap();
         let mut written: Vec<&str> = written
             .as_object()
@@ -573,6 +603,7 @@ mod tests {
             glue_type: GlueType::Bean,
             glue_source: String::new(),
             delivery: Delivery::AtMostOnce,
+            lateness_budget_ms: 1_000,
         };
         assert_eq!(JobSpec::blank(7), defaults);
         let e = serde_json::from_str::<JobSpec>(r#"{"handler": "h"}"#).unwrap_err();

@@ -1,6 +1,7 @@
 //! Tickwork's pure domain logic: job definitions and their limits, schedules and time zones,
-//! the schedule ahead (fires per bucket and their peaks), misfire decisions, routing, block
-//! policies, run states, alarm statuses and what follows a run's end.
+//! the schedule ahead (fires per bucket and their peaks), misfire decisions, the ledger's check
+//! of fires (missed, late, doubled), routing, block policies, run states, alarm statuses and
+//! what follows a run's end.
 //!
 //! This crate knows nothing about SQL, HTTP or async runtimes: every function here is a plain
 //! computation over its arguments, so that it can be tested with tables of cases.
@@ -13,6 +14,7 @@ pub mod alarm;
 pub mod block;
 pub mod cron;
 mod error;
+pub mod fire_check;
 pub mod follow_up;
 pub mod heatmap;
 pub mod job;

@@ -4,13 +4,13 @@
 use tickwork_protocol::api::{JobInput, JobView};
 
 /// A job with every field set, as the admin answers it.
-const VIEW: &str = r#"{"id":1,"key":"nightly-report","group_id":1,"description":"the nightly report – größer","owner":"ops","alarm_channels":"ops-hook","schedule_type":"CRON","schedule_conf":"0 30 2 * * ?","time_zone":"Europe/Berlin","misfire_strategy":"FIRE_ONCE_NOW","route_strategy":"ROUND","handler":"echo","params":"full \"quoted\"\nsecond line","block_strategy":"DISCARD_LATER","timeout_s":600,"retry_count":2,"retry_backoff_ms":1000,"child_job_ids":[2,3],"priority":-5,"glue_type":"GLUE_SHELL","glue_source":"echo hi\n","delivery":"AT_LEAST_ONCE","glue_updated_at":1795453042023,"status":"running","next_fire_at":1795483800000,"last_fire_at":null,"version":2,"created_at":1795453042023,"updated_at":1795453042033}"#;
+const VIEW: &str = r#"{"id":1,"key":"nightly-report","group_id":1,"description":"the nightly report – größer","owner":"ops","alarm_channels":"ops-hook","schedule_type":"CRON","schedule_conf":"0 30 2 * * ?","time_zone":"Europe/Berlin","misfire_strategy":"FIRE_ONCE_NOW","route_strategy":"ROUND","handler":"echo","params":"full \"quoted\"\nsecond line","block_strategy":"DISCARD_LATER","timeout_s":600,"retry_count":2,"retry_backoff_ms":1000,"child_job_ids":[2,3],"priority":-5,"glue_type":"GLUE_SHELL","glue_source":"echo hi\n","delivery":"AT_LEAST_ONCE","lateness_budget_ms":2500,"glue_updated_at":1795453042023,"status":"running","next_fire_at":1795483800000,"last_fire_at":null,"version":2,"created_at":1795453042023,"updated_at":1795453042033}"#;
 
 /// The same job as a client writes it back (`From<&JobView>`).
-const INPUT: &str = r#"{"key":"nightly-report","group_id":1,"description":"the nightly report – größer","owner":"ops","alarm_channels":"ops-hook","schedule_type":"CRON","schedule_conf":"0 30 2 * * ?","time_zone":"Europe/Berlin","misfire_strategy":"FIRE_ONCE_NOW","route_strategy":"ROUND","handler":"echo","params":"full \"quoted\"\nsecond line","block_strategy":"DISCARD_LATER","timeout_s":600,"retry_count":2,"retry_backoff_ms":1000,"child_job_ids":[2,3],"priority":-5,"glue_type":"GLUE_SHELL","glue_source":"echo hi\n","delivery":"AT_LEAST_ONCE","start":false}"#;
+const INPUT: &str = r#"{"key":"nightly-report","group_id":1,"description":"the nightly report – größer","owner":"ops","alarm_channels":"ops-hook","schedule_type":"CRON","schedule_conf":"0 30 2 * * ?","time_zone":"Europe/Berlin","misfire_strategy":"FIRE_ONCE_NOW","route_strategy":"ROUND","handler":"echo","params":"full \"quoted\"\nsecond line","block_strategy":"DISCARD_LATER","timeout_s":600,"retry_count":2,"retry_backoff_ms":1000,"child_job_ids":[2,3],"priority":-5,"glue_type":"GLUE_SHELL","glue_source":"echo hi\n","delivery":"AT_LEAST_ONCE","lateness_budget_ms":2500,"start":false}"#;
 
 /// An input naming only its group: every default, the zone and key `null`.
-const BLANK: &str = r#"{"key":null,"group_id":7,"description":"","owner":"","alarm_channels":"","schedule_type":"NONE","schedule_conf":"","time_zone":null,"misfire_strategy":"DO_NOTHING","route_strategy":"FIRST","handler":"","params":"","block_strategy":"SERIAL_EXECUTION","timeout_s":0,"retry_count":0,"retry_backoff_ms":0,"child_job_ids":[],"priority":0,"glue_type":"BEAN","glue_source":"","delivery":"AT_MOST_ONCE","start":false}"#;
+const BLANK: &str = r#"{"key":null,"group_id":7,"description":"","owner":"","alarm_channels":"","schedule_type":"NONE","schedule_conf":"","time_zone":null,"misfire_strategy":"DO_NOTHING","route_strategy":"FIRST","handler":"","params":"","block_strategy":"SERIAL_EXECUTION","timeout_s":0,"retry_count":0,"retry_backoff_ms":0,"child_job_ids":[],"priority":0,"glue_type":"BEAN","glue_source":"","delivery":"AT_MOST_ONCE","lateness_budget_ms":1000,"start":false}"#;
 
 #[test]
 fn a_full_job_reads_and_writes_the_same_json() {
@@ -48,7 +48,7 @@ fn unknown_fields_are_refused_by_name() {
         `owner`, `alarm_channels`, `schedule_type`, `schedule_conf`, `time_zone`, \
         `misfire_strategy`, `route_strategy`, `handler`, `params`, `block_strategy`, \
         `timeout_s`, `retry_count`, `retry_backoff_ms`, `child_job_ids`, `priority`, \
-        `glue_type`, `glue_source`, `delivery`, `start`";
+        `glue_type`, `glue_source`, `delivery`, `lateness_budget_ms`, `start`";
     assert!(e.starts_with(expected), "{e}");
     // Fields of the view are not fields of the input.
     let e = serde_json::from_str::<JobInput>(r#"{"group_id": 1, "status": "running"}"#)

@@ -29,8 +29,8 @@ pub use bounds::SessionBounds;
 pub use error::Error;
 pub use model::*;
 pub use store::{
-    AccountStore, AlarmStore, AuditStore, ClusterStore, GroupStore, JobStore, RunLedger,
-    ScriptStore, Store,
+    AccountStore, AlarmStore, AuditStore, ClusterStore, FireCheckStore, GroupStore, JobStore,
+    RunLedger, ScriptStore, Store,
 };
 pub use tickwork_core::alarm::AlarmStatus;
 pub use tickwork_core::run::RunState;

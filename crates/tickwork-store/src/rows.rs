@@ -80,8 +80,8 @@ impl From<RegistryRow> for RegistryEntry {
 pub(crate) const JOB_COLUMNS: &str = "id, job_key, group_id, description, owner, alarm_channels, \
      schedule_type, schedule_conf, time_zone, misfire_strategy, route_strategy, handler, params, \
      block_strategy, timeout_s, retry_count, retry_backoff_ms, child_job_ids, priority, \
-     glue_type, glue_source, delivery, glue_updated_at, status, next_fire_at, last_fire_at, \
-     version, created_at, updated_at";
+     glue_type, glue_source, delivery, lateness_budget_ms, glue_updated_at, status, next_fire_at, \
+     last_fire_at, version, created_at, updated_at";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct JobRow {
@@ -107,6 +107,7 @@ pub(crate) struct JobRow {
     glue_type: String,
     glue_source: String,
     delivery: String,
+    lateness_budget_ms: i64,
     glue_updated_at: i64,
     status: String,
     next_fire_at: Option<i64>,
@@ -150,6 +151,7 @@ impl TryFrom<JobRow> for Job {
                 glue_type: parse::<GlueType>("glue_type", &r.glue_type)?,
                 glue_source: r.glue_source,
                 delivery: parse::<Delivery>("delivery", &r.delivery)?,
+                lateness_budget_ms: r.lateness_budget_ms,
             },
             status: parse("status", &r.status)?,
             next_fire_at: r.next_fire_at,
@@ -265,7 +267,7 @@ impl TryFrom<AlarmChannelRow> for AlarmChannel {
 
 pub(crate) const DELIVERY_COLUMNS: &str = "id, run_id, channel_id, channel_name, kind, state, \
      attempts, next_attempt_at, last_error, claimed_by, claimed_until, sent_at, created_at, \
-     updated_at";
+     updated_at, alert_id";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct DeliveryRow {
@@ -283,6 +285,7 @@ pub(crate) struct DeliveryRow {
     sent_at: Option<i64>,
     created_at: i64,
     updated_at: i64,
+    alert_id: i64,
 }
 
 impl TryFrom<DeliveryRow> for AlarmDelivery {
@@ -304,6 +307,7 @@ impl TryFrom<DeliveryRow> for AlarmDelivery {
             sent_at: r.sent_at,
             created_at: r.created_at,
             updated_at: r.updated_at,
+            alert_id: (r.alert_id != 0).then_some(r.alert_id),
         })
     }
 }

@@ -20,6 +20,7 @@ pub trait Store:
     + RunLedger
     + ClusterStore
     + AlarmStore
+    + FireCheckStore
     + AccountStore
     + AuditStore
     + ScriptStore
@@ -381,6 +382,59 @@ pub trait AlarmStore: Send + Sync {
         &self,
         filter: DeliveryFilter,
     ) -> Result<Paged<AlarmDelivery>, Error>;
+}
+
+/// The ledger's check of scheduled fires (rules in `tickwork_core::fire_check`): a cursor
+/// behind which every fire is judged, the windows it reads, and the alerts it writes with
+/// their alarm deliveries.
+#[async_trait]
+pub trait FireCheckStore: Send + Sync {
+    /// The cursor's position, created at `start` when it has none.
+    async fn fire_cursor_open(&self, open: CursorOpen) -> Result<i64, Error>;
+
+    /// The fires of the scan's window that may be anything but on time: runs with a ledger
+    /// key that are not final, missed, or reached their executor later than their job's
+    /// lateness budget (a superset: the rules decide), each with its job's budget (0 when
+    /// the job is gone). In order of (`scheduled_at`, run id).
+    async fn fires_to_check(
+        &self,
+        scan: FireScan,
+    ) -> Result<Vec<tickwork_core::fire_check::FireRecord>, Error>;
+
+    /// The ledger keys of the scan's window held by more than one run (`limit` is ignored).
+    async fn fires_doubled(
+        &self,
+        scan: FireScan,
+    ) -> Result<Vec<tickwork_core::fire_check::DoubledFire>, Error>;
+
+    /// The earliest `next_fire_at` of running jobs at or after `not_before`: fires before it
+    /// are in the ledger, fires from it on are not claimed yet. `None` when no job waits.
+    async fn jobs_first_unclaimed_fire(&self, not_before: i64) -> Result<Option<i64>, Error>;
+
+    /// Writes a checked window's alerts, each new one with one pending delivery per enabled
+    /// channel (see [`FireAlertsRecord`]). `None`, and nothing written, when the cursor was
+    /// not at `from`.
+    async fn fire_alerts_record(
+        &self,
+        record: FireAlertsRecord,
+    ) -> Result<Option<Vec<FireAlertWritten>>, Error>;
+
+    /// One alert by id.
+    async fn fire_alert_get(&self, id: i64) -> Result<FireAlertRecord, Error>;
+
+    /// The alerts written in `range` (by when they were written), per kind (kinds with none
+    /// are absent).
+    async fn fire_alerts_totals(&self, range: TimeRange) -> Result<Vec<FireAlertTotal>, Error>;
+
+    /// The newest `limit` alerts written in `range`, newest first.
+    async fn fire_alerts_recent(
+        &self,
+        range: TimeRange,
+        limit: u32,
+    ) -> Result<Vec<FireAlertRecord>, Error>;
+
+    /// Deletes the alerts written before `before`; how many went.
+    async fn fire_alerts_purge(&self, before: i64) -> Result<u64, Error>;
 }
 
 /// Operators and their credentials: users, console sessions and API tokens. The console's

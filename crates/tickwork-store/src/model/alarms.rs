@@ -80,11 +80,14 @@ pub struct AlarmChannelUpdate {
     pub now: i64,
 }
 
-/// One alarm of one run on one channel.
+/// One alarm on one channel: of a failed run, or of a fire alert (then `run_id` is the
+/// alert's first run).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AlarmDelivery {
     pub id: i64,
     pub run_id: i64,
+    /// The fire alert this delivers ([`crate::FireAlertRecord`]); `None` for a run's alarm.
+    pub alert_id: Option<i64>,
     pub channel_id: i64,
     /// The channel's name and kind when the delivery was queued (kept if it goes).
     pub channel_name: String,

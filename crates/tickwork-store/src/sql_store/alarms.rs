@@ -244,7 +244,7 @@ impl<B: Backend> AlarmStore for SqlStore<B> {
                         .bind(queue.now)
                         .bind(queue.now)
                         .bind(channel);
-                    q.push(&B::KIND.on_conflict_skip("run_id, channel_id"));
+                    q.push(&B::KIND.on_conflict_skip("run_id, channel_id, alert_id"));
                     written += B::execute(&mut *tx, q).await?.rows;
                 }
                 let status = if wanted.is_empty() {
@@ -372,7 +372,8 @@ impl<B: Backend> AlarmStore for SqlStore<B> {
                 // A failure on one channel is what the run shows, whatever the others did.
                 let q = Query::new(format!(
                     "UPDATE tw_runs SET alarm_status = ? WHERE id = \
-                     (SELECT run_id FROM tw_alarm_deliveries WHERE id = ?) AND alarm_status{}",
+                     (SELECT run_id FROM tw_alarm_deliveries WHERE id = ? AND alert_id = 0) \
+                     AND alarm_status{}",
                     alarm_in(AlarmStatus::sources_of(status))
                 ))
                 .bind(status.code())

@@ -11,7 +11,7 @@ const CLAIM_RETRIES: u32 = 3;
 const SPEC_COLUMNS: &str = "group_id, description, owner, alarm_channels, schedule_type, \
      schedule_conf, time_zone, misfire_strategy, route_strategy, handler, params, \
      block_strategy, timeout_s, retry_count, retry_backoff_ms, child_job_ids, priority, \
-     glue_type, glue_source, delivery";
+     glue_type, glue_source, delivery, lateness_budget_ms";
 
 /// One `?` per column of [`SPEC_COLUMNS`].
 static SPEC_MARKS: LazyLock<String> =
@@ -55,7 +55,7 @@ fn check_spec(spec: &JobSpec) -> Result<(), Error> {
 }
 
 /// The values of the definition columns, in [`SPEC_COLUMNS`] order.
-fn spec_args(spec: &JobSpec) -> [Arg; 20] {
+fn spec_args(spec: &JobSpec) -> [Arg; 21] {
     [
         spec.group_id.into(),
         (&spec.description).into(),
@@ -77,6 +77,7 @@ fn spec_args(spec: &JobSpec) -> [Arg; 20] {
         spec.glue_type.as_str().into(),
         (&spec.glue_source).into(),
         spec.delivery.as_str().into(),
+        spec.lateness_budget_ms.into(),
     ]
 }
 
@@ -669,6 +670,6 @@ mod tests {
     #[test]
     fn spec_assignments_follow_the_column_list() {
         assert!(SPEC_ASSIGNMENTS.starts_with("group_id = ?, description = ?"));
-        assert_eq!(SPEC_ASSIGNMENTS.matches('?').count(), 20);
+        assert_eq!(SPEC_ASSIGNMENTS.matches('?').count(), spec_args(&JobSpec::blank(1)).len());
     }
 }

@@ -6,6 +6,7 @@ mod accounts;
 mod alarms;
 mod audit;
 mod cluster;
+mod fire_check;
 mod groups;
 mod jobs;
 mod runs;
@@ -28,8 +29,8 @@ use crate::model::*;
 use crate::rows::*;
 use crate::sql::{Arg, Backend, Conn, Kind, Query, alarm_in, state_in, state_literal};
 use crate::store::{
-    AccountStore, AlarmStore, AuditStore, ClusterStore, GroupStore, JobStore, RunLedger,
-    ScriptStore, Store,
+    AccountStore, AlarmStore, AuditStore, ClusterStore, FireCheckStore, GroupStore, JobStore,
+    RunLedger, ScriptStore, Store,
 };
 use crate::{Error, StoreOptions};
 

@@ -25,6 +25,7 @@ fn full_spec(group_id: i64) -> JobSpec {
         glue_source: "#!/bin/bash\necho 'it''s ok'\n".to_owned(),
         // Not the default, so that the round trip shows it is stored.
         delivery: tickwork_core::Delivery::AtLeastOnce,
+        lateness_budget_ms: 2_500,
     }
 }
 

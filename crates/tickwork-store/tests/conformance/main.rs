@@ -9,6 +9,7 @@ mod alarms;
 mod audit;
 mod claim;
 mod cluster;
+mod fire_check;
 mod follow_ups;
 mod groups;
 mod jobs;
@@ -374,6 +375,10 @@ conformance! {
         alarm_deliveries_are_queued_once_per_run_and_channel,
         alarm_delivery_claim_retry_and_finish,
         alarm_delivery_claimers_never_share_a_delivery,
+    ],
+    fire_check: [
+        fires_to_check_reads_what_may_be_late_or_missed,
+        fire_alerts_move_the_cursor_once_and_join_recent_ones,
     ],
     accounts: [
         users_create_update_password_and_list,
