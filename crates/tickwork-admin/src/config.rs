@@ -115,6 +115,15 @@ pub struct MonitorConfig {
     pub retention_days: u32,
     /// How often retention runs.
     pub retention_interval: Duration,
+    /// How often the ledger's fires are checked (missed, late, doubled).
+    pub fire_check_interval: Duration,
+    /// A fire not at an executor this long after its instant is missed.
+    pub fire_missed_after: Duration,
+    /// A `sending` run gets this much longer (its dispatch record may lag under load).
+    pub fire_sending_grace: Duration,
+    /// After a fire alert of a job and kind, more of the same are added to it for this long
+    /// instead of alarming again.
+    pub fire_alert_quiet: Duration,
 }
 
 /// Delivery of alarms (by the maintenance lease holder).
@@ -193,6 +202,10 @@ impl Default for MonitorConfig {
             report_interval: Duration::from_secs(60),
             retention_days: 30,
             retention_interval: Duration::from_secs(3600),
+            fire_check_interval: Duration::from_secs(5),
+            fire_missed_after: Duration::from_secs(10),
+            fire_sending_grace: Duration::from_secs(60),
+            fire_alert_quiet: Duration::from_secs(600),
         }
     }
 }
@@ -340,6 +353,8 @@ impl Config {
             ("monitor.alarm_interval_ms", m.alarm_interval),
             ("monitor.report_interval_ms", m.report_interval),
             ("monitor.retention_interval_ms", m.retention_interval),
+            ("monitor.fire_check_interval_ms", m.fire_check_interval),
+            ("monitor.fire_missed_after_ms", m.fire_missed_after),
             ("registry.sweep_interval_ms", self.registry.sweep_interval),
             ("alarm.poll_interval_ms", self.alarm.poll_interval),
             ("alarm.backoff_ms", self.alarm.backoff),
@@ -502,6 +517,10 @@ pub struct MonitorFile {
     pub report_interval_ms: Option<u64>,
     pub retention_days: Option<u32>,
     pub retention_interval_ms: Option<u64>,
+    pub fire_check_interval_ms: Option<u64>,
+    pub fire_missed_after_ms: Option<u64>,
+    pub fire_sending_grace_ms: Option<u64>,
+    pub fire_alert_quiet_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -593,6 +612,10 @@ impl ConfigFile {
         set(&mut c.monitor.alarm_interval, m.alarm_interval_ms);
         set(&mut c.monitor.report_interval, m.report_interval_ms);
         set(&mut c.monitor.retention_interval, m.retention_interval_ms);
+        set(&mut c.monitor.fire_check_interval, m.fire_check_interval_ms);
+        set(&mut c.monitor.fire_missed_after, m.fire_missed_after_ms);
+        set(&mut c.monitor.fire_sending_grace, m.fire_sending_grace_ms);
+        set(&mut c.monitor.fire_alert_quiet, m.fire_alert_quiet_ms);
         if let Some(v) = m.retention_days {
             c.monitor.retention_days = v;
         }

@@ -349,6 +349,21 @@ pub(crate) async fn render(admin: &Scheduler) -> String {
             get(&s.runs_lost),
         ),
         (
+            "tickwork_fires_missed_total",
+            "Scheduled fires that reached no executor by their instant plus the tolerance.",
+            get(&s.fires_missed),
+        ),
+        (
+            "tickwork_fires_late_total",
+            "Scheduled fires that reached their executor later than their job's lateness budget.",
+            get(&s.fires_late),
+        ),
+        (
+            "tickwork_fires_doubled_total",
+            "Scheduled fires held by more than one run in the ledger.",
+            get(&s.fires_doubled),
+        ),
+        (
             "tickwork_alarms_queued_total",
             "Failed runs queued for an alarm.",
             get(&s.alarms_queued),

@@ -4,8 +4,9 @@
 //! script and restore an old version, a viewer who cannot change anything, and a form with bad
 //! input that shows the error and saves nothing; an alarm channel created through its page;
 //! passwords (one's own, set by an admin), a viewer's own API token and a deleted user; the
-//! schedule heatmap with the jobs colliding at midnight, in English and Chinese. Every
-//! page visited is saved as a PNG.
+//! schedule heatmap with the jobs colliding at midnight; missed fires on the dashboard and a
+//! job's lateness budget in its form; in English and Chinese. Every page visited is saved as
+//! a PNG.
 
 use thirtyfour::prelude::*;
 use tickwork_admin::Service;
@@ -373,6 +374,78 @@ async fn admin_creates_an_alarm_channel() {
 }
 
 /// Switches the console's language with the top bar's link and waits for the page in it.
+/// A job firing every second on an executor group with no executor: each fire fails at the
+/// trigger, and the ledger's check (every 5 s, 10 s after a fire) reports them missed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_missed_fires_and_the_form_takes_a_lateness_budget() {
+    let Some(mut c) = Console::start("fires").await else {
+        return;
+    };
+    let system = tickwork_admin::Principal::system();
+    let group = c
+        .admin
+        .groups()
+        .create(
+            &system,
+            tickwork_protocol::api::GroupInput {
+                app_name: "nobody-home".to_owned(),
+                title: "Nobody home".to_owned(),
+                address_mode: None,
+                addresses: Vec::new(),
+            },
+        )
+        .await
+        .expect("group")
+        .id;
+    running_job(&c.admin, group, "orphan-sync", "FIX_RATE", "1", "UTC").await;
+
+    c.open("/").await;
+    c.wait_css("#login-submit").await;
+    c.login("admin", ADMIN_PASSWORD).await;
+    assert!(c.exists("#fire-alerts").await);
+    c.wait_until("missed fires on the dashboard", || async {
+        c.open("/").await;
+        c.exists("#fire-alerts-table tr.fire-alert[data-kind=missed]")
+            .await
+    })
+    .await;
+    let totals = c.text("#fires-missed").await;
+    assert!(totals.starts_with("Missed: "), "{totals}");
+    assert!(!totals.starts_with("Missed: 0 "), "{totals}");
+    assert!(c.text("#fires-late").await.starts_with("Late: 0 fires"));
+    let row = c.text("#fire-alerts-table tbody tr:first-child").await;
+    assert!(row.contains("the orphan-sync job"), "{row}");
+    c.shot("dashboard-fire-alerts").await;
+    scroll_to(&c, "#fire-alerts").await;
+    c.shot("dashboard-fire-alerts-table").await;
+    switch_to(&c, "任务管理").await;
+    c.wait_css("#fire-alerts-table").await;
+    assert!(c.text("#fire-alerts").await.contains("漏触发"));
+    scroll_to(&c, "#fire-alerts").await;
+    c.shot("dashboard-fire-alerts-zh").await;
+    switch_to(&c, "Jobs").await;
+
+    // The job form's lateness budget: a negative one is refused at its field, nothing saved;
+    // a good one is kept.
+    let before = jobs_total(&c.admin).await;
+    c.open("/jobs/new").await;
+    c.fill("#f-description", "budgeted").await;
+    c.fill("#f-handler", "echo").await;
+    c.select("#f-group_id", &group.to_string()).await;
+    c.fill("#f-lateness_budget_ms", "-5").await;
+    c.click("#save").await;
+    c.wait_css("#err-lateness_budget_ms").await;
+    assert_eq!(jobs_total(&c.admin).await, before, "nothing was saved");
+    c.shot("job-form-lateness-bad").await;
+    c.fill("#f-lateness_budget_ms", "2500").await;
+    c.click("#save").await;
+    c.wait_css("#job-key").await;
+    let id = job_id_of_page(&c).await;
+    let job = c.admin.jobs().get(id).await.expect("the saved job");
+    assert_eq!(job.spec.lateness_budget_ms, 2_500);
+    c.finish().await;
+}
+
 async fn switch_to(c: &Console, nav_word: &str) {
     c.click("#lang-switch").await;
     c.wait_until(&format!("the page with {nav_word}"), || async {

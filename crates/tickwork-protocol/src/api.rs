@@ -452,6 +452,18 @@ pub struct StatsView {
     /// The last 7 days, oldest first, today last.
     pub runs_per_day: Vec<DayRuns>,
     pub lateness: Option<LatenessView>,
+    /// The ledger's alerts of the last 24 hours per kind (`missed`, `late`, `doubled`; every
+    /// kind, zero when none): how many alerts, over how many fires.
+    #[serde(default)]
+    pub fire_alerts: Vec<FireAlertTotalView>,
+}
+
+/// The ledger's alerts of one kind over a period.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FireAlertTotalView {
+    pub kind: String,
+    pub alerts: u64,
+    pub fires: u64,
 }
 
 // ---- the schedule ahead ----
@@ -642,7 +654,12 @@ pub struct AlarmTestResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AlarmDeliveryView {
     pub id: i64,
+    /// The failed run; for a ledger alert, the run of its first fire.
     pub run_id: i64,
+    /// The ledger's alert (missed, late or doubled fires) this delivery sends; `None` for a
+    /// failed run.
+    #[serde(default)]
+    pub fire_alert_id: Option<i64>,
     pub channel_id: i64,
     pub channel_name: String,
     pub kind: String,

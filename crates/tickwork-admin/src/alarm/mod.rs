@@ -6,9 +6,9 @@
 //! world. The lease holder's delivery loop is the pipeline's `alarm_delivery`; the API
 //! operations are the service's `alarms`.
 //!
-//! Invariant: each (run, channel) has one delivery row (a unique key), and a row is sent only
-//! by the node that claimed it in the database, so an alarm goes out at most once per
-//! attempt, whatever the admins do.
+//! Invariant: each (run, channel) has one delivery row (a unique key; each fire alert of the
+//! ledger's check has its own), and a row is sent only by the node that claimed it in the
+//! database, so an alarm goes out at most once per attempt, whatever the admins do.
 
 mod send;
 
@@ -20,6 +20,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::Sha256;
+use tickwork_core::fire_check::{FireAlert, FireAlertKind};
 use tickwork_store::AlarmKind;
 
 use crate::Error;
@@ -297,6 +298,9 @@ pub(crate) struct AlarmMessage {
     pub(crate) delivery_id: Option<i64>,
     /// A test message sent from the API, not a real failure.
     pub(crate) test: bool,
+    /// The ledger's alert this message is about (`run_id` is then its first run); `None`
+    /// for a failed run.
+    pub(crate) fire_alert: Option<FireAlert>,
 }
 
 fn instant(ms: i64) -> String {
@@ -305,14 +309,33 @@ fn instant(ms: i64) -> String {
         .unwrap_or_else(|_| ms.to_string())
 }
 
+/// What a fire alert says in one line: `12 fires missed`.
+fn fires_phrase(alert: &FireAlert) -> String {
+    let what = match alert.kind {
+        FireAlertKind::Missed => "missed",
+        FireAlertKind::Late => "late",
+        FireAlertKind::Doubled => "doubled",
+    };
+    let fires = if alert.fires == 1 { "fire" } else { "fires" };
+    format!("{} {fires} {what}", alert.fires)
+}
+
 impl AlarmMessage {
     /// One line: the email subject, the first line of chat messages.
     pub(crate) fn title(&self) -> String {
         let test = if self.test { "[test] " } else { "" };
-        format!(
-            "{test}Tickwork alarm: job {} ({}) run {} {}",
-            self.job_id, self.job_key, self.run_id, self.state
-        )
+        match &self.fire_alert {
+            Some(alert) => format!(
+                "{test}Tickwork alarm: job {} ({}) {}",
+                self.job_id,
+                self.job_key,
+                fires_phrase(alert)
+            ),
+            None => format!(
+                "{test}Tickwork alarm: job {} ({}) run {} {}",
+                self.job_id, self.job_key, self.run_id, self.state
+            ),
+        }
     }
 
     /// The whole message as text (email body, chat robots).
@@ -320,6 +343,43 @@ impl AlarmMessage {
         let none = "-";
         let mut out = self.title();
         out.push('\n');
+        if let Some(alert) = &self.fire_alert {
+            let description = if self.job_description.is_empty() {
+                none
+            } else {
+                &self.job_description
+            };
+            let why = match alert.kind {
+                FireAlertKind::Missed => "no executor had them by their instant plus the tolerance",
+                FireAlertKind::Late => {
+                    "they reached their executor later than the job's lateness budget"
+                }
+                FireAlertKind::Doubled => "more than one run holds each of them in the ledger",
+            };
+            let mut lines = vec![
+                (
+                    "job",
+                    format!("{} {} ({description})", self.job_id, self.job_key),
+                ),
+                ("fires", format!("{}: {why}", fires_phrase(alert))),
+                (
+                    "instants",
+                    format!("{} to {}", instant(alert.first_at), instant(alert.last_at)),
+                ),
+                ("first run", alert.run_id.to_string()),
+            ];
+            if alert.kind == FireAlertKind::Late {
+                lines.push((
+                    "latest",
+                    format!("{} ms after its instant", alert.worst_late_ms),
+                ));
+            }
+            lines.push(("admin node", self.admin_node.clone()));
+            for (label, value) in lines {
+                out.push_str(&format!("\n{label}: {}", value.trim()));
+            }
+            return out;
+        }
         let description = if self.job_description.is_empty() {
             none
         } else {
@@ -354,6 +414,28 @@ impl AlarmMessage {
 
     /// The generic webhook's JSON document.
     pub(crate) fn json(&self) -> Value {
+        if let Some(alert) = &self.fire_alert {
+            return json!({
+                "event": format!("fires_{}", alert.kind),
+                "title": self.title(),
+                "text": self.text(),
+                "job": {
+                    "id": self.job_id,
+                    "key": self.job_key,
+                    "description": self.job_description,
+                },
+                "alert": {
+                    "kind": alert.kind.as_str(),
+                    "fires": alert.fires,
+                    "first_at": alert.first_at,
+                    "last_at": alert.last_at,
+                    "worst_late_ms": alert.worst_late_ms,
+                    "run_id": alert.run_id,
+                },
+                "admin_node": self.admin_node,
+                "delivery_id": self.delivery_id,
+            });
+        }
         json!({
             "event": if self.test { "test" } else { "run_failed" },
             "title": self.title(),
@@ -477,6 +559,7 @@ mod tests {
             admin_node: "admin-1".into(),
             delivery_id: Some(99),
             test: false,
+            fire_alert: None,
         }
     }
 
@@ -598,6 +681,50 @@ mod tests {
         assert!(test.json()["delivery_id"].is_null());
     }
 
+    #[test]
+    fn a_fire_alert_names_its_fires_and_their_instants() {
+        let alert = |kind, fires, worst_late_ms| AlarmMessage {
+            fire_alert: Some(FireAlert {
+                job_id: 7,
+                kind,
+                fires,
+                first_at: 1_700_000_000_000,
+                last_at: 1_700_000_011_000,
+                worst_late_ms,
+                run_id: 4242,
+            }),
+            ..message()
+        };
+        let missed = alert(FireAlertKind::Missed, 12, 0);
+        assert_eq!(
+            missed.title(),
+            "Tickwork alarm: job 7 (nightly-report) 12 fires missed"
+        );
+        let text = missed.text();
+        for part in [
+            "job: 7 nightly-report (Nightly report)",
+            "fires: 12 fires missed: no executor had them",
+            "instants: 2023-11-14T22:13:20Z to 2023-11-14T22:13:31Z",
+            "first run: 4242",
+            "admin node: admin-1",
+        ] {
+            assert!(text.contains(part), "{part:?} missing in {text}");
+        }
+        assert!(!text.contains("latest"), "{text}");
+        let doc = missed.json();
+        assert_eq!(doc["event"], "fires_missed");
+        assert_eq!(doc["alert"]["fires"], 12);
+        assert_eq!(doc["alert"]["first_at"], 1_700_000_000_000i64);
+        assert_eq!(doc["delivery_id"], 99);
+
+        let late = alert(FireAlertKind::Late, 1, 2_345);
+        assert!(late.title().ends_with("1 fire late"), "{}", late.title());
+        assert!(late.text().contains("latest: 2345 ms after its instant"));
+        assert_eq!(late.json()["event"], "fires_late");
+        assert_eq!(late.json()["alert"]["worst_late_ms"], 2_345);
+        let doubled = alert(FireAlertKind::Doubled, 2, 0);
+        assert_eq!(doubled.json()["event"], "fires_doubled");
+    }
     #[test]
     fn configs_are_checked_per_kind() {
         let ok = [

@@ -1,10 +1,12 @@
-//! The dashboard: counts of jobs and executors, today's runs by state, and two charts drawn on
-//! the server (runs per day by state, lateness per day) over the last two weeks.
+//! The dashboard: counts of jobs and executors, today's runs by state, two charts drawn on
+//! the server (runs per day by state, lateness per day) over the last two weeks, and the
+//! ledger's alerts of missed, late and doubled fires of the last 24 hours.
 
 use askama::Template;
 use axum::extract::State;
 use axum::response::Response;
 use jiff::{Timestamp, ToSpan};
+use tickwork_core::fire_check::FireAlertKind;
 use tickwork_core::run::RunState;
 use tickwork_protocol::api::{JobQuery, RunQuery};
 use tickwork_store::TimeRange;
@@ -38,6 +40,87 @@ struct DashboardPage {
     today_total: u64,
     runs_chart: String,
     lateness_chart: String,
+    fire_totals: Vec<FireTotal>,
+    fire_recent: Vec<FireAlertRow>,
+}
+
+/// The ledger's alerts of one kind over the last 24 hours.
+struct FireTotal {
+    kind: &'static str,
+    /// The i18n key of the kind.
+    label: &'static str,
+    alerts: u64,
+    fires: u64,
+}
+
+/// One recent ledger alert.
+struct FireAlertRow {
+    created_at: i64,
+    job_id: i64,
+    /// The job's description (or key), `#id` when it is gone.
+    job: String,
+    kind: &'static str,
+    label: &'static str,
+    fires: i64,
+    first_at: i64,
+    last_at: i64,
+    worst_late_ms: i64,
+}
+
+/// Ledger alerts listed on the dashboard.
+const FIRE_ALERTS_SHOWN: u32 = 10;
+
+/// The i18n key of an alert kind.
+fn fire_label(kind: FireAlertKind) -> &'static str {
+    match kind {
+        FireAlertKind::Missed => "fire_missed",
+        FireAlertKind::Late => "fire_late",
+        FireAlertKind::Doubled => "fire_doubled",
+    }
+}
+
+/// The last 24 hours' ledger alerts: totals per kind and the newest ones, with job names.
+async fn fire_alerts(a: &Service, now: i64) -> Result<(Vec<FireTotal>, Vec<FireAlertRow>), Error> {
+    let range = TimeRange {
+        from: Some(now - 86_400_000),
+        to: None,
+    };
+    let totals = a
+        .dashboard()
+        .fire_alert_totals(range)
+        .await?
+        .into_iter()
+        .map(|t| FireTotal {
+            kind: t.kind.as_str(),
+            label: fire_label(t.kind),
+            alerts: t.alerts,
+            fires: t.fires,
+        })
+        .collect();
+    let mut rows = Vec::new();
+    for r in a
+        .dashboard()
+        .fire_alerts_recent(range, FIRE_ALERTS_SHOWN)
+        .await?
+    {
+        let job = match a.jobs().get(r.alert.job_id).await {
+            Ok(j) if !j.spec.description.is_empty() => j.spec.description,
+            Ok(j) => j.key,
+            Err(_) => format!("#{}", r.alert.job_id),
+        };
+        rows.push(FireAlertRow {
+            created_at: r.created_at,
+            job_id: r.alert.job_id,
+            job,
+            kind: r.alert.kind.as_str(),
+            label: fire_label(r.alert.kind),
+            fires: r.alert.fires,
+            first_at: r.alert.first_at,
+            last_at: r.alert.last_at,
+            worst_late_ms: r.alert.worst_late_ms,
+        });
+    }
+    Ok((totals, rows))
 }
 
 /// Midnight (in `tz`) of the day `days_back` days before today, as epoch ms.
@@ -180,6 +263,7 @@ async fn build(a: &Service, v: &Visitor) -> Result<DashboardPage, Error> {
         (c.t("avg"), c.t("max")),
     );
 
+    let (fire_totals, fire_recent) = fire_alerts(a, a.now_ms()).await?;
     let live_after = a.now_ms() - a.config().registry.dead_after.as_millis() as i64;
     Ok(DashboardPage {
         jobs: all.total,
@@ -193,6 +277,8 @@ async fn build(a: &Service, v: &Visitor) -> Result<DashboardPage, Error> {
         today_total,
         runs_chart,
         lateness_chart,
+        fire_totals,
+        fire_recent,
         c,
     })
 }

@@ -204,6 +204,9 @@ fn job_fields(v: &Visitor, groups: &[GroupView], values: &Values, create: bool) 
             .options(named(BlockStrategy::ALL, &get("block_strategy"))),
         Field::new("delivery", "delivery", "select")
             .options(named(Delivery::ALL, &get("delivery"))),
+        Field::new("lateness_budget_ms", "lateness_budget_ms", "number")
+            .value(get("lateness_budget_ms"))
+            .hint("lateness_budget_hint"),
         Field::new("timeout_s", "timeout_s", "number").value(get("timeout_s")),
         Field::new("retry_count", "retry_count", "number").value(get("retry_count")),
         Field::new("retry_backoff_ms", "retry_backoff_ms", "number").value(get("retry_backoff_ms")),

@@ -1,6 +1,7 @@
 //! The OpenAPI document's component schemas, built from the API's types and limits.
 
 use serde_json::{Map, Value, json};
+use tickwork_core::fire_check::{FireAlertKind, MAX_LATENESS_BUDGET_MS};
 use tickwork_core::job::{JobSpec, Limits};
 use tickwork_core::run::RunState;
 use tickwork_core::{
@@ -98,6 +99,7 @@ fn job_spec_fields() -> Vec<(&'static str, Value)> {
                 "priority" => int_in(i64::from(i32::MIN), i64::from(i32::MAX)),
                 "glue_type" => one_of(names(GlueType::ALL, GlueType::as_str)),
                 "delivery" => one_of(names(Delivery::ALL, Delivery::as_str)),
+                "lateness_budget_ms" => int_in(0, MAX_LATENESS_BUDGET_MS),
                 _ => match &blank[name] {
                     Value::String(_) => t("string"),
                     Value::Number(_) => t("integer"),
@@ -139,6 +141,8 @@ pub(super) fn schemas() -> Value {
     let state = json!({ "type": "string", "enum": names(RunState::ALL, RunState::as_str) });
     let role = json!({ "type": "string", "enum": ["admin", "operator", "viewer"] });
     let counts = json!({ "type": "object", "additionalProperties": { "type": "integer" } });
+    let fire_alert_kind =
+        json!({ "type": "string", "enum": names(FireAlertKind::ALL, FireAlertKind::as_str) });
     let job_input: Vec<(&str, Value)> = [("key", nullable("string"))]
         .into_iter()
         .chain(job_spec_fields())
@@ -296,6 +300,10 @@ pub(super) fn schemas() -> Value {
                 ("count", t("integer")), ("mean_ms", t("number")),
                 ("p50_ms", nullable("integer")), ("p99_ms", nullable("integer")),
             ], &["count", "mean_ms"], false)] })),
+            ("fire_alerts", json!({ "type": "array", "items": object(&[
+                ("kind", fire_alert_kind),
+                ("alerts", t("integer")), ("fires", t("integer")),
+            ], &["kind", "alerts", "fires"], false) })),
         ], &["jobs", "jobs_running", "groups", "executors", "runs_today", "runs_per_day"], false),
     });
     let Value::Object(all) = &mut all else {
@@ -385,7 +393,8 @@ pub(super) fn alarm_schemas() -> Value {
             ("ok", t("boolean")), ("error", nullable("string")), ("elapsed_ms", t("integer")),
         ], &["ok", "elapsed_ms"], false),
         "AlarmDelivery": object(&[
-            ("id", t("integer")), ("run_id", t("integer")), ("channel_id", t("integer")),
+            ("id", t("integer")), ("run_id", t("integer")),
+            ("fire_alert_id", nullable("integer")), ("channel_id", t("integer")),
             ("channel_name", t("string")), ("kind", t("string")),
             ("state", delivery_state),
             ("attempts", t("integer")), ("next_attempt_at", nullable("integer")),

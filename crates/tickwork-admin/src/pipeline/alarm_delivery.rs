@@ -162,9 +162,36 @@ impl Maintenance {
         }
     }
 
-    /// The message of a delivery, from its run and job as they are now.
+    /// The message of a delivery, from its run (or fire alert) and job as they are now.
     async fn delivery_message(&self, d: &AlarmDelivery) -> Result<AlarmMessage, String> {
         let store = &self.inner.store;
+        if let Some(alert_id) = d.alert_id {
+            let alert = store
+                .fire_alert_get(alert_id)
+                .await
+                .map_err(|e| format!("fire alert {alert_id}: {e}"))?
+                .alert;
+            let (key, description) = match store.job_get(alert.job_id).await {
+                Ok(job) => (job.key, job.spec.description),
+                Err(_) => (String::from("-"), String::from("(deleted job)")),
+            };
+            return Ok(AlarmMessage {
+                job_id: alert.job_id,
+                job_key: key,
+                job_description: description,
+                run_id: alert.run_id,
+                attempt: 0,
+                executor_address: None,
+                state: alert.kind.to_string(),
+                trigger_msg: None,
+                handle_msg: None,
+                scheduled_at: alert.first_at,
+                admin_node: self.inner.config.node_id.clone(),
+                delivery_id: Some(d.id),
+                test: false,
+                fire_alert: Some(alert),
+            });
+        }
         let run = store
             .run_get(d.run_id)
             .await
@@ -187,6 +214,7 @@ impl Maintenance {
             admin_node: self.inner.config.node_id.clone(),
             delivery_id: Some(d.id),
             test: false,
+            fire_alert: None,
         })
     }
 

@@ -18,6 +18,7 @@ pub(crate) mod cluster;
 pub(crate) mod complete;
 pub(crate) mod dispatch;
 pub(crate) mod executor_api;
+mod fire_check;
 mod lanes;
 mod ledger;
 mod maybe_sent;
@@ -95,6 +96,12 @@ pub struct Stats {
     pub runs_maybe_sent_lost: AtomicU64,
     /// Maybe-sent runs nobody could answer for, sent again (`AT_LEAST_ONCE`).
     pub runs_maybe_sent_resent: AtomicU64,
+    /// Fires the ledger's check judged missed, late and doubled (on the lease holder).
+    pub fires_missed: AtomicU64,
+    pub fires_late: AtomicU64,
+    pub fires_doubled: AtomicU64,
+    /// Rounds of the ledger's check of fires finished on this node.
+    pub fire_checks: AtomicU64,
     /// Failed runs queued for an alarm.
     pub alarms_queued: AtomicU64,
     /// Alarm deliveries written (one per run and channel).

@@ -1,6 +1,6 @@
 //! The maintenance monitors, run by the holder of the maintenance lease only: the registry
-//! sweep, lost runs, alarm queueing (the sending is `alarm`'s), the daily run reports and
-//! retention. Each is a loop of its
+//! sweep, lost runs, alarm queueing (the sending is `alarm`'s), the daily run reports,
+//! retention and the ledger's check of fires (`fire_check`). Each is a loop of its
 //! own that survives database errors (logged, tried again next round).
 
 use std::collections::HashMap;
@@ -34,15 +34,17 @@ pub(crate) enum Monitor {
     Alarms,
     Reports,
     Retention,
+    FireCheck,
 }
 
 impl Monitor {
-    pub(crate) const ALL: [Monitor; 5] = [
+    pub(crate) const ALL: [Monitor; 6] = [
         Monitor::RegistrySweep,
         Monitor::LostRuns,
         Monitor::Alarms,
         Monitor::Reports,
         Monitor::Retention,
+        Monitor::FireCheck,
     ];
 
     fn name(self) -> &'static str {
@@ -52,6 +54,7 @@ impl Monitor {
             Monitor::Alarms => "alarms",
             Monitor::Reports => "reports",
             Monitor::Retention => "retention",
+            Monitor::FireCheck => "fire-check",
         }
     }
 
@@ -62,6 +65,7 @@ impl Monitor {
             Monitor::Alarms => c.monitor.alarm_interval,
             Monitor::Reports => c.monitor.report_interval,
             Monitor::Retention => c.monitor.retention_interval,
+            Monitor::FireCheck => c.monitor.fire_check_interval,
         }
     }
 }
@@ -99,6 +103,7 @@ impl Maintenance {
                 },
                 Monitor::Reports => self.write_reports().await,
                 Monitor::Retention => self.apply_retention().await.map(drop),
+                Monitor::FireCheck => self.check_fires().await.map(drop),
             };
             if let Err(e) = result {
                 warn!(monitor = monitor.name(), error = %e, "maintenance round failed");
@@ -295,10 +300,11 @@ impl Maintenance {
             tokio::task::yield_now().await;
         }
         let reports = self.inner.store.reports_purge(before).await?;
-        if total > 0 || reports > 0 {
+        let fire_alerts = self.inner.store.fire_alerts_purge(before).await?;
+        if total > 0 || reports > 0 || fire_alerts > 0 {
             info!(
                 runs = total,
-                reports, "retention: old runs and reports deleted"
+                reports, fire_alerts, "retention: old runs, reports and fire alerts deleted"
             );
         }
         Ok(total)

@@ -76,6 +76,7 @@ fn delivery_view(d: AlarmDelivery) -> AlarmDeliveryView {
     AlarmDeliveryView {
         id: d.id,
         run_id: d.run_id,
+        fire_alert_id: d.alert_id,
         channel_id: d.channel_id,
         channel_name: d.channel_name,
         kind: d.kind.as_str().to_owned(),
@@ -210,6 +211,7 @@ impl Alarms<'_> {
             admin_node: self.inner.config.node_id.clone(),
             delivery_id: None,
             test: true,
+            fire_alert: None,
         };
         let started = Instant::now();
         let result = self

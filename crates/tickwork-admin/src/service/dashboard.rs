@@ -1,12 +1,18 @@
 //! The dashboard's figures.
 
+use tickwork_core::fire_check::FireAlertKind;
 use tickwork_core::run::RunState;
-use tickwork_protocol::api::{DayRuns, StatsView};
-use tickwork_store::{JobFilter, JobStatus, PageReq, RegistryEntry, TimeRange};
+use tickwork_protocol::api::{DayRuns, FireAlertTotalView, StatsView};
+use tickwork_store::{
+    FireAlertRecord, FireAlertTotal, JobFilter, JobStatus, PageReq, RegistryEntry, TimeRange,
+};
 
 use super::Dashboard;
 use crate::Error;
 use crate::timer::now_ms;
+
+/// The period of the ledger's alerts in the dashboard's figures.
+const DAY_MS: i64 = 86_400_000;
 
 impl Dashboard<'_> {
     /// The dashboard's figures: counts of jobs, groups and live executors, today's runs by
@@ -69,6 +75,19 @@ impl Dashboard<'_> {
             .map(|d| d.by_state.clone())
             .unwrap_or_default();
         let lateness = self.inner.pipeline.lateness();
+        let fire_alerts = self
+            .fire_alert_totals(TimeRange {
+                from: Some(now - DAY_MS),
+                to: None,
+            })
+            .await?
+            .into_iter()
+            .map(|t| FireAlertTotalView {
+                kind: t.kind.as_str().to_owned(),
+                alerts: t.alerts,
+                fires: t.fires,
+            })
+            .collect();
         Ok(StatsView {
             jobs,
             jobs_running,
@@ -77,7 +96,37 @@ impl Dashboard<'_> {
             runs_today,
             runs_per_day,
             lateness,
+            fire_alerts,
         })
+    }
+
+    /// The ledger's alerts written in `range` per kind, every kind present (zero when none),
+    /// in the kinds' order.
+    pub async fn fire_alert_totals(self, range: TimeRange) -> Result<Vec<FireAlertTotal>, Error> {
+        let written = self.inner.store.fire_alerts_totals(range).await?;
+        Ok(FireAlertKind::ALL
+            .iter()
+            .map(|&kind| {
+                written
+                    .iter()
+                    .find(|t| t.kind == kind)
+                    .copied()
+                    .unwrap_or(FireAlertTotal {
+                        kind,
+                        alerts: 0,
+                        fires: 0,
+                    })
+            })
+            .collect())
+    }
+
+    /// The newest `limit` ledger alerts written in `range`, newest first.
+    pub async fn fire_alerts_recent(
+        self,
+        range: TimeRange,
+        limit: u32,
+    ) -> Result<Vec<FireAlertRecord>, Error> {
+        Ok(self.inner.store.fire_alerts_recent(range, limit).await?)
     }
 
     /// Every registry row (alive or not yet swept), for the console's group and dashboard

@@ -14,7 +14,7 @@ use tickwork_admin::{FENCE_LEAD_MS, PipelineHandle};
 use tickwork_core::TriggerType;
 use tickwork_core::run::RunState;
 use tickwork_store::Run;
-use tickwork_testkit::wait_until;
+use tickwork_testkit::{wait_until, wait_until_sync};
 
 /// 2030-01-01T00:00:00Z, the manual clock's start: far from the wall clock, so that a read of
 /// the wall clock where the clock belongs shows.
@@ -334,6 +334,11 @@ async fn admin_restarted_after_a_clean_stop_fires_its_claimed_runs_at_once() {
             "fired at once: {run:?}"
         );
         assert_eq!(run.owner_node.as_deref(), Some("clock-2"), "{run:?}");
+        // Accepted is not yet run: the handler counts once the executor's worker starts it.
+        wait_until_sync("the executor to run it", WAIT, || {
+            (executor.count(run.id) >= 1).then_some(())
+        })
+        .await;
         assert_eq!(executor.count(run.id), 1, "{run:?}");
     }
     assert_eq!(executor.doubles(), []);

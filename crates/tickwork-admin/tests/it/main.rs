@@ -1,12 +1,12 @@
-//! The admin's integration tests, one binary (one link step) with a module per area: the REST
-//! API and console one request at a time (and end to end where they need the pipeline or an
-//! executor), passwords, users and tokens as people manage them, asking executors which runs
-//! they accepted, alarms, overload (the claim bounded by the backlog), an admin on a manual
-//! clock, the address cache of a dead executor, chaos (admins killed or paused mid-burst),
-//! failover, follow-ups, group tokens, the schedule heatmap, job keys in the console, lost
-//! runs, cluster operations, a database outage and XXL-JOB 3.5 (its executors and its job
-//! API). Tests that need admins or executors as real processes start this binary again in the
-//! role of the ignored `child` test.
+//! The admin's integration tests, one binary (one link step) with a module per area: the REST API
+//! and console one request at a time (and end to end where they need the pipeline or an executor),
+//! passwords, users and tokens as people manage them, asking executors which runs they accepted,
+//! alarms, overload (the claim bounded by the backlog), an admin on a manual clock, the address
+//! cache of a dead executor, chaos (admins killed or paused mid-burst), failover, the ledger's
+//! alerts of missed, late and doubled fires, follow-ups, group tokens, the schedule heatmap, job
+//! keys in the console, lost runs, cluster operations, a database outage and XXL-JOB 3.5 (its
+//! executors and its job API). Tests that need admins or executors as real processes start this
+//! binary again in the role of the ignored `child` test.
 
 mod accepted_runs;
 mod accounts;
@@ -18,6 +18,7 @@ mod chaos;
 mod clock;
 mod dead_executor;
 mod failover;
+mod fire_alerts;
 mod follow_ups;
 mod group_tokens;
 mod heatmap;

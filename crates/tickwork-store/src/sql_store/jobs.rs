@@ -670,6 +670,9 @@ mod tests {
     #[test]
     fn spec_assignments_follow_the_column_list() {
         assert!(SPEC_ASSIGNMENTS.starts_with("group_id = ?, description = ?"));
-        assert_eq!(SPEC_ASSIGNMENTS.matches('?').count(), spec_args(&JobSpec::blank(1)).len());
+        assert_eq!(
+            SPEC_ASSIGNMENTS.matches('?').count(),
+            spec_args(&JobSpec::blank(1)).len()
+        );
     }
 }
