@@ -1,5 +1,5 @@
 // Tickwork console script: confirmations, the live schedule preview of the job form, the
-// fields of an alarm channel's kind, and the live log of a run. Plain browser JavaScript with no dependencies; pages work without it.
+// fields of an alarm channel's kind, the live log of a run and the dashboard's period. Plain browser JavaScript with no dependencies; pages work without it.
 (function () {
   "use strict";
 
@@ -76,8 +76,11 @@
       fetch(url + "?from=" + next, { credentials: "same-origin" })
         .then(function (r) { return r.json(); })
         .then(function (data) {
-          if (data.state && state && state.textContent !== data.state) {
-            text(state, data.state);
+          // The badge shows the state's label; its code is the tooltip and data-state.
+          if (data.state && state && state.getAttribute("data-state") !== data.state) {
+            text(state, data.state_label || data.state);
+            state.setAttribute("data-state", data.state);
+            state.setAttribute("title", data.state);
           }
           if (data.error) {
             text(status, data.error);
@@ -128,9 +131,25 @@
     show();
   }
 
+  // The dashboard's period: a date typed chooses "dates", a period chosen clears the dates
+  // (without script the choice says which one counts).
+  function setupPeriod() {
+    var range = document.getElementById("period-range");
+    var from = document.getElementById("period-from");
+    var to = document.getElementById("period-to");
+    if (!range || !from || !to) { return; }
+    [from, to].forEach(function (el) {
+      el.addEventListener("change", function () { if (el.value) { range.value = "dates"; } });
+    });
+    range.addEventListener("change", function () {
+      if (range.value !== "dates") { from.value = ""; to.value = ""; }
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     setupPreview();
     setupChannelKind();
     setupLog();
+    setupPeriod();
   });
 })();

@@ -5,8 +5,9 @@
 //! input that shows the error and saves nothing; an alarm channel created through its page;
 //! passwords (one's own, set by an admin), a viewer's own API token and a deleted user; the
 //! schedule heatmap with the jobs colliding at midnight; missed fires on the dashboard and a
-//! job's lateness budget in its form; in English and Chinese. Every page visited is saved as
-//! a PNG.
+//! job's lateness budget in its form; codes shown by their labels (lists, the run page, the job
+//! form), the dashboard over a chosen period and a user's groups ticked by name; in English and
+//! Chinese. Every page visited is saved as a PNG.
 
 use thirtyfour::prelude::*;
 use tickwork_admin::Service;
@@ -172,9 +173,10 @@ async fn admin_runs_the_console() {
     c.click_confirmed("#kill-run").await;
     c.wait_css("#flash-ok").await;
     c.wait_until("the run to be killed", || async {
-        c.text("#run-state").await == "killed"
+        attr(&c, "#run-state", "data-state").await == "killed"
     })
     .await;
+    assert_eq!(c.text("#run-state").await, "Killed", "the state's label");
     assert!(c.text("#killed-by").await.starts_with("admin · "));
     c.shot("run-killed").await;
     switch_to(&c, "任务管理").await;
@@ -371,6 +373,17 @@ async fn admin_creates_an_alarm_channel() {
     c.shot("alarm-channels").await;
 
     c.finish().await;
+}
+
+/// The attribute `name` of the element matching `css` ("" when it has none).
+async fn attr(c: &Console, css: &str, name: &str) -> String {
+    c.wait_css(css)
+        .await
+        .attr(name)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_default()
 }
 
 /// Switches the console's language with the top bar's link and waits for the page in it.
@@ -675,5 +688,201 @@ async fn the_schedule_heatmap_names_the_jobs_that_collide() {
     c.wait_css("#heatmap-error").await;
     assert!(!c.exists("#heatmap-chart").await);
     c.shot("schedule-heatmap-bad-input").await;
+    c.finish().await;
+}
+
+/// The HTML inside the element matching `css` (an SVG's text is not "visible text").
+async fn html(c: &Console, css: &str) -> String {
+    c.wait_css(css).await.inner_html().await.unwrap_or_default()
+}
+
+/// The text of the option chosen in the select matching `css`.
+async fn chosen(c: &Console, css: &str) -> String {
+    c.text(&format!("{css} option:checked")).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codes_periods_and_group_ticks_read_in_english_and_chinese() {
+    let Some(mut c) = Console::start("labels").await else {
+        return;
+    };
+    c.open("/").await;
+    c.wait_css("#login-submit").await;
+    c.login("admin", ADMIN_PASSWORD).await;
+    create_group(&mut c).await;
+    let system = tickwork_admin::Principal::system();
+    let reports = c
+        .admin
+        .groups()
+        .create(
+            &system,
+            tickwork_protocol::api::GroupInput {
+                app_name: "reports".to_owned(),
+                title: "Monthly reports".to_owned(),
+                address_mode: None,
+                addresses: Vec::new(),
+            },
+        )
+        .await
+        .expect("group")
+        .id;
+    let groups = c.admin.groups().list().await.expect("groups");
+    let own = groups.iter().find(|g| g.app_name == APP).expect("group").id;
+
+    // A script job with strategies of every kind, through the form: the options read as labels.
+    c.open("/jobs/new").await;
+    fill_job(
+        &c,
+        "labelled job",
+        "CRON",
+        "0 0 3 * * ?",
+        "echo labelled run",
+    )
+    .await;
+    c.select("#f-route_strategy", "LEAST_RECENTLY_USED").await;
+    c.select("#f-block_strategy", "DISCARD_LATER").await;
+    c.select("#f-misfire_strategy", "FIRE_ONCE_NOW").await;
+    assert_eq!(chosen(&c, "#f-route_strategy").await, "Least recently used");
+    assert_eq!(chosen(&c, "#f-block_strategy").await, "Discard later");
+    assert_eq!(chosen(&c, "#f-schedule_type").await, "Cron");
+    assert_eq!(chosen(&c, "#f-glue_type").await, "GLUE (Shell)");
+    c.shot("job-form").await;
+    c.click("#save").await;
+    c.wait_css("#job-fires").await;
+    let job_id = job_id_of_page(&c).await;
+    let job = c.admin.jobs().get(job_id).await.expect("job");
+    assert_eq!(job.spec.route_strategy.as_str(), "LEAST_RECENTLY_USED");
+    assert_eq!(c.text("#job-route").await, "Least recently used");
+    assert_eq!(
+        attr(&c, "#job-route .coded", "title").await,
+        "LEAST_RECENTLY_USED",
+        "the code is the tooltip"
+    );
+    c.shot("job").await;
+
+    // Run it once: the run's page names its state and trigger.
+    c.click("#trigger").await;
+    c.wait_css("#log").await;
+    c.wait_until("the run to succeed", || async {
+        c.driver.refresh().await.is_ok()
+            && attr(&c, "#run-state", "data-state").await == "succeeded"
+    })
+    .await;
+    assert_eq!(c.text("#run-state").await, "Succeeded");
+    assert_eq!(c.text("#run-trigger").await, "Manual");
+    c.wait_until("the whole log", || async {
+        c.text("#log").await.contains("labelled run")
+    })
+    .await;
+    c.shot("run").await;
+    let run_url = c.driver.current_url().await.expect("url").to_string();
+
+    c.open("/jobs").await;
+    c.wait_css("#jobs-table").await;
+    assert!(c.text("#jobs-table").await.contains("GLUE (Shell)"));
+    c.shot("jobs").await;
+
+    // The dashboard over the last 24 hours.
+    c.open("/").await;
+    c.select("#period-range", "24h").await;
+    c.click("#apply-period").await;
+    c.wait_until("the dashboard over 24 hours", || async {
+        c.driver
+            .current_url()
+            .await
+            .map(|u| u.as_str().contains("range=24h"))
+            .unwrap_or(false)
+    })
+    .await;
+    assert_eq!(c.text("#chart-runs h3").await, "Runs by state");
+    let svg = html(&c, "#chart-runs").await;
+    assert!(svg.contains(">runs per hour</text>"), "{svg}");
+    assert!(svg.contains(">hour (UTC)</text>"), "{svg}");
+    assert!(
+        svg.contains(": 1</title></rect>"),
+        "the run is drawn: {svg}"
+    );
+    c.shot("dashboard-24h").await;
+    // A period that does not read: said, nothing drawn.
+    c.open("/?range=dates&from=2026-11-05&to=2026-11-01").await;
+    c.wait_css("#period-error").await;
+    assert!(
+        c.text("#period-error")
+            .await
+            .contains("is after the end date")
+    );
+    assert!(!c.exists("#chart-runs").await);
+    c.shot("dashboard-bad-period").await;
+
+    // The new user's groups: a box per group, by name.
+    c.open("/users").await;
+    c.fill("#f-username", "olga").await;
+    c.fill("#f-password", "olga-password-1").await;
+    c.select("#f-role", "operator").await;
+    c.click(&format!("#f-group_ids-{reports}")).await;
+    c.click(&format!("#f-group_ids-{own}")).await;
+    assert!(c.text("#f-group_ids").await.contains("Monthly reports"));
+    scroll_to(&c, "#user-form").await;
+    c.shot("user-form-ticks").await;
+    c.click("#create-user").await;
+    c.wait_css("#flash-ok").await;
+    let olga = c
+        .admin
+        .users()
+        .list(&system)
+        .await
+        .expect("users")
+        .into_iter()
+        .find(|u| u.username == "olga")
+        .expect("olga");
+    let mut ticked = olga.group_ids.clone();
+    ticked.sort_unstable();
+    let mut want = vec![own, reports];
+    want.sort_unstable();
+    assert_eq!(ticked, want);
+    let row_box = format!("#user-{}-group-{reports}", olga.id);
+    assert!(
+        c.wait_css(&row_box)
+            .await
+            .is_selected()
+            .await
+            .expect("ticked")
+    );
+    c.shot("users").await;
+
+    // Chinese: the same pages.
+    switch_to(&c, "任务管理").await;
+    c.shot("users-zh").await;
+    scroll_to(&c, "#user-form").await;
+    c.click(&format!("#f-group_ids-{reports}")).await;
+    c.shot("user-form-ticks-zh").await;
+    c.open("/jobs").await;
+    c.wait_css("#jobs-table").await;
+    c.shot("jobs-zh").await;
+    c.open(&format!("/jobs/{job_id}/edit")).await;
+    c.wait_css("#f-route_strategy").await;
+    assert_eq!(chosen(&c, "#f-route_strategy").await, "最近最久未使用");
+    assert_eq!(chosen(&c, "#f-block_strategy").await, "丢弃后续调度");
+    assert_eq!(chosen(&c, "#f-misfire_strategy").await, "立即执行一次");
+    c.shot("job-form-zh").await;
+    c.open(&format!("/jobs/{job_id}")).await;
+    c.wait_css("#job-route").await;
+    assert_eq!(c.text("#job-route").await, "最近最久未使用");
+    c.shot("job-zh").await;
+    c.driver.goto(&run_url).await.expect("the run's page");
+    c.wait_css("#run-state").await;
+    assert_eq!(c.text("#run-state").await, "成功");
+    assert_eq!(c.text("#run-trigger").await, "手动触发");
+    c.shot("run-zh").await;
+    c.open("/?range=7d").await;
+    c.wait_css("#chart-runs svg").await;
+    assert_eq!(c.text("#chart-runs h3").await, "运行次数（按状态）");
+    assert!(
+        html(&c, "#chart-runs")
+            .await
+            .contains(">每日运行次数</text>")
+    );
+    c.shot("dashboard-7d-zh").await;
+    switch_to(&c, "Jobs").await;
     c.finish().await;
 }

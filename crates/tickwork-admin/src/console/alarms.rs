@@ -13,23 +13,10 @@ use tickwork_protocol::api::{
     AlarmChannelInput, AlarmChannelView, AlarmDeliveryQuery, AlarmDeliveryView,
 };
 
+use super::i18n::Lang;
 use super::session::{Posted, Visitor};
 use super::ui::{self, Ctx, Field, Form, Opt};
 use crate::{Error, ErrorCode, Service};
-
-/// The channel kinds and how the form names them.
-const KINDS: [(&str, &str); 6] = [
-    ("email", "Email"),
-    ("webhook", "Webhook"),
-    ("dingtalk", "DingTalk"),
-    ("wecom", "WeCom"),
-    ("feishu", "Feishu"),
-    ("slack", "Slack"),
-];
-
-const TLS_MODES: [&str; 3] = ["none", "starttls", "tls"];
-
-const DELIVERY_STATES: [&str; 3] = ["pending", "sent", "failed"];
 
 /// Deliveries shown on the page.
 const DELIVERIES: u64 = 50;
@@ -144,7 +131,7 @@ fn values_of_form(form: &Form) -> HashMap<&'static str, String> {
 }
 
 /// The form's fields; `editing` hints that empty secrets keep the stored ones.
-fn fields(values: &HashMap<&str, String>, editing: bool) -> Vec<Field> {
+fn fields(values: &HashMap<&str, String>, editing: bool, lang: Lang) -> Vec<Field> {
     let get = |k: &str| values.get(k).cloned().unwrap_or_default();
     let kind = get("kind");
     let tls = get("tls");
@@ -153,8 +140,11 @@ fn fields(values: &HashMap<&str, String>, editing: bool) -> Vec<Field> {
         Field::new("name", "name", "text")
             .value(get("name"))
             .hint("channel_name_hint"),
-        Field::new("kind", "kind", "select").options(Opt::list(
-            KINDS.map(|(k, label)| (k.to_owned(), label.to_owned())),
+        // The channel kinds, the TLS modes and the deliveries' states are labelled codes
+        // (`i18n::codes`).
+        Field::new("kind", "kind", "select").options(Opt::coded_text(
+            "channel",
+            lang,
             if kind.is_empty() { "webhook" } else { &kind },
         )),
         Field::new("enabled", "enabled", "checkbox").value(get("enabled")),
@@ -168,8 +158,9 @@ fn fields(values: &HashMap<&str, String>, editing: bool) -> Vec<Field> {
         Field::new("port", "port", "number")
             .value(get("port"))
             .hint("port_hint"),
-        Field::new("tls", "tls", "select").options(Opt::list(
-            TLS_MODES.map(|m| (m.to_owned(), m.to_owned())),
+        Field::new("tls", "tls", "select").options(Opt::coded_text(
+            "tls",
+            lang,
             if tls.is_empty() { "starttls" } else { &tls },
         )),
         Field::new("user", "smtp_user", "text")
@@ -292,12 +283,9 @@ async fn page(
             ch,
         })
         .collect();
-    let states = Opt::list(
-        std::iter::once((String::new(), v.t("all").to_owned()))
-            .chain(DELIVERY_STATES.map(|s| (s.to_owned(), s.to_owned()))),
-        state,
-    );
-    let mut f = fields(values, false);
+    let mut states = Opt::list([(String::new(), v.t("all").to_owned())], state);
+    states.extend(Opt::coded_text("sent", v.lang, state));
+    let mut f = fields(values, false, v.lang);
     if let Some(rest) = ui::place_errors(&mut f, errors) {
         c.err = Some(rest);
     }
@@ -362,7 +350,7 @@ fn form_page(
     status: StatusCode,
 ) -> Response {
     let mut c = v.ctx("alarm_channels");
-    let mut f = fields(values, true);
+    let mut f = fields(values, true, v.lang);
     if let Some(rest) = ui::place_errors(&mut f, errors) {
         c.err = Some(rest);
     }
@@ -523,7 +511,7 @@ mod tests {
         assert!(!v.contains_key("url") && !v.contains_key("secret"));
         assert_eq!(v["enabled"], "on");
         assert!(
-            fields(&v, true)
+            fields(&v, true, Lang::En)
                 .iter()
                 .all(|f| f.value.is_empty() || !["url", "secret", "password"].contains(&f.name))
         );

@@ -1,5 +1,7 @@
-//! SVG charts drawn on the server from numbers: stacked bars of runs per day by state,
-//! lateness per day, and the schedule's heatmap grid. Plain strings, so the console needs no chart library and no script.
+//! SVG charts drawn on the server from numbers: stacked bars of runs by state, lateness
+//! lines (both with their axes named: what is counted in which unit, and the time axis with
+//! its zone), and the schedule's heatmap grid. Plain strings, so the console needs no chart
+//! library and no script.
 
 use std::fmt::Write;
 
@@ -11,11 +13,23 @@ pub(super) struct Series {
     pub values: Vec<u64>,
 }
 
+/// What the axes of a chart measure: the values' unit (`runs per hour`) and the time axis
+/// (`hour (UTC)`).
+pub(super) struct Axes<'a> {
+    pub y: &'a str,
+    pub x: &'a str,
+}
+
 const W: f64 = 640.0;
-const H: f64 = 220.0;
-const LEFT: f64 = 48.0;
-const BOTTOM: f64 = 28.0;
+const H: f64 = 240.0;
+/// Room for the value labels and, left of them, the value axis's name (turned upright).
+const LEFT: f64 = 62.0;
+/// Room for the time labels and, below them, the time axis's name.
+const BOTTOM: f64 = 44.0;
 const TOP: f64 = 24.0;
+/// Where the time labels sit, and the time axis's name below them.
+const TICK_Y: f64 = H - BOTTOM + 14.0;
+const X_NAME_Y: f64 = H - 6.0;
 
 /// Escapes text for SVG/XML content and attributes.
 fn esc(s: &str) -> String {
@@ -39,11 +53,19 @@ fn nice_max(max: f64) -> f64 {
     10.0 * p
 }
 
-fn frame(out: &mut String, title: &str, top: f64) {
+fn frame(out: &mut String, title: &str, axes: &Axes<'_>, top: f64) {
     let _ = write!(
         out,
         r#"<svg class="chart" viewBox="0 0 {W} {H}" role="img" aria-label="{t}" xmlns="http://www.w3.org/2000/svg"><title>{t}</title>"#,
         t = esc(title)
+    );
+    let mid = TOP + (H - BOTTOM - TOP) / 2.0;
+    let _ = write!(
+        out,
+        r#"<text class="axis-name y-name" x="14" y="{mid:.1}" text-anchor="middle" transform="rotate(-90 14 {mid:.1})">{y}</text><text class="axis-name x-name" x="{cx:.1}" y="{X_NAME_Y}" text-anchor="middle">{x}</text>"#,
+        cx = LEFT + (W - 8.0 - LEFT) / 2.0,
+        y = esc(axes.y),
+        x = esc(axes.x),
     );
     // Five bands: a top of 1, 2, 5 or 10 times a power of ten gives round steps.
     for i in 0..=5 {
@@ -70,8 +92,44 @@ fn fmt_num(v: f64) -> String {
     }
 }
 
+/// Every how many slots a time label is written so that labels of `labels`' width do not
+/// overlap: 1 when they fit.
+fn label_step(labels: &[String], slot: f64) -> usize {
+    let widest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0) as f64;
+    let need = widest * 6.5 + 6.0;
+    ((need / slot).ceil() as usize).max(1)
+}
+
+/// The time labels under the slots, every `label_step` one (the last one always).
+fn time_labels(out: &mut String, labels: &[String], slot: f64) {
+    let step = label_step(labels, slot);
+    let last = labels.len().saturating_sub(1);
+    for (i, label) in labels.iter().enumerate() {
+        // The last one is written instead of a neighbour that would touch it.
+        let shown = if i == last {
+            true
+        } else {
+            i % step == 0 && last - i >= step
+        };
+        if !shown {
+            continue;
+        }
+        let _ = write!(
+            out,
+            r#"<text class="axis" x="{cx:.1}" y="{TICK_Y}" text-anchor="middle">{l}</text>"#,
+            cx = LEFT + slot * i as f64 + slot / 2.0,
+            l = esc(label),
+        );
+    }
+}
+
 /// Stacked bars: one bar per label, one segment per series.
-pub(super) fn stacked_bars(title: &str, labels: &[String], series: &[Series]) -> String {
+pub(super) fn stacked_bars(
+    title: &str,
+    axes: &Axes<'_>,
+    labels: &[String],
+    series: &[Series],
+) -> String {
     let n = labels.len().max(1);
     let totals: Vec<u64> = (0..labels.len())
         .map(|i| {
@@ -81,9 +139,10 @@ pub(super) fn stacked_bars(title: &str, labels: &[String], series: &[Series]) ->
                 .sum()
         })
         .collect();
-    let top = nice_max(totals.iter().copied().max().unwrap_or(0) as f64);
+    // Counts: at least 5 at the top, so that the five steps are whole runs.
+    let top = nice_max(totals.iter().copied().max().unwrap_or(0) as f64).max(5.0);
     let mut out = String::new();
-    frame(&mut out, title, top);
+    frame(&mut out, title, axes, top);
     let slot = (W - LEFT - 8.0) / n as f64;
     let bar = (slot * 0.7).max(2.0);
     let plot_h = H - BOTTOM - TOP;
@@ -105,22 +164,17 @@ pub(super) fn stacked_bars(title: &str, labels: &[String], series: &[Series]) ->
                 day = esc(label),
             );
         }
-        let _ = write!(
-            out,
-            r#"<text class="axis" x="{cx:.1}" y="{ly}" text-anchor="middle">{l}</text>"#,
-            cx = x + bar / 2.0,
-            ly = H - 10.0,
-            l = esc(label),
-        );
     }
+    time_labels(&mut out, labels, slot);
     legend(&mut out, series.iter().map(|s| (s.label.as_str(), s.class)));
     out.push_str("</svg>");
     out
 }
 
-/// Two lines (average and maximum) over the labels; `None` is a day without data.
+/// Two lines (average and maximum) over the labels; `None` is a slot without data.
 pub(super) fn lateness_lines(
     title: &str,
+    axes: &Axes<'_>,
     labels: &[String],
     avg: &[Option<f64>],
     max: &[Option<f64>],
@@ -130,7 +184,7 @@ pub(super) fn lateness_lines(
     let peak = max.iter().chain(avg).flatten().copied().fold(0.0, f64::max);
     let top = nice_max(peak);
     let mut out = String::new();
-    frame(&mut out, title, top);
+    frame(&mut out, title, axes, top);
     let slot = (W - LEFT - 8.0) / n as f64;
     let plot_h = H - BOTTOM - TOP;
     let point = |i: usize, v: f64| {
@@ -163,15 +217,7 @@ pub(super) fn lateness_lines(
             );
         }
     }
-    for (i, label) in labels.iter().enumerate() {
-        let _ = write!(
-            out,
-            r#"<text class="axis" x="{cx:.1}" y="{ly}" text-anchor="middle">{l}</text>"#,
-            cx = LEFT + slot * i as f64 + slot / 2.0,
-            ly = H - 10.0,
-            l = esc(label),
-        );
-    }
+    time_labels(&mut out, labels, slot);
     legend(&mut out, [(names.0, "late-avg"), (names.1, "late-max")]);
     out.push_str("</svg>");
     out
@@ -294,7 +340,12 @@ fn legend<'a>(out: &mut String, items: impl IntoIterator<Item = (&'a str, &'stat
             tx = x + 14.0,
             l = esc(label),
         );
-        x += 24.0 + 7.0 * label.chars().count() as f64;
+        // Chinese characters are about twice as wide as Latin letters.
+        let width: f64 = label
+            .chars()
+            .map(|c| if c.is_ascii() { 7.0 } else { 12.0 })
+            .sum();
+        x += 24.0 + width;
     }
 }
 
@@ -313,8 +364,13 @@ mod tests {
 
     #[test]
     fn bars_are_scaled_and_escaped() {
+        let axes = Axes {
+            y: "runs per day",
+            x: "day (UTC)",
+        };
         let svg = stacked_bars(
             "runs <a>",
+            &axes,
             &["11-20".into(), "11-21".into()],
             &[
                 Series {
@@ -333,8 +389,42 @@ mod tests {
         assert!(svg.ends_with("</svg>"));
         assert!(svg.contains("runs &lt;a&gt;"));
         // The tallest bar fills the plot: 10 of a top of 10.
-        assert!(svg.contains(r#"height="168.0""#), "{svg}");
+        assert!(svg.contains(r#"height="172.0""#), "{svg}");
+        // Steps of whole runs, even for one run.
+        let one = stacked_bars(
+            "one",
+            &axes,
+            &["11-21".into()],
+            &[Series {
+                label: "ok".into(),
+                class: "s-ok",
+                values: vec![1],
+            }],
+        );
+        assert!(
+            one.contains(">5</text>") && !one.contains(">0.2</text>"),
+            "{one}"
+        );
+        // Both axes are named.
+        assert!(svg.contains(">runs per day</text>"), "{svg}");
+        assert!(svg.contains(">day (UTC)</text>"), "{svg}");
         assert_eq!(svg.matches("<rect class=\"s-ok\" x").count(), 3); // 2 bars + legend
+    }
+
+    #[test]
+    fn time_labels_are_thinned_so_that_they_do_not_overlap() {
+        let axes = Axes { y: "runs", x: "t" };
+        let many: Vec<String> = (0..30).map(|d| format!("11-{d:02}")).collect();
+        let svg = stacked_bars("t", &axes, &many, &[]);
+        let written = many
+            .iter()
+            .filter(|l| svg.contains(&format!(">{l}</text>")))
+            .count();
+        assert!((8..30).contains(&written), "{written} of 30");
+        assert!(svg.contains(">11-29</text>"), "the last one is written");
+        let few: Vec<String> = (0..7).map(|d| format!("11-{d:02}")).collect();
+        let svg = stacked_bars("t", &axes, &few, &[]);
+        assert!(few.iter().all(|l| svg.contains(&format!(">{l}</text>"))));
     }
 
     #[test]
@@ -369,8 +459,10 @@ mod tests {
 
     #[test]
     fn lateness_skips_days_without_data() {
+        let axes = Axes { y: "ms", x: "day" };
         let svg = lateness_lines(
             "late",
+            &axes,
             &["a".into(), "b".into(), "c".into()],
             &[Some(10.0), None, Some(30.0)],
             &[Some(20.0), None, Some(90.0)],

@@ -1,29 +1,33 @@
-//! The dashboard: counts of jobs and executors, today's runs by state, two charts drawn on
-//! the server (runs per day by state, lateness per day) over the last two weeks, and the
-//! ledger's alerts of missed, late and doubled fires of the last 24 hours.
+//! The dashboard: counts of jobs and executors, today's runs by state, and two charts drawn on
+//! the server (runs by state, dispatch lateness) over a period the visitor picks (the last 24
+//! hours by the hour, the last 7, 14 or 30 days or the days between two dates by the day;
+//! two weeks when none is picked), each with its title, its unit and its time axis's zone;
+//! and the ledger's alerts of missed, late and doubled fires of the last 24 hours.
+
+mod range;
 
 use askama::Template;
-use axum::extract::State;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
 use axum::response::Response;
 use jiff::{Timestamp, ToSpan};
+use serde::Deserialize;
 use tickwork_core::fire_check::FireAlertKind;
 use tickwork_core::run::RunState;
 use tickwork_protocol::api::{JobQuery, RunQuery};
 use tickwork_store::TimeRange;
 
-use super::charts::{self, Series};
+use super::charts::{self, Axes, Series};
 use super::runs::state_class;
 use super::session::Visitor;
-use super::ui::{self, Ctx};
+use super::ui::{self, Ctx, Opt};
 use crate::{Error, Service};
 
-/// Days shown by the charts.
-const DAYS: usize = 14;
 /// Runs read to draw the lateness chart (the newest of the period).
 const LATENESS_SAMPLE: u64 = 1000;
 
 pub(super) struct StateCount {
-    pub state: &'static str,
+    pub state: RunState,
     pub class: &'static str,
     pub count: u64,
 }
@@ -38,8 +42,8 @@ struct DashboardPage {
     executors: usize,
     today: Vec<StateCount>,
     today_total: u64,
-    runs_chart: String,
-    lateness_chart: String,
+    period: Period,
+    charts: Vec<Chart>,
     fire_totals: Vec<FireTotal>,
     fire_recent: Vec<FireAlertRow>,
 }
@@ -123,6 +127,34 @@ async fn fire_alerts(a: &Service, now: i64) -> Result<(Vec<FireTotal>, Vec<FireA
     Ok((totals, rows))
 }
 
+/// The period the charts cover, as the query names it.
+#[derive(Deserialize, Default)]
+pub(super) struct PeriodQuery {
+    #[serde(default)]
+    range: String,
+    #[serde(default)]
+    from: String,
+    #[serde(default)]
+    to: String,
+}
+
+/// The period's form and what it chose: its span in words, or why it was refused.
+pub(super) struct Period {
+    pub choices: Vec<Opt>,
+    pub from: String,
+    pub to: String,
+    /// `2026-11-08 00:00 – 2026-11-22 00:00 (UTC)`.
+    pub shown: String,
+    pub error: Option<String>,
+}
+
+/// One chart of the page: its title above it and the SVG.
+pub(super) struct Chart {
+    pub id: &'static str,
+    pub title: &'static str,
+    pub svg: String,
+}
+
 /// Midnight (in `tz`) of the day `days_back` days before today, as epoch ms.
 fn day_start(now: Timestamp, tz: &jiff::tz::TimeZone, days_back: i64) -> Option<i64> {
     let z = now.to_zoned(tz.clone()).start_of_day().ok()?;
@@ -130,17 +162,23 @@ fn day_start(now: Timestamp, tz: &jiff::tz::TimeZone, days_back: i64) -> Option<
     Some(z.timestamp().as_millisecond())
 }
 
-pub(super) async fn page(State(a): State<Service>, v: Visitor) -> Response {
-    match build(&a, &v).await {
+pub(super) async fn page(
+    State(a): State<Service>,
+    v: Visitor,
+    Query(q): Query<PeriodQuery>,
+) -> Response {
+    match build(&a, &v, &q).await {
+        // A period that does not read: said above the charts, none drawn.
+        Ok(p) if p.period.error.is_some() => ui::render_status(StatusCode::BAD_REQUEST, &p),
         Ok(p) => ui::render(&p),
         Err(e) => v.error_page(e),
     }
 }
 
-async fn build(a: &Service, v: &Visitor) -> Result<DashboardPage, Error> {
+async fn build(a: &Service, v: &Visitor, q: &PeriodQuery) -> Result<DashboardPage, Error> {
     let c = v.ctx("dashboard");
     let tz = v.tz().clone();
-    let now = Timestamp::now();
+    let now = Timestamp::from_millisecond(a.now_ms()).unwrap_or_else(|_| Timestamp::now());
     let count = |status: Option<&str>| {
         a.jobs().list(JobQuery {
             status: status.map(str::to_owned),
@@ -155,113 +193,63 @@ async fn build(a: &Service, v: &Visitor) -> Result<DashboardPage, Error> {
         async { a.dashboard().registry_entries().await },
     )?;
 
-    // Day boundaries, oldest first; the last one is tomorrow's midnight.
-    let mut bounds = Vec::with_capacity(DAYS + 1);
-    for back in (-1..DAYS as i64).rev() {
-        bounds.push(day_start(now, &tz, back).unwrap_or(0));
-    }
-    let labels: Vec<String> = bounds[..DAYS]
-        .iter()
-        .map(|&ms| {
-            ui::fmt_ms(Some(ms), &tz)
-                .get(5..10)
-                .unwrap_or_default()
-                .to_owned()
-        })
-        .collect();
-    let mut per_day = Vec::with_capacity(DAYS);
-    for w in bounds.windows(2) {
-        let counts = a
-            .dashboard()
-            .run_state_counts(TimeRange {
-                from: Some(w[0]),
-                to: Some(w[1]),
-            })
-            .await?;
-        per_day.push(counts);
-    }
-    let group_of = |s: RunState| match state_class(s) {
-        "s-ok" => 0,
-        "s-fail" => 1,
-        "s-run" => 2,
-        _ => 3,
-    };
-    let mut values = vec![vec![0u64; DAYS]; 4];
-    for (day, counts) in per_day.iter().enumerate() {
-        for &(s, n) in counts {
-            values[group_of(s)][day] += n;
-        }
-    }
-    let names = [
-        ("succeeded", "s-ok"),
-        ("failed", "s-fail"),
-        ("dispatched", "s-run"),
-        ("skipped", "s-off"),
-    ];
-    let series: Vec<Series> = names
-        .iter()
-        .zip(values)
-        .map(|((label, class), values)| Series {
-            label: (*label).to_owned(),
-            class,
-            values,
-        })
-        .collect();
-    let runs_chart = charts::stacked_bars(c.t("chart_runs"), &labels, &series);
-
-    // Today: the last window.
-    let mut today: Vec<StateCount> = per_day
-        .last()
-        .map(|counts| {
-            counts
-                .iter()
-                .map(|&(s, n)| StateCount {
-                    state: s.as_str(),
-                    class: state_class(s),
-                    count: n,
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    today.sort_by_key(|s| RunState::ALL.iter().position(|x| x.as_str() == s.state));
-    let today_total = today.iter().map(|s| s.count).sum();
-
-    // Lateness: dispatch time minus the planned instant, from the newest runs of the period.
-    let sample = a
-        .runs()
-        .list(RunQuery {
-            from: Some(bounds[0]),
-            limit: Some(LATENESS_SAMPLE),
-            ..RunQuery::default()
+    // Today: since midnight.
+    let today_counts = a
+        .dashboard()
+        .run_state_counts(TimeRange {
+            from: day_start(now, &tz, 0),
+            to: day_start(now, &tz, -1),
         })
         .await?;
-    let mut sum = [0f64; DAYS];
-    let mut n = [0u32; DAYS];
-    let mut max = [0f64; DAYS];
-    for r in &sample.items {
-        let Some(d) = r.dispatched_at else { continue };
-        let Some(day) = bounds
-            .windows(2)
-            .position(|w| (w[0]..w[1]).contains(&r.scheduled_at))
-        else {
-            continue;
-        };
-        let late = (d - r.scheduled_at).max(0) as f64;
-        sum[day] += late;
-        n[day] += 1;
-        max[day] = max[day].max(late);
-    }
-    let avg: Vec<Option<f64>> = (0..DAYS)
-        .map(|i| (n[i] > 0).then(|| sum[i] / f64::from(n[i])))
+    let mut today: Vec<StateCount> = today_counts
+        .iter()
+        .map(|&(s, n)| StateCount {
+            state: s,
+            class: state_class(s),
+            count: n,
+        })
         .collect();
-    let maxes: Vec<Option<f64>> = (0..DAYS).map(|i| (n[i] > 0).then_some(max[i])).collect();
-    let lateness_chart = charts::lateness_lines(
-        c.t("chart_lateness"),
-        &labels,
-        &avg,
-        &maxes,
-        (c.t("avg"), c.t("max")),
-    );
+    today.sort_by_key(|s| s.state);
+    let today_total = today.iter().map(|s| s.count).sum();
+
+    let mut period = Period {
+        choices: Opt::list(
+            range::CHOICES.map(|(value, key)| (value.to_owned(), v.t(key).to_owned())),
+            match (
+                q.range.trim(),
+                q.from.trim().is_empty() && q.to.trim().is_empty(),
+            ) {
+                ("", true) => range::DEFAULT,
+                ("", false) => "dates",
+                (r, _) => r,
+            },
+        ),
+        from: q.from.trim().to_owned(),
+        to: q.to.trim().to_owned(),
+        shown: String::new(),
+        error: None,
+    };
+    let charts = match range::buckets(&q.range, &q.from, &q.to, now, &tz) {
+        Ok(b) => {
+            let zone = tz.iana_name().unwrap_or("UTC");
+            period.shown = format!(
+                "{} – {} ({zone})",
+                ui::fmt_ms(b.bounds.first().copied(), &tz)
+                    .get(..16)
+                    .unwrap_or_default(),
+                ui::fmt_ms(b.bounds.last().copied(), &tz)
+                    .get(..16)
+                    .unwrap_or_default(),
+            );
+            draw(a, &c, &b, zone).await?
+        }
+        Err(r) => {
+            let max = range::MAX_DAYS.to_string();
+            let reason = v.t(r.reason).replace("{max}", &max);
+            period.error = Some(format!("{}: {:?} {reason}", v.t(r.field), r.value));
+            Vec::new()
+        }
+    };
 
     let (fire_totals, fire_recent) = fire_alerts(a, a.now_ms()).await?;
     let live_after = a.now_ms() - a.config().registry.dead_after.as_millis() as i64;
@@ -275,10 +263,123 @@ async fn build(a: &Service, v: &Visitor) -> Result<DashboardPage, Error> {
             .count(),
         today,
         today_total,
-        runs_chart,
-        lateness_chart,
+        period,
+        charts,
         fire_totals,
         fire_recent,
         c,
     })
+}
+
+/// The two charts over the bars `b` (times in `zone`).
+async fn draw(a: &Service, c: &Ctx, b: &range::Buckets, zone: &str) -> Result<Vec<Chart>, Error> {
+    let n = b.len();
+    let mut per_bar = Vec::with_capacity(n);
+    for w in b.bounds.windows(2) {
+        let counts = a
+            .dashboard()
+            .run_state_counts(TimeRange {
+                from: Some(w[0]),
+                to: Some(w[1]),
+            })
+            .await?;
+        per_bar.push(counts);
+    }
+    let group_of = |s: RunState| match state_class(s) {
+        "s-ok" => 0,
+        "s-fail" => 1,
+        "s-run" => 2,
+        _ => 3,
+    };
+    let mut values = vec![vec![0u64; n]; 4];
+    for (bar, counts) in per_bar.iter().enumerate() {
+        for &(s, n) in counts {
+            values[group_of(s)][bar] += n;
+        }
+    }
+    let names = [
+        (c.label(RunState::Succeeded), "s-ok"),
+        (c.label(RunState::Failed), "s-fail"),
+        (c.t("in_progress"), "s-run"),
+        (c.t("not_run"), "s-off"),
+    ];
+    let series: Vec<Series> = names
+        .iter()
+        .zip(values)
+        .map(|((label, class), values)| Series {
+            label: (*label).to_owned(),
+            class,
+            values,
+        })
+        .collect();
+    let (unit, axis) = if b.hourly {
+        ("runs_per_hour", "axis_hour")
+    } else {
+        ("runs_per_day", "axis_day")
+    };
+    let x = format!("{} ({zone})", c.t(axis));
+    let runs = charts::stacked_bars(
+        c.t("chart_runs"),
+        &Axes {
+            y: c.t(unit),
+            x: &x,
+        },
+        &b.labels,
+        &series,
+    );
+
+    // Lateness: dispatch time minus the planned instant, from the newest runs of the period.
+    let sample = a
+        .runs()
+        .list(RunQuery {
+            from: b.bounds.first().copied(),
+            to: b.bounds.last().copied(),
+            limit: Some(LATENESS_SAMPLE),
+            ..RunQuery::default()
+        })
+        .await?;
+    let mut sum = vec![0f64; n];
+    let mut count = vec![0u32; n];
+    let mut max = vec![0f64; n];
+    for r in &sample.items {
+        let Some(d) = r.dispatched_at else { continue };
+        let Some(bar) = b
+            .bounds
+            .windows(2)
+            .position(|w| (w[0]..w[1]).contains(&r.scheduled_at))
+        else {
+            continue;
+        };
+        let late = (d - r.scheduled_at).max(0) as f64;
+        sum[bar] += late;
+        count[bar] += 1;
+        max[bar] = max[bar].max(late);
+    }
+    let avg: Vec<Option<f64>> = (0..n)
+        .map(|i| (count[i] > 0).then(|| sum[i] / f64::from(count[i])))
+        .collect();
+    let maxes: Vec<Option<f64>> = (0..n).map(|i| (count[i] > 0).then_some(max[i])).collect();
+    let lateness = charts::lateness_lines(
+        c.t("chart_lateness"),
+        &Axes {
+            y: c.t("lateness_ms"),
+            x: &x,
+        },
+        &b.labels,
+        &avg,
+        &maxes,
+        (c.t("avg"), c.t("max")),
+    );
+    Ok(vec![
+        Chart {
+            id: "runs",
+            title: c.t("chart_runs"),
+            svg: runs,
+        },
+        Chart {
+            id: "lateness",
+            title: c.t("chart_lateness"),
+            svg: lateness,
+        },
+    ])
 }

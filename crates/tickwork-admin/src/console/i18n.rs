@@ -1,9 +1,14 @@
 //! The console's words in English and Chinese: one table per language, looked up by key.
 //!
 //! A key missing from a table shows the key itself (never a panic), and a unit test keeps both
-//! tables on the same keys.
+//! tables on the same keys. The labels of codes (strategies, types, states) are tables of the
+//! same kind in [`codes`], looked up by kind and code.
+
+mod codes;
 
 use axum::http::HeaderMap;
+
+pub(super) use codes::{Code, Coded, text_codes};
 
 /// A language of the console.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +76,25 @@ impl Lang {
             },
         }
     }
+
+    /// The label of a code (a route strategy, a run state, ...) in this language; the code
+    /// itself when the tables have none.
+    pub(super) fn label(self, c: impl Code) -> &'static str {
+        let (kind, code) = c.kind_code();
+        self.label_of(kind, code)
+    }
+
+    /// The label of `code` of `kind` (one of [`Code`]'s kinds or of [`codes::TEXT_KINDS`]):
+    /// this language's, else the English one, else the code itself.
+    pub(super) fn label_of<'a>(self, kind: &str, code: &'a str) -> &'a str {
+        let table = match self {
+            Lang::En => codes::EN,
+            Lang::Zh => codes::ZH,
+        };
+        codes::find(table, kind, code)
+            .or_else(|| codes::find(codes::EN, kind, code))
+            .unwrap_or(code)
+    }
 }
 
 /// English. Sorted by key (a test checks it), so lookups are binary searches.
@@ -97,10 +121,14 @@ static EN: &[(&str, &str)] = &[
     ("audit", "Audit log"),
     ("auto", "Automatic"),
     ("avg", "average"),
+    ("axis_day", "day"),
+    ("axis_hour", "hour"),
     ("back", "Back"),
     ("bad_credentials", "Wrong username or password"),
+    ("bad_date", "is not a date (YYYY-MM-DD)"),
     ("bad_hours", "must be a whole number of hours from 1 to 168"),
     ("bad_number", "must be a whole number"),
+    ("bad_period", "is not one of the periods offered"),
     ("bad_time", "is not a date and time"),
     ("before_days", "Older than (days)"),
     ("block_strategy", "Block strategy"),
@@ -123,11 +151,8 @@ static EN: &[(&str, &str)] = &[
         "channel_name_hint",
         "letters, digits, '.', '_' or '-'; jobs list channels by name",
     ),
-    (
-        "chart_lateness",
-        "Lateness (ms): average and maximum per day",
-    ),
-    ("chart_runs", "Runs per day by state"),
+    ("chart_lateness", "Dispatch lateness: average and maximum"),
+    ("chart_runs", "Runs by state"),
     ("child_job_ids", "Child jobs"),
     ("child_job_ids_hint", "job ids, separated by commas"),
     ("clear", "Clear"),
@@ -186,6 +211,10 @@ static EN: &[(&str, &str)] = &[
     ("glue_source", "Script"),
     ("glue_type", "Job type"),
     ("group", "Executor group"),
+    (
+        "group_ids_hint",
+        "operators only: they change the jobs of the ticked groups",
+    ),
     ("group_token", "Executor token"),
     (
         "group_token_once",
@@ -198,6 +227,7 @@ static EN: &[(&str, &str)] = &[
     ("heatmap", "Heatmap"),
     ("history", "Version history"),
     ("id", "ID"),
+    ("in_progress", "In progress"),
     ("job", "Job"),
     ("jobs", "Jobs"),
     ("key", "Key"),
@@ -210,6 +240,10 @@ static EN: &[(&str, &str)] = &[
     ("killed_ok", "The run was killed"),
     ("kind", "Kind"),
     ("language", "Language"),
+    ("last_14d", "Last 14 days"),
+    ("last_24h", "Last 24 hours"),
+    ("last_30d", "Last 30 days"),
+    ("last_7d", "Last 7 days"),
     ("last_error", "Last error"),
     ("last_fire", "Last fire"),
     ("last_used", "Last used"),
@@ -219,6 +253,7 @@ static EN: &[(&str, &str)] = &[
         "a fire sent later than this after its instant raises a late-fire alert; 0: never",
     ),
     ("lateness_budget_ms", "Late after (ms)"),
+    ("lateness_ms", "lateness (ms)"),
     ("live_log", "Log"),
     ("locale", "Language"),
     ("log_end", "End of log"),
@@ -265,6 +300,7 @@ static EN: &[(&str, &str)] = &[
     ("no_fires", "No running job fires in this range."),
     ("none", "none"),
     ("not_found", "Not found"),
+    ("not_run", "Not run"),
     ("offline", "No live executor"),
     ("operator", "Operator"),
     ("owner", "Owner"),
@@ -290,12 +326,17 @@ static EN: &[(&str, &str)] = &[
         "peaks_hint",
         "The busiest buckets and the jobs firing in them; jobs first firing at the same time collide.",
     ),
+    ("period", "Period"),
     ("port", "Port"),
     ("port_hint", "email only; empty: 25, 587 or 465 by TLS mode"),
     ("prev", "Previous"),
     ("preview_hint", "Type a schedule to see its next fire times"),
     ("priority", "Priority"),
+    ("range_dates", "From date to date"),
+    ("range_future", "is after today"),
     ("range_hours", "Range"),
+    ("range_order", "is after the end date"),
+    ("range_too_long", "makes the period longer than {max} days"),
     (
         "read_only",
         "Read-only: your role cannot change anything here",
@@ -330,6 +371,8 @@ static EN: &[(&str, &str)] = &[
     ("running_jobs", "Running jobs"),
     ("runs", "Runs"),
     ("runs_cleared", "Old runs cleared"),
+    ("runs_per_day", "runs per day"),
+    ("runs_per_hour", "runs per hour"),
     ("runs_today", "Runs today"),
     ("save", "Save"),
     ("saved", "Saved"),
@@ -418,10 +461,14 @@ static ZH: &[(&str, &str)] = &[
     ("audit", "审计日志"),
     ("auto", "自动注册"),
     ("avg", "平均"),
+    ("axis_day", "日期"),
+    ("axis_hour", "小时"),
     ("back", "返回"),
     ("bad_credentials", "用户名或密码错误"),
+    ("bad_date", "不是有效日期（YYYY-MM-DD）"),
     ("bad_hours", "必须是 1 到 168 之间的整数小时"),
     ("bad_number", "必须是整数"),
+    ("bad_period", "不是可选的时间范围"),
     ("bad_time", "不是有效的日期时间"),
     ("before_days", "早于（天）"),
     ("block_strategy", "阻塞处理策略"),
@@ -444,8 +491,8 @@ static ZH: &[(&str, &str)] = &[
         "channel_name_hint",
         "字母、数字、“.”、“_”或“-”；任务按名称引用渠道",
     ),
-    ("chart_lateness", "延迟（毫秒）：每日平均与最大值"),
-    ("chart_runs", "每日运行（按状态）"),
+    ("chart_lateness", "调度延迟：平均值与最大值"),
+    ("chart_runs", "运行次数（按状态）"),
     ("child_job_ids", "子任务"),
     ("child_job_ids_hint", "任务 ID，用逗号分隔"),
     ("clear", "清理"),
@@ -501,6 +548,7 @@ static ZH: &[(&str, &str)] = &[
     ("glue_source", "脚本"),
     ("glue_type", "运行模式"),
     ("group", "执行器"),
+    ("group_ids_hint", "仅用于操作员：可修改所勾选执行器的任务"),
     ("group_token", "执行器令牌"),
     (
         "group_token_once",
@@ -513,6 +561,7 @@ static ZH: &[(&str, &str)] = &[
     ("heatmap", "调度热力图"),
     ("history", "版本历史"),
     ("id", "ID"),
+    ("in_progress", "进行中"),
     ("job", "任务"),
     ("jobs", "任务管理"),
     ("key", "标识"),
@@ -525,6 +574,10 @@ static ZH: &[(&str, &str)] = &[
     ("killed_ok", "运行已终止"),
     ("kind", "类型"),
     ("language", "语言"),
+    ("last_14d", "最近 14 天"),
+    ("last_24h", "最近 24 小时"),
+    ("last_30d", "最近 30 天"),
+    ("last_7d", "最近 7 天"),
     ("last_error", "最近错误"),
     ("last_fire", "上次触发"),
     ("last_used", "最近使用"),
@@ -534,6 +587,7 @@ static ZH: &[(&str, &str)] = &[
         "调度晚于计划时间超过此值即发出延迟告警；0 表示不告警",
     ),
     ("lateness_budget_ms", "延迟告警阈值(毫秒)"),
+    ("lateness_ms", "延迟（毫秒）"),
     ("live_log", "日志"),
     ("locale", "语言"),
     ("log_end", "日志结束"),
@@ -571,6 +625,7 @@ static ZH: &[(&str, &str)] = &[
     ("no_fires", "此时间范围内没有运行中的任务会触发。"),
     ("none", "无"),
     ("not_found", "未找到"),
+    ("not_run", "未运行"),
     ("offline", "无在线执行器"),
     ("operator", "操作员"),
     ("owner", "负责人"),
@@ -587,12 +642,17 @@ static ZH: &[(&str, &str)] = &[
         "peaks_hint",
         "最繁忙的时段及其中触发的任务；首次触发时间相同的任务在同一时刻触发。",
     ),
+    ("period", "时间范围"),
     ("port", "端口"),
     ("port_hint", "仅邮件；留空则按 TLS 模式使用 25、587 或 465"),
     ("prev", "上一页"),
     ("preview_hint", "输入调度配置即可查看下次触发时间"),
     ("priority", "优先级"),
+    ("range_dates", "按日期（开始至结束）"),
+    ("range_future", "晚于今天"),
     ("range_hours", "时长"),
+    ("range_order", "晚于结束日期"),
+    ("range_too_long", "使时间范围超过 {max} 天"),
     ("read_only", "只读：你的角色不能在此修改任何内容"),
     ("repeat_password", "再次输入新密码"),
     ("reset_password", "设置密码"),
@@ -621,6 +681,8 @@ static ZH: &[(&str, &str)] = &[
     ("running_jobs", "运行中的任务"),
     ("runs", "调度日志"),
     ("runs_cleared", "旧运行记录已清理"),
+    ("runs_per_day", "每日运行次数"),
+    ("runs_per_hour", "每小时运行次数"),
     ("runs_today", "今日运行"),
     ("save", "保存"),
     ("saved", "已保存"),

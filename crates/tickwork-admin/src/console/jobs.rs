@@ -174,9 +174,6 @@ fn job_fields(v: &Visitor, groups: &[GroupView], values: &Values, create: bool) 
             .map(|g| (g.id.to_string(), names[&g.id].clone())),
         &get("group_id"),
     );
-    fn named<T: Copy + std::fmt::Display>(all: &[T], current: &str) -> Vec<Opt> {
-        Opt::list(all.iter().map(|x| (x.to_string(), x.to_string())), current)
-    }
     let mut f = Vec::new();
     if create {
         f.push(
@@ -190,20 +187,24 @@ fn job_fields(v: &Visitor, groups: &[GroupView], values: &Values, create: bool) 
         Field::new("description", "description", "text").value(get("description")),
         Field::new("owner", "owner", "text").value(get("owner")),
         Field::new("schedule_type", "schedule_type", "select")
-            .options(named(ScheduleType::ALL, &get("schedule_type"))),
+            .options(Opt::coded::<ScheduleType>(v.lang, &get("schedule_type"))),
         Field::new("schedule_conf", "schedule_conf", "text").value(get("schedule_conf")),
         Field::new("time_zone", "time_zone", "text").value(get("time_zone")),
         Field::new("glue_type", "glue_type", "select")
-            .options(named(GlueType::ALL, &get("glue_type"))),
+            .options(Opt::coded::<GlueType>(v.lang, &get("glue_type"))),
         Field::new("handler", "handler", "text").value(get("handler")),
         Field::new("route_strategy", "route_strategy", "select")
-            .options(named(RouteStrategy::ALL, &get("route_strategy"))),
-        Field::new("misfire_strategy", "misfire_strategy", "select")
-            .options(named(MisfireStrategy::ALL, &get("misfire_strategy"))),
+            .options(Opt::coded::<RouteStrategy>(v.lang, &get("route_strategy"))),
+        Field::new("misfire_strategy", "misfire_strategy", "select").options(Opt::coded::<
+            MisfireStrategy,
+        >(
+            v.lang,
+            &get("misfire_strategy"),
+        )),
         Field::new("block_strategy", "block_strategy", "select")
-            .options(named(BlockStrategy::ALL, &get("block_strategy"))),
+            .options(Opt::coded::<BlockStrategy>(v.lang, &get("block_strategy"))),
         Field::new("delivery", "delivery", "select")
-            .options(named(Delivery::ALL, &get("delivery"))),
+            .options(Opt::coded::<Delivery>(v.lang, &get("delivery"))),
         Field::new("lateness_budget_ms", "lateness_budget_ms", "number")
             .value(get("lateness_budget_ms"))
             .hint("lateness_budget_hint"),
@@ -649,7 +650,7 @@ fn trigger_outcome(v: &Visitor, page: &str, r: &RunView) -> String {
     match r.state {
         RunState::Planned | RunState::Sending => ui::with_ok(page, "run_queued"),
         RunState::Misfired | RunState::Skipped => {
-            let why = r.trigger_msg.as_deref().unwrap_or(r.state.as_str());
+            let why = r.trigger_msg.as_deref().unwrap_or(v.lang.label(r.state));
             ui::with_err(page, &format!("{}: {why}", v.t("run_not_sent")))
         }
         RunState::Failed if r.trigger_code != tickwork_protocol::CODE_SUCCESS => {

@@ -9,7 +9,7 @@ use axum::http::{StatusCode, header};
 use axum::response::Response;
 use serde::Deserialize;
 use tickwork_protocol::api::{
-    AuditQuery, AuditView, TokenInput, TokenView, UserInput, UserUpdateInput, UserView,
+    AuditQuery, AuditView, GroupView, TokenInput, TokenView, UserInput, UserUpdateInput, UserView,
 };
 
 use super::session::{Posted, Visitor};
@@ -33,11 +33,30 @@ fn locale_opts(current: &str) -> Vec<Opt> {
     )
 }
 
-/// `1, 2 3` as group ids; `None` when something is not a number.
-fn parse_ids(s: &str) -> Option<Vec<i64>> {
-    s.split([',', ' '])
+/// The ticked group ids of a form (one `group_ids` value per box; `1, 2 3` read too);
+/// `None` when something is not a number.
+fn parse_ids(form: &Form) -> Option<Vec<i64>> {
+    form.all("group_ids")
+        .flat_map(|s| s.split([',', ' ']))
         .filter(|p| !p.is_empty())
         .map(|p| p.parse().ok())
+        .collect()
+}
+
+/// Every executor group as a box to tick, by name, ticked when `ids` has it.
+fn group_boxes(groups: &[GroupView], ids: &[i64]) -> Vec<Opt> {
+    groups
+        .iter()
+        .map(|g| Opt {
+            value: g.id.to_string(),
+            label: if g.title.is_empty() {
+                g.app_name.clone()
+            } else {
+                g.title.clone()
+            },
+            selected: ids.contains(&g.id),
+            title: g.app_name.clone(),
+        })
         .collect()
 }
 
@@ -46,7 +65,8 @@ pub(super) struct UserRow {
     /// The visitor's own row: no reset or delete (one's own password asks the current one).
     pub me: bool,
     pub roles: Vec<Opt>,
-    pub groups: String,
+    /// Every group, ticked when the user may change its jobs.
+    pub groups: Vec<Opt>,
 }
 
 #[derive(Template)]
@@ -64,20 +84,21 @@ async fn users_page(
     errors: HashMap<String, String>,
     status: StatusCode,
 ) -> Response {
-    let users = match a.users().list(&v.principal).await {
-        Ok(u) => u,
+    let (users, groups) = match tokio::try_join!(a.users().list(&v.principal), a.groups().list()) {
+        Ok(x) => x,
         Err(e) => return v.error_page(e),
     };
     let get = |k: &str| form.map(|f| f.get(k).to_owned()).unwrap_or_default();
     let role = get("role");
+    let ticked = form.and_then(parse_ids).unwrap_or_default();
     let mut fields = vec![
         Field::new("username", "username", "text").value(get("username")),
         Field::new("password", "password", "password"),
         Field::new("role", "role", "select")
             .options(role_opts(v, if role.is_empty() { "viewer" } else { &role })),
-        Field::new("group_ids", "groups", "text")
-            .value(get("group_ids"))
-            .hint("child_job_ids_hint"),
+        Field::new("group_ids", "groups", "checks")
+            .options(group_boxes(&groups, &ticked))
+            .hint("group_ids_hint"),
         Field::new("locale", "locale", "select").options(locale_opts(&get("locale"))),
     ];
     let mut c = v.ctx("users");
@@ -89,12 +110,7 @@ async fn users_page(
         .map(|u| UserRow {
             me: u.id == v.principal.user_id,
             roles: role_opts(v, &u.role),
-            groups: u
-                .group_ids
-                .iter()
-                .map(i64::to_string)
-                .collect::<Vec<_>>()
-                .join(","),
+            groups: group_boxes(&groups, &u.group_ids),
             u,
         })
         .collect();
@@ -106,7 +122,7 @@ pub(super) async fn users(State(a): State<Service>, v: Visitor) -> Response {
 }
 
 pub(super) async fn user_create(State(a): State<Service>, Posted(v, form): Posted) -> Response {
-    let Some(group_ids) = parse_ids(form.get("group_ids")) else {
+    let Some(group_ids) = parse_ids(&form) else {
         let errors = HashMap::from([("group_ids".to_owned(), v.t("bad_number").to_owned())]);
         let status = ErrorCode::InvalidInput.status();
         return users_page(&a, &v, Some(&form), errors, status).await;
@@ -132,7 +148,7 @@ pub(super) async fn user_update(
     Path(id): Path<i64>,
     Posted(v, form): Posted,
 ) -> Response {
-    let Some(group_ids) = parse_ids(form.get("group_ids")) else {
+    let Some(group_ids) = parse_ids(&form) else {
         return ui::see_other(&ui::with_err("/users", v.t("bad_number")));
     };
     let input = UserUpdateInput {

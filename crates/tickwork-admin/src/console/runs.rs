@@ -148,12 +148,8 @@ pub(super) async fn list(
         .collect();
     let mut job_opts = vec![(String::new(), v.t("all").to_owned())];
     job_opts.extend(jobs.into_iter().map(|(id, n)| (id.to_string(), n)));
-    let mut state_opts = vec![(String::new(), v.t("all").to_owned())];
-    state_opts.extend(
-        RunState::ALL
-            .iter()
-            .map(|s| (s.as_str().to_owned(), s.as_str().to_owned())),
-    );
+    let mut states = Opt::list([(String::new(), v.t("all").to_owned())], &q.state);
+    states.extend(Opt::coded::<RunState>(v.lang, &q.state));
     let link = |offset: u64| {
         let qs = serde_urlencoded::to_string([
             ("job_id", q.job_id.as_str()),
@@ -172,7 +168,7 @@ pub(super) async fn list(
         c,
         runs,
         jobs: Opt::list(job_opts, &q.job_id),
-        states: Opt::list(state_opts, &q.state),
+        states,
         from: q.from,
         to: q.to,
         total: page.total,
@@ -241,14 +237,16 @@ fn one() -> i32 {
 }
 
 /// The log from line `from` on, for the run page's script:
-/// `{"content", "next", "end", "state"}` or `{"error"}`.
+/// `{"content", "next", "end", "state", "state_label"}` or `{"error", "state", "state_label"}`.
 pub(super) async fn log(
     State(a): State<Service>,
     v: Visitor,
     Path(id): Path<i64>,
     Query(q): Query<LogQuery>,
 ) -> Response {
-    let state = a.runs().get(id).await.map(|r| r.state.as_str());
+    let state = a.runs().get(id).await.map(|r| r.state);
+    let label = state.as_ref().map(|s| v.lang.label(s)).unwrap_or("");
+    let state = state.map(|s| s.as_str());
     match a.runs().log(id, q.from.max(1)).await {
         Ok(log) => {
             // The executor answers the last line it sent; the next request starts after it.
@@ -262,12 +260,14 @@ pub(super) async fn log(
                 "next": next,
                 "end": log.is_end,
                 "state": state.unwrap_or(""),
+                "state_label": label,
             }))
             .into_response()
         }
         Err(e) => Json(serde_json::json!({
             "error": v.error_text(&e),
             "state": state.unwrap_or(""),
+            "state_label": label,
         }))
         .into_response(),
     }

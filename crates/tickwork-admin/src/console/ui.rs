@@ -11,7 +11,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
-use super::i18n::Lang;
+use super::i18n::{Code, Coded, Lang, text_codes};
 
 /// The navigation: (href, i18n key, what an item needs: "" for everyone, "admin").
 pub(super) const NAV: &[(&str, &str, &str)] = &[
@@ -74,6 +74,17 @@ impl Ctx {
         }
     }
 
+    /// The label of a code (a strategy, a type, a run state) in the page's language; pages
+    /// show its code in the tooltip.
+    pub(super) fn label(&self, c: impl Code) -> &'static str {
+        self.lang.label(c)
+    }
+
+    /// The label of a text code of `kind` (an alarm delivery's state, a channel's kind).
+    pub(super) fn label_of<'a>(&self, kind: &str, code: &'a str) -> &'a str {
+        self.lang.label_of(kind, code)
+    }
+
     /// An instant in the admin's default zone, to the second.
     pub(super) fn time(&self, ms: impl Instant) -> String {
         fmt_ms(ms.ms(), &self.tz)
@@ -129,6 +140,8 @@ pub(super) struct Opt {
     pub value: String,
     pub label: String,
     pub selected: bool,
+    /// The tooltip: a code's own spelling when the label is its label, else empty.
+    pub title: String,
 }
 
 impl Opt {
@@ -142,6 +155,36 @@ impl Opt {
                 selected: value == current,
                 value,
                 label,
+                title: String::new(),
+            })
+            .collect()
+    }
+
+    /// Every value of `C`: its code the value (what the form posts), its label the text.
+    pub(super) fn coded<C: Coded>(lang: Lang, current: &str) -> Vec<Opt> {
+        Opt::labelled(C::all().iter().map(|c| c.kind_code()), lang, current)
+    }
+
+    /// Every code of text kind `kind`, as [`Opt::coded`] lists an enumeration's.
+    pub(super) fn coded_text(kind: &'static str, lang: Lang, current: &str) -> Vec<Opt> {
+        Opt::labelled(
+            text_codes(kind).iter().map(|code| (kind, *code)),
+            lang,
+            current,
+        )
+    }
+
+    fn labelled(
+        codes: impl Iterator<Item = (&'static str, &'static str)>,
+        lang: Lang,
+        current: &str,
+    ) -> Vec<Opt> {
+        codes
+            .map(|(kind, code)| Opt {
+                value: code.to_owned(),
+                label: lang.label_of(kind, code).to_owned(),
+                selected: code == current,
+                title: code.to_owned(),
             })
             .collect()
     }
@@ -151,7 +194,8 @@ impl Opt {
 pub(super) struct Field {
     pub name: &'static str,
     pub label: &'static str,
-    /// `text`, `number`, `password`, `select`, `textarea`, `code` or `checkbox`.
+    /// `text`, `number`, `password`, `select`, `textarea`, `code`, `checkbox` or `checks` (a
+    /// box per option, ticked when selected, all posted under the field's name).
     pub kind: &'static str,
     pub value: String,
     pub error: Option<String>,
@@ -171,7 +215,7 @@ impl Field {
             error: None,
             hint: "",
             options: Vec::new(),
-            wide: matches!(kind, "textarea" | "code"),
+            wide: matches!(kind, "textarea" | "code" | "checks"),
         }
     }
 
@@ -227,6 +271,14 @@ impl Form {
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
             .unwrap_or("")
+    }
+
+    /// Every value of `name` (ticked boxes of one name), in order.
+    pub(super) fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.0
+            .iter()
+            .filter(move |(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 

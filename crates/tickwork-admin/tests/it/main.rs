@@ -4,9 +4,10 @@
 //! alarms, overload (the claim bounded by the backlog), an admin on a manual clock, the address
 //! cache of a dead executor, chaos (admins killed or paused mid-burst), failover, the ledger's
 //! alerts of missed, late and doubled fires, follow-ups, group tokens, the schedule heatmap, job
-//! keys in the console, lost runs, cluster operations, a database outage and XXL-JOB 3.5 (its
-//! executors and its job API). Tests that need admins or executors as real processes start this
-//! binary again in the role of the ignored `child` test.
+//! keys in the console, codes by their labels, the dashboard's period and a user's groups in the
+//! console, lost runs, cluster operations, a database outage and XXL-JOB 3.5 (its executors and its
+//! job API). Tests that need admins or executors as real processes start this binary again in the
+//! role of the ignored `child` test.
 
 mod accepted_runs;
 mod accounts;
@@ -16,6 +17,7 @@ mod api_e2e;
 mod backlog;
 mod chaos;
 mod clock;
+mod console_labels;
 mod dead_executor;
 mod failover;
 mod fire_alerts;
