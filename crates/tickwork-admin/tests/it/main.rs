@@ -4,7 +4,8 @@
 //! they accepted, alarms, overload (the claim bounded by the backlog), an admin on a manual
 //! clock, the address cache of a dead executor, chaos (admins killed or paused mid-burst),
 //! failover, follow-ups, group tokens, the schedule heatmap, job keys in the console, lost
-//! runs, cluster operations, a database outage and XXL-JOB 3.5 (its executors and its job
+//! runs, cluster operations, a database outage, script versions in the console (changes
+//! between two, loading one into the editor) and XXL-JOB 3.5 (its executors and its job
 //! API). Tests that need admins or executors as real processes start this binary again in the
 //! role of the ignored `child` test.
 
@@ -26,6 +27,7 @@ mod jobs_bulk;
 mod lost_runs;
 mod operations;
 mod outage;
+mod scripts;
 mod support;
 mod xxl_job_35;
 
