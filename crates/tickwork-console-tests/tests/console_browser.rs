@@ -297,6 +297,12 @@ async fn admin_runs_the_console() {
         );
     }
     c.shot("viewer-job").await;
+    // The script in a read-only editor, still with its history to compare and load.
+    c.open(&format!("/jobs/{long_id}/script")).await;
+    in_editor(&c, ".cm-content[contenteditable='false']").await;
+    assert!(!c.exists("#save-script").await, "no save for a viewer");
+    assert!(c.exists("#compare").await && c.exists("#load-1").await);
+    c.shot("viewer-script").await;
     // A forged form with the viewer's own valid CSRF token: the server refuses it.
     let forge = |action: &str, token: &str| {
         format!(
