@@ -14,6 +14,7 @@ mod alarm;
 pub mod auth;
 pub mod config;
 mod console;
+pub mod diff;
 mod error;
 pub mod executor_client;
 pub mod http;

@@ -6,8 +6,10 @@
 //! passwords (one's own, set by an admin), a viewer's own API token and a deleted user; the
 //! schedule heatmap with the jobs colliding at midnight; missed fires on the dashboard and a
 //! job's lateness budget in its form; codes shown by their labels (lists, the run page, the job
-//! form), the dashboard over a chosen period and a user's groups ticked by name; in English and
-//! Chinese. Every page visited is saved as a PNG.
+//! form), the dashboard over a chosen period and a user's groups ticked by name; the script
+//! editor (Tab indentation, line numbers, highlighting), the changes between two versions and an
+//! old version loaded into the editor; in English and Chinese. Every page visited is saved as a
+//! PNG.
 
 use thirtyfour::prelude::*;
 use tickwork_admin::Service;
@@ -231,16 +233,16 @@ async fn admin_runs_the_console() {
 
     // Edit the long job's script, then restore its first version.
     c.open(&format!("/jobs/{long_id}/script")).await;
-    c.fill("#script-source", "echo version two").await;
+    type_script(&c, "echo version two").await;
     c.fill("#script-comment", "second version").await;
     c.click("#save-script").await;
     c.wait_css("#flash-ok").await;
-    assert_eq!(c.text("#script-source").await, "echo version two");
+    assert_eq!(editor_text(&c).await, "echo version two");
     c.shot("script-saved").await;
     c.click("#restore-1").await;
     c.wait_css("#flash-ok").await;
     c.wait_until("the first version back in the editor", || async {
-        c.text("#script-source").await.contains("long run started")
+        editor_text(&c).await.contains("long run started")
     })
     .await;
     assert!(c.text("#versions").await.contains("restored version 1"));
@@ -299,6 +301,12 @@ async fn admin_runs_the_console() {
         );
     }
     c.shot("viewer-job").await;
+    // The script in a read-only editor, still with its history to compare and load.
+    c.open(&format!("/jobs/{long_id}/script")).await;
+    in_editor(&c, ".cm-content[contenteditable='false']").await;
+    assert!(!c.exists("#save-script").await, "no save for a viewer");
+    assert!(c.exists("#compare").await && c.exists("#load-1").await);
+    c.shot("viewer-script").await;
     // A forged form with the viewer's own valid CSRF token: the server refuses it.
     let forge = |action: &str, token: &str| {
         format!(
@@ -884,5 +892,286 @@ async fn codes_periods_and_group_ticks_read_in_english_and_chinese() {
     );
     c.shot("dashboard-7d-zh").await;
     switch_to(&c, "Jobs").await;
+    c.finish().await;
+}
+
+/// The element matching `css` inside the script editor (CodeMirror draws in the shadow root of
+/// `#script-editor`), waiting for it to appear.
+async fn in_editor(c: &Console, css: &str) -> WebElement {
+    let js = format!(
+        "const h = document.getElementById('script-editor');
+         return h && h.shadowRoot ? h.shadowRoot.querySelector({css:?}) : null;"
+    );
+    c.wait_until(&format!("{css} in the script editor"), || async {
+        match c.driver.execute(&js, vec![]).await {
+            Ok(found) => found.element().map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await
+}
+
+/// The text in the script editor of the open page (the editor's own document, which the form
+/// writes back into its textarea on submit).
+async fn editor_text(c: &Console) -> String {
+    in_editor(c, ".cm-content").await;
+    let ret = c
+        .driver
+        .execute(
+            "return document.getElementById('script-source').editorView.state.doc.toString();",
+            vec![],
+        )
+        .await
+        .expect("the editor's text");
+    ret.json().as_str().unwrap_or_default().to_owned()
+}
+
+/// Keys as WebDriver types them (`Key`s are private-use characters).
+fn keys(parts: &[Key]) -> String {
+    parts.iter().map(|k| k.value()).collect()
+}
+
+/// Replaces the script editor's text by typing `text` (after select all, delete).
+async fn type_script(c: &Console, text: &str) {
+    let content = in_editor(c, ".cm-content").await;
+    let (ctrl, release) = (keys(&[Key::Control]), keys(&[Key::Null, Key::Backspace]));
+    content
+        .send_keys(format!("{ctrl}a{release}"))
+        .await
+        .expect("clear the editor");
+    content.send_keys(text).await.expect("type");
+}
+
+/// Types `typed` into the focused editor and waits until its text is `want`.
+async fn type_and_expect(c: &Console, typed: &str, want: &str) {
+    let content = in_editor(c, ".cm-content").await;
+    content.send_keys(typed).await.expect("type");
+    c.wait_until(&format!("the editor to hold {want:?}"), || async {
+        let got = editor_text(c).await;
+        if got == want { Ok(()) } else { Err(got) }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_script_editor_indents_highlights_and_compares_versions() {
+    let Some(mut c) = Console::start("editor").await else {
+        return;
+    };
+    let system = tickwork_admin::Principal::system();
+    let group = c
+        .admin
+        .groups()
+        .create(
+            &system,
+            tickwork_protocol::api::GroupInput {
+                app_name: "editor".to_owned(),
+                title: "Editor".to_owned(),
+                address_mode: None,
+                addresses: Vec::new(),
+            },
+        )
+        .await
+        .expect("group");
+    let mut input = tickwork_protocol::api::JobInput::new(group.id);
+    input.spec.description = "python report".to_owned();
+    input.spec.schedule_type = "NONE".parse().expect("a schedule type");
+    input.spec.glue_type = "GLUE_PYTHON".parse().expect("a glue type");
+    input.spec.glue_source = "print('version one')".to_owned();
+    let job = c
+        .admin
+        .jobs()
+        .create(&system, input)
+        .await
+        .expect("python job")
+        .id;
+
+    c.open("/").await;
+    c.wait_css("#login-submit").await;
+    c.login("admin", ADMIN_PASSWORD).await;
+    c.open(&format!("/jobs/{job}/script")).await;
+    // The editor replaced the textarea, which stays the form's field.
+    in_editor(&c, ".cm-lineNumbers").await;
+    assert!(
+        !c.wait_css("#script-source")
+            .await
+            .is_displayed()
+            .await
+            .unwrap()
+    );
+    assert_eq!(editor_text(&c).await, "print('version one')");
+
+    // Tab indents at the cursor, Shift-Tab takes a level off the line, Tab puts it back.
+    type_script(&c, "").await;
+    let enter = keys(&[Key::Enter]);
+    type_and_expect(&c, &format!("import os{enter}"), "import os\n").await;
+    // The new line of a block may come indented: Shift-Tab first, so Tab alone indents.
+    let shift_tab = keys(&[Key::Shift, Key::Tab, Key::Null]);
+    let tab = keys(&[Key::Tab]);
+    type_and_expect(
+        &c,
+        &format!("if os.name:{enter}{shift_tab}{tab}print(os.name){enter}{shift_tab}{shift_tab}"),
+        "import os\nif os.name:\n    print(os.name)\n",
+    )
+    .await;
+    type_and_expect(
+        &c,
+        &format!("{tab}x = 1"),
+        "import os\nif os.name:\n    print(os.name)\n    x = 1",
+    )
+    .await;
+    type_and_expect(
+        &c,
+        &shift_tab,
+        "import os\nif os.name:\n    print(os.name)\nx = 1",
+    )
+    .await;
+    // Inside a line, Tab pads with spaces to the next stop (column 8).
+    type_and_expect(
+        &c,
+        &tab,
+        "import os\nif os.name:\n    print(os.name)\nx = 1   ",
+    )
+    .await;
+    let back = keys(&[Key::Backspace, Key::Backspace, Key::Backspace]);
+    type_and_expect(
+        &c,
+        &format!("{back}{enter}print('done'){enter}"),
+        "import os\nif os.name:\n    print(os.name)\nx = 1\nprint('done')\n",
+    )
+    .await;
+    let text = editor_text(&c).await;
+
+    // Escape, then Tab leaves the editor (to the comment) and types nothing.
+    in_editor(&c, ".cm-content")
+        .await
+        .send_keys(keys(&[Key::Escape, Key::Tab]))
+        .await
+        .expect("escape, tab");
+    c.wait_until("the focus to leave the editor", || async {
+        let id = c
+            .driver
+            .execute("return document.activeElement.id;", vec![])
+            .await
+            .map(|r| r.json().as_str().unwrap_or_default().to_owned())
+            .unwrap_or_default();
+        if id == "script-comment" {
+            Ok(())
+        } else {
+            Err(id)
+        }
+    })
+    .await;
+    assert_eq!(editor_text(&c).await, text);
+
+    // Line numbers, and highlighted tokens drawn in their own colour (the highlighting's
+    // styles apply under the console's CSP, which allows no inline style element).
+    let seen = c
+        .driver
+        .execute(
+            "const root = document.getElementById('script-editor').shadowRoot;
+             const numbers = [...root.querySelectorAll('.cm-lineNumbers .cm-gutterElement')]
+                 .map((n) => n.textContent);
+             const spans = [...root.querySelectorAll('.cm-line span')];
+             const colour = (text) => {
+                 const s = spans.find((s) => s.textContent === text);
+                 return s ? getComputedStyle(s).color : null;
+             };
+             const plain = getComputedStyle(root.querySelector('.cm-content')).color;
+             return [numbers, colour('import'), colour(\"'done'\"), plain];",
+            vec![],
+        )
+        .await
+        .expect("line numbers and token colours");
+    let (numbers, keyword, string, plain): (Vec<String>, Option<String>, Option<String>, String) =
+        seen.convert().expect("numbers and colours");
+    for n in ["1", "2", "3", "4", "5", "6"] {
+        assert!(
+            numbers.iter().any(|s| s == n),
+            "line number {n}: {numbers:?}"
+        );
+    }
+    for (what, colour) in [("the keyword", keyword), ("the string", string)] {
+        let colour = colour.unwrap_or_else(|| panic!("{what} is a token span"));
+        assert_ne!(colour, plain, "{what} is highlighted");
+    }
+    c.fill("#script-comment", "indented").await;
+    c.shot("script-editor-typed").await;
+    c.click("#save-script").await;
+    c.wait_css("#flash-ok").await;
+    assert_eq!(editor_text(&c).await, text);
+    let saved = c.admin.jobs().get(job).await.expect("job");
+    assert_eq!(saved.spec.glue_source, text, "what was typed was saved");
+    c.shot("script-editor-saved").await;
+    scroll_to(&c, "#history").await;
+    c.shot("script-history").await;
+
+    // The changes from version 1 to 2 (the two newest are picked).
+    c.click("#compare").await;
+    c.wait_css("#diff").await;
+    let removed = c.text("#diff tr.removed").await;
+    assert!(removed.contains("print('version one')"), "{removed}");
+    let added = c.text("#diff").await;
+    assert!(added.contains("print(os.name)"), "{added}");
+    assert!(c.exists("#diff tr.added").await);
+    assert!(c.text("#diff-summary").await.contains("lines added"));
+    c.shot("script-diff").await;
+
+    // Version 1 into the editor, edited, saved as version 3.
+    c.click("#load-old").await;
+    c.wait_css("#loaded").await;
+    c.wait_until("version 1 in the editor", || async {
+        editor_text(&c).await == "print('version one')"
+    })
+    .await;
+    let comment = c
+        .wait_css("#script-comment")
+        .await
+        .value()
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert_eq!(comment, "from version 1");
+    c.shot("script-loaded").await;
+    let end = keys(&[Key::Control, Key::End, Key::Null]);
+    type_and_expect(
+        &c,
+        &format!("{end}{enter}print('again')"),
+        "print('version one')\nprint('again')",
+    )
+    .await;
+    c.click("#save-script").await;
+    c.wait_css("#flash-ok").await;
+    assert!(c.text("#versions").await.contains("from version 1"));
+    let versions = c.admin.scripts().versions(job).await.expect("versions");
+    assert_eq!(versions.len(), 3);
+    assert_eq!(versions[0].source, "print('version one')\nprint('again')");
+
+    // In Chinese: the editor's page, a comparison and a loaded version.
+    switch_to(&c, "任务管理").await;
+    in_editor(&c, ".cm-lineNumbers").await;
+    assert!(c.text("#editor-hint").await.contains("缩进"));
+    c.shot("script-editor-zh").await;
+    c.open(&format!("/jobs/{job}/script/diff?from=2&to=3"))
+        .await;
+    c.wait_css("#diff").await;
+    assert!(c.text("#diff-summary").await.contains("行新增"));
+    c.shot("script-diff-zh").await;
+    c.click("#load-old").await;
+    c.wait_css("#loaded").await;
+    assert!(c.text("#loaded").await.contains("编辑器中载入的是版本 2。"));
+    c.shot("script-loaded-zh").await;
+    switch_to(&c, "Jobs").await;
+
+    // A version that does not exist: said, nothing changed.
+    c.open(&format!("/jobs/{job}/script?load=42")).await;
+    c.wait_css("#message").await;
+    assert!(
+        c.text("#message")
+            .await
+            .contains("has no script version 42")
+    );
+    c.shot("script-load-unknown").await;
+    assert_eq!(c.admin.scripts().versions(job).await.unwrap().len(), 3);
     c.finish().await;
 }

@@ -67,6 +67,7 @@ pub(crate) fn router() -> Router<Service> {
         .route("/groups/{id}/token", post(groups::rotate_token))
         .route("/jobs/{id}/script", get(scripts::page).post(scripts::save))
         .route("/jobs/{id}/script/restore", post(scripts::restore))
+        .route("/jobs/{id}/script/diff", get(scripts::diff))
         .route("/users", get(people::users).post(people::user_create))
         .route("/users/{id}", post(people::user_update))
         .route(

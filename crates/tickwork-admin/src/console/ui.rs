@@ -341,7 +341,22 @@ fn with_param(path: &str, name: &str, value: &str) -> String {
 #[folder = "assets/"]
 struct Assets;
 
+/// The file name of the script editor's bundle (CodeMirror, built by `build.rs` with npm and
+/// esbuild): named by a hash of its content, so it can be cached for good.
+pub(super) const EDITOR_JS: &str = env!("TICKWORK_EDITOR_JS");
+static EDITOR_BUNDLE: &[u8] = include_bytes!(env!("TICKWORK_EDITOR_JS_PATH"));
+
 pub(super) async fn asset(Path(file): Path<String>) -> Response {
+    if file == EDITOR_JS {
+        return (
+            [
+                (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+                (header::CACHE_CONTROL, "public, max-age=31536000, immutable"),
+            ],
+            EDITOR_BUNDLE,
+        )
+            .into_response();
+    }
     let Some(f) = Assets::get(&file) else {
         return (StatusCode::NOT_FOUND, "no such asset").into_response();
     };
@@ -385,5 +400,7 @@ mod tests {
     fn assets_are_embedded() {
         assert!(Assets::get("console.css").is_some());
         assert!(Assets::get("console.js").is_some());
+        assert!(EDITOR_JS.starts_with("editor-") && EDITOR_JS.ends_with(".js"));
+        assert!(EDITOR_BUNDLE.len() > 10_000, "the editor bundle is built");
     }
 }

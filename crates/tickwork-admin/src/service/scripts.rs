@@ -1,4 +1,4 @@
-//! Job scripts (GLUE sources) and their versions: save, list, restore.
+//! Job scripts (GLUE sources) and their versions: save, list, read one, compare two, restore.
 
 use tickwork_core::GlueType;
 use tickwork_protocol::api::{JobInput, ScriptInput, ScriptVersionView};
@@ -8,6 +8,7 @@ use super::audit::Target;
 use super::{Scripts, has_source, invalid, job_view};
 use crate::Error;
 use crate::auth::Principal;
+use crate::diff::{DiffLine, diff_lines};
 
 impl Scripts<'_> {
     /// Every saved version of a job's script, newest first.
@@ -21,6 +22,41 @@ impl Scripts<'_> {
             .into_iter()
             .map(script_view)
             .collect())
+    }
+
+    /// One saved version of a job's script; an unknown job or version is `NotFound`.
+    pub async fn version(self, job_id: i64, version: i64) -> Result<ScriptVersionView, Error> {
+        self.inner.store.job_get(job_id).await?;
+        self.version_of(job_id, version).await.map(script_view)
+    }
+
+    /// Two versions of a job's script and the line diff from the first to the second (either
+    /// may be the newer one). Changes nothing.
+    pub async fn diff(
+        self,
+        job_id: i64,
+        from: i64,
+        to: i64,
+    ) -> Result<(ScriptVersionView, ScriptVersionView, Vec<DiffLine>), Error> {
+        self.inner.store.job_get(job_id).await?;
+        let (old, new) =
+            tokio::try_join!(self.version_of(job_id, from), self.version_of(job_id, to))?;
+        let lines = diff_lines(&old.source, &new.source);
+        Ok((script_view(old), script_view(new), lines))
+    }
+
+    async fn version_of(self, job_id: i64, version: i64) -> Result<ScriptVersion, Error> {
+        match self
+            .inner
+            .store
+            .script_version_get(ScriptVersionKey { job_id, version })
+            .await
+        {
+            Err(tickwork_store::Error::NotFound { .. }) => Err(Error::NotFound(format!(
+                "job {job_id} has no script version {version}"
+            ))),
+            other => Ok(other?),
+        }
     }
 
     /// Saves a new version of a script job's source (the job runs it from its next run on).
@@ -54,11 +90,7 @@ impl Scripts<'_> {
         version: i64,
     ) -> Result<ScriptVersionView, Error> {
         self.inner.jobs().job_for_change(by, job_id).await?;
-        let old = self
-            .inner
-            .store
-            .script_version_get(ScriptVersionKey { job_id, version })
-            .await?;
+        let old = self.version_of(job_id, version).await?;
         let comment = format!("restored version {version}");
         self.script_write(
             by,

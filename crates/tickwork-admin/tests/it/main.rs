@@ -5,9 +5,10 @@
 //! cache of a dead executor, chaos (admins killed or paused mid-burst), failover, the ledger's
 //! alerts of missed, late and doubled fires, follow-ups, group tokens, the schedule heatmap, job
 //! keys in the console, codes by their labels, the dashboard's period and a user's groups in the
-//! console, lost runs, cluster operations, a database outage and XXL-JOB 3.5 (its executors and its
-//! job API). Tests that need admins or executors as real processes start this binary again in the
-//! role of the ignored `child` test.
+//! console, lost runs, cluster operations, a database outage, script versions in the console
+//! (changes between two, loading one into the editor) and XXL-JOB 3.5 (its executors and its job
+//! API). Tests that need admins or executors as real processes start this binary again in the role
+//! of the ignored `child` test.
 
 mod accepted_runs;
 mod accounts;
@@ -29,6 +30,7 @@ mod jobs_bulk;
 mod lost_runs;
 mod operations;
 mod outage;
+mod scripts;
 mod support;
 mod xxl_job_35;
 
