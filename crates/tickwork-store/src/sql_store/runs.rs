@@ -257,6 +257,32 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         Ok(Paged { items, total })
     }
 
+    async fn runs_last_of_jobs(&self, job_ids: &[i64]) -> Result<Vec<Run>, Error> {
+        if job_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        if job_ids.len() as u64 > PageReq::MAX_LIMIT {
+            return Err(Error::Invalid(format!(
+                "ask for the last runs of at most {} jobs at once",
+                PageReq::MAX_LIMIT
+            )));
+        }
+        // Per job, one step backwards along the index (job_id, id) past the few runs claimed
+        // ahead (`planned`): a page of jobs costs one probe per job, however long the ledger.
+        // The job ids go through tw_jobs so that every backend runs the probe as a scalar
+        // subquery (MySQL refuses LIMIT directly inside IN).
+        let mut q = Query::new(format!(
+            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE id IN (SELECT (SELECT r.id FROM tw_runs r \
+             WHERE r.job_id = j.id AND r.state <> {} ORDER BY r.id DESC LIMIT 1) \
+             FROM tw_jobs j WHERE j.id IN ",
+            state_literal(RunState::Planned)
+        ))
+        .one_off();
+        q.push_list(job_ids.iter().copied());
+        q.push(")");
+        convert(self.fetch_all::<RunRow>(q).await?)
+    }
+
     async fn runs_pending_owned_by(&self, node: &str) -> Result<Vec<Run>, Error> {
         let q = Query::new(format!(
             "SELECT {RUN_COLUMNS} FROM tw_runs WHERE state{} AND owner_node = ? \
