@@ -227,9 +227,9 @@ pub trait RunLedger: Send + Sync {
     async fn runs_list(&self, filter: RunFilter) -> Result<Paged<Run>, Error>;
 
     /// The last run of each job among `job_ids` (at most [`PageReq::MAX_LIMIT`] of them) in
-    /// one statement: its newest run (highest id) that left `planned`, so fires claimed
-    /// ahead of their time do not hide the one that ran. Jobs without one are absent; in no
-    /// particular order.
+    /// two statements whatever their number: its newest run (highest id) that left
+    /// `planned`, so fires claimed ahead of their time do not hide the one that ran. Jobs
+    /// without one are absent; in no particular order.
     async fn runs_last_of_jobs(&self, job_ids: &[i64]) -> Result<Vec<Run>, Error>;
 
     /// The `planned` and `sending` runs owned by `node`, by `scheduled_at` (a restarting node

@@ -1,5 +1,5 @@
 //! The job list, made for hundreds or thousands of jobs: filters, a page size, sorting by
-//! column (done by the store), each job's last run (one query for the page), links to run a
+//! column (done by the store), each job's last run (found for the page at once), links to run a
 //! job once and to its runs, and start/stop/run once/delete of the ticked jobs in one POST.
 
 use askama::Template;

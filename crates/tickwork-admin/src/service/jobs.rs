@@ -377,7 +377,7 @@ impl Jobs<'_> {
         Ok(paged(p, req, job_view))
     }
 
-    /// [`Jobs::list`] with each job's last run, found for the whole page in one query.
+    /// [`Jobs::list`] with each job's last run, found for the whole page at once (not job by job).
     pub async fn list_with_last_runs(self, q: JobQuery) -> Result<Page<JobListItem>, Error> {
         let page = self.list(q).await?;
         let ids: Vec<i64> = page.items.iter().map(|j| j.id).collect();

@@ -690,7 +690,7 @@ fn order_by(sort: JobSort) -> String {
         // The run `runs_last_of_jobs` finds, by the same index (job_id, id).
         JobSortKey::LastRun => format!(
             "COALESCE((SELECT r.scheduled_at FROM tw_runs r WHERE r.job_id = tw_jobs.id \
-             AND r.state <> {} ORDER BY r.id DESC LIMIT 1), {last})",
+             AND r.state <> {} ORDER BY r.job_id DESC, r.id DESC LIMIT 1), {last})",
             state_literal(RunState::Planned)
         ),
     };
