@@ -1,5 +1,6 @@
 // Tickwork console script: confirmations, the live schedule preview of the job form, the
-// fields of an alarm channel's kind, the live log of a run and the dashboard's period. Plain browser JavaScript with no dependencies; pages work without it.
+// fields of an alarm channel's kind, the live log of a run, the dashboard's period and the job
+// list's ticks. Plain browser JavaScript with no dependencies; pages work without it.
 (function () {
   "use strict";
 
@@ -146,7 +147,36 @@
     });
   }
 
+  // The job list: "tick all on this page", the count of ticked jobs, and a page size that
+  // applies as soon as it is chosen.
+  function setupTicks() {
+    var all = document.getElementById("tick-all");
+    var count = document.getElementById("ticked-count");
+    var ticks = function () { return document.querySelectorAll("input.tick[name='ids']"); };
+    function recount() {
+      var n = 0;
+      ticks().forEach(function (t) { if (t.checked) n++; });
+      if (count) text(count, String(n));
+      if (all) {
+        all.checked = n > 0 && n === ticks().length;
+        all.indeterminate = n > 0 && n < ticks().length;
+      }
+    }
+    if (all) {
+      all.addEventListener("change", function () {
+        ticks().forEach(function (t) { t.checked = all.checked; });
+        recount();
+      });
+    }
+    ticks().forEach(function (t) { t.addEventListener("change", recount); });
+    recount();
+    document.querySelectorAll("select[data-submit='1']").forEach(function (s) {
+      s.addEventListener("change", function () { if (s.form) s.form.submit(); });
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    setupTicks();
     setupPreview();
     setupChannelKind();
     setupLog();

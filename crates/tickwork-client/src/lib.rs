@@ -152,6 +152,8 @@ impl Client {
         qs.num("group_id", q.group_id);
         qs.text("status", q.status.as_deref());
         qs.text("text", q.text.as_deref());
+        qs.text("sort", q.sort.as_deref());
+        qs.text("order", q.order.as_deref());
         qs.num("offset", q.offset);
         qs.num("limit", q.limit);
         self.get(&format!("/jobs{}", qs.0)).await

@@ -8,8 +8,8 @@
 //! job's lateness budget in its form; codes shown by their labels (lists, the run page, the job
 //! form), the dashboard over a chosen period and a user's groups ticked by name; the script
 //! editor (Tab indentation, line numbers, highlighting), the changes between two versions and an
-//! old version loaded into the editor; in English and Chinese. Every page visited is saved as a
-//! PNG.
+//! old version loaded into the editor; a list of 125 jobs paged, sorted and acted on by ticked
+//! rows; in English and Chinese. Every page visited is saved as a PNG.
 
 use thirtyfour::prelude::*;
 use tickwork_admin::Service;
@@ -1173,5 +1173,195 @@ async fn the_script_editor_indents_highlights_and_compares_versions() {
     );
     c.shot("script-load-unknown").await;
     assert_eq!(c.admin.scripts().versions(job).await.unwrap().len(), 3);
+    c.finish().await;
+}
+
+/// The ids of the job list's rows, top to bottom.
+async fn row_ids(c: &Console) -> Vec<i64> {
+    let mut ids = Vec::new();
+    for row in c
+        .driver
+        .find_all(By::Css("#jobs-table tbody tr[id^='job-']"))
+        .await
+        .expect("rows")
+    {
+        let id = row.id().await.expect("row id").unwrap_or_default();
+        ids.push(id.trim_start_matches("job-").parse().expect("a job row"));
+    }
+    ids
+}
+
+/// Ticks the rows of `ids` and waits for the count to say so.
+async fn tick(c: &Console, ids: &[i64]) {
+    for id in ids {
+        c.click(&format!("#tick-{id}")).await;
+    }
+    let n = ids.len().to_string();
+    c.wait_until("the ticked count", || async {
+        c.text("#ticked-count").await == n
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_with_many_jobs_pages_sorts_and_acts_on_ticked_rows() {
+    let Some(mut c) = Console::start("jobs-at-scale").await else {
+        return;
+    };
+    let system = tickwork_admin::Principal::system();
+    let group = c
+        .admin
+        .groups()
+        .create(
+            &system,
+            tickwork_protocol::api::GroupInput {
+                app_name: "batch".to_owned(),
+                title: "Batch".to_owned(),
+                address_mode: None,
+                addresses: Vec::new(),
+            },
+        )
+        .await
+        .expect("group");
+    // 125 running jobs (due once a year), their descriptions not in id order.
+    let inputs = (0..125)
+        .map(|i| {
+            let mut input = tickwork_protocol::api::JobInput::new(group.id);
+            input.start = true;
+            input.spec.description = format!("export {:03}", (i * 37) % 125);
+            input.spec.schedule_type = "CRON".parse().expect("a schedule type");
+            input.spec.schedule_conf = "0 0 3 1 1 ?".to_owned();
+            input.spec.handler = "export".to_owned();
+            input
+        })
+        .collect();
+    let created = c
+        .admin
+        .jobs()
+        .create_many(&system, inputs)
+        .await
+        .expect("jobs");
+    let ids: Vec<i64> = created.jobs.iter().map(|j| j.id).collect();
+    // Three of page 2 run once; no executor serves their group, so each ends failed.
+    for &id in &ids[50..53] {
+        c.admin
+            .jobs()
+            .trigger(
+                &system,
+                id,
+                Default::default(),
+                "MANUAL".parse().expect("a trigger type"),
+            )
+            .await
+            .expect("trigger");
+    }
+
+    c.open("/").await;
+    c.wait_css("#login-submit").await;
+    c.login("admin", ADMIN_PASSWORD).await;
+    c.open("/jobs").await;
+    c.select("#page-size", "50").await;
+    c.wait_until("page 1 of 3", || async {
+        c.text("#page-of").await.ends_with("1 / 3")
+    })
+    .await;
+    assert_eq!(c.text("#jobs-total").await, "125");
+    c.click("#next-page").await;
+    c.wait_until("page 2 of 3", || async {
+        c.text("#page-of").await.ends_with("2 / 3")
+    })
+    .await;
+    assert_eq!(row_ids(&c).await, ids[50..100]);
+    c.wait_until("the failed last runs of the jobs run once", || async {
+        c.driver.refresh().await.is_ok()
+            && c.text(&format!("#last-{}", ids[52]))
+                .await
+                .contains("Failed")
+    })
+    .await;
+    c.shot("jobs-page-2-of-50").await;
+
+    // Sorted by description, then the other way round: back on page 1, the size kept.
+    c.click("#sort-description").await;
+    c.wait_until("sorted by description", || async {
+        c.text("#sort-description").await.contains('▲')
+    })
+    .await;
+    assert!(c.text("#jobs-table tbody tr").await.contains("export 000"));
+    c.click("#sort-description").await;
+    c.wait_until("sorted by description, descending", || async {
+        c.text("#sort-description").await.contains('▼')
+    })
+    .await;
+    assert!(c.text("#jobs-table tbody tr").await.contains("export 124"));
+    assert_eq!(row_ids(&c).await.len(), 50);
+    c.click("#sort-last_run").await;
+    c.wait_until("sorted by last run", || async {
+        c.text("#sort-last_run").await.contains('▲')
+    })
+    .await;
+    let by_last = row_ids(&c).await;
+    assert!(
+        ids[50..53].iter().all(|id| by_last[..3].contains(id)),
+        "{by_last:?}"
+    );
+    c.shot("jobs-sorted-by-last-run").await;
+
+    // Three ticked rows stopped in one go.
+    c.click("#sort-id").await;
+    c.wait_until("sorted by id", || async {
+        c.text("#sort-id").await.contains('▲')
+    })
+    .await;
+    let three = [ids[0], ids[2], ids[4]];
+    tick(&c, &three).await;
+    c.shot("jobs-three-ticked").await;
+    c.click("#bulk-stop").await;
+    c.wait_css("#bulk-done").await;
+    assert_eq!(c.text("#bulk-done").await, "3 stopped");
+    for id in three {
+        assert_eq!(c.text(&format!("#status-{id}")).await, "Stopped");
+    }
+    assert_eq!(c.text(&format!("#status-{}", ids[1])).await, "Started");
+    assert_eq!(c.text("#ticked-count").await, "0");
+    c.shot("jobs-three-stopped").await;
+
+    // "Tick all on this page" ticks every row of the page, and only those.
+    c.click("#tick-all").await;
+    c.wait_until("every row ticked", || async {
+        c.text("#ticked-count").await == "50"
+    })
+    .await;
+    c.click("#tick-all").await;
+
+    // In Chinese: three others stopped, then started again; one deleted after confirming.
+    switch_to(&c, "任务管理").await;
+    assert!(c.text("#jobs-table thead").await.contains("最近一次执行"));
+    let others = [ids[6], ids[7], ids[8]];
+    tick(&c, &others).await;
+    c.click("#bulk-stop").await;
+    c.wait_css("#bulk-done").await;
+    assert_eq!(c.text("#bulk-done").await, "已停止 3 个任务");
+    for id in others {
+        assert_eq!(c.text(&format!("#status-{id}")).await, "已停止");
+    }
+    c.shot("jobs-three-stopped-zh").await;
+    tick(&c, &others).await;
+    c.click("#bulk-start").await;
+    c.wait_until("started again", || async {
+        c.text("#bulk-done").await == "已启动 3 个任务"
+    })
+    .await;
+    tick(&c, &[ids[9]]).await;
+    c.click_confirmed("#bulk-delete").await;
+    c.wait_until("one deleted", || async {
+        c.text("#bulk-done").await == "已删除 1 个任务"
+    })
+    .await;
+    assert_eq!(c.text("#jobs-total").await, "124");
+    c.open("/jobs?size=50&page=2").await;
+    c.wait_css("#page-of").await;
+    c.shot("jobs-page-2-zh").await;
+    switch_to(&c, "Jobs").await;
     c.finish().await;
 }

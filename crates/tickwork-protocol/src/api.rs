@@ -242,15 +242,102 @@ pub struct RunQuery {
 }
 
 /// Which jobs to list: by group, status, and `text` found in the description, handler, key
-/// or owner (the REST API also takes `page` and `size`).
+/// or owner, ordered by `sort` ([`JOB_SORT_KEYS`], `id` when absent) in `order` (`asc`, the
+/// default, or `desc`); the REST API also takes `page` and `size`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobQuery {
     pub group_id: Option<i64>,
     pub status: Option<String>,
     pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sort: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<String>,
     pub offset: Option<u64>,
     pub limit: Option<u64>,
+}
+
+/// What a job list can be sorted by: the job's id, its description, its executor group's
+/// title, its next fire, its last run's time. Jobs without a next fire or a run come last.
+pub const JOB_SORT_KEYS: &[&str] = &["id", "description", "group", "next_fire", "last_run"];
+
+/// A job of a list, with its last run: its newest run that left `planned` (fires claimed
+/// ahead of their time are not yet runs that happened); `null` when it has none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobListItem {
+    #[serde(flatten)]
+    pub job: JobView,
+    pub last_run: Option<LastRunView>,
+}
+
+/// The last run of a job, as a job list shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LastRunView {
+    pub id: i64,
+    pub state: RunState,
+    /// When it fired (epoch ms): the time the list sorts by.
+    pub scheduled_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+/// An action on many jobs at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobAction {
+    Start,
+    Stop,
+    /// Run once now, with the job's own params, routed as scheduled fires are.
+    Trigger,
+    Delete,
+}
+
+impl JobAction {
+    pub const ALL: [JobAction; 4] = [
+        JobAction::Start,
+        JobAction::Stop,
+        JobAction::Trigger,
+        JobAction::Delete,
+    ];
+
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobAction::Start => "start",
+            JobAction::Stop => "stop",
+            JobAction::Trigger => "trigger",
+            JobAction::Delete => "delete",
+        }
+    }
+}
+
+/// Most jobs one [`JobsActionInput`] may name: the largest page of a job list.
+pub const JOBS_ACTION_MAX: usize = 1000;
+
+/// `action` on each of `ids` (`POST /jobs/actions`), each as its own call would do it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobsActionInput {
+    pub action: JobAction,
+    /// 1 to [`JOBS_ACTION_MAX`] job ids; a repeated id counts once.
+    pub ids: Vec<i64>,
+}
+
+/// What became of each job of a [`JobsActionInput`]: the ids done, in the order given, and
+/// each refused one with the error its own call would have answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobsActionResult {
+    pub action: JobAction,
+    pub done: Vec<i64>,
+    pub refused: Vec<JobRefused>,
+}
+
+/// A job an action was refused on: the error's stable `code` and its message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRefused {
+    pub id: i64,
+    pub code: String,
+    pub message: String,
 }
 
 /// One page of a list: `total` items match, this is page `page` (from 1) of `size`.

@@ -1,7 +1,7 @@
 //! The JSON of a job in the REST API, pinned: `JobInput` and `JobView` write and read exactly
 //! these texts (names, order, defaults, nulls), and inputs refuse unknown fields by name.
 
-use tickwork_protocol::api::{JobInput, JobView};
+use tickwork_protocol::api::{JobInput, JobListItem, JobView};
 
 /// A job with every field set, as the admin answers it.
 const VIEW: &str = r#"{"id":1,"key":"nightly-report","group_id":1,"description":"the nightly report – größer","owner":"ops","alarm_channels":"ops-hook","schedule_type":"CRON","schedule_conf":"0 30 2 * * ?","time_zone":"Europe/Berlin","misfire_strategy":"FIRE_ONCE_NOW","route_strategy":"ROUND","handler":"echo","params":"full \"quoted\"\nsecond line","block_strategy":"DISCARD_LATER","timeout_s":600,"retry_count":2,"retry_backoff_ms":1000,"child_job_ids":[2,3],"priority":-5,"glue_type":"GLUE_SHELL","glue_source":"echo hi\n","delivery":"AT_LEAST_ONCE","lateness_budget_ms":2500,"glue_updated_at":1795453042023,"status":"running","next_fire_at":1795483800000,"last_fire_at":null,"version":2,"created_at":1795453042023,"updated_at":1795453042033}"#;
@@ -23,6 +23,22 @@ fn a_full_job_reads_and_writes_the_same_json() {
     let started: JobInput =
         serde_json::from_str(&INPUT.replace(r#""start":false"#, r#""start":true"#)).unwrap();
     assert!(started.start);
+}
+
+#[test]
+fn a_listed_job_is_the_job_and_its_last_run() {
+    let ran =
+        r#","last_run":{"id":9,"state":"failed","scheduled_at":1795453042023,"finished_at":null}}"#;
+    let listed = format!("{}{ran}", VIEW.trim_end_matches('}'));
+    let item: JobListItem = serde_json::from_str(&listed).unwrap();
+    assert_eq!(serde_json::to_string(&item).unwrap(), listed);
+    assert_eq!(item.last_run.as_ref().map(|r| r.id), Some(9));
+    // Clients that read a list as plain jobs (`tickwork job list`) still do.
+    let view: JobView = serde_json::from_str(&listed).unwrap();
+    assert_eq!(view, item.job);
+    let never = format!("{}{}", VIEW.trim_end_matches('}'), r#","last_run":null}"#);
+    let item: JobListItem = serde_json::from_str(&never).unwrap();
+    assert_eq!(item.last_run, None);
 }
 
 #[test]

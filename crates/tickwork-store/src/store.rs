@@ -118,7 +118,7 @@ pub trait JobStore: Send + Sync {
     /// One job by its stable key.
     async fn job_get_by_key(&self, key: &str) -> Result<Job, Error>;
 
-    /// One page of jobs matching the filter, by id.
+    /// One page of jobs matching the filter, in its order ([`JobSort`], done by the database).
     async fn jobs_list(&self, filter: JobFilter) -> Result<Paged<Job>, Error>;
 
     /// Starts or stops a job, writing its next fire. Leaves its version alone: this is not
@@ -226,6 +226,12 @@ pub trait RunLedger: Send + Sync {
 
     /// One page of runs matching the filter, newest first.
     async fn runs_list(&self, filter: RunFilter) -> Result<Paged<Run>, Error>;
+
+    /// The last run of each job among `job_ids` (at most [`PageReq::MAX_LIMIT`] of them) in
+    /// two statements whatever their number: its newest run (highest id) that left
+    /// `planned`, so fires claimed ahead of their time do not hide the one that ran. Jobs
+    /// without one are absent; in no particular order.
+    async fn runs_last_of_jobs(&self, job_ids: &[i64]) -> Result<Vec<Run>, Error>;
 
     /// The `planned` and `sending` runs owned by `node`, by `scheduled_at` (a restarting node
     /// reloads its timer from the first and asks the executors about the second).

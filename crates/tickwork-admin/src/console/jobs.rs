@@ -1,5 +1,5 @@
-//! Jobs: the filtered list, create/edit/copy forms with inline errors and a live preview of
-//! the next fire times, the job's page with "run once", and start/stop/delete.
+//! Jobs: create/edit/copy forms with inline errors and a live preview of the next fire
+//! times, the job's page with "run once", and start/stop/delete (the list is `job_list`).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -17,18 +17,14 @@ use tickwork_core::schedule::Schedule;
 use tickwork_core::{
     BlockStrategy, Delivery, GlueType, MisfireStrategy, RouteStrategy, ScheduleType,
 };
-use tickwork_protocol::api::{
-    GroupView, JobInput, JobQuery, JobView, RunQuery, RunView, TriggerInput,
-};
+use tickwork_protocol::api::{GroupView, JobInput, JobView, RunQuery, RunView, TriggerInput};
 
 use super::session::{Posted, Visitor};
 use super::ui::{self, Ctx, Field, Form, Opt};
 use crate::{ErrorCode, Service};
 
-const PAGE: u64 = 50;
-
 /// `group id -> "title (app)"`, for lists and selects.
-fn group_names(groups: &[GroupView]) -> HashMap<i64, String> {
+pub(super) fn group_names(groups: &[GroupView]) -> HashMap<i64, String> {
     groups
         .iter()
         .map(|g| {
@@ -40,109 +36,6 @@ fn group_names(groups: &[GroupView]) -> HashMap<i64, String> {
             (g.id, name)
         })
         .collect()
-}
-
-/// One row of the job list.
-pub(super) struct JobRow {
-    pub job: JobView,
-    pub group: String,
-    pub next: String,
-    pub running: bool,
-    pub can_change: bool,
-}
-
-#[derive(Template)]
-#[template(path = "jobs.html")]
-struct JobsPage {
-    c: Ctx,
-    rows: Vec<JobRow>,
-    groups: Vec<Opt>,
-    statuses: Vec<Opt>,
-    text: String,
-    total: u64,
-    prev: Option<String>,
-    next: Option<String>,
-}
-
-#[derive(Deserialize, Default)]
-pub(super) struct ListQuery {
-    #[serde(default)]
-    group_id: String,
-    #[serde(default)]
-    status: String,
-    #[serde(default)]
-    text: String,
-    #[serde(default)]
-    offset: u64,
-}
-
-pub(super) async fn list(
-    State(a): State<Service>,
-    v: Visitor,
-    Query(q): Query<ListQuery>,
-) -> Response {
-    let groups = match a.groups().list().await {
-        Ok(g) => g,
-        Err(e) => return v.error_page(e),
-    };
-    let names = group_names(&groups);
-    let query = JobQuery {
-        group_id: q.group_id.parse().ok(),
-        status: Some(q.status.clone()).filter(|s| !s.is_empty()),
-        text: Some(q.text.clone()).filter(|s| !s.trim().is_empty()),
-        offset: Some(q.offset),
-        limit: Some(PAGE),
-    };
-    let page = match a.jobs().list(query).await {
-        Ok(p) => p,
-        Err(e) => return v.error_page(e),
-    };
-    let c = v.ctx("jobs");
-    let rows = page
-        .items
-        .into_iter()
-        .map(|job| JobRow {
-            group: names.get(&job.spec.group_id).cloned().unwrap_or_default(),
-            next: c.time(job.next_fire_at),
-            running: job.status == "running",
-            can_change: v.can_change(job.spec.group_id),
-            job,
-        })
-        .collect();
-    let mut group_opts = vec![(String::new(), v.t("all").to_owned())];
-    group_opts.extend(
-        groups
-            .iter()
-            .map(|g| (g.id.to_string(), names[&g.id].clone())),
-    );
-    let statuses = Opt::list(
-        [
-            (String::new(), v.t("all").to_owned()),
-            ("running".into(), v.t("started").to_owned()),
-            ("stopped".into(), v.t("stopped").to_owned()),
-        ],
-        &q.status,
-    );
-    let link = |offset: u64| {
-        let qs = serde_urlencoded::to_string([
-            ("group_id", q.group_id.as_str()),
-            ("status", q.status.as_str()),
-            ("text", q.text.as_str()),
-            ("offset", &offset.to_string()),
-        ])
-        .unwrap_or_default();
-        format!("/jobs?{qs}")
-    };
-    ui::render(&JobsPage {
-        prev: (q.offset > 0).then(|| link(q.offset.saturating_sub(PAGE))),
-        next: (q.offset + PAGE < page.total).then(|| link(q.offset + PAGE)),
-        c,
-        rows,
-        groups: Opt::list(group_opts, &q.group_id),
-        statuses,
-        text: q.text,
-        total: page.total,
-    })
 }
 
 // ---- the form ----

@@ -13,6 +13,7 @@ mod dashboard;
 mod groups;
 mod heatmap;
 mod i18n;
+mod job_list;
 mod jobs;
 mod ops;
 mod passwords;
@@ -42,7 +43,8 @@ pub(crate) fn router() -> Router<Service> {
         .route("/logout", post(session::logout))
         .route("/lang", get(session::switch_lang))
         .route("/assets/{file}", get(ui::asset))
-        .route("/jobs", get(jobs::list))
+        .route("/jobs", get(job_list::list))
+        .route("/jobs/bulk", post(job_list::bulk))
         .route("/jobs/new", get(jobs::new_form).post(jobs::create))
         .route("/jobs/{id}", get(jobs::detail))
         .route("/jobs/{id}/edit", get(jobs::edit_form).post(jobs::update))

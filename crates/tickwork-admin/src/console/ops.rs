@@ -4,8 +4,9 @@
 use tickwork_core::TriggerType;
 use tickwork_protocol::api::{
     AlarmChannelInput, AlarmChannelView, AlarmTestResult, GroupInput, GroupTokenView, GroupView,
-    JobInput, JobView, PasswordInput, RunView, ScriptInput, ScriptVersionView, TokenCreated,
-    TokenInput, TokenView, TriggerInput, UserInput, UserUpdateInput, UserView,
+    JobInput, JobView, JobsActionInput, JobsActionResult, PasswordInput, RunView, ScriptInput,
+    ScriptVersionView, TokenCreated, TokenInput, TokenView, TriggerInput, UserInput,
+    UserUpdateInput, UserView,
 };
 
 use super::auth::Principal;
@@ -42,6 +43,14 @@ impl Ops<'_> {
         self.a
             .jobs()
             .trigger(self.p, id, input, TriggerType::Manual)
+            .await
+    }
+
+    /// An action on the ticked jobs; runs it triggers are manual ones.
+    pub(super) async fn jobs_act(&self, input: JobsActionInput) -> Result<JobsActionResult, Error> {
+        self.a
+            .jobs()
+            .act_many(self.p, input, TriggerType::Manual)
             .await
     }
 

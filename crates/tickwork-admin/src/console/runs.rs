@@ -115,10 +115,18 @@ pub(super) async fn list(
     v: Visitor,
     Query(q): Query<ListQuery>,
 ) -> Response {
-    let jobs = match job_names(&a).await {
+    let mut jobs = match job_names(&a).await {
         Ok(j) => j,
         Err(e) => return v.error_page(e),
     };
+    // The job the list is filtered by (a job list's "runs" link) is named in the filter even
+    // when it is not among the first thousand.
+    if let Ok(id) = q.job_id.parse::<i64>()
+        && !jobs.iter().any(|(j, _)| *j == id)
+        && let Ok(j) = a.jobs().get(id).await
+    {
+        jobs.push((j.id, format!("#{} {}", j.id, j.spec.description)));
+    }
     let names: HashMap<i64, String> = jobs.iter().cloned().collect();
     let state = Some(q.state.clone()).filter(|s| !s.is_empty());
     let page = a

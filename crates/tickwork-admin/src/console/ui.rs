@@ -89,6 +89,11 @@ impl Ctx {
     pub(super) fn time(&self, ms: impl Instant) -> String {
         fmt_ms(ms.ms(), &self.tz)
     }
+
+    /// The name of the zone [`Ctx::time`] writes in, for the headers of time columns.
+    pub(super) fn zone(&self) -> &str {
+        self.tz.iana_name().unwrap_or("local")
+    }
 }
 
 /// An instant or none, as templates hand them over (by value or by reference).

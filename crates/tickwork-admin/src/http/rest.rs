@@ -10,9 +10,9 @@ use serde::Deserialize;
 use tickwork_core::{ScheduleType, TriggerType};
 use tickwork_protocol::api::{
     AlarmChannelInput, AlarmChannelView, AlarmDeliveryQuery, AlarmTestResult, AuditQuery,
-    CopyInput, GroupInput, HeatmapQuery, HeatmapView, JobInput, JobQuery, JobsBulkCreated,
-    JobsBulkInput, PasswordInput, RunQuery, ScriptInput, TokenInput, TriggerInput, UserInput,
-    UserUpdateInput,
+    CopyInput, GroupInput, HeatmapQuery, HeatmapView, JobInput, JobListItem, JobQuery,
+    JobsActionInput, JobsActionResult, JobsBulkCreated, JobsBulkInput, PasswordInput, RunQuery,
+    ScriptInput, TokenInput, TriggerInput, UserInput, UserUpdateInput,
 };
 
 use super::ApiError;
@@ -43,6 +43,7 @@ rest_api! {
     "/groups/{id}/token" => { post: group_token_rotate }
     "/jobs" => { get: jobs_list, post: job_create }
     "/jobs/bulk" => { post: jobs_bulk_create }
+    "/jobs/actions" => { post: jobs_act }
     "/jobs/{id}" => { get: job_get, put: job_update, delete: job_delete }
     "/jobs/{id}/start" => { post: job_start }
     "/jobs/{id}/stop" => { post: job_stop }
@@ -241,6 +242,8 @@ struct JobListParams {
     group_id: Option<i64>,
     status: Option<String>,
     text: Option<String>,
+    sort: Option<String>,
+    order: Option<String>,
     offset: Option<u64>,
     limit: Option<u64>,
     page: Option<u64>,
@@ -250,17 +253,28 @@ struct JobListParams {
 async fn jobs_list(
     State(a): State<Service>,
     ApiQuery(q): ApiQuery<JobListParams>,
-) -> ApiResult<tickwork_protocol::api::Page<crate::JobView>> {
+) -> ApiResult<tickwork_protocol::api::Page<JobListItem>> {
     let (offset, limit) = page_to_offset(q.page, q.size, q.offset, q.limit)?;
     ok(a.jobs()
-        .list(JobQuery {
+        .list_with_last_runs(JobQuery {
             group_id: q.group_id,
             status: q.status,
             text: q.text,
+            sort: q.sort,
+            order: q.order,
             offset,
             limit,
         })
         .await?)
+}
+
+/// Starts, stops, triggers or deletes many jobs, each as its own call would.
+async fn jobs_act(
+    State(a): State<Service>,
+    Caller(p): Caller,
+    ApiJson(input): ApiJson<JobsActionInput>,
+) -> ApiResult<JobsActionResult> {
+    ok(a.jobs().act_many(&p, input, TriggerType::Api).await?)
 }
 
 async fn job_create(

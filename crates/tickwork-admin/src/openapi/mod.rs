@@ -108,7 +108,7 @@ const OPS: &[Op] = &[
     Op {
         method: "get",
         path: "/jobs",
-        summary: "List jobs by group, status and text",
+        summary: "List jobs by group, status and text, sorted, each with its last run",
         roles: READ,
         query: &[
             ("group_id", "integer", "only this group"),
@@ -118,6 +118,13 @@ const OPS: &[Op] = &[
                 "string",
                 "found in description, handler, key or owner",
             ),
+            (
+                "sort",
+                "string",
+                "id (default), description, group, next_fire or last_run; jobs without a next \
+                 fire or a run come last",
+            ),
+            ("order", "string", "asc (default) or desc"),
             PAGE_QUERY[0],
             PAGE_QUERY[1],
             PAGE_QUERY[2],
@@ -145,6 +152,18 @@ const OPS: &[Op] = &[
         query: &[],
         body: Some("JobsBulkInput"),
         answer: "JobsBulkCreated",
+    },
+    Op {
+        method: "post",
+        path: "/jobs/actions",
+        summary: "Start, stop, trigger (run once now, as routed) or delete up to 1,000 jobs, each \
+                  as its own call would (its permission, its audit record); each refused job is \
+                  answered with its code and message, and does not stop the others",
+        roles: "admin or operator (a viewer is refused as a whole); each job is refused unless \
+                the caller is an admin or an operator of its group",
+        query: &[],
+        body: Some("JobsActionInput"),
+        answer: "JobsActionResult",
     },
     Op {
         method: "get",
@@ -554,7 +573,11 @@ pub(super) fn int_in(min: i64, max: i64) -> Value {
 /// The schema of a query parameter, as strict as the service that reads it.
 fn query_schema(name: &str, kind: &str) -> Value {
     if kind != "integer" {
-        return json!({ "type": kind });
+        return match name {
+            "sort" => json!({ "type": kind, "enum": tickwork_protocol::api::JOB_SORT_KEYS }),
+            "order" => json!({ "type": kind, "enum": ["asc", "desc"] }),
+            _ => json!({ "type": kind }),
+        };
     }
     match name {
         "page" => int_in(1, i64::MAX),

@@ -7,6 +7,7 @@ use tickwork_core::run::RunState;
 use tickwork_core::{
     BlockStrategy, Delivery, GlueType, MisfireStrategy, RouteStrategy, ScheduleType, TriggerType,
 };
+use tickwork_protocol::api::{JOBS_ACTION_MAX, JobAction};
 
 use super::int_in;
 
@@ -166,6 +167,23 @@ pub(super) fn schemas() -> Value {
         ])
         .collect();
     let job_required: Vec<&str> = job_out.iter().map(|(k, _)| *k).collect();
+    // A job of a list: the job and its last run.
+    let last_run = json!({
+        "oneOf": [
+            { "type": "null" },
+            object(&[
+                ("id", t("integer")), ("state", state.clone()),
+                ("scheduled_at", t("integer")), ("finished_at", nullable("integer")),
+            ], &["id", "state", "scheduled_at", "finished_at"], false),
+        ],
+        "description": "the newest run that left planned; null when the job has none",
+    });
+    let job_listed: Vec<(&str, Value)> = job_out
+        .iter()
+        .cloned()
+        .chain([("last_run", last_run)])
+        .collect();
+    let job_listed_required: Vec<&str> = job_listed.iter().map(|(k, _)| *k).collect();
     let item_errors = json!({
         "type": "array",
         "description": "the wrong items of a list input, each with its index and field",
@@ -217,7 +235,7 @@ pub(super) fn schemas() -> Value {
         "InstanceList": array_of("Instance"),
         "JobInput": object(&job_input, &["group_id"], true),
         "Job": object(&job_out, &job_required, false),
-        "JobPage": page_of("Job"),
+        "JobPage": page_of("JobListItem"),
         "TriggerInput": object(&[
             ("params", nullable("string")), ("address", nullable("string")),
         ], &[], true),
@@ -309,12 +327,54 @@ pub(super) fn schemas() -> Value {
     let Value::Object(all) = &mut all else {
         unreachable!("the schemas are an object")
     };
-    for part in [alarm_schemas(), bulk_schemas(), heatmap_schemas()] {
+    // Here, not in the `json!` above: one more entry there passes the macro's recursion limit.
+    all.insert(
+        "JobListItem".to_owned(),
+        object(&job_listed, &job_listed_required, false),
+    );
+    for part in [
+        alarm_schemas(),
+        bulk_schemas(),
+        action_schemas(),
+        heatmap_schemas(),
+    ] {
         if let Value::Object(part) = part {
             all.extend(part);
         }
     }
     Value::Object(std::mem::take(all))
+}
+
+/// The schemas of `POST /jobs/actions`, apart from [`schemas`] for the macro's recursion
+/// limit.
+fn action_schemas() -> Value {
+    let action = json!({
+        "type": "string",
+        "enum": JobAction::ALL.map(JobAction::as_str),
+    });
+    json!({
+        "JobsActionInput": object(&[
+            ("action", action.clone()),
+            ("ids", json!({
+                "type": "array", "minItems": 1, "maxItems": JOBS_ACTION_MAX,
+                "items": int_in(1, i64::MAX),
+            })),
+        ], &["action", "ids"], true),
+        "JobsActionResult": object(&[
+            ("action", action),
+            ("done", ints()),
+            ("refused", json!({
+                "type": "array",
+                "description": "each job refused, with the error its own call would have answered",
+                "items": object(&[
+                    ("id", t("integer")),
+                    ("code", json!({ "type": "string",
+                        "enum": crate::ErrorCode::ALL.map(crate::ErrorCode::as_str) })),
+                    ("message", t("string")),
+                ], &["id", "code", "message"], false),
+            })),
+        ], &["action", "done", "refused"], false),
+    })
 }
 
 /// The schemas of `POST /jobs/bulk`, apart from [`schemas`] for the macro's recursion limit.

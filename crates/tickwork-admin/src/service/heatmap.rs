@@ -134,6 +134,7 @@ impl Jobs<'_> {
                         offset,
                         limit: PageReq::MAX_LIMIT,
                     },
+                    ..JobFilter::default()
                 })
                 .await?;
             let n = page.items.len() as u64;

@@ -4,11 +4,14 @@ use std::collections::HashMap;
 use tickwork_core::job::{self, Limits};
 use tickwork_core::schedule::Schedule;
 use tickwork_core::{ScheduleType, TriggerType};
-use tickwork_protocol::api::{CopyInput, JobInput, JobQuery, JobView, Page, RunView, TriggerInput};
+use tickwork_protocol::api::{
+    CopyInput, JOB_SORT_KEYS, JobInput, JobListItem, JobQuery, JobView, LastRunView, Page, RunView,
+    TriggerInput,
+};
 
 use tickwork_store::{
-    FirstScript, Job, JobCreate, JobFilter, JobNew, JobSpec, JobStatus, JobStatusChange, JobUpdate,
-    RunNew, ScriptVersion, ScriptVersionNew,
+    FirstScript, Job, JobCreate, JobFilter, JobNew, JobSort, JobSortKey, JobSpec, JobStatus,
+    JobStatusChange, JobUpdate, RunNew, ScriptVersion, ScriptVersionNew,
 };
 
 use super::audit::Target;
@@ -365,25 +368,48 @@ impl Jobs<'_> {
         Ok(job_view(self.inner.store.job_get_by_key(key).await?))
     }
 
-    /// One page of jobs: by group, status and text; `offset`/`limit` or the HTTP layer's
-    /// `page`/`size`.
+    /// One page of jobs: by group, status and text, in the query's order; `offset`/`limit`
+    /// or the HTTP layer's `page`/`size`.
     pub async fn list(self, q: JobQuery) -> Result<Page<JobView>, Error> {
-        let status = match q.status.as_deref() {
-            None | Some("") => None,
-            Some(s) => Some(s.parse::<JobStatus>().map_err(|e| invalid("status", e))?),
-        };
-        let req = page(q.offset, q.limit)?;
-        let p = self
+        let filter = job_filter(q)?;
+        let req = filter.page;
+        let p = self.inner.store.jobs_list(filter).await?;
+        Ok(paged(p, req, job_view))
+    }
+
+    /// [`Jobs::list`] with each job's last run, found for the whole page at once (not job by job).
+    pub async fn list_with_last_runs(self, q: JobQuery) -> Result<Page<JobListItem>, Error> {
+        let page = self.list(q).await?;
+        let ids: Vec<i64> = page.items.iter().map(|j| j.id).collect();
+        let mut last: HashMap<i64, LastRunView> = self
             .inner
             .store
-            .jobs_list(JobFilter {
-                group_id: q.group_id,
-                status,
-                text: q.text.filter(|t| !t.trim().is_empty()),
-                page: req,
+            .runs_last_of_jobs(&ids)
+            .await?
+            .into_iter()
+            .map(|r| {
+                let view = LastRunView {
+                    id: r.id,
+                    state: r.state,
+                    scheduled_at: r.scheduled_at,
+                    finished_at: r.finished_at,
+                };
+                (r.job_id, view)
             })
-            .await?;
-        Ok(paged(p, req, job_view))
+            .collect();
+        Ok(Page {
+            items: page
+                .items
+                .into_iter()
+                .map(|job| JobListItem {
+                    last_run: last.remove(&job.id),
+                    job,
+                })
+                .collect(),
+            total: page.total,
+            page: page.page,
+            size: page.size,
+        })
     }
 
     /// Starts a job: its next fire is computed from now.
@@ -524,6 +550,35 @@ impl Jobs<'_> {
         let s = Schedule::parse(kind, conf, zone).map_err(|e| invalid("schedule_conf", e))?;
         Ok(s.next_fires(self.inner.clock.now_ms(), n.clamp(1, 100)))
     }
+}
+
+/// What the store lists for a job query, every part checked.
+fn job_filter(q: JobQuery) -> Result<JobFilter, Error> {
+    let status = match q.status.as_deref() {
+        None | Some("") => None,
+        Some(s) => Some(s.parse::<JobStatus>().map_err(|e| invalid("status", e))?),
+    };
+    let key = match q.sort.as_deref().map(str::trim) {
+        None | Some("") => JobSortKey::Id,
+        Some(s) => s.parse::<JobSortKey>().map_err(|_| {
+            invalid(
+                "sort",
+                format!("{s:?} is not one of {}", JOB_SORT_KEYS.join(", ")),
+            )
+        })?,
+    };
+    let descending = match q.order.as_deref().map(str::trim) {
+        None | Some("" | "asc") => false,
+        Some("desc") => true,
+        Some(o) => return Err(invalid("order", format!("{o:?} is not asc or desc"))),
+    };
+    Ok(JobFilter {
+        group_id: q.group_id,
+        status,
+        text: q.text.filter(|t| !t.trim().is_empty()),
+        sort: JobSort { key, descending },
+        page: page(q.offset, q.limit)?,
+    })
 }
 
 /// The answer to a job of a group that does not exist.

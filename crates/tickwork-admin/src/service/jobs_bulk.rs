@@ -1,17 +1,24 @@
-//! Many jobs created at once (`POST /jobs/bulk`, `tickwork job import`): every job is checked
-//! first, as `POST /jobs` checks one, and every wrong one is reported by its index and field;
-//! then all are written in one transaction with one audit record each, or none is.
+//! Many jobs at once. Created (`POST /jobs/bulk`, `tickwork job import`): every job is
+//! checked first, as `POST /jobs` checks one, and every wrong one is reported by its index and
+//! field; then all are written in one transaction with one audit record each, or none is.
+//! Started, stopped, triggered or deleted (`POST /jobs/actions`, the console's ticked rows):
+//! each job by its own operation, so with its own permission check and audit record, and
+//! each refusal reported with the job it concerns.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use tickwork_protocol::api::{ItemError, JOBS_BULK_MAX, JobCreated, JobInput, JobsBulkCreated};
+use tickwork_core::TriggerType;
+use tickwork_protocol::api::{
+    ItemError, JOBS_ACTION_MAX, JOBS_BULK_MAX, JobAction, JobCreated, JobInput, JobRefused,
+    JobsActionInput, JobsActionResult, JobsBulkCreated, TriggerInput,
+};
 use tickwork_store::{Job, JobCreate, JobStatus};
 
 use super::Jobs;
 use super::job_writer::create_record;
 use super::jobs::Lookups;
 use crate::Error;
-use crate::auth::Principal;
+use crate::auth::{Principal, Role};
 
 impl Jobs<'_> {
     /// Creates `inputs` (1 to [`JOBS_BULK_MAX`] jobs) in groups the caller may change, all or
@@ -70,6 +77,74 @@ impl Jobs<'_> {
                 })
                 .collect(),
         })
+    }
+
+    /// `input.action` on each job of `input.ids` (1 to [`JOBS_ACTION_MAX`], a repeated id
+    /// once), in their order, each as its single operation does it: the caller's permission
+    /// on the job's group is checked and the audit record written per job. A job refused
+    /// (another group's, gone, a schedule that cannot start) does not stop the others; each
+    /// is reported with the code and message its own call would have answered. `trigger_type`
+    /// is what triggered runs record (the console's manual, the API's api).
+    pub async fn act_many(
+        self,
+        by: &Principal,
+        input: JobsActionInput,
+        trigger_type: TriggerType,
+    ) -> Result<JobsActionResult, Error> {
+        // A viewer may change no job at all: refused as a whole, as every single call is.
+        if by.role == Role::Viewer {
+            return Err(Error::Forbidden(format!(
+                "{} is a viewer; a viewer may change no job",
+                by.username
+            )));
+        }
+        if input.ids.is_empty() {
+            return Err(Error::invalid_field("ids", "name at least one job"));
+        }
+        if input.ids.len() > JOBS_ACTION_MAX {
+            return Err(Error::invalid_field(
+                "ids",
+                format!(
+                    "{} jobs are more than the {JOBS_ACTION_MAX} one request may name",
+                    input.ids.len()
+                ),
+            ));
+        }
+        if let Some(bad) = input.ids.iter().find(|&&id| id <= 0) {
+            return Err(Error::invalid_field(
+                "ids",
+                format!("{bad} is not a job id"),
+            ));
+        }
+        let mut seen = HashSet::with_capacity(input.ids.len());
+        let mut result = JobsActionResult {
+            action: input.action,
+            done: Vec::new(),
+            refused: Vec::new(),
+        };
+        for id in input.ids.into_iter().filter(|id| seen.insert(*id)) {
+            let outcome = match input.action {
+                JobAction::Start => self.start(by, id).await.map(drop),
+                JobAction::Stop => self.stop(by, id).await.map(drop),
+                JobAction::Trigger => self
+                    .trigger(by, id, TriggerInput::default(), trigger_type)
+                    .await
+                    .map(drop),
+                JobAction::Delete => self.delete(by, id).await,
+            };
+            match outcome {
+                Ok(()) => result.done.push(id),
+                Err(e) => result.refused.push(JobRefused {
+                    id,
+                    code: e.code().as_str().to_owned(),
+                    // An internal failure's cause is logged, never shown.
+                    message: e
+                        .client_message("jobs action")
+                        .unwrap_or_else(|| "internal error (see the admin's log)".to_owned()),
+                }),
+            }
+        }
+        Ok(result)
     }
 
     /// Checks every job; what the store writes for them, or every wrong one.

@@ -602,7 +602,7 @@ impl Harness {
     }
 
     /// Ends planned run `run` as the pipeline does when it finds no executor to send it to.
-    async fn fail_dispatch(&self, run: i64) {
+    pub(crate) async fn fail_dispatch(&self, run: i64) {
         let node_id = crate::support::begin_send(&*self.store, run).await;
         let ended = self
             .store
@@ -1221,6 +1221,18 @@ async fn every_endpoint_answers_as_documented() {
         assert!(actions.contains(a), "no audit record of {a}: {actions:?}");
     }
 
+    let acted = h
+        .call(
+            Method::POST,
+            "/jobs/actions",
+            "/jobs/actions",
+            BUILTIN,
+            Some(json!({ "action": "stop", "ids": [j] })),
+        )
+        .await
+        .ok();
+    assert_eq!(acted["done"], json!([j]));
+
     // deletes last
     h.call(
         Method::DELETE,
@@ -1598,6 +1610,12 @@ async fn operators_change_only_their_groups_and_viewers_change_nothing() {
             "/jobs/bulk",
             "/jobs/bulk".into(),
             Some(json!({ "jobs": [{ "group_id": a, "handler": "h" }] })),
+        ),
+        (
+            Method::POST,
+            "/jobs/actions",
+            "/jobs/actions".into(),
+            Some(json!({ "action": "stop", "ids": [job_b] })),
         ),
         (
             Method::PUT,

@@ -27,6 +27,7 @@ mod group_tokens;
 mod heatmap;
 mod job_keys;
 mod jobs_bulk;
+mod jobs_scale;
 mod lost_runs;
 mod operations;
 mod outage;

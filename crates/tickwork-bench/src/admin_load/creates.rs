@@ -93,6 +93,7 @@ pub(super) async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
         dir: &plan.dir,
         token: &token,
         api_token: &api_token,
+        admin_password: None,
     })
     .await?;
     println!("admin-0 pid {} listening on {addr}", admin.pid);

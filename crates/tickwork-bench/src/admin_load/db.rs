@@ -183,6 +183,28 @@ impl BenchDb {
         })
     }
 
+    /// Runs `statements` (whole SQL, no parameters) in order on a writing connection: the
+    /// bench's own rows, written around the admin (`--scenario jobs-page`'s run history).
+    pub(super) async fn execute(&self, statements: &[String]) -> anyhow::Result<()> {
+        macro_rules! run_all {
+            ($pool:expr) => {{
+                let pool = $pool;
+                for sql in statements {
+                    sqlx::query(AssertSqlSafe(sql.clone()))
+                        .execute(&pool)
+                        .await?;
+                }
+                pool.close().await;
+            }};
+        }
+        match self.kind {
+            DbKind::Sqlite => run_all!(sqlx::SqlitePool::connect(&self.url).await?),
+            DbKind::Postgres => run_all!(sqlx::PgPool::connect(&self.url).await?),
+            DbKind::Mysql => run_all!(sqlx::MySqlPool::connect(&self.url).await?),
+        }
+        Ok(())
+    }
+
     /// Runs of `group_id` scheduled in `[from_ms, to_ms)` in a final state (neither `planned`
     /// nor `dispatched`): their result is recorded. Read while the admins run.
     pub(super) async fn final_runs(

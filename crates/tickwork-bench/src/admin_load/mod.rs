@@ -13,6 +13,7 @@ mod creates;
 mod db;
 mod executors;
 mod fake;
+mod jobs_page;
 mod probe;
 mod procs;
 mod stats;
@@ -77,6 +78,8 @@ pub(crate) enum Load {
     FireRate,
     /// `--jobs` jobs created one request each, then 10,000 in one bulk request.
     CreateJobs,
+    /// The jobs page with 500 jobs and 50,000 runs.
+    JobsPage,
 }
 
 impl Load {
@@ -85,6 +88,7 @@ impl Load {
             Load::OnePerSecond => "one-per-second",
             Load::FireRate => "fire-rate",
             Load::CreateJobs => "create-jobs",
+            Load::JobsPage => "jobs-page",
         }
     }
 }
@@ -189,12 +193,13 @@ async fn run_async(load: Load, args: LoadArgs) -> anyhow::Result<()> {
     let jobs = match load {
         Load::OnePerSecond => 1,
         Load::FireRate | Load::CreateJobs => args.jobs,
+        Load::JobsPage => 500,
     };
     let duration = args.duration.unwrap_or(match load {
         Load::OnePerSecond => 60,
         // Long enough for the results to come back and weigh on the admin during the window.
         Load::FireRate => 90,
-        Load::CreateJobs => 1,
+        Load::CreateJobs | Load::JobsPage => 1,
     });
     if jobs == 0 || duration == 0 || args.admins == 0 || args.executors == 0 {
         bail!("--jobs, --duration, --admins and --executors must be at least 1");
@@ -269,6 +274,7 @@ async fn run_async(load: Load, args: LoadArgs) -> anyhow::Result<()> {
         r = async {
             match plan.load {
                 Load::CreateJobs => creates::drive(&plan, &db).await,
+                Load::JobsPage => jobs_page::drive(&plan, &db).await,
                 _ => drive(&plan, &db).await,
             }
         } => r,
@@ -424,6 +430,7 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
             dir: &plan.dir,
             token: &token,
             api_token: &api_token,
+            admin_password: None,
         })
         .await?;
         println!("admin-{index} pid {} listening on {addr}", proc.pid);

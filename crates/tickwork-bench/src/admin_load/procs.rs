@@ -128,6 +128,8 @@ pub(super) struct AdminSpec<'a> {
     pub dir: &'a Path,
     pub token: &'a str,
     pub api_token: &'a str,
+    /// The console's first `admin` password, for scenarios that sign in.
+    pub admin_password: Option<&'a str>,
 }
 
 /// Starts `tickwork admin` on a free loopback port; returns it with its address.
@@ -144,6 +146,9 @@ pub(super) async fn start_admin(spec: AdminSpec<'_>) -> anyhow::Result<(Proc, So
         .arg("--data-dir")
         .arg(&data)
         .args(["--node-id", &format!("bench-{name}")]);
+    if let Some(p) = spec.admin_password {
+        cmd.env("TICKWORK_ADMIN_PASSWORD", p);
+    }
     let (proc, stdout) = spawn(&name, cmd, &spec.dir.join(format!("{name}.log")))?;
     let mut rx = lines(stdout);
     let addr = ready_line(&name, &mut rx, "admin listening on ", &proc.log).await?;

@@ -54,13 +54,63 @@ pub struct JobUpdate {
     pub now: i64,
 }
 
-/// Which jobs to list. Text matches description, handler, key and owner, ignoring ASCII case.
+/// Which jobs to list, in which order. Text matches description, handler, key and owner,
+/// ignoring ASCII case.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct JobFilter {
     pub group_id: Option<i64>,
     pub status: Option<JobStatus>,
     pub text: Option<String>,
+    pub sort: JobSort,
     pub page: PageReq,
+}
+
+stored_enum! {
+    /// What a job listing is ordered by (named as the API and the console's links name it).
+    JobSortKey, "job sort" {
+        /// The job's id.
+        Id = "id",
+        /// The description, ignoring ASCII case.
+        Description = "description",
+        /// The executor group's title (its app name when it has none), ignoring ASCII case.
+        Group = "group",
+        /// The next fire; jobs with none come last either way.
+        NextFire = "next_fire",
+        /// When the job's last run (see [`RunLedger::runs_last_of_jobs`]) was scheduled; jobs
+        /// that never ran come last either way.
+        ///
+        /// [`RunLedger::runs_last_of_jobs`]: crate::RunLedger::runs_last_of_jobs
+        LastRun = "last_run",
+    }
+}
+
+impl JobSortKey {
+    /// Every key, in the order the console shows its columns.
+    pub const ALL: &'static [JobSortKey] = &[
+        JobSortKey::Id,
+        JobSortKey::Description,
+        JobSortKey::Group,
+        JobSortKey::NextFire,
+        JobSortKey::LastRun,
+    ];
+}
+
+/// The order of a job listing, done by the database. Ties are broken by id in the same
+/// direction, so pages never overlap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobSort {
+    pub key: JobSortKey,
+    pub descending: bool,
+}
+
+impl Default for JobSort {
+    /// By id, ascending.
+    fn default() -> Self {
+        JobSort {
+            key: JobSortKey::Id,
+            descending: false,
+        }
+    }
 }
 
 /// Start or stop a job.

@@ -613,7 +613,8 @@ impl<B: Backend> JobStore for SqlStore<B> {
         let total = self.count("tw_jobs", &clause).await?;
         let mut q = Query::new(format!("SELECT {JOB_COLUMNS} FROM tw_jobs"));
         q.append(&clause);
-        q.push(" ORDER BY id LIMIT ").push_bind(limit);
+        q.push(" ORDER BY ").push(&order_by(filter.sort));
+        q.push(" LIMIT ").push_bind(limit);
         q.push(" OFFSET ").push_bind(offset);
         let items = convert(self.fetch_all::<JobRow>(q).await?)?;
         Ok(Paged { items, total })
@@ -661,6 +662,40 @@ impl<B: Backend> JobStore for SqlStore<B> {
             }
         }
     }
+}
+
+/// The `ORDER BY` of a job listing: the key, then the id, both in the sort's direction.
+/// Missing values (no next fire, never ran) come last either way, written as the far end of
+/// the direction (`COALESCE`), so the expression is evaluated once per row on every backend
+/// (they disagree on where NULLs sort). Text compares lowercased: the backends' collations
+/// differ, ASCII case at least sorts alike.
+fn order_by(sort: JobSort) -> String {
+    // Not i64::MIN: PostgreSQL reads that literal as a numeric, not a bigint.
+    let (dir, last) = if sort.descending {
+        ("DESC", i64::MIN + 1)
+    } else {
+        ("ASC", i64::MAX)
+    };
+    let key = match sort.key {
+        JobSortKey::Id => return format!("id {dir}"),
+        JobSortKey::Description => "LOWER(description)".to_owned(),
+        JobSortKey::Group => "(SELECT LOWER(CASE WHEN g.title = '' THEN g.app_name \
+             ELSE g.title END) FROM tw_groups g WHERE g.id = tw_jobs.group_id)"
+            .to_owned(),
+        // A fixed-delay job waiting for its run holds i64::MAX: it has no next fire either.
+        JobSortKey::NextFire => format!(
+            "CASE WHEN next_fire_at IS NULL OR next_fire_at = {} THEN {last} \
+             ELSE next_fire_at END",
+            i64::MAX
+        ),
+        // The run `runs_last_of_jobs` finds, by the same index (job_id, id).
+        JobSortKey::LastRun => format!(
+            "COALESCE((SELECT r.scheduled_at FROM tw_runs r WHERE r.job_id = tw_jobs.id \
+             AND r.state <> {} ORDER BY r.job_id DESC, r.id DESC LIMIT 1), {last})",
+            state_literal(RunState::Planned)
+        ),
+    };
+    format!("{key} {dir}, id {dir}")
 }
 
 #[cfg(test)]

@@ -257,6 +257,47 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         Ok(Paged { items, total })
     }
 
+    async fn runs_last_of_jobs(&self, job_ids: &[i64]) -> Result<Vec<Run>, Error> {
+        if job_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        if job_ids.len() as u64 > PageReq::MAX_LIMIT {
+            return Err(Error::Invalid(format!(
+                "ask for the last runs of at most {} jobs at once",
+                PageReq::MAX_LIMIT
+            )));
+        }
+        // Per job, one step backwards along the index (job_id, id) past the few runs claimed
+        // ahead (`planned`): a page of jobs costs one probe per job, however long the ledger.
+        // Ordering by job_id too, constant here, names the index's order (ordered by id alone
+        // a planner may walk the primary key backwards through other jobs' runs instead);
+        // `order_by` of a job list sorted by last run probes the same way. The job ids go
+        // through tw_jobs so that every backend runs the probe as a scalar subquery (MySQL
+        // refuses LIMIT directly inside IN).
+        let mut probe = Query::new(format!(
+            "SELECT (SELECT r.id FROM tw_runs r WHERE r.job_id = j.id AND r.state <> {} \
+             ORDER BY r.job_id DESC, r.id DESC LIMIT 1) FROM tw_jobs j WHERE j.id IN ",
+            state_literal(RunState::Planned)
+        ))
+        .one_off();
+        probe.push_list(job_ids.iter().copied());
+        let run_ids: Vec<i64> = self
+            .fetch_all::<(Option<i64>,)>(probe)
+            .await?
+            .into_iter()
+            .filter_map(|(id,)| id)
+            .collect();
+        if run_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Then the rows by primary key, in a statement of their own: as one statement
+        // (`id IN (probe)`) PostgreSQL may hash the whole ledger to join the two (measured:
+        // 20 ms at 50,000 runs for 200 jobs, against well under 1 ms this way).
+        let mut q = Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs WHERE id IN ")).one_off();
+        q.push_list(run_ids);
+        convert(self.fetch_all::<RunRow>(q).await?)
+    }
+
     async fn runs_pending_owned_by(&self, node: &str) -> Result<Vec<Run>, Error> {
         let q = Query::new(format!(
             "SELECT {RUN_COLUMNS} FROM tw_runs WHERE state{} AND owner_node = ? \

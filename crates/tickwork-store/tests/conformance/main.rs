@@ -14,6 +14,7 @@ mod follow_ups;
 mod groups;
 mod jobs;
 mod jobs_bulk;
+mod jobs_sort;
 mod recovery;
 mod retention;
 mod runs;
@@ -326,6 +327,11 @@ conformance! {
     jobs_bulk: [
         jobs_create_writes_jobs_versions_and_records_together,
         jobs_create_is_all_or_nothing,
+    ],
+    jobs_sort: [
+        jobs_list_sorts_by_every_key_in_the_database,
+        jobs_list_pages_through_a_sorted_filtered_list,
+        runs_last_of_jobs_finds_each_jobs_newest_run_that_happened,
     ],
     claim: [
         claim_writes_every_fire_in_window,

@@ -376,8 +376,8 @@ impl Call {
                         group_id,
                         status,
                         text,
-                        offset: None,
                         limit: Some(limit),
+                        ..JobQuery::default()
                     })
                     .await?;
                 json_outcome(&page)?
