@@ -746,6 +746,7 @@ priority = -5
 glue_type = "BEAN"
 glue_source = ""
 delivery = "AT_MOST_ONCE"
+lateness_budget_ms = 1000
 status = "running"
 "#;
 
@@ -799,7 +800,10 @@ status = "running"
                 "unknown field `{name}`, expected one of `key`, `group`, `description`, `owner`"
             );
             assert!(e.contains(&says), "{e}");
-            assert!(e.contains("`glue_source`, `delivery`, `status`"), "{e}");
+            assert!(
+                e.contains("`glue_source`, `delivery`, `lateness_budget_ms`, `status`"),
+                "{e}"
+            );
         }
     }
 
