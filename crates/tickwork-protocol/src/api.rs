@@ -488,6 +488,34 @@ pub struct ScriptVersionView {
     pub created_at: i64,
 }
 
+/// What `GET /jobs/{id}/script/diff` takes: the two versions to compare, `from` the old side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptDiffQuery {
+    pub from: i64,
+    pub to: i64,
+}
+
+/// The changes from one version of a script to another, line by line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScriptDiffView {
+    pub from: ScriptVersionView,
+    pub to: ScriptVersionView,
+    pub added: u64,
+    pub removed: u64,
+    pub lines: Vec<ScriptDiffLine>,
+}
+
+/// One line of a diff: `same`, `removed` (only in `from`) or `added` (only in `to`), with its
+/// number on each side it is on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScriptDiffLine {
+    pub change: String,
+    pub old_no: Option<u64>,
+    pub new_no: Option<u64>,
+    pub text: String,
+}
+
 /// A new version of a script job's source; the glue type stays when absent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

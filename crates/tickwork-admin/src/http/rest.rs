@@ -51,6 +51,7 @@ rest_api! {
     "/jobs/{id}/copy" => { post: job_copy }
     "/jobs/{id}/script" => { put: script_save }
     "/jobs/{id}/script/versions" => { get: script_versions }
+    "/jobs/{id}/script/diff" => { get: script_diff }
     "/jobs/{id}/script/versions/{version}/restore" => { post: script_restore }
     "/runs" => { get: runs_list, delete: runs_clear }
     "/runs/{id}" => { get: run_get }
@@ -355,6 +356,14 @@ async fn script_versions(
     Id(j): Id,
 ) -> ApiResult<Vec<tickwork_protocol::api::ScriptVersionView>> {
     ok(a.scripts().versions(j).await?)
+}
+
+async fn script_diff(
+    State(a): State<Service>,
+    Id(j): Id,
+    ApiQuery(q): ApiQuery<tickwork_protocol::api::ScriptDiffQuery>,
+) -> ApiResult<tickwork_protocol::api::ScriptDiffView> {
+    ok(a.scripts().diff_view(j, q.from, q.to).await?)
 }
 
 async fn script_save(

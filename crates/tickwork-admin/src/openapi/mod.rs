@@ -121,10 +121,10 @@ const OPS: &[Op] = &[
             (
                 "sort",
                 "string",
-                "id (default), description, group, next_fire or last_run; jobs without a next \
-                 fire or a run come last",
+                "id (default, also when empty), description, group, next_fire or last_run; jobs \
+                 without a next fire or a run come last",
             ),
-            ("order", "string", "asc (default) or desc"),
+            ("order", "string", "asc (default, also when empty) or desc"),
             PAGE_QUERY[0],
             PAGE_QUERY[1],
             PAGE_QUERY[2],
@@ -245,6 +245,18 @@ const OPS: &[Op] = &[
         query: &[],
         body: None,
         answer: "ScriptVersionList",
+    },
+    Op {
+        method: "get",
+        path: "/jobs/{id}/script/diff",
+        summary: "The changes from one version of a script job's source to another, line by line",
+        roles: READ,
+        query: &[
+            ("from", "integer", "the old side's version (required)"),
+            ("to", "integer", "the new side's version (required)"),
+        ],
+        body: None,
+        answer: "ScriptDiff",
     },
     Op {
         method: "post",
@@ -574,8 +586,12 @@ pub(super) fn int_in(min: i64, max: i64) -> Value {
 fn query_schema(name: &str, kind: &str) -> Value {
     if kind != "integer" {
         return match name {
-            "sort" => json!({ "type": kind, "enum": tickwork_protocol::api::JOB_SORT_KEYS }),
-            "order" => json!({ "type": kind, "enum": ["asc", "desc"] }),
+            // Empty is the default, as a console form with nothing chosen sends it.
+            "sort" => {
+                let keys = [""].iter().chain(tickwork_protocol::api::JOB_SORT_KEYS);
+                json!({ "type": kind, "enum": keys.collect::<Vec<_>>() })
+            }
+            "order" => json!({ "type": kind, "enum": ["", "asc", "desc"] }),
             _ => json!({ "type": kind }),
         };
     }

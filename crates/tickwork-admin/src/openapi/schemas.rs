@@ -142,8 +142,50 @@ pub(super) fn schemas() -> Value {
     let state = json!({ "type": "string", "enum": names(RunState::ALL, RunState::as_str) });
     let role = json!({ "type": "string", "enum": ["admin", "operator", "viewer"] });
     let counts = json!({ "type": "object", "additionalProperties": { "type": "integer" } });
+    let diff_line = object(
+        &[
+            (
+                "change",
+                json!({ "type": "string", "enum": ["same", "removed", "added"] }),
+            ),
+            ("old_no", nullable("integer")),
+            ("new_no", nullable("integer")),
+            ("text", t("string")),
+        ],
+        &["change", "text"],
+        false,
+    );
+    let script_diff = object(
+        &[
+            ("from", reference("ScriptVersion")),
+            ("to", reference("ScriptVersion")),
+            ("added", t("integer")),
+            ("removed", t("integer")),
+            ("lines", json!({ "type": "array", "items": diff_line })),
+        ],
+        &["from", "to", "added", "removed", "lines"],
+        false,
+    );
     let fire_alert_kind =
         json!({ "type": "string", "enum": names(FireAlertKind::ALL, FireAlertKind::as_str) });
+    // Built apart: one more entry in the document's `json!` would pass the macro's recursion
+    // limit.
+    #[rustfmt::skip]
+    let stats = object(&[
+        ("jobs", t("integer")), ("jobs_running", t("integer")), ("groups", t("integer")),
+        ("executors", t("integer")), ("runs_today", counts.clone()),
+        ("runs_per_day", json!({ "type": "array", "items": object(&[
+            ("day", t("integer")), ("by_state", counts),
+        ], &["day", "by_state"], false) })),
+        ("lateness", json!({ "anyOf": [{ "type": "null" }, object(&[
+            ("count", t("integer")), ("mean_ms", t("number")),
+            ("p50_ms", nullable("integer")), ("p99_ms", nullable("integer")),
+        ], &["count", "mean_ms"], false)] })),
+        ("fire_alerts", json!({ "type": "array", "items": object(&[
+            ("kind", fire_alert_kind),
+            ("alerts", t("integer")), ("fires", t("integer")),
+        ], &["kind", "alerts", "fires"], false) })),
+    ], &["jobs", "jobs_running", "groups", "executors", "runs_today", "runs_per_day"], false);
     let job_input: Vec<(&str, Value)> = [("key", nullable("string"))]
         .into_iter()
         .chain(job_spec_fields())
@@ -273,6 +315,7 @@ pub(super) fn schemas() -> Value {
             ("comment", t("string")), ("author", t("string")), ("created_at", t("integer")),
         ], &["version", "glue_type", "source", "comment", "author", "created_at"], false),
         "ScriptVersionList": array_of("ScriptVersion"),
+        "ScriptDiff": script_diff,
         "UserInput": object(&[
             ("username", t("string")), ("password", t("string")), ("role", role.clone()),
             ("group_ids", ints()), ("locale", nullable("string")),
@@ -308,21 +351,7 @@ pub(super) fn schemas() -> Value {
             ("target_id", t("string")), ("before", json!({})), ("after", json!({})),
         ], &["id", "at", "actor", "action", "target_type", "target_id"], false),
         "AuditPage": page_of("Audit"),
-        "Stats": object(&[
-            ("jobs", t("integer")), ("jobs_running", t("integer")), ("groups", t("integer")),
-            ("executors", t("integer")), ("runs_today", counts.clone()),
-            ("runs_per_day", json!({ "type": "array", "items": object(&[
-                ("day", t("integer")), ("by_state", counts),
-            ], &["day", "by_state"], false) })),
-            ("lateness", json!({ "anyOf": [{ "type": "null" }, object(&[
-                ("count", t("integer")), ("mean_ms", t("number")),
-                ("p50_ms", nullable("integer")), ("p99_ms", nullable("integer")),
-            ], &["count", "mean_ms"], false)] })),
-            ("fire_alerts", json!({ "type": "array", "items": object(&[
-                ("kind", fire_alert_kind),
-                ("alerts", t("integer")), ("fires", t("integer")),
-            ], &["kind", "alerts", "fires"], false) })),
-        ], &["jobs", "jobs_running", "groups", "executors", "runs_today", "runs_per_day"], false),
+        "Stats": stats,
     });
     let Value::Object(all) = &mut all else {
         unreachable!("the schemas are an object")

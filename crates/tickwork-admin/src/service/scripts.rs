@@ -1,14 +1,16 @@
 //! Job scripts (GLUE sources) and their versions: save, list, read one, compare two, restore.
 
 use tickwork_core::GlueType;
-use tickwork_protocol::api::{JobInput, ScriptInput, ScriptVersionView};
+use tickwork_protocol::api::{
+    JobInput, ScriptDiffLine, ScriptDiffView, ScriptInput, ScriptVersionView,
+};
 use tickwork_store::{ScriptVersion, ScriptVersionKey};
 
 use super::audit::Target;
 use super::{Scripts, has_source, invalid, job_view};
 use crate::Error;
 use crate::auth::Principal;
-use crate::diff::{DiffLine, diff_lines};
+use crate::diff::{Change, DiffLine, diff_lines};
 
 impl Scripts<'_> {
     /// Every saved version of a job's script, newest first.
@@ -22,6 +24,34 @@ impl Scripts<'_> {
             .into_iter()
             .map(script_view)
             .collect())
+    }
+
+    /// [`Scripts::diff`] as the REST API answers it, with the count of each side's lines.
+    pub async fn diff_view(self, job_id: i64, from: i64, to: i64) -> Result<ScriptDiffView, Error> {
+        let (from, to, lines) = self.diff(job_id, from, to).await?;
+        let count = |c: Change| lines.iter().filter(|l| l.change == c).count() as u64;
+        let (added, removed) = (count(Change::Added), count(Change::Removed));
+        let lines = lines
+            .into_iter()
+            .map(|l| ScriptDiffLine {
+                change: match l.change {
+                    Change::Same => "same",
+                    Change::Removed => "removed",
+                    Change::Added => "added",
+                }
+                .to_owned(),
+                old_no: l.old_no.map(|n| n as u64),
+                new_no: l.new_no.map(|n| n as u64),
+                text: l.text,
+            })
+            .collect();
+        Ok(ScriptDiffView {
+            from,
+            to,
+            added,
+            removed,
+            lines,
+        })
     }
 
     /// One saved version of a job's script; an unknown job or version is `NotFound`.

@@ -894,6 +894,18 @@ async fn every_endpoint_answers_as_documented() {
         .await
         .ok();
     assert_eq!(versions.as_array().unwrap().len(), 1, "{versions}");
+    let same = h
+        .get(
+            "/jobs/{id}/script/diff",
+            &format!("/jobs/{j}/script/diff?from=1&to=1"),
+            BUILTIN,
+        )
+        .await
+        .ok();
+    assert_eq!(
+        (same["added"].as_u64(), same["removed"].as_u64()),
+        (Some(0), Some(0))
+    );
     let saved = h
         .call(
             Method::PUT,

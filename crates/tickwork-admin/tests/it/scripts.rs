@@ -1,7 +1,7 @@
 //! Script versions in the console: the script page with its editor bundle (an asset with a
-//! hashed name, under the console's CSP), the changes between two versions, and loading an
-//! old version into the editor to save it as a new one; bad versions are said and change
-//! nothing.
+//! hashed name, under the console's CSP), the changes between two versions (also in the REST
+//! API), and loading an old version into the editor to save it as a new one; bad versions are
+//! said and change nothing.
 
 use axum::http::{Method, header};
 use serde_json::json;
@@ -279,4 +279,84 @@ async fn an_old_version_loads_into_the_editor_and_saves_as_a_new_one() {
     assert_eq!(page.status(), 404);
     assert_eq!(state(&h, j).await, before, "refused loads change nothing");
     h.stop().await;
+}
+
+#[tokio::test]
+async fn the_rest_api_answers_the_changes_between_two_versions() {
+    let h = Harness::start().await;
+    let j = job_with_two_versions(&h).await;
+    let before = state(&h, j).await;
+    let diff = h
+        .get(
+            "/jobs/{id}/script/diff",
+            &format!("/jobs/{j}/script/diff?from=1&to=2"),
+            BUILTIN,
+        )
+        .await
+        .ok();
+    assert_eq!(
+        (
+            diff["from"]["version"].as_i64(),
+            diff["to"]["version"].as_i64()
+        ),
+        (Some(1), Some(2))
+    );
+    assert_eq!(
+        (diff["added"].as_u64(), diff["removed"].as_u64()),
+        (Some(1), Some(0)),
+        "{diff}"
+    );
+    let lines = diff["lines"].as_array().unwrap();
+    assert_eq!(lines.len(), 2, "{diff}");
+    assert_eq!(
+        lines[0],
+        json!({ "change": "same", "old_no": 1, "new_no": 1, "text": "echo one" })
+    );
+    assert_eq!(
+        lines[1],
+        json!({ "change": "added", "old_no": null, "new_no": 2, "text": "echo two" })
+    );
+    // The other way round, the line is removed.
+    let back = h
+        .get(
+            "/jobs/{id}/script/diff",
+            &format!("/jobs/{j}/script/diff?from=2&to=1"),
+            BUILTIN,
+        )
+        .await
+        .ok();
+    assert_eq!(
+        (back["added"].as_u64(), back["removed"].as_u64()),
+        (Some(0), Some(1))
+    );
+
+    // Bad input: a clear error, nothing changed.
+    for (query, status) in [
+        ("from=1&to=9", 404),
+        ("from=1", 400),
+        ("from=one&to=2", 400),
+        ("from=1&to=2&context=3", 400),
+    ] {
+        let a = h
+            .get(
+                "/jobs/{id}/script/diff",
+                &format!("/jobs/{j}/script/diff?{query}"),
+                BUILTIN,
+            )
+            .await;
+        assert_eq!(a.status, status, "{query}: {a:?}");
+        assert!(
+            !a.body["message"].as_str().unwrap_or_default().is_empty(),
+            "{a:?}"
+        );
+    }
+    let missing = h
+        .get(
+            "/jobs/{id}/script/diff",
+            "/jobs/424242/script/diff?from=1&to=2",
+            BUILTIN,
+        )
+        .await;
+    assert_eq!(missing.status, 404, "{missing:?}");
+    assert_eq!(state(&h, j).await, before);
 }
