@@ -16,6 +16,20 @@ use tickwork_admin::Service;
 use tickwork_console_tests::{ADMIN_PASSWORD, APP, Console};
 use tickwork_protocol::api::{JobQuery, RunQuery};
 
+/// Creates an executor group `app` with no executor (automatic addresses, none registered).
+async fn empty_group(a: &Service, app: &str, title: &str) -> tickwork_protocol::api::GroupView {
+    let input = tickwork_protocol::api::GroupInput {
+        app_name: app.to_owned(),
+        title: title.to_owned(),
+        address_mode: None,
+        addresses: Vec::new(),
+    };
+    a.groups()
+        .create(&tickwork_admin::Principal::system(), input)
+        .await
+        .unwrap_or_else(|e| panic!("group {app}: {e}"))
+}
+
 async fn jobs_total(a: &Service) -> u64 {
     a.jobs()
         .list(JobQuery::default())
@@ -402,22 +416,7 @@ async fn the_dashboard_shows_missed_fires_and_the_form_takes_a_lateness_budget()
     let Some(mut c) = Console::start("fires").await else {
         return;
     };
-    let system = tickwork_admin::Principal::system();
-    let group = c
-        .admin
-        .groups()
-        .create(
-            &system,
-            tickwork_protocol::api::GroupInput {
-                app_name: "nobody-home".to_owned(),
-                title: "Nobody home".to_owned(),
-                address_mode: None,
-                addresses: Vec::new(),
-            },
-        )
-        .await
-        .expect("group")
-        .id;
+    let group = empty_group(&c.admin, "nobody-home", "Nobody home").await.id;
     running_job(&c.admin, group, "orphan-sync", "FIX_RATE", "1", "UTC").await;
 
     c.open("/").await;
@@ -719,21 +718,7 @@ async fn codes_periods_and_group_ticks_read_in_english_and_chinese() {
     c.login("admin", ADMIN_PASSWORD).await;
     create_group(&mut c).await;
     let system = tickwork_admin::Principal::system();
-    let reports = c
-        .admin
-        .groups()
-        .create(
-            &system,
-            tickwork_protocol::api::GroupInput {
-                app_name: "reports".to_owned(),
-                title: "Monthly reports".to_owned(),
-                address_mode: None,
-                addresses: Vec::new(),
-            },
-        )
-        .await
-        .expect("group")
-        .id;
+    let reports = empty_group(&c.admin, "reports", "Monthly reports").await.id;
     let groups = c.admin.groups().list().await.expect("groups");
     let own = groups.iter().find(|g| g.app_name == APP).expect("group").id;
 
@@ -959,20 +944,7 @@ async fn the_script_editor_indents_highlights_and_compares_versions() {
         return;
     };
     let system = tickwork_admin::Principal::system();
-    let group = c
-        .admin
-        .groups()
-        .create(
-            &system,
-            tickwork_protocol::api::GroupInput {
-                app_name: "editor".to_owned(),
-                title: "Editor".to_owned(),
-                address_mode: None,
-                addresses: Vec::new(),
-            },
-        )
-        .await
-        .expect("group");
+    let group = empty_group(&c.admin, "editor", "Editor").await;
     let mut input = tickwork_protocol::api::JobInput::new(group.id);
     input.spec.description = "python report".to_owned();
     input.spec.schedule_type = "NONE".parse().expect("a schedule type");
@@ -1209,20 +1181,7 @@ async fn an_operator_with_many_jobs_pages_sorts_and_acts_on_ticked_rows() {
         return;
     };
     let system = tickwork_admin::Principal::system();
-    let group = c
-        .admin
-        .groups()
-        .create(
-            &system,
-            tickwork_protocol::api::GroupInput {
-                app_name: "batch".to_owned(),
-                title: "Batch".to_owned(),
-                address_mode: None,
-                addresses: Vec::new(),
-            },
-        )
-        .await
-        .expect("group");
+    let group = empty_group(&c.admin, "batch", "Batch").await;
     // 125 running jobs (due once a year), their descriptions not in id order.
     let inputs = (0..125)
         .map(|i| {

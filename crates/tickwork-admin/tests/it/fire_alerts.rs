@@ -87,6 +87,19 @@ async fn check_rounds(admin: &InProcessAdmin, rounds: u64) {
     .await;
 }
 
+/// A group `app` that lists `executor` by hand: it stays reachable whichever admin runs, and
+/// its beats do not matter to an admin on a manual clock.
+async fn manual_group(api: &Api, app: &str, executor: &CountingExecutor) -> i64 {
+    api.post(
+        "groups",
+        json!({ "app_name": app, "title": app, "address_mode": "manual",
+                "addresses": [executor.address()] }),
+    )
+    .await["id"]
+        .as_i64()
+        .expect("group id")
+}
+
 async fn channel(api: &Api, rx: &Receiver) {
     api.post(
         "alarm-channels",
@@ -141,16 +154,7 @@ async fn every_admin_stopped_for_a_while_alarms_once_for_the_fires_of_the_stop()
     let api = Api::new(&first.address);
     let executor =
         CountingExecutor::start("stopped", std::slice::from_ref(&first.address), &db.token).await;
-    // A manual list: the executor stays reachable whichever admin runs.
-    let group = api
-        .post(
-            "groups",
-            json!({ "app_name": "stopped", "title": "stopped", "address_mode": "manual",
-                    "addresses": [executor.address()] }),
-        )
-        .await["id"]
-        .as_i64()
-        .expect("group id");
+    let group = manual_group(&api, "stopped", &executor).await;
     let rx = Receiver::start().await;
     channel(&api, &rx).await;
     let job = every_second(&api, group, "every-second").await;
@@ -373,15 +377,7 @@ async fn a_late_fire_and_a_doubled_fire_alarm_once_each() {
     let store = admin.store.clone();
     let executor =
         CountingExecutor::start("hourly", std::slice::from_ref(&admin.address), &db.token).await;
-    let group = api
-        .post(
-            "groups",
-            json!({ "app_name": "hourly", "title": "hourly", "address_mode": "manual",
-                    "addresses": [executor.address()] }),
-        )
-        .await["id"]
-        .as_i64()
-        .expect("group id");
+    let group = manual_group(&api, "hourly", &executor).await;
     let rx = Receiver::start().await;
     channel(&api, &rx).await;
     let job = api
