@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tickwork_store::{
     AlarmChannel, AlarmDeliveriesQueue, AlarmDelivery, DeliveryClaim, DeliveryFinish,
-    DeliveryOutcome, RunAlarm,
+    DeliveryOutcome, RunAlarm, Store,
 };
 use tokio::task::JoinSet;
 use tracing::{info, warn};
@@ -42,6 +42,54 @@ pub(crate) fn channel_names(list: &str) -> impl Iterator<Item = &str> {
     list.split(',').map(str::trim).filter(|n| !n.is_empty())
 }
 
+/// The alarm channels of jobs, for one round that queues alarms: the channels read once, each
+/// job's list of channel names read once.
+pub(crate) struct JobChannels {
+    channels: HashMap<String, AlarmChannel>,
+    lists: HashMap<i64, String>,
+}
+
+impl JobChannels {
+    pub(crate) async fn load(store: &dyn Store) -> Result<JobChannels, Error> {
+        let channels = store
+            .alarm_channels_list()
+            .await?
+            .into_iter()
+            .map(|c| (c.name.clone(), c))
+            .collect();
+        Ok(JobChannels {
+            channels,
+            lists: HashMap::new(),
+        })
+    }
+
+    /// The ids of the enabled channels job `job_id` lists (none for a deleted job), and the
+    /// names it lists that are no channel.
+    pub(crate) async fn of_job(
+        &mut self,
+        store: &dyn Store,
+        job_id: i64,
+    ) -> Result<(Vec<i64>, Vec<String>), Error> {
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.lists.entry(job_id) {
+            let list = match store.job_get(job_id).await {
+                Ok(job) => job.spec.alarm_channels,
+                Err(tickwork_store::Error::NotFound { .. }) => String::new(),
+                Err(e) => return Err(e.into()),
+            };
+            slot.insert(list);
+        }
+        let (mut ids, mut unknown) = (Vec::new(), Vec::new());
+        for name in channel_names(&self.lists[&job_id]) {
+            match self.channels.get(name) {
+                Some(c) if c.enabled => ids.push(c.id),
+                Some(_) => {}
+                None => unknown.push(name.to_owned()),
+            }
+        }
+        Ok((ids, unknown))
+    }
+}
+
 impl Maintenance {
     /// Writes the deliveries of runs queued for an alarm: one per enabled channel of the job.
     /// How many were written.
@@ -53,35 +101,17 @@ impl Maintenance {
             if runs.is_empty() {
                 return Ok(total);
             }
-            let channels: HashMap<String, AlarmChannel> = store
-                .alarm_channels_list()
-                .await?
-                .into_iter()
-                .map(|c| (c.name.clone(), c))
-                .collect();
-            let mut jobs: HashMap<i64, String> = HashMap::new();
+            let mut of_jobs = JobChannels::load(store.as_ref()).await?;
             let mut queue = Vec::with_capacity(runs.len());
             for run in &runs {
-                if let std::collections::hash_map::Entry::Vacant(slot) = jobs.entry(run.job_id) {
-                    let list = match store.job_get(run.job_id).await {
-                        Ok(job) => job.spec.alarm_channels,
-                        Err(tickwork_store::Error::NotFound { .. }) => String::new(),
-                        Err(e) => return Err(e.into()),
-                    };
-                    slot.insert(list);
-                }
-                let mut channel_ids = Vec::new();
-                for name in channel_names(&jobs[&run.job_id]) {
-                    match channels.get(name) {
-                        Some(c) if c.enabled => channel_ids.push(c.id),
-                        Some(_) => {}
-                        None => warn!(
-                            run_id = run.id,
-                            job_id = run.job_id,
-                            channel = %name,
-                            "alarm channel of the job does not exist; skipped"
-                        ),
-                    }
+                let (channel_ids, unknown) = of_jobs.of_job(store.as_ref(), run.job_id).await?;
+                for name in unknown {
+                    warn!(
+                        run_id = run.id,
+                        job_id = run.job_id,
+                        channel = %name,
+                        "alarm channel of the job does not exist; skipped"
+                    );
                 }
                 queue.push(RunAlarm {
                     run_id: run.id,

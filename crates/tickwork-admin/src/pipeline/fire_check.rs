@@ -9,8 +9,6 @@
 //! fell behind) is still ahead of the cursor. It also ends before the first fire still in
 //! flight, which a later round judges once it settled.
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -18,7 +16,7 @@ use tickwork_core::fire_check::{self, FireAlertKind, Tolerance};
 use tickwork_store::{CursorOpen, FireAlertNew, FireAlertWritten, FireAlertsRecord, FireScan};
 use tracing::warn;
 
-use super::alarm_delivery::channel_names;
+use super::alarm_delivery::JobChannels;
 use super::monitor::Maintenance;
 use crate::Error;
 
@@ -140,30 +138,11 @@ impl Maintenance {
         if alerts.is_empty() {
             return Ok(Vec::new());
         }
-        let store = &self.inner.store;
-        let channels: HashMap<String, i64> = store
-            .alarm_channels_list()
-            .await?
-            .into_iter()
-            .filter(|c| c.enabled)
-            .map(|c| (c.name, c.id))
-            .collect();
-        let mut of_job: HashMap<i64, Vec<i64>> = HashMap::new();
+        let store = self.inner.store.as_ref();
+        let mut of_jobs = JobChannels::load(store).await?;
         let mut out = Vec::with_capacity(alerts.len());
         for alert in alerts {
-            let channel_ids = match of_job.entry(alert.job_id) {
-                Entry::Occupied(known) => known.get().clone(),
-                Entry::Vacant(new) => {
-                    let ids: Vec<i64> = match store.job_get(alert.job_id).await {
-                        Ok(job) => channel_names(&job.spec.alarm_channels)
-                            .filter_map(|name| channels.get(name).copied())
-                            .collect(),
-                        Err(tickwork_store::Error::NotFound { .. }) => Vec::new(),
-                        Err(e) => return Err(e.into()),
-                    };
-                    new.insert(ids).clone()
-                }
-            };
+            let (channel_ids, _unknown) = of_jobs.of_job(store, alert.job_id).await?;
             out.push(FireAlertNew { channel_ids, alert });
         }
         Ok(out)
