@@ -4,13 +4,12 @@
 
 use crate::support;
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::json;
 use support::{Api, Backend, CountingExecutor, InProcessAdmin, TestDb, runs_of};
+use tickwork_admin::FENCE_LEAD_MS;
 use tickwork_admin::clock::ManualClock;
-use tickwork_admin::{FENCE_LEAD_MS, PipelineHandle};
 use tickwork_core::TriggerType;
 use tickwork_core::run::RunState;
 use tickwork_store::Run;
@@ -86,18 +85,10 @@ impl Setup {
             .expect("job id")
     }
 
-    /// Sets the clock to `at` and waits for a claim round that saw it: whatever that round
-    /// planned is armed. The claim loop's pause counts from its last round, so it is woken, as
-    /// a job change wakes it, to look at the new time at once.
+    /// Sets the clock to `at` and waits for a claim round that saw it (see
+    /// `InProcessAdmin::move_clock_to`).
     async fn move_to(&self, at: i64) {
-        self.clock.set(at);
-        let scheduler = &self.admin.admin.scheduler;
-        PipelineHandle::wake(scheduler);
-        let stats = scheduler.stats();
-        wait_until("a claim round at the new time", WAIT, move || async move {
-            (stats.last_claim_at.load(Ordering::SeqCst) >= at).then_some(())
-        })
-        .await;
+        self.admin.move_clock_to(&self.clock, at, WAIT).await;
     }
 
     /// Moves the clock to a millisecond before `at`, the instant of `run_id`, and checks that

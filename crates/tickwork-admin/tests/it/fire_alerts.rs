@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::{Api, Backend, CountingExecutor, InProcessAdmin, TestDb, runs_of};
-use tickwork_admin::PipelineHandle;
 use tickwork_admin::clock::ManualClock;
 use tickwork_core::fire_check::FireAlertKind;
 use tickwork_core::run::RunState;
@@ -323,18 +322,6 @@ fire_missed_after_ms = 10000
 poll_interval_ms = 100
 "#;
 
-/// Moves the clock to `at`, wakes the claim, and waits for a claim round that saw it.
-async fn move_to(admin: &InProcessAdmin, clock: &ManualClock, at: i64) {
-    clock.set(at);
-    let scheduler = &admin.admin.scheduler;
-    PipelineHandle::wake(scheduler);
-    let stats = scheduler.stats();
-    wait_until("a claim round at the new time", WAIT, || async {
-        (stats.last_claim_at.load(Ordering::SeqCst) >= at).then_some(())
-    })
-    .await;
-}
-
 /// Moves the clock a second at a time, up to `limit`, until `check` holds: the check's rounds
 /// run when their interval passed on the clock, so time has to move for them.
 async fn drive_until<T, F, Fut>(clock: &ManualClock, limit: i64, what: &str, mut check: F) -> T
@@ -412,7 +399,7 @@ async fn a_late_fire_and_a_doubled_fire_alarm_once_each() {
     // The first fire goes out 3 s after its instant (under the misfire threshold of 5 s):
     // late by the job's budget of 1 s.
     let fire = T0 + HOUR;
-    move_to(&admin, &clock, fire + 3_000).await;
+    admin.move_clock_to(&clock, fire + 3_000, WAIT).await;
     let late_run = ended(store.as_ref(), job, fire).await;
     assert_eq!(late_run.dispatched_at, Some(fire + 3_000), "{late_run:?}");
     let doc = drive_until(&clock, fire + 60_000, "a fires_late alarm", || async {
@@ -427,7 +414,7 @@ async fn a_late_fire_and_a_doubled_fire_alarm_once_each() {
     // The next fire is on time, and the ledger holds a second run of it (impossible by design:
     // written here past the unique key, as a fault of the store would).
     let next = fire + HOUR;
-    move_to(&admin, &clock, next).await;
+    admin.move_clock_to(&clock, next, WAIT).await;
     let on_time = ended(store.as_ref(), job, next).await;
     let pool = sqlx::SqlitePool::connect(&db.url).await.expect("sqlite");
     sqlx::query("DROP INDEX tw_runs_fire")

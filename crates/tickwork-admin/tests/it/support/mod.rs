@@ -462,6 +462,26 @@ impl InProcessAdmin {
         }
     }
 
+    /// Sets `clock` (this admin's manual clock) to `at`, wakes the claim (its pause counts from
+    /// its last round) and waits up to `wait` for a claim round that saw the new time: whatever
+    /// that round planned is armed.
+    pub(crate) async fn move_clock_to(
+        &self,
+        clock: &tickwork_admin::clock::ManualClock,
+        at: i64,
+        wait: Duration,
+    ) {
+        use std::sync::atomic::Ordering;
+        clock.set(at);
+        let scheduler = &self.admin.scheduler;
+        tickwork_admin::PipelineHandle::wake(scheduler);
+        let stats = scheduler.stats();
+        tickwork_testkit::wait_until("a claim round at the new time", wait, || async {
+            (stats.last_claim_at.load(Ordering::SeqCst) >= at).then_some(())
+        })
+        .await;
+    }
+
     /// A clean shutdown, as on SIGTERM.
     pub(crate) async fn shutdown(mut self) {
         self.stop.cancel();
