@@ -265,17 +265,46 @@ impl<B: Backend> SqlStore<B> {
         params: &ClaimParams,
     ) -> Result<HashMap<(i64, i64), i64>, Error> {
         let mut ids = HashMap::with_capacity(fires.len());
+        if B::KIND == Kind::Sqlite {
+            // One statement, the rows as JSON (see [`JsonRows`]); `WHERE true` tells SQLite's
+            // parser that ON CONFLICT belongs to the insert, not to a join.
+            let mut rows = JsonRows::with_capacity(fires.len());
+            for f in fires {
+                let job = &jobs[f.job];
+                let finished_at = (f.fire.state != RunState::Planned).then_some(params.now);
+                rows.row()
+                    .int(job.id)
+                    .int(job.spec.group_id)
+                    .int(f.fire.scheduled_at)
+                    .int(f.fire.fire_key)
+                    .str(f.fire.trigger_type.as_str())
+                    .str(&job.spec.handler)
+                    .str(&job.spec.params)
+                    .str(f.fire.state.as_str())
+                    .int(job.spec.priority.into())
+                    .opt_int(finished_at);
+            }
+            let q = Query::new(format!(
+                "INSERT INTO tw_runs ({FIRE_COLUMNS}) SELECT f.value ->> 0, f.value ->> 1, \
+                 f.value ->> 2, f.value ->> 3, f.value ->> 4, 0, f.value ->> 5, f.value ->> 6, \
+                 f.value ->> 7, ?, f.value ->> 8, ?, f.value ->> 9 FROM json_each(?) AS f \
+                 WHERE true ON CONFLICT (job_id, fire_key) DO NOTHING \
+                 RETURNING id, job_id, fire_key"
+            ))
+            .bind(params.node_id.as_str())
+            .bind(params.now)
+            .bind(rows.finish());
+            for (id, job, key) in B::fetch_all::<(i64, i64, i64)>(conn, q).await? {
+                ids.insert((job, key), id);
+            }
+            return Ok(ids);
+        }
         // Thirteen binds and their placeholders per row, plus the job's handler and params.
         let row_bytes = |f: &NewFire| {
             let spec = &jobs[f.job].spec;
             240 + spec.handler.len() + spec.params.len()
         };
-        let budget = if B::KIND == Kind::Sqlite {
-            SQLITE_STATEMENT_BYTES
-        } else {
-            STATEMENT_BYTES
-        };
-        for chunk in sized_chunks_within(fires, budget, row_bytes) {
+        for chunk in sized_chunks(fires, row_bytes) {
             let wanted: HashSet<(i64, i64)> = chunk
                 .iter()
                 .map(|f| (jobs[f.job].id, f.fire.fire_key))
@@ -370,6 +399,26 @@ impl<B: Backend> SqlStore<B> {
         next: &[(i64, Option<i64>)],
         last_fire: &HashMap<i64, i64>,
     ) -> Result<(), Error> {
+        if B::KIND == Kind::Sqlite {
+            // One statement, the rows as JSON (see [`JsonRows`]): id, next fire (null stops
+            // the job), last planned fire (null keeps the one it has).
+            let mut rows = JsonRows::with_capacity(next.len());
+            for &(id, at) in next {
+                rows.row()
+                    .int(id)
+                    .opt_int(at)
+                    .opt_int(last_fire.get(&id).copied());
+            }
+            let q = Query::new(
+                "UPDATE tw_jobs SET next_fire_at = n.value ->> 1, \
+                 status = CASE WHEN n.value ->> 1 IS NULL THEN 'stopped' ELSE status END, \
+                 last_fire_at = COALESCE(n.value ->> 2, last_fire_at) \
+                 FROM json_each(?) AS n WHERE tw_jobs.id = n.value ->> 0",
+            )
+            .bind(rows.finish());
+            B::execute(conn, q).await?;
+            return Ok(());
+        }
         for chunk in sized_chunks(next, |_| 120) {
             // A no-op first assignment, so every real one below can start with a comma.
             let mut q = Query::new("UPDATE tw_jobs SET updated_at = updated_at").one_off();

@@ -9,6 +9,7 @@ mod cluster;
 mod fire_check;
 mod groups;
 mod jobs;
+mod json_rows;
 mod runs;
 mod scripts;
 mod transitions;
@@ -23,6 +24,8 @@ use tickwork_core::TriggerType;
 use tickwork_core::alarm::AlarmStatus;
 use tickwork_core::job::Limits;
 use tickwork_core::run::{RunMove, RunState};
+
+use json_rows::JsonRows;
 
 use crate::error::{is_foreign_key_violation, is_retryable, is_unique_violation};
 use crate::model::*;
@@ -75,28 +78,11 @@ const STATEMENT_BYTES: usize = 12 * 1024;
 /// [`STATEMENT_BYTES`] (and at most [`ROWS_PER_STATEMENT`] rows); a row bigger than the
 /// budget goes alone.
 fn sized_chunks<T>(items: &[T], row_bytes: impl Fn(&T) -> usize) -> Vec<&[T]> {
-    sized_chunks_within(items, STATEMENT_BYTES, row_bytes)
-}
-
-/// SQLite's statements do not cross a network: a multi-row one may be as big as the bind
-/// limit allows, and fewer statements are fewer calls to the driver's worker thread, each of
-/// which waits its turn on a runtime busy with dispatches.
-const SQLITE_STATEMENT_BYTES: usize = 256 * 1024;
-
-/// Ids in one `IN (...)` list on SQLite: under its 32,766 binds with room for a few more.
-const SQLITE_IDS_PER_STATEMENT: usize = 30_000;
-
-/// [`sized_chunks`] with a budget of `budget` bytes a statement.
-fn sized_chunks_within<T>(
-    items: &[T],
-    budget: usize,
-    row_bytes: impl Fn(&T) -> usize,
-) -> Vec<&[T]> {
     let mut chunks = Vec::new();
     let (mut start, mut bytes) = (0, 0);
     for (i, item) in items.iter().enumerate() {
         let size = row_bytes(item);
-        if i > start && (bytes + size > budget || i - start == ROWS_PER_STATEMENT) {
+        if i > start && (bytes + size > STATEMENT_BYTES || i - start == ROWS_PER_STATEMENT) {
             chunks.push(&items[start..i]);
             (start, bytes) = (i, 0);
         }
@@ -108,14 +94,14 @@ fn sized_chunks_within<T>(
     chunks
 }
 
+/// Ids in one `IN (...)` list on SQLite: under its 32,766 binds with room for a few more.
+const SQLITE_IDS_PER_STATEMENT: usize = 30_000;
+
 /// Most rows of one insert. Inserts are prepared once per row count and kept by the driver,
 /// so row counts are powers of two up to this: a handful of statement texts per table. A
 /// statement prepared for one use costs MySQL a prepare and a close each time, and the close
 /// (which the server does not answer) holds the next request back until the server's delayed
-/// ACK, some 40 ms. SQLite's repeated statements (see [`repeated`]) use the same bound: the
-/// driver keeps each text's statements prepared, 127 for the seven powers of two up to 64;
-/// at 512 it held 1,023 per text, 35 MB more at 1,000 fires a second, for a gain at 10,000 a
-/// second that three runs did not tell apart from the machine's noise.
+/// ACK, some 40 ms.
 const MAX_ROWS: usize = 64;
 
 /// Splits `items` into runs of a power-of-two length (at most [`MAX_ROWS`]) whose estimated
@@ -139,21 +125,6 @@ fn pow2_chunks<T>(items: &[T], row_bytes: impl Fn(&T) -> usize) -> Vec<&[T]> {
         start += n;
     }
     chunks
-}
-
-/// One row's statement `sql` written `rows` times in one text, for SQLite: the driver runs
-/// the statements of one query (binds taken in order) in one call to its worker thread, where
-/// a statement a row costs a call and two thread switches each, 20,000 a second at 10,000
-/// fires a second. Chunked by [`pow2_chunks`], so a handful of texts stay prepared.
-fn repeated(sql: &str, rows: usize) -> String {
-    let mut text = String::with_capacity((sql.len() + 2) * rows);
-    for n in 0..rows {
-        if n > 0 {
-            text.push_str("; ");
-        }
-        text.push_str(sql);
-    }
-    text
 }
 
 /// A [`Store`] on one backend.
@@ -490,14 +461,5 @@ mod tests {
         for (sizes, want) in cases {
             assert_eq!(&lens(pow2_chunks(sizes, |&n| n)), want, "sizes {sizes:?}");
         }
-    }
-
-    #[test]
-    fn a_repeated_statement_is_its_rows_joined() {
-        assert_eq!(repeated("UPDATE t SET a = ?", 1), "UPDATE t SET a = ?");
-        assert_eq!(
-            repeated("UPDATE t SET a = ?", 3),
-            "UPDATE t SET a = ?; UPDATE t SET a = ?; UPDATE t SET a = ?"
-        );
     }
 }

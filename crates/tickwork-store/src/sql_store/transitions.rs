@@ -155,30 +155,31 @@ impl<B: Backend> SqlStore<B> {
         let mut changed = 0;
         let mut tx = B::begin_write(&self.writes).await?;
         if B::KIND == Kind::Sqlite {
-            // A prepared statement a row, many rows a call (see [`repeated`]), where a
-            // multi-row one is parsed again for every batch and walks its CASE arms per row.
+            // One statement for the batch, the rows as JSON (see [`JsonRows`]). `+state` and
+            // `+owner_node` keep the planner off their index, so it walks the rows and finds
+            // each run by its id.
             let sql = format!(
                 "UPDATE tw_runs SET state = CASE WHEN state{} THEN {} ELSE state END, \
-                 executor_address = ?, trigger_code = ?, trigger_msg = ?, dispatched_at = ? \
-                 WHERE id = ? AND dispatched_at IS NULL AND trigger_code = 0 AND state{} \
-                 AND owner_node = ?",
+                 executor_address = d.value ->> 1, trigger_code = d.value ->> 2, \
+                 trigger_msg = d.value ->> 3, dispatched_at = d.value ->> 4 \
+                 FROM json_each(?) AS d WHERE tw_runs.id = d.value ->> 0 \
+                 AND dispatched_at IS NULL AND trigger_code = 0 AND +state{} \
+                 AND +owner_node = ?",
                 state_in(RunMove::Dispatch.from_states()),
                 state_literal(RunMove::Dispatch.to()),
                 &*DISPATCH_RECORD_STATES
             );
-            for chunk in pow2_chunks(batch, |_| 0) {
-                let mut q = Query::new(repeated(&sql, chunk.len()));
-                for d in chunk {
-                    q = q
-                        .bind(d.address.as_str())
-                        .bind(d.trigger_code)
-                        .bind(clip(d.trigger_msg.as_deref()))
-                        .bind(d.at)
-                        .bind(d.run_id)
-                        .bind(node);
-                }
-                changed += B::execute(&mut *tx, q).await?.rows;
+            let mut rows = JsonRows::with_capacity(batch.len());
+            for d in batch {
+                rows.row()
+                    .int(d.run_id)
+                    .str(&d.address)
+                    .int(d.trigger_code.into())
+                    .opt_str(clip(d.trigger_msg.as_deref()).as_deref())
+                    .int(d.at);
             }
+            let q = Query::new(sql).bind(rows.finish()).bind(node);
+            changed += B::execute(&mut *tx, q).await?.rows;
             tx.commit().await?;
             return Ok(changed);
         }
@@ -232,24 +233,34 @@ impl<B: Backend> SqlStore<B> {
         let mut done = Vec::with_capacity(batch.len());
         let mut tx = B::begin_write(&self.writes).await?;
         if B::KIND == Kind::Sqlite {
-            // The only writer, so no lock: a prepared statement a row (a few texts, one per
-            // result state), many rows of one text a call (see [`repeated`]), where a
-            // multi-row one is parsed again for every batch.
-            let mut by_text: BTreeMap<String, Vec<Query>> = BTreeMap::new();
+            // The only writer, so no lock: one statement per result state, the rows as JSON
+            // (see [`JsonRows`]), the runs that ended read back by RETURNING.
+            let mut by_state: BTreeMap<RunState, JsonRows> = BTreeMap::new();
             for c in &batch {
-                let mut q = Self::complete_update(c);
-                q.push(" RETURNING ").push(RUN_COLUMNS);
-                by_text.entry(q.sql.clone()).or_default().push(q);
+                by_state
+                    .entry(c.state)
+                    .or_insert_with(|| JsonRows::with_capacity(batch.len()))
+                    .row()
+                    .int(c.run_id)
+                    .int(c.handle_code.into())
+                    .opt_str(clip(c.handle_msg.as_deref()).as_deref())
+                    .int(c.at);
             }
-            for (sql, rows) in &by_text {
-                for chunk in pow2_chunks(rows, |_| 0) {
-                    let mut q = Query::new(repeated(sql, chunk.len()));
-                    for row in chunk {
-                        q.args.extend(row.args.iter().cloned());
-                    }
-                    for row in B::fetch_all::<RunRow>(&mut *tx, q).await? {
-                        done.push(Run::try_from(row)?);
-                    }
+            for (state, rows) in by_state {
+                let mut q = Query::new("UPDATE tw_runs SET state = ");
+                push_result_state(&mut q, state);
+                q.push(
+                    ", handle_code = c.value ->> 1, handle_msg = c.value ->> 2, \
+                     finished_at = c.value ->> 3 FROM json_each(",
+                );
+                q.push_bind(rows.finish());
+                // `+state` keeps the planner off the state index: it walks the rows and finds
+                // each run by its id.
+                q.push(") AS c WHERE tw_runs.id = c.value ->> 0 AND +state");
+                q.push(&state_in(RunMove::Complete(state).from_states()));
+                q.push(" RETURNING ").push(RUN_COLUMNS);
+                for row in B::fetch_all::<RunRow>(&mut *tx, q).await? {
+                    done.push(Run::try_from(row)?);
                 }
             }
             let ended = Self::write_follow_ups(&mut tx, done, follow).await?;
@@ -447,7 +458,28 @@ impl<B: Backend> SqlStore<B> {
             .into_iter()
             .collect();
         let mut jobs: HashMap<i64, Job> = HashMap::with_capacity(job_ids.len());
-        for chunk in job_ids.chunks(ROWS_PER_STATEMENT) {
+        // SQLite: all in one statement, the ids as one JSON array.
+        let per_statement = if B::KIND == Kind::Sqlite {
+            job_ids.len().max(1)
+        } else {
+            ROWS_PER_STATEMENT
+        };
+        for chunk in job_ids.chunks(per_statement) {
+            if B::KIND == Kind::Sqlite {
+                let mut ids = JsonRows::with_capacity(chunk.len());
+                for &id in chunk {
+                    ids.row().int(id);
+                }
+                let q = Query::new(format!(
+                    "SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id IN \
+                     (SELECT i.value ->> 0 FROM json_each(?) AS i)"
+                ))
+                .bind(ids.finish());
+                for job in convert::<JobRow, Job>(B::fetch_all::<JobRow>(&mut *conn, q).await?)? {
+                    jobs.insert(job.id, job);
+                }
+                continue;
+            }
             let mut q =
                 Query::new(format!("SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id IN ")).one_off();
             q.push_list(chunk.iter().copied());

@@ -345,6 +345,7 @@ conformance! {
     ],
     runs: [
         runs_mark_dispatched_in_one_batch,
+        batch_writes_keep_any_text_exactly,
         runs_complete_finishes_a_batch_once,
         run_set_shard_records_a_broadcast_shard,
         run_skip_ends_only_unsent_runs_of_its_node,

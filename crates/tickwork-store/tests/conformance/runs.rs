@@ -77,6 +77,55 @@ pub(crate) async fn runs_mark_dispatched_in_one_batch(ctx: Ctx) {
     assert_eq!(mark_dispatched(store, "node-a", Vec::new()).await, 0);
 }
 
+/// Texts that a batch statement must carry exactly, whatever the backend encodes its rows
+/// with (SQLite's are one JSON array): quotes, backslashes, line breaks, control characters,
+/// JSON and SQL syntax, and characters outside ASCII.
+const AWKWARD: &str =
+    "say \"hi\" \\ C:\\dir\n\ttab \u{1} ]},{\"x\":null}' OR 1=1 -- 调度 \u{1F600}";
+
+pub(crate) async fn batch_writes_keep_any_text_exactly(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "texts").await;
+    let mut new = job_new(g.id, "texts");
+    new.spec.schedule_type = ScheduleType::FixRate;
+    new.spec.schedule_conf = "1".to_owned();
+    new.spec.handler = format!("handler {AWKWARD}");
+    new.spec.params = format!("params {AWKWARD}");
+    new.status = JobStatus::Running;
+    new.next_fire_at = Some(NOW);
+    let job = store.job_create(new).await.expect("create job");
+    let claimed = store
+        .jobs_claim_due(claim("node-a", NOW, 0, 10), &fixed_rate(100, NOW))
+        .await
+        .unwrap();
+    assert_eq!(claimed.runs.len(), 1);
+    let run = store.run_get(claimed.runs[0].id).await.unwrap();
+    assert_eq!(run.handler, job.spec.handler);
+    assert_eq!(run.params, job.spec.params);
+    assert_eq!(run, claimed.runs[0]);
+    begin_send(store, run.id).await;
+    let mut record = dispatched(run.id, "http://exec:9999/", NOW + 1);
+    record.trigger_msg = Some(format!("trigger {AWKWARD}"));
+    assert_eq!(mark_dispatched(store, "node-a", vec![record]).await, 1);
+    let done = store
+        .complete_batch_plain(&[RunComplete {
+            run_id: run.id,
+            handle_code: 500,
+            handle_msg: Some(format!("handle {AWKWARD}")),
+            state: RunState::Failed,
+            at: NOW + 2,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(done.len(), 1);
+    let run = store.run_get(run.id).await.unwrap();
+    assert_eq!(done[0], run);
+    assert_eq!(run.trigger_msg, Some(format!("trigger {AWKWARD}")));
+    assert_eq!(run.handle_msg, Some(format!("handle {AWKWARD}")));
+    assert_eq!(run.executor_address.as_deref(), Some("http://exec:9999/"));
+    assert_eq!((run.state, run.handle_code), (RunState::Failed, 500));
+}
+
 pub(crate) async fn runs_complete_finishes_a_batch_once(ctx: Ctx) {
     let store = &*ctx.store;
     let g = group(store, "batch").await;

@@ -1,0 +1,97 @@
+//! Many rows as one JSON array bound to one SQLite statement (`json_each(?)`): a batch is
+//! then one statement, prepared once and run in one call to the driver's worker thread,
+//! where a statement a row cost a call each and kept the one write connection waiting on a
+//! runtime busy with dispatches.
+
+use std::fmt::Write;
+
+/// A JSON array of rows, each an array of values, read in SQL as `j.value ->> n`.
+#[derive(Debug)]
+pub(super) struct JsonRows {
+    text: String,
+    /// Values in the row being written; `None` before the first row.
+    in_row: Option<usize>,
+}
+
+impl JsonRows {
+    pub(super) fn with_capacity(rows: usize) -> Self {
+        let mut text = String::with_capacity(2 + rows * 48);
+        text.push('[');
+        JsonRows { text, in_row: None }
+    }
+
+    /// Starts a row.
+    pub(super) fn row(&mut self) -> &mut Self {
+        if self.in_row.is_some() {
+            self.text.push_str("],");
+        }
+        self.text.push('[');
+        self.in_row = Some(0);
+        self
+    }
+
+    fn sep(&mut self) {
+        let n = self.in_row.as_mut().expect("a value outside a row");
+        if *n > 0 {
+            self.text.push(',');
+        }
+        *n += 1;
+    }
+
+    pub(super) fn int(&mut self, v: i64) -> &mut Self {
+        self.sep();
+        let _ = write!(self.text, "{v}");
+        self
+    }
+
+    pub(super) fn opt_int(&mut self, v: Option<i64>) -> &mut Self {
+        match v {
+            Some(v) => self.int(v),
+            None => self.null(),
+        }
+    }
+
+    pub(super) fn str(&mut self, v: &str) -> &mut Self {
+        self.sep();
+        // A str always serializes; JSON escapes keep any text intact.
+        let quoted = serde_json::to_string(v).unwrap_or_else(|_| "null".to_owned());
+        self.text.push_str(&quoted);
+        self
+    }
+
+    pub(super) fn opt_str(&mut self, v: Option<&str>) -> &mut Self {
+        match v {
+            Some(v) => self.str(v),
+            None => self.null(),
+        }
+    }
+
+    pub(super) fn null(&mut self) -> &mut Self {
+        self.sep();
+        self.text.push_str("null");
+        self
+    }
+
+    /// The array's text.
+    pub(super) fn finish(mut self) -> String {
+        if self.in_row.is_some() {
+            self.text.push(']');
+        }
+        self.text.push(']');
+        self.text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_arrays_of_json_values() {
+        let mut rows = JsonRows::with_capacity(2);
+        rows.row().int(1).str("a \"b\"\n").null();
+        rows.row().opt_int(Some(-2)).opt_str(None).opt_int(None);
+        assert_eq!(rows.finish(), r#"[[1,"a \"b\"\n",null],[-2,null,null]]"#);
+        assert_eq!(JsonRows::with_capacity(0).finish(), "[]");
+    }
+}
