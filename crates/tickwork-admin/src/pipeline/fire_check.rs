@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tickwork_core::fire_check::{self, FireAlertKind, Tolerance};
 use tickwork_store::{CursorOpen, FireAlertNew, FireAlertWritten, FireAlertsRecord, FireScan};
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::alarm_delivery::JobChannels;
 use super::monitor::Maintenance;
@@ -106,16 +106,26 @@ impl Maintenance {
                 };
                 counter.fetch_add(alert.fires as u64, Ordering::Relaxed);
                 queued |= new;
-                warn!(
-                    job_id = alert.job_id,
-                    kind = %alert.kind,
-                    fires = alert.fires,
-                    first_at = alert.first_at,
-                    last_at = alert.last_at,
-                    worst_late_ms = alert.worst_late_ms,
-                    alarm = new,
-                    "fire alert"
-                );
+                // A line per alarm; what is added to an alert within its quiet period is only
+                // counted, or an overloaded admin writes a line per job every round.
+                if new {
+                    warn!(
+                        job_id = alert.job_id,
+                        kind = %alert.kind,
+                        fires = alert.fires,
+                        first_at = alert.first_at,
+                        last_at = alert.last_at,
+                        worst_late_ms = alert.worst_late_ms,
+                        "fire alert"
+                    );
+                } else {
+                    debug!(
+                        job_id = alert.job_id,
+                        kind = %alert.kind,
+                        fires = alert.fires,
+                        "fires added to an alert"
+                    );
+                }
             }
             total += written.len();
             if queued {
