@@ -3,29 +3,30 @@
 //! where a statement a row cost a call each and kept the one write connection waiting on a
 //! runtime busy with dispatches.
 
-use std::fmt::Write;
+use std::io::Write;
 
 /// A JSON array of rows, each an array of values, read in SQL as `j.value ->> n`.
 #[derive(Debug)]
 pub(super) struct JsonRows {
-    text: String,
+    /// The text so far: JSON written by serde_json and ASCII, so always UTF-8.
+    text: Vec<u8>,
     /// Values in the row being written; `None` before the first row.
     in_row: Option<usize>,
 }
 
 impl JsonRows {
     pub(super) fn with_capacity(rows: usize) -> Self {
-        let mut text = String::with_capacity(2 + rows * 48);
-        text.push('[');
+        let mut text = Vec::with_capacity(2 + rows * 48);
+        text.push(b'[');
         JsonRows { text, in_row: None }
     }
 
     /// Starts a row.
     pub(super) fn row(&mut self) -> &mut Self {
         if self.in_row.is_some() {
-            self.text.push_str("],");
+            self.text.extend_from_slice(b"],");
         }
-        self.text.push('[');
+        self.text.push(b'[');
         self.in_row = Some(0);
         self
     }
@@ -33,13 +34,14 @@ impl JsonRows {
     fn sep(&mut self) {
         let n = self.in_row.as_mut().expect("a value outside a row");
         if *n > 0 {
-            self.text.push(',');
+            self.text.push(b',');
         }
         *n += 1;
     }
 
     pub(super) fn int(&mut self, v: i64) -> &mut Self {
         self.sep();
+        // Writing to a Vec cannot fail.
         let _ = write!(self.text, "{v}");
         self
     }
@@ -53,9 +55,8 @@ impl JsonRows {
 
     pub(super) fn str(&mut self, v: &str) -> &mut Self {
         self.sep();
-        // A str always serializes; JSON escapes keep any text intact.
-        let quoted = serde_json::to_string(v).unwrap_or_else(|_| "null".to_owned());
-        self.text.push_str(&quoted);
+        // Straight into the text, quoted and escaped; a str into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut self.text, v);
         self
     }
 
@@ -68,17 +69,17 @@ impl JsonRows {
 
     pub(super) fn null(&mut self) -> &mut Self {
         self.sep();
-        self.text.push_str("null");
+        self.text.extend_from_slice(b"null");
         self
     }
 
     /// The array's text.
     pub(super) fn finish(mut self) -> String {
         if self.in_row.is_some() {
-            self.text.push(']');
+            self.text.push(b']');
         }
-        self.text.push(']');
-        self.text
+        self.text.push(b']');
+        String::from_utf8(self.text).expect("JSON text is UTF-8")
     }
 }
 

@@ -442,6 +442,34 @@ impl<B: Backend> SqlStore<B> {
         Ok(ended)
     }
 
+    /// The statements that read the jobs `ids` whole: on SQLite one, the ids as one JSON
+    /// array (see [`JsonRows`]); elsewhere one per [`ROWS_PER_STATEMENT`] ids.
+    fn jobs_by_id(ids: &[i64]) -> Vec<Query> {
+        if ids.is_empty() {
+            return Vec::new();
+        }
+        if B::KIND == Kind::Sqlite {
+            let mut rows = JsonRows::with_capacity(ids.len());
+            for &id in ids {
+                rows.row().int(id);
+            }
+            let q = Query::new(format!(
+                "SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id IN \
+                 (SELECT i.value ->> 0 FROM json_each(?) AS i)"
+            ))
+            .bind(rows.finish());
+            return vec![q];
+        }
+        ids.chunks(ROWS_PER_STATEMENT)
+            .map(|chunk| {
+                let mut q =
+                    Query::new(format!("SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id IN ")).one_off();
+                q.push_list(chunk.iter().copied());
+                q
+            })
+            .collect()
+    }
+
     /// Writes what follows `ended`, the runs this transaction just ended: asks `follow` about
     /// each run whose job still exists, writes the runs it plans (a run of a job that is gone
     /// is skipped) and moves the job's next fire when it says so, if the job is still running
@@ -458,31 +486,7 @@ impl<B: Backend> SqlStore<B> {
             .into_iter()
             .collect();
         let mut jobs: HashMap<i64, Job> = HashMap::with_capacity(job_ids.len());
-        // SQLite: all in one statement, the ids as one JSON array.
-        let per_statement = if B::KIND == Kind::Sqlite {
-            job_ids.len().max(1)
-        } else {
-            ROWS_PER_STATEMENT
-        };
-        for chunk in job_ids.chunks(per_statement) {
-            if B::KIND == Kind::Sqlite {
-                let mut ids = JsonRows::with_capacity(chunk.len());
-                for &id in chunk {
-                    ids.row().int(id);
-                }
-                let q = Query::new(format!(
-                    "SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id IN \
-                     (SELECT i.value ->> 0 FROM json_each(?) AS i)"
-                ))
-                .bind(ids.finish());
-                for job in convert::<JobRow, Job>(B::fetch_all::<JobRow>(&mut *conn, q).await?)? {
-                    jobs.insert(job.id, job);
-                }
-                continue;
-            }
-            let mut q =
-                Query::new(format!("SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id IN ")).one_off();
-            q.push_list(chunk.iter().copied());
+        for q in Self::jobs_by_id(&job_ids) {
             for job in convert::<JobRow, Job>(B::fetch_all::<JobRow>(&mut *conn, q).await?)? {
                 jobs.insert(job.id, job);
             }
