@@ -34,6 +34,24 @@ pub struct DiffLine {
     pub text: String,
 }
 
+impl Change {
+    /// `same`, `removed` or `added`: the name the REST API answers and the console's CSS
+    /// class.
+    pub fn name(self) -> &'static str {
+        match self {
+            Change::Same => "same",
+            Change::Removed => "removed",
+            Change::Added => "added",
+        }
+    }
+}
+
+/// How many lines of `lines` were added and how many removed.
+pub fn added_and_removed(lines: &[DiffLine]) -> (usize, usize) {
+    let count = |change| lines.iter().filter(|l| l.change == change).count();
+    (count(Change::Added), count(Change::Removed))
+}
+
 impl DiffLine {
     /// `" "`, `"-"` or `"+"`, as unified diffs mark lines.
     pub fn mark(&self) -> &'static str {

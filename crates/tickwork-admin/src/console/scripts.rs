@@ -12,7 +12,7 @@ use tickwork_protocol::api::{JobView, ScriptInput, ScriptVersionView};
 
 use super::session::{Posted, Visitor};
 use super::ui::{self, Ctx, EDITOR_JS};
-use crate::diff::{Change, DiffLine};
+use crate::diff::{DiffLine, added_and_removed};
 use crate::{ErrorCode, Service};
 
 #[derive(Template)]
@@ -71,17 +71,6 @@ struct DiffPage {
     lines: Vec<DiffLine>,
     added: usize,
     removed: usize,
-}
-
-impl DiffPage {
-    /// The CSS class of a diff line.
-    fn class(&self, l: &DiffLine) -> &'static str {
-        match l.change {
-            Change::Same => "same",
-            Change::Removed => "removed",
-            Change::Added => "added",
-        }
-    }
 }
 
 /// A version number from a query or form field; `None` when it is no whole number.
@@ -177,11 +166,11 @@ pub(super) async fn diff(
             Err(e) => return v.message(e.code().status(), &v.error_text(&e), &back),
         };
     let c = v.ctx("jobs");
-    let count = |change| lines.iter().filter(|l| l.change == change).count();
+    let (added, removed) = added_and_removed(&lines);
     let (old_at, new_at) = (c.time(old.created_at), c.time(new.created_at));
     let page = DiffPage {
-        added: count(Change::Added),
-        removed: count(Change::Removed),
+        added,
+        removed,
         old: (old, old_at),
         new: (new, new_at),
         c,

@@ -10,7 +10,7 @@ use super::audit::Target;
 use super::{Scripts, has_source, invalid, job_view};
 use crate::Error;
 use crate::auth::Principal;
-use crate::diff::{Change, DiffLine, diff_lines};
+use crate::diff::{DiffLine, added_and_removed, diff_lines};
 
 impl Scripts<'_> {
     /// Every saved version of a job's script, newest first.
@@ -29,17 +29,11 @@ impl Scripts<'_> {
     /// [`Scripts::diff`] as the REST API answers it, with the count of each side's lines.
     pub async fn diff_view(self, job_id: i64, from: i64, to: i64) -> Result<ScriptDiffView, Error> {
         let (from, to, lines) = self.diff(job_id, from, to).await?;
-        let count = |c: Change| lines.iter().filter(|l| l.change == c).count() as u64;
-        let (added, removed) = (count(Change::Added), count(Change::Removed));
+        let (added, removed) = added_and_removed(&lines);
         let lines = lines
             .into_iter()
             .map(|l| ScriptDiffLine {
-                change: match l.change {
-                    Change::Same => "same",
-                    Change::Removed => "removed",
-                    Change::Added => "added",
-                }
-                .to_owned(),
+                change: l.change.name().to_owned(),
                 old_no: l.old_no.map(|n| n as u64),
                 new_no: l.new_no.map(|n| n as u64),
                 text: l.text,
@@ -48,8 +42,8 @@ impl Scripts<'_> {
         Ok(ScriptDiffView {
             from,
             to,
-            added,
-            removed,
+            added: added as u64,
+            removed: removed as u64,
             lines,
         })
     }
