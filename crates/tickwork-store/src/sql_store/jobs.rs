@@ -366,8 +366,9 @@ impl<B: Backend> SqlStore<B> {
         Ok(ids)
     }
 
-    /// The ledger rows (id, job, key) among `wanted`, found through the (job_id, fire_key)
-    /// index: the jobs' rows within the keys' span, then filtered exactly.
+    /// The ledger rows (id, job, key) among `wanted`, found through the unique index
+    /// (fire_key, job_id): the rows of the keys' span (a few seconds of fires) for these jobs,
+    /// then filtered exactly.
     async fn ledger_rows(
         conn: &mut Conn<B>,
         wanted: &HashSet<(i64, i64)>,
