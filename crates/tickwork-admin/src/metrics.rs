@@ -388,6 +388,11 @@ pub(crate) async fn render(admin: &Scheduler) -> String {
             "Runs deleted by retention.",
             get(&s.runs_purged),
         ),
+        (
+            "tickwork_log_checkpoints_total",
+            "Rounds of SQLite's write-ahead log copied into the database file.",
+            get(&s.log_checkpoints),
+        ),
     ] {
         metric(&mut out, name, "counter", help, value);
     }

@@ -51,6 +51,14 @@ pub struct Connections {
     pub idle: u32,
 }
 
+/// What one [`Store::log_checkpoint`] found: the frames the write-ahead log holds and how
+/// many of them are in the database file now (both 0 where the backend has no such log).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogCheckpoint {
+    pub frames: u64,
+    pub copied: u64,
+}
+
 /// Connection settings shared by every backend.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {

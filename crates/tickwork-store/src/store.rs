@@ -36,6 +36,12 @@ pub trait Store:
 
     /// The connections open now and how many of them are idle.
     fn connections(&self) -> crate::Connections;
+
+    /// Copies the write-ahead log into the database file, beside the writes rather than in
+    /// their way: on SQLite a passive checkpoint from a reading connection (the writing one
+    /// checkpoints only when the log has grown past a backstop); the other backends
+    /// checkpoint on their own and answer with an empty [`LogCheckpoint`].
+    async fn log_checkpoint(&self) -> Result<crate::LogCheckpoint, Error>;
 }
 
 /// Executor groups and the registry of their live executors.

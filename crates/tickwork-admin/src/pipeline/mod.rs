@@ -21,6 +21,7 @@ pub(crate) mod executor_api;
 mod fire_check;
 mod lanes;
 mod ledger;
+mod log_checkpoint;
 mod maybe_sent;
 pub(crate) mod monitor;
 pub mod planner;
@@ -118,6 +119,8 @@ pub struct Stats {
     pub heartbeat_failures: AtomicU64,
     pub reports_written: AtomicU64,
     pub runs_purged: AtomicU64,
+    /// Rounds of the log checkpointer (SQLite only).
+    pub log_checkpoints: AtomicU64,
 }
 
 /// How long before its instant a `planned` run goes through the send fence: the fence's write
@@ -311,6 +314,9 @@ impl Scheduler {
             pipeline.spawn(s.maintenance().monitor_loop(monitor));
         }
         pipeline.spawn(s.maintenance().alarm_loop());
+        if s.inner.store.backend() == "sqlite" {
+            pipeline.spawn(s.clone().log_checkpoint_loop());
+        }
         let mut ledger = JoinSet::new();
         ledger.spawn(s.clone().ledger_loop(ledger_rx));
         let results = results::Results {

@@ -28,6 +28,7 @@ mod heatmap;
 mod job_keys;
 mod jobs_bulk;
 mod jobs_scale;
+mod log_checkpoint;
 mod lost_runs;
 mod operations;
 mod outage;

@@ -411,6 +411,22 @@ impl<B: Backend> Store for SqlStore<B> {
         }
         crate::Connections { open, idle }
     }
+
+    async fn log_checkpoint(&self) -> Result<crate::LogCheckpoint, Error> {
+        if B::KIND != Kind::Sqlite {
+            return Ok(crate::LogCheckpoint::default());
+        }
+        // PASSIVE copies what no reader still needs without taking the write lock, so the
+        // writer goes on meanwhile. The answer is (busy, frames in the log, frames copied),
+        // -1 for the two counts when the database has no log (in memory).
+        let q = Query::new("PRAGMA wal_checkpoint(PASSIVE)");
+        let rows = self.fetch_all::<(i64, i64, i64)>(q).await?;
+        let (_, frames, copied) = rows.first().copied().unwrap_or((0, 0, 0));
+        Ok(crate::LogCheckpoint {
+            frames: frames.max(0) as u64,
+            copied: copied.max(0) as u64,
+        })
+    }
 }
 
 #[cfg(test)]

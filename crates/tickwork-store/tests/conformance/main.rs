@@ -308,7 +308,7 @@ fn result(run_id: i64, state: RunState, at: i64) -> RunComplete {
 }
 
 conformance! {
-    schema: [migrations_apply_twice],
+    schema: [migrations_apply_twice, log_checkpoint_copies_the_log],
     groups: [
         group_crud,
         group_conflicts_and_validation,
