@@ -17,6 +17,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Many small allocations live briefly on the admin's hot path (a run's request, its ledger
+/// rows): glibc's malloc spent a fifth of the admin's CPU on them at 10,000 fires a second.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Tickwork: a distributed job scheduler.
 #[derive(Debug, Parser)]
 #[command(name = "tickwork", version, about, propagate_version = true)]
