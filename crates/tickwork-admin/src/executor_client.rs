@@ -168,19 +168,15 @@ impl ExecutorClient {
     /// A client that sends `token` (when not empty) and gives up on a call after `timeout`
     /// (XXL-JOB's default is 3 s: a slow `/run` answer is a trigger failure).
     pub fn new(token: &str, timeout: Duration) -> Self {
-        Self::keeping_idle(token, timeout, 64)
-    }
-
-    /// [`ExecutorClient::new`], keeping up to `idle_per_address` open connections per executor
-    /// address between calls. Dispatch keeps as many as it sends at once: with fewer, a burst
-    /// of due runs closed every connection that came back to a full pool and opened a new one
-    /// for the next run (1,500 connections a second at 10,000 fires a second with 64).
-    pub fn keeping_idle(token: &str, timeout: Duration, idle_per_address: usize) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout)
-            .pool_max_idle_per_host(idle_per_address)
+            // Not more: idle connections count against an executor's connection cap (512 for a
+            // Tickwork executor), and three admins each keeping a burst's worth filled it; a
+            // `/run` then waited in the executor's accept queue past its timeout, and ran after
+            // it was recorded as failed. A burst above this opens connections anew.
+            .pool_max_idle_per_host(64)
             // Below the executor's default header-read timeout (30 s), which also closes idle
             // connections: a job every 30 s would otherwise race the close.
             .pool_idle_timeout(Duration::from_secs(20))

@@ -239,12 +239,7 @@ impl Scheduler {
         clock: Clock,
     ) -> Result<(Scheduler, Tasks), Error> {
         // The executor client's timeouts bound network IO: real time, whatever the clock.
-        let d = &config.dispatch;
-        let client = ExecutorClient::keeping_idle(
-            &config.access_token,
-            d.executor_timeout,
-            d.concurrency + d.slow_concurrency,
-        );
+        let client = ExecutorClient::new(&config.access_token, config.dispatch.executor_timeout);
         let stop = CancellationToken::new();
         let (due_tx, due_rx) = mpsc::unbounded_channel();
         let fence_timer =
