@@ -315,7 +315,7 @@ impl Scheduler {
         }
         pipeline.spawn(s.maintenance().alarm_loop());
         if s.inner.store.backend() == "sqlite" {
-            pipeline.spawn(s.clone().log_checkpoint_loop());
+            pipeline.spawn(log_checkpoint::log_checkpoint_loop(s.inner.clone()));
         }
         let mut ledger = JoinSet::new();
         ledger.spawn(s.clone().ledger_loop(ledger_rx));
