@@ -162,6 +162,64 @@ pub struct ExecutorClient {
     /// call without their own); older executors ignore it.
     app_name: Option<String>,
     run_paths: Arc<RunPaths>,
+    /// Calls in flight per executor address, shared by every clone.
+    in_flight: Arc<InFlight>,
+}
+
+/// Most calls in flight to one executor address from this admin, and so most connections
+/// open to it: the idle pool keeps as many, so a burst of due runs reuses them instead of
+/// opening new ones (with 64 idle for 288 in flight, 1,500 new connections a second at 10,000
+/// fires a second), and three admins stay well within a Tickwork executor's cap of 512.
+const CALLS_PER_ADDRESS: usize = 64;
+
+/// One semaphore per executor address with calls in flight.
+#[derive(Default)]
+struct InFlight {
+    addresses: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
+}
+
+impl InFlight {
+    async fn acquire(self: &Arc<Self>, address: &str) -> CallSlot {
+        let semaphore = {
+            let mut addresses = self.addresses.lock().expect("in-flight lock");
+            addresses
+                .entry(address.to_owned())
+                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(CALLS_PER_ADDRESS)))
+                .clone()
+        };
+        let permit = semaphore
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
+        CallSlot {
+            in_flight: self.clone(),
+            address: address.to_owned(),
+            semaphore,
+            permit: Some(permit),
+        }
+    }
+}
+
+/// A call's place among its address's calls in flight; given back on drop.
+struct CallSlot {
+    in_flight: Arc<InFlight>,
+    address: String,
+    semaphore: Arc<tokio::sync::Semaphore>,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Drop for CallSlot {
+    fn drop(&mut self) {
+        drop(self.permit.take());
+        // An address nobody calls any more (an executor gone) leaves the map.
+        let mut addresses = self.in_flight.addresses.lock().expect("in-flight lock");
+        if self.semaphore.available_permits() == CALLS_PER_ADDRESS
+            && Arc::strong_count(&self.semaphore) == 2
+        {
+            addresses.remove(&self.address);
+        }
+    }
 }
 
 impl ExecutorClient {
@@ -172,11 +230,12 @@ impl ExecutorClient {
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout)
-            // Not more: idle connections count against an executor's connection cap (512 for a
-            // Tickwork executor), and three admins each keeping a burst's worth filled it; a
-            // `/run` then waited in the executor's accept queue past its timeout, and ran after
-            // it was recorded as failed. A burst above this opens connections anew.
-            .pool_max_idle_per_host(64)
+            // As many as may be in flight (see `CALLS_PER_ADDRESS`). Not more than that bound:
+            // idle connections count against an executor's connection cap, and three admins
+            // each keeping a burst's worth filled a Tickwork executor's 512; a `/run` then
+            // waited in the executor's accept queue past its timeout, and ran after it was
+            // recorded as failed.
+            .pool_max_idle_per_host(CALLS_PER_ADDRESS)
             // Below the executor's default header-read timeout (30 s), which also closes idle
             // connections: a job every 30 s would otherwise race the close.
             .pool_idle_timeout(Duration::from_secs(20))
@@ -190,6 +249,7 @@ impl ExecutorClient {
             token: token.to_owned(),
             app_name: None,
             run_paths: Arc::default(),
+            in_flight: Arc::default(),
         }
     }
 
@@ -369,6 +429,8 @@ impl ExecutorClient {
         body: Option<reqwest::Body>,
     ) -> CallOutcome<T> {
         let url = join(address, method);
+        // Held until the answer is read (or the call gives up).
+        let _slot = self.in_flight.acquire(address).await;
         let mut req = self
             .http
             .post(&url)
@@ -494,6 +556,88 @@ mod tests {
     use super::join;
     use super::*;
     use tokio::io::AsyncReadExt;
+
+    /// Three admins each keeping a burst's worth of connections to one executor filled its
+    /// connection cap, and runs it ran were recorded as failed: one admin's client never
+    /// opens more than `CALLS_PER_ADDRESS` connections to an address, however many calls,
+    /// and keeps them for the next calls.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_to_one_executor_never_hold_more_connections_than_the_bound() {
+        use std::sync::atomic::AtomicUsize;
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = format!("http://{}/", listener.local_addr().expect("address"));
+        // An executor that holds every request until the test lets go, then answers each on
+        // its connection, kept alive.
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let held = Arc::new(AtomicUsize::new(0));
+        let held_more = Arc::new(tokio::sync::Notify::new());
+        let (release, released) = tokio::sync::watch::channel(false);
+        let server = tokio::spawn({
+            let (accepted, held, held_more) = (accepted.clone(), held.clone(), held_more.clone());
+            async move {
+                while let Ok((mut socket, _)) = listener.accept().await {
+                    accepted.fetch_add(1, Ordering::SeqCst);
+                    let (held, held_more, mut released) =
+                        (held.clone(), held_more.clone(), released.clone());
+                    tokio::spawn(async move {
+                        let mut request = Vec::new();
+                        let mut buf = [0u8; 1024];
+                        loop {
+                            let Ok(n) = socket.read(&mut buf).await else {
+                                return;
+                            };
+                            if n == 0 {
+                                return;
+                            }
+                            request.extend_from_slice(&buf[..n]);
+                            if !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                                continue;
+                            }
+                            request.clear();
+                            held.fetch_add(1, Ordering::SeqCst);
+                            held_more.notify_one();
+                            let _ = released.wait_for(|go| *go).await;
+                            let body = br#"{"code":200,"msg":null}"#;
+                            let head = format!(
+                                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                                 Content-Length: {}\r\n\r\n",
+                                body.len()
+                            );
+                            if socket.write_all(head.as_bytes()).await.is_err()
+                                || socket.write_all(body).await.is_err()
+                            {
+                                return;
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        let client = ExecutorClient::new("", Duration::from_secs(30));
+        let calls = CALLS_PER_ADDRESS * 2 + 10;
+        let mut all = tokio::task::JoinSet::new();
+        for _ in 0..calls {
+            let (client, address) = (client.clone(), address.clone());
+            all.spawn(async move { client.beat(&address).await });
+        }
+        // The first calls reach the executor and wait there; the others wait their turn.
+        while held.load(Ordering::SeqCst) < CALLS_PER_ADDRESS {
+            held_more.notified().await;
+        }
+        release.send(true).expect("the executor listens");
+        while let Some(outcome) = all.join_next().await {
+            let outcome = outcome.expect("call");
+            assert!(!outcome.transport, "{:?}", outcome.msg);
+        }
+        server.abort();
+        assert_eq!(held.load(Ordering::SeqCst), calls);
+        assert_eq!(accepted.load(Ordering::SeqCst), CALLS_PER_ADDRESS);
+        // Every slot went back, and the address left the map.
+        assert!(client.in_flight.addresses.lock().unwrap().is_empty());
+    }
 
     #[tokio::test]
     async fn a_closed_gate_keeps_the_run_from_leaving() {
