@@ -175,17 +175,24 @@ const CALLS_PER_ADDRESS: usize = 64;
 /// One semaphore per executor address with calls in flight.
 #[derive(Default)]
 struct InFlight {
-    addresses: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
+    addresses: Mutex<HashMap<Arc<str>, Arc<tokio::sync::Semaphore>>>,
 }
 
 impl InFlight {
     async fn acquire(self: &Arc<Self>, address: &str) -> CallSlot {
-        let semaphore = {
+        // The address is copied only when it enters the map: a call on a hot path allocates
+        // nothing here.
+        let (address, semaphore) = {
             let mut addresses = self.addresses.lock().expect("in-flight lock");
-            addresses
-                .entry(address.to_owned())
-                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(CALLS_PER_ADDRESS)))
-                .clone()
+            match addresses.get_key_value(address) {
+                Some((key, semaphore)) => (key.clone(), semaphore.clone()),
+                None => {
+                    let key: Arc<str> = Arc::from(address);
+                    let semaphore = Arc::new(tokio::sync::Semaphore::new(CALLS_PER_ADDRESS));
+                    addresses.insert(key.clone(), semaphore.clone());
+                    (key, semaphore)
+                }
+            }
         };
         let permit = semaphore
             .clone()
@@ -194,7 +201,7 @@ impl InFlight {
             .expect("the semaphore is never closed");
         CallSlot {
             in_flight: self.clone(),
-            address: address.to_owned(),
+            address,
             semaphore,
             permit: Some(permit),
         }
@@ -204,7 +211,7 @@ impl InFlight {
 /// A call's place among its address's calls in flight; given back on drop.
 struct CallSlot {
     in_flight: Arc<InFlight>,
-    address: String,
+    address: Arc<str>,
     semaphore: Arc<tokio::sync::Semaphore>,
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
