@@ -1299,11 +1299,16 @@ async fn an_operator_with_many_jobs_pages_sorts_and_acts_on_ticked_rows() {
     let others = [ids[6], ids[7], ids[8]];
     tick(&c, &others).await;
     c.click("#bulk-stop").await;
-    c.wait_css("#bulk-done").await;
-    assert_eq!(c.text("#bulk-done").await, "已停止 3 个任务");
-    for id in others {
-        assert_eq!(c.text(&format!("#status-{id}")).await, "已停止");
-    }
+    // The page before the click already shows the English stop's flash in Chinese (its address
+    // carries it), so wait for the rows' new state, not for the flash to appear.
+    c.wait_until("three others stopped", || async {
+        let mut stopped = c.text("#bulk-done").await == "已停止 3 个任务";
+        for id in others {
+            stopped &= c.text(&format!("#status-{id}")).await == "已停止";
+        }
+        stopped
+    })
+    .await;
     c.shot("jobs-three-stopped-zh").await;
     tick(&c, &others).await;
     c.click("#bulk-start").await;
