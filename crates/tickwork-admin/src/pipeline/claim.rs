@@ -64,10 +64,14 @@ impl Scheduler {
                 }
                 continue;
             }
-            if self.waiting().backlog() >= s.max_backlog {
+            if self.waiting().backlog() >= s.max_backlog
+                || inner.send_behind.load(Ordering::Relaxed)
+            {
                 // More is due than this node can send: claim nothing more until the pipeline
-                // drains, so that memory stays bounded; fires that wait too long follow their
-                // job's misfire policy when they are claimed.
+                // drains, so that memory stays bounded and the send fence gets the database
+                // first (a claim's write would hold it up further); fires that wait too long
+                // follow their job's misfire policy when they are claimed, recorded by the
+                // claim's own insert instead of being planned, armed and misfired later.
                 inner.stats.claims_deferred.fetch_add(1, Ordering::Relaxed);
                 tokio::select! {
                     _ = inner.stop.cancelled() => return,

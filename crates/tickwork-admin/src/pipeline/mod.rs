@@ -29,7 +29,7 @@ mod results;
 pub mod timer;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -64,7 +64,8 @@ const SHUTDOWN_WRITE_DEADLINE: Duration = Duration::from_secs(10);
 #[derive(Debug, Default)]
 pub struct Stats {
     pub claim_rounds: AtomicU64,
-    /// Claim rounds put off because the backlog was at `scheduler.max_backlog`.
+    /// Claim rounds put off because the pipeline was behind: its backlog at
+    /// `scheduler.max_backlog`, or the send fence meeting runs late with more waiting.
     pub claims_deferred: AtomicU64,
     /// The clock's time at the latest successful claim round (0: none yet), set once the
     /// round's runs are armed: a test that moved the clock waits for a round that saw it.
@@ -170,6 +171,9 @@ pub(crate) struct Inner {
     pub(crate) addresses: Arc<AddressCache>,
     slow: Mutex<HashMap<i64, SlowCount>>,
     claim_wake: Notify,
+    /// Set by the send fence while it meets runs later than half the misfire threshold with
+    /// more waiting behind them: the claim waits, so that sending gets the database first.
+    send_behind: AtomicBool,
     /// Wakes the alarm delivery loop (deliveries were queued).
     pub(crate) alarm_wake: Notify,
     pub(crate) senders: Arc<crate::alarm::Senders>,
@@ -265,6 +269,7 @@ impl Scheduler {
             addresses,
             slow: Mutex::new(HashMap::new()),
             claim_wake: Notify::new(),
+            send_behind: AtomicBool::new(false),
             alarm_wake: Notify::new(),
             senders: Arc::new(crate::alarm::Senders::new()),
             fast_lane: fast_tx,
