@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use tickwork_core::schedule::Schedule;
 use tickwork_store::{ClaimParams, Job};
 use tracing::warn;
 
@@ -141,31 +140,12 @@ impl Scheduler {
 
     /// Caches `job` with its parsed schedule, reusing the parse while the job is unchanged.
     pub(super) fn cache_job(&self, job: Job) -> Arc<CachedJob> {
-        let mut jobs = self.inner.jobs.lock().expect("jobs lock");
-        if let Some(c) = jobs.get(&job.id)
-            && c.job.version == job.version
-        {
-            return c.clone();
-        }
-        let schedule = match Schedule::parse(
-            job.spec.schedule_type,
-            &job.spec.schedule_conf,
-            &job.spec.time_zone,
-        ) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                warn!(job_id = job.id, error = %e, "job schedule no longer parses; stopping it");
-                None
-            }
-        };
-        let cached = Arc::new(CachedJob { job, schedule });
-        jobs.insert(cached.job.id, cached.clone());
-        cached
+        self.inner.jobs.lock().expect("jobs lock").insert(job)
     }
 
     pub(crate) async fn job(&self, job_id: i64) -> Result<Arc<CachedJob>, Error> {
-        if let Some(c) = self.inner.jobs.lock().expect("jobs lock").get(&job_id) {
-            return Ok(c.clone());
+        if let Some(c) = self.inner.jobs.lock().expect("jobs lock").get(job_id) {
+            return Ok(c);
         }
         let job = self.inner.store.job_get(job_id).await?;
         Ok(self.cache_job(job))

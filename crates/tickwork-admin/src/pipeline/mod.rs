@@ -19,6 +19,7 @@ pub(crate) mod complete;
 pub(crate) mod dispatch;
 pub(crate) mod executor_api;
 mod fire_check;
+mod job_cache;
 mod lanes;
 mod ledger;
 mod log_checkpoint;
@@ -35,8 +36,7 @@ use std::time::{Duration, Instant};
 
 use tickwork_core::routing::Router;
 use tickwork_core::run::RunState;
-use tickwork_core::schedule::Schedule;
-use tickwork_store::{Job, Run, RunComplete, Store};
+use tickwork_store::{Run, RunComplete, Store};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -53,6 +53,8 @@ pub(crate) use addresses::live_addresses;
 use clock::Clock;
 use cluster::{Membership, Origin};
 use dispatch::DispatchOutcome;
+pub(crate) use job_cache::CachedJob;
+use job_cache::JobCache;
 use monitor::Monitor;
 use tickwork_protocol::api::LatenessView;
 
@@ -143,12 +145,6 @@ pub(crate) struct Armed {
     pub(crate) grace_ms: i64,
 }
 
-/// A job as the pipeline uses it: the stored row and its parsed schedule.
-pub(crate) struct CachedJob {
-    pub(crate) job: Job,
-    schedule: Option<Schedule>,
-}
-
 /// Per-job slow-dispatch accounting (XXL-JOB's fast/slow trigger pools).
 #[derive(Default)]
 struct SlowCount {
@@ -167,7 +163,7 @@ pub(crate) struct Inner {
     pub(crate) fence_timer: Timer<Armed>,
     /// `sending` runs, released at their instant to the lanes.
     pub(crate) timer: Timer<Armed>,
-    jobs: Mutex<HashMap<i64, Arc<CachedJob>>>,
+    jobs: Mutex<JobCache>,
     pub(crate) addresses: Arc<AddressCache>,
     slow: Mutex<HashMap<i64, SlowCount>>,
     claim_wake: Notify,
@@ -265,7 +261,7 @@ impl Scheduler {
             router: Mutex::new(Router::new()),
             fence_timer,
             timer,
-            jobs: Mutex::new(HashMap::new()),
+            jobs: Mutex::new(JobCache::default()),
             addresses,
             slow: Mutex::new(HashMap::new()),
             claim_wake: Notify::new(),
@@ -420,7 +416,7 @@ impl Scheduler {
 
     /// Forgets what is cached of a job (it changed or was deleted).
     pub(crate) fn forget_job(&self, job_id: i64) {
-        self.inner.jobs.lock().expect("jobs lock").remove(&job_id);
+        self.inner.jobs.lock().expect("jobs lock").remove(job_id);
         self.inner
             .router
             .lock()
