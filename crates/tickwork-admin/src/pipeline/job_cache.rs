@@ -90,8 +90,11 @@ impl JobCache {
         if self.schedules.len() <= 2 * self.jobs.len() + 64 {
             return;
         }
-        let used: std::collections::HashSet<ScheduleText> =
-            self.jobs.values().map(|c| ScheduleText::of(&c.job)).collect();
+        let used: std::collections::HashSet<ScheduleText> = self
+            .jobs
+            .values()
+            .map(|c| ScheduleText::of(&c.job))
+            .collect();
         self.schedules.retain(|text, _| used.contains(text));
     }
 
@@ -145,7 +148,10 @@ mod tests {
     fn a_new_version_is_parsed_again_and_an_unparsable_one_has_no_schedule() {
         let mut cache = JobCache::default();
         let first = cache.insert(job(1, 1, "* * * * * ?", "UTC"));
-        assert!(Arc::ptr_eq(&first, &cache.insert(job(1, 1, "* * * * * ?", "UTC"))));
+        assert!(Arc::ptr_eq(
+            &first,
+            &cache.insert(job(1, 1, "* * * * * ?", "UTC"))
+        ));
         let changed = cache.insert(job(1, 2, "0 0 * * * ?", "UTC"));
         assert!(!Arc::ptr_eq(&first, &changed));
         assert_ne!(first.schedule, changed.schedule);
