@@ -16,7 +16,7 @@ struct Cli {
     scenario: Scenario,
     #[command(flatten)]
     executor_run: executor_run::ExecutorRunArgs,
-    /// Knobs of the admin load scenarios (one-per-second, fire-rate, create-jobs).
+    /// Knobs of the admin load scenarios (one-per-second, fire-rate, overload, create-jobs).
     #[command(flatten)]
     load: admin_load::LoadArgs,
 }
@@ -33,6 +33,9 @@ enum Scenario {
     OnePerSecond,
     /// `--jobs` jobs all due every second through a real admin and executor: throughput.
     FireRate,
+    /// More due than one admin can send (`--jobs` default 40,000): fires not delivered must be
+    /// recorded misfired, none doubled, RSS bounded, `/healthz` answering throughout.
+    Overload,
     /// Job creation through the API: `--jobs` one request each, then 10,000 in one bulk
     /// request.
     CreateJobs,
@@ -55,6 +58,7 @@ fn main() -> anyhow::Result<()> {
             .block_on(executor_run::run(cli.executor_run)),
         Scenario::OnePerSecond => admin_load::run(admin_load::Load::OnePerSecond, cli.load),
         Scenario::FireRate => admin_load::run(admin_load::Load::FireRate, cli.load),
+        Scenario::Overload => admin_load::run(admin_load::Load::Overload, cli.load),
         Scenario::CreateJobs => admin_load::run(admin_load::Load::CreateJobs, cli.load),
         Scenario::JobsPage => admin_load::run(admin_load::Load::JobsPage, cli.load),
     }

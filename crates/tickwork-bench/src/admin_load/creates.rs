@@ -7,17 +7,20 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use serde_json::{Value, json};
+use tickwork_protocol::api::JOBS_BULK_MAX;
 
 use super::api::{self, Api};
-use super::{ADMIN_EXIT_GRACE, EVERY_SECOND, HANDLER, Plan, SETUP_MAX, db, print_log_summary};
+use super::report::print_log_summary;
+use super::{ADMIN_EXIT_GRACE, EVERY_SECOND, HANDLER, Plan, SETUP_MAX, db};
 use super::{db::BenchDb, procs};
 
-/// Jobs of one bulk import.
-pub(super) const BULK_JOBS: usize = 10_000;
+/// Jobs of one bulk import: the most one request may create.
+pub(super) const BULK_JOBS: usize = JOBS_BULK_MAX;
 
-/// A job of the bench as the API takes it: due every second, stopped.
-fn job(key: String, group_id: i64, route: &str, i: usize) -> Value {
+/// A job of the bench as the API takes it: due every second, stopped unless `start`.
+fn job(key: String, group_id: i64, route: &str, i: usize, start: bool) -> Value {
     json!({
+        "start": start,
         "key": key,
         "group_id": group_id,
         "description": format!("bench job {i}"),
@@ -41,7 +44,7 @@ pub(super) async fn one_by_one(
     let t = Instant::now();
     let created = api::bulk(n, concurrency, SETUP_MAX, |i| {
         let api = api.clone();
-        let body = job(format!("{app}-{i}"), group_id, route, i);
+        let body = job(format!("{app}-{i}"), group_id, route, i, false);
         async move { api::id_of(&api.post(i, "/jobs", &body).await?) }
     })
     .await;
@@ -67,7 +70,7 @@ pub(super) async fn one_by_one(
 /// from sending the request to its answer.
 pub(super) async fn bulk_import(api: &Api, group_id: i64, app: &str) -> anyhow::Result<f64> {
     let jobs: Vec<Value> = (0..BULK_JOBS)
-        .map(|i| job(format!("{app}-bulk-{i}"), group_id, "FIRST", i))
+        .map(|i| job(format!("{app}-bulk-{i}"), group_id, "FIRST", i, false))
         .collect();
     let body = json!({ "jobs": jobs });
     let t = Instant::now();
@@ -79,6 +82,43 @@ pub(super) async fn bulk_import(api: &Api, group_id: i64, app: &str) -> anyhow::
     }
     println!("imported {BULK_JOBS} jobs in one request in {secs:.2} s");
     Ok(secs)
+}
+
+/// Creates `n` jobs of `group_id` already started, [`BULK_JOBS`] per `POST /jobs/bulk`, one
+/// request after the other (overload: one-by-one starts slow down as the admin falls behind,
+/// and would leave most jobs stopped); their ids.
+pub(super) async fn bulk_started(
+    api: &Api,
+    n: usize,
+    group_id: i64,
+    app: &str,
+    route: &str,
+) -> anyhow::Result<Vec<i64>> {
+    let t = Instant::now();
+    let mut ids = Vec::with_capacity(n);
+    for chunk in (0..n).collect::<Vec<_>>().chunks(BULK_JOBS) {
+        let jobs: Vec<Value> = chunk
+            .iter()
+            .map(|&i| job(format!("{app}-{i}"), group_id, route, i, true))
+            .collect();
+        let answer = api.post(0, "/jobs/bulk", &json!({ "jobs": jobs })).await?;
+        let created = answer
+            .get("jobs")
+            .and_then(Value::as_array)
+            .map(|jobs| jobs.iter().filter_map(|j| j.get("id")?.as_i64()))
+            .into_iter()
+            .flatten();
+        ids.extend(created);
+        println!(
+            "setup: {} jobs created started after {:.2} s",
+            ids.len(),
+            t.elapsed().as_secs_f64()
+        );
+    }
+    if ids.len() != n {
+        bail!("{} of {n} jobs created", ids.len());
+    }
+    Ok(ids)
 }
 
 /// `--scenario create-jobs`: one admin, a group, `--jobs` creates one by one, then a bulk

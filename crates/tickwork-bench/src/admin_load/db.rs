@@ -226,6 +226,24 @@ impl BenchDb {
         Ok(n.first().map_or(0, |r| r.0))
     }
 
+    /// Jobs of `group_id` whose next fire is before `at_ms`: not yet claimed past it (every
+    /// fire the claim passed is in the ledger). Read while the admins run.
+    pub(super) async fn jobs_unclaimed_before(
+        &self,
+        group_id: i64,
+        at_ms: i64,
+    ) -> anyhow::Result<i64> {
+        let pool = self.pool().await?;
+        let n = fetch!(
+            pool,
+            (i64,),
+            "SELECT COUNT(*) FROM tw_jobs WHERE group_id = ? AND next_fire_at < ?".to_owned(),
+            &[group_id, at_ms]
+        );
+        pool.close().await;
+        Ok(n.first().map_or(0, |r| r.0))
+    }
+
     /// Reads the ledger of the runs of `group_id` scheduled in `[from_ms, to_ms)`.
     pub(super) async fn ledger(
         &self,
@@ -324,6 +342,17 @@ pub(super) struct LedgerRow {
     pub created_at: i64,
     pub dispatched_at: Option<i64>,
     pub finished_at: Option<i64>,
+}
+
+impl Ledger {
+    /// Runs of the window in `state`.
+    pub(super) fn count_of(&self, state: &str) -> i64 {
+        self.states
+            .iter()
+            .filter(|(s, _)| s == state)
+            .map(|(_, n)| n)
+            .sum()
+    }
 }
 
 /// A random 32-bit number from the standard library's hasher seed (no extra dependency).

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use super::procs::ExecutorProc;
+use super::report::print_log_summary;
 use super::stats::Arrival;
-use super::{EXECUTOR_EXIT_GRACE, SETTLE_MAX, api, fake, print_log_summary};
+use super::{EXECUTOR_EXIT_GRACE, SETTLE_MAX, api, fake};
 
 /// Waits until the group lists `n` live executors.
 pub(super) async fn wait_for_executors(

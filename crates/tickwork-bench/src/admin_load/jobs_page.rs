@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 
 use super::api::{self, Api};
 use super::db::BenchDb;
-use super::{ADMIN_EXIT_GRACE, HANDLER, Plan, db, print_log_summary, procs};
+use super::report::print_log_summary;
+use super::{ADMIN_EXIT_GRACE, HANDLER, Plan, db, procs};
 
 const JOBS: usize = 500;
 const RUNS_PER_JOB: usize = 100;

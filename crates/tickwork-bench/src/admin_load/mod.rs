@@ -13,12 +13,14 @@ mod creates;
 mod db;
 mod executors;
 mod fake;
+mod health;
 mod jobs_page;
 mod probe;
 mod procs;
+mod report;
 mod stats;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -26,11 +28,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::json;
 
+use db::BenchDb;
 pub(crate) use db::DbKind;
-use db::{BenchDb, Ledger};
 use executors::{Executors, settle, wait_for_executors};
+use health::{HealthFigures, HealthProbe};
 use procs::{CpuSplit, ExecutorProc, Parts, Proc};
-use stats::{Spread, WindowFigures, ms};
+use report::{print_health, print_ledger, print_log_summary, print_seconds};
+use stats::ms;
 
 /// The handler name the jobs use and the executor children register.
 const HANDLER: &str = "bench-noop";
@@ -76,6 +80,10 @@ pub(crate) enum Load {
     OnePerSecond,
     /// `--jobs` jobs all due every second: throughput.
     FireRate,
+    /// Fire-rate with more due than the admin can send (`--jobs` default 40,000), the jobs
+    /// created started in bulk: what is not delivered must be recorded misfired, nothing
+    /// doubled, memory bounded, and the health endpoints answering throughout.
+    Overload,
     /// `--jobs` jobs created one request each, then 10,000 in one bulk request.
     CreateJobs,
     /// The jobs page with 500 jobs and 50,000 runs.
@@ -87,6 +95,7 @@ impl Load {
         match self {
             Load::OnePerSecond => "one-per-second",
             Load::FireRate => "fire-rate",
+            Load::Overload => "overload",
             Load::CreateJobs => "create-jobs",
             Load::JobsPage => "jobs-page",
         }
@@ -96,14 +105,16 @@ impl Load {
 /// Knobs of the admin load scenarios.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct LoadArgs {
-    /// fire-rate: how many jobs, all due every second.
+    /// fire-rate, overload, create-jobs: how many jobs, all due every second [default: 1000;
+    /// overload: 40000].
     // Its own id: executor-run's `--run-jobs` is `jobs` too.
-    #[arg(id = "load_jobs", long = "jobs", default_value_t = 1000)]
-    pub jobs: usize,
+    #[arg(id = "load_jobs", long = "jobs")]
+    pub jobs: Option<usize>,
     /// The admin's database: a SQLite file, or a fresh database on the server.
     #[arg(long, value_enum, default_value_t = DbKind::Sqlite)]
     pub db: DbKind,
-    /// Measured window in seconds [default: 60 for one-per-second, 90 for fire-rate].
+    /// Measured window in seconds [default: 60 for one-per-second and overload, 90 for
+    /// fire-rate].
     #[arg(long, value_name = "SECS")]
     pub duration: Option<u64>,
     /// Seconds of firing before the window opens.
@@ -192,13 +203,15 @@ struct Plan {
 async fn run_async(load: Load, args: LoadArgs) -> anyhow::Result<()> {
     let jobs = match load {
         Load::OnePerSecond => 1,
-        Load::FireRate | Load::CreateJobs => args.jobs,
+        Load::FireRate | Load::CreateJobs => args.jobs.unwrap_or(1000),
+        Load::Overload => args.jobs.unwrap_or(40_000),
         Load::JobsPage => 500,
     };
     let duration = args.duration.unwrap_or(match load {
         Load::OnePerSecond => 60,
         // Long enough for the results to come back and weigh on the admin during the window.
         Load::FireRate => 90,
+        Load::Overload => 60,
         Load::CreateJobs | Load::JobsPage => 1,
     });
     if jobs == 0 || duration == 0 || args.admins == 0 || args.executors == 0 {
@@ -422,6 +435,7 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
     // ---- admins: the first alone, since it migrates the database ----
     let mut admins: Vec<Proc> = Vec::new();
     let mut bases = Vec::new();
+    let mut first_addr = None;
     for index in 0..args.admins {
         let (proc, addr) = procs::start_admin(procs::AdminSpec {
             bin: &plan.bin,
@@ -436,6 +450,7 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
         println!("admin-{index} pid {} listening on {addr}", proc.pid);
         admins.push(proc);
         bases.push(format!("http://{addr}"));
+        first_addr.get_or_insert(addr);
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle_kib = admins
@@ -448,6 +463,7 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
         idle_kib as f64 / 1024.0,
         started.elapsed().as_secs_f64() - 1.0
     );
+    let health = HealthProbe::start(first_addr.context("no admin")?);
 
     // ---- executors ----
     let app = format!("tw-bench-{:06x}", db::rand_u32() & 0xff_ffff);
@@ -530,31 +546,19 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
     wait_for_executors(&api, group_id, args.executors).await?;
 
     let route = if args.executors > 1 { "ROUND" } else { "FIRST" };
-    let (job_ids, create_jobs_per_s) =
-        creates::one_by_one(&api, plan.jobs, args.api_concurrency, group_id, &app, route).await?;
-
-    sampler.printing.store(true, Ordering::Relaxed);
-    let t = Instant::now();
-    let results = api::bulk(job_ids.len(), args.api_concurrency, SETUP_MAX, |i| {
-        let api = api.clone();
-        let path = format!("/jobs/{}/start", job_ids[i]);
-        async move { api.call(i, reqwest::Method::POST, &path, None).await }
-    })
-    .await;
-    let (done, failed, cut, first) = api::tally(&results);
-    let secs = t.elapsed().as_secs_f64();
-    println!(
-        "setup: started {done} jobs in {secs:.2} s ({:.0}/s)",
-        done as f64 / secs
-    );
-    if done < job_ids.len() {
-        // Measured anyway: the jobs that did not start count as missed.
-        println!(
-            "warning: {failed} starts failed and {cut} were cut off after {} s; first error: {}",
-            SETUP_MAX.as_secs(),
-            first.unwrap_or_default()
-        );
-    }
+    let overload = plan.load == Load::Overload;
+    let (job_ids, create_jobs_per_s) = if overload {
+        sampler.printing.store(true, Ordering::Relaxed);
+        let ids = creates::bulk_started(&api, plan.jobs, group_id, &app, route).await?;
+        (ids, None)
+    } else {
+        let (ids, per_s) =
+            creates::one_by_one(&api, plan.jobs, args.api_concurrency, group_id, &app, route)
+                .await?;
+        sampler.printing.store(true, Ordering::Relaxed);
+        start_one_by_one(&api, &ids, args.api_concurrency).await;
+        (ids, Some(per_s))
+    };
 
     // ---- the window: whole seconds, after the warm-up ----
     let w0 = (now_ms() + plan.args.warmup as i64 * 1000).div_euclid(1000) * 1000 + 1000;
@@ -610,6 +614,11 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
 
     // ---- drain: the jobs keep firing until every run of the window has left `planned` ----
     let t = Instant::now();
+    if overload {
+        // The claim runs far behind: first every fire of the window must be in the ledger,
+        // or stopping the jobs would leave the last ones unclaimed and unrecorded.
+        wait_for_claim_past(db, group_id, w1).await;
+    }
     loop {
         let path = format!("/runs?group_id={group_id}&state=planned&from={w0}&to={w1}&limit=1");
         let left = match api.get_once(&path, Duration::from_secs(5)).await {
@@ -652,18 +661,24 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
 
     // ---- stop the jobs, let the last runs arrive ----
     let t = Instant::now();
-    let results = api::bulk(job_ids.len(), args.api_concurrency, STOP_MAX, |i| {
-        let api = api.clone();
-        let path = format!("/jobs/{}/stop", job_ids[i]);
-        async move { api.call(i, reqwest::Method::POST, &path, None).await }
-    })
-    .await;
-    let (done, failed, cut, _) = api::tally(&results);
-    println!(
-        "stopped {done} jobs in {:.2} s ({failed} failed, {cut} cut off; the rest fire until \
-         their admin stops)",
-        t.elapsed().as_secs_f64()
-    );
+    if overload {
+        // A job's stop is a write of its own, and writes queue behind the overloaded
+        // pipeline's (a `POST /jobs/actions` of 1,000 stops took over 30 s on SQLite).
+        println!("jobs left running: the admin's shutdown ends them");
+    } else {
+        let results = api::bulk(job_ids.len(), args.api_concurrency, STOP_MAX, |i| {
+            let api = api.clone();
+            let path = format!("/jobs/{}/stop", job_ids[i]);
+            async move { api.call(i, reqwest::Method::POST, &path, None).await }
+        })
+        .await;
+        let (done, failed, cut, _) = api::tally(&results);
+        println!(
+            "stopped {done} jobs in {:.2} s ({failed} failed, {cut} cut off; the rest fire \
+             until their admin stops)",
+            t.elapsed().as_secs_f64()
+        );
+    }
     settle(&executors.counters()).await;
     sampler.printing.store(false, Ordering::Relaxed);
 
@@ -672,13 +687,17 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
     let peak_kib = sampler.finish().await;
     // After the window and the memory peak, so that its 10,000 jobs weigh on neither (and an
     // admin without the bulk endpoint is measured all the same).
-    let bulk_import_10k_s = match creates::bulk_import(&api, group_id, &app).await {
-        Ok(s) => format!("{s:.2}"),
-        Err(e) => {
-            println!("bulk import: not measured: {e:#}");
-            "none".to_owned()
-        }
+    let bulk_import_10k_s = match overload {
+        true => "none".to_owned(),
+        false => match creates::bulk_import(&api, group_id, &app).await {
+            Ok(s) => format!("{s:.2}"),
+            Err(e) => {
+                println!("bulk import: not measured: {e:#}");
+                "none".to_owned()
+            }
+        },
     };
+    let probes = health.finish();
     // Its idle keep-alive connections would only slow the admins' graceful shutdown.
     drop(api);
     for a in admins {
@@ -739,11 +758,44 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
         peak_kib as f64 / 1024.0,
         idle_kib as f64 / 1024.0
     );
+    let window_health = HealthFigures::of(&probes, "/healthz", w0, w1);
+    print_health(&probes, w0, w1);
+    let (healthz_p99, healthz_max) = window_health
+        .took
+        .map_or(("none".into(), "none".into()), |t| (ms(t.p99), ms(t.max)));
+    if overload {
+        // Every fire of the window not delivered must be in the ledger as misfired.
+        let (misfired, unaccounted) = match &ledger {
+            Ok(l) => {
+                let n = l.count_of("misfired");
+                (n.to_string(), (figures.missed as i64 - n).to_string())
+            }
+            Err(_) => ("none".to_owned(), "none".to_owned()),
+        };
+        println!(
+            "RESULT scenario=overload db={} executor={} jobs={} fires_per_s={fires_per_s:.1} \
+             p50_ms={p50} p99_ms={p99} missed={} misfired={misfired} \
+             missed_not_misfired={unaccounted} duplicated={} admin_rss_mb={:.1} \
+             healthz_p99_ms={healthz_p99} healthz_max_ms={healthz_max} \
+             healthz_slow={} healthz_failed={} admin_cpu_s_per_1k_fires={cpu_per_1k}",
+            db.kind.as_str(),
+            plan.args.executor.as_str(),
+            plan.jobs,
+            figures.missed,
+            figures.duplicated,
+            peak_kib as f64 / 1024.0,
+            window_health.slow,
+            window_health.failed,
+        );
+        return Ok(());
+    }
+    let create_jobs_per_s = create_jobs_per_s.map_or("none".to_owned(), |r| format!("{r:.0}"));
     println!(
         "RESULT scenario={} db={} executor={} jobs={} fires_per_s={fires_per_s:.1} \
          p50_ms={p50} p99_ms={p99} max_ms={max} missed={} duplicated={} admin_rss_mb={:.1} \
          admin_cpu_s_per_1k_fires={cpu_per_1k} callbacks_written={callbacks_written} \
-         create_jobs_per_s={create_jobs_per_s:.0} bulk_import_10k_s={bulk_import_10k_s}",
+         create_jobs_per_s={create_jobs_per_s} bulk_import_10k_s={bulk_import_10k_s} \
+         healthz_p99_ms={healthz_p99} healthz_max_ms={healthz_max}",
         plan.load.name(),
         db.kind.as_str(),
         plan.args.executor.as_str(),
@@ -755,105 +807,60 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Counts a child's WARN and ERROR log lines and shows the most frequent messages.
-fn print_log_summary(name: &str, log: &Path) {
-    let Ok(text) = std::fs::read_to_string(log) else {
-        return;
-    };
-    let mut counts: std::collections::HashMap<String, usize> = Default::default();
-    let (mut warn, mut error) = (0, 0);
-    for line in text.lines() {
-        let level = if line.contains(" WARN ") {
-            warn += 1;
-            "WARN"
-        } else if line.contains(" ERROR ") {
-            error += 1;
-            "ERROR"
-        } else {
-            continue;
-        };
-        // Group by message: the text after the level, numbers masked, cut short.
-        let msg = line.split_once(level).map_or(line, |(_, m)| m).trim();
-        let msg: String = msg
-            .chars()
-            .map(|c| if c.is_ascii_digit() { '#' } else { c })
-            .take(140)
-            .collect();
-        *counts.entry(format!("{level} {msg}")).or_default() += 1;
-    }
+/// Starts `ids`, one `POST /jobs/{id}/start` each with `concurrency` in flight.
+async fn start_one_by_one(api: &api::Api, ids: &[i64], concurrency: usize) {
+    let t = Instant::now();
+    let results = api::bulk(ids.len(), concurrency, SETUP_MAX, |i| {
+        let api = api.clone();
+        let path = format!("/jobs/{}/start", ids[i]);
+        async move { api.call(i, reqwest::Method::POST, &path, None).await }
+    })
+    .await;
+    let (done, failed, cut, first) = api::tally(&results);
+    let secs = t.elapsed().as_secs_f64();
     println!(
-        "{name} log: {} lines, {warn} WARN, {error} ERROR",
-        text.lines().count()
+        "setup: started {done} jobs in {secs:.2} s ({:.0}/s)",
+        done as f64 / secs
     );
-    let mut top: Vec<_> = counts.into_iter().collect();
-    top.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
-    for (msg, n) in top.into_iter().take(5) {
-        println!("  {n:>7} x {msg}");
-    }
-}
-
-fn print_seconds(f: &WindowFigures) {
-    println!(
-        "per second of the window (arrived = runs reaching the executor in that second; lateness and missed = fires scheduled at that second):"
-    );
-    for (i, s) in f.per_second.iter().enumerate() {
-        let late = match s.lateness {
-            Some(l) => format!(
-                "first {:>7} ms  p50 {:>7} ms  p99 {:>7} ms  max {:>7} ms",
-                ms(l.min),
-                ms(l.p50),
-                ms(l.p99),
-                ms(l.max)
-            ),
-            None => "no arrivals".to_owned(),
-        };
+    if done < ids.len() {
+        // Measured anyway: the jobs that did not start count as missed.
         println!(
-            "  s{i:<3} arrived {:>6}  {late}  missed {}",
-            s.arrived, s.missed
+            "warning: {failed} starts failed and {cut} were cut off after {} s; first error: {}",
+            SETUP_MAX.as_secs(),
+            first.unwrap_or_default()
         );
     }
 }
 
-fn print_ledger(l: &Ledger, expected: usize) {
-    let states: Vec<String> = l.states.iter().map(|(s, n)| format!("{s}={n}")).collect();
-    println!("ledger: runs of the window by state: {}", states.join(" "));
-    if l.owners.len() > 1 {
-        let owners: Vec<String> = l.owners.iter().map(|(s, n)| format!("{s}={n}")).collect();
-        println!("ledger: runs by admin node: {}", owners.join(" "));
+/// Longest wait for the claim of an overloaded admin to reach the window's end.
+const CLAIM_CATCH_UP_MAX: Duration = Duration::from_secs(120);
+
+/// Waits until the claim has recorded every fire of `group_id` before `w1` (no job's next
+/// fire is before it), or [`CLAIM_CATCH_UP_MAX`].
+async fn wait_for_claim_past(db: &BenchDb, group_id: i64, w1: i64) {
+    let t = Instant::now();
+    loop {
+        let left = match db.jobs_unclaimed_before(group_id, w1).await {
+            Ok(n) => n,
+            Err(e) => {
+                println!("drain: jobs query failed: {e:#}");
+                -1
+            }
+        };
+        if left == 0 {
+            println!(
+                "drain: the claim recorded every fire of the window {:.1} s after it",
+                t.elapsed().as_secs_f64()
+            );
+            return;
+        }
+        if t.elapsed() > CLAIM_CATCH_UP_MAX {
+            println!(
+                "drain: {left} jobs still unclaimed before the window's end after {} s; going on",
+                CLAIM_CATCH_UP_MAX.as_secs()
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    println!(
-        "ledger: {} distinct scheduled (job, second) pairs of {expected} expected \
-         ({} absent), {} pairs with more than one run",
-        l.distinct_scheduled,
-        expected as i64 - l.distinct_scheduled,
-        l.duplicated
-    );
-    let spread = |name: &str, v: Vec<i64>| match Spread::of(v) {
-        Some(s) => println!(
-            "ledger: {name}: p50 {} ms, p99 {} ms, max {} ms ({} runs)",
-            s.p50, s.p99, s.max, s.count
-        ),
-        None => println!("ledger: {name}: no runs"),
-    };
-    spread(
-        "claimed (created_at - scheduled_at; negative = ahead of the fire)",
-        l.rows
-            .iter()
-            .map(|r| r.created_at - r.scheduled_at)
-            .collect(),
-    );
-    spread(
-        "dispatch recorded (dispatched_at - scheduled_at)",
-        l.rows
-            .iter()
-            .filter_map(|r| Some(r.dispatched_at? - r.scheduled_at))
-            .collect(),
-    );
-    spread(
-        "result recorded (finished_at - scheduled_at)",
-        l.rows
-            .iter()
-            .filter_map(|r| Some(r.finished_at? - r.scheduled_at))
-            .collect(),
-    );
 }
