@@ -615,35 +615,32 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
     // ---- drain: the jobs keep firing until every run of the window has left `planned` ----
     let t = Instant::now();
     if overload {
-        // The claim runs far behind: first every fire of the window must be in the ledger,
-        // or stopping the jobs would leave the last ones unclaimed and unrecorded.
-        wait_for_claim_past(db, group_id, w1).await;
+        // The claim runs far behind: first every fire of the window must be in the ledger
+        // (no job's next fire before the window's end), or the jobs' stop at the admin's
+        // shutdown would leave the last ones unclaimed and unrecorded.
+        wait_until_none(
+            t,
+            CLAIM_CATCH_UP_MAX,
+            "the claim recorded every fire of the window",
+            "jobs still unclaimed before the window's end",
+            || db.jobs_unclaimed_before(group_id, w1),
+        )
+        .await;
     }
-    loop {
-        let path = format!("/runs?group_id={group_id}&state=planned&from={w0}&to={w1}&limit=1");
-        let left = match api.get_once(&path, Duration::from_secs(5)).await {
-            Ok(v) => v.get("total").and_then(|t| t.as_i64()).unwrap_or(-1),
-            Err(e) => {
-                println!("drain: runs query failed: {e:#}");
-                -1
-            }
-        };
-        if left == 0 {
-            println!(
-                "drain: every run of the window left `planned` {:.1} s after the window",
-                t.elapsed().as_secs_f64()
-            );
-            break;
-        }
-        if t.elapsed() > DRAIN_MAX {
-            println!(
-                "drain: {left} runs of the window still planned after {} s; stopping anyway",
-                DRAIN_MAX.as_secs()
-            );
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let planned = format!("/runs?group_id={group_id}&state=planned&from={w0}&to={w1}&limit=1");
+    wait_until_none(
+        t,
+        DRAIN_MAX,
+        "every run of the window left `planned`",
+        "runs of the window still planned",
+        || async {
+            let v = api.get_once(&planned, Duration::from_secs(5)).await?;
+            v.get("total")
+                .and_then(|t| t.as_i64())
+                .context("no total in the runs page")
+        },
+    )
+    .await;
     // Results recorded by now: whether the admin's callback path kept up with its dispatch.
     let callbacks_written = match db.final_runs(group_id, w0, w1).await {
         Ok(n) => {
@@ -835,30 +832,31 @@ async fn start_one_by_one(api: &api::Api, ids: &[i64], concurrency: usize) {
 /// Longest wait for the claim of an overloaded admin to reach the window's end.
 const CLAIM_CATCH_UP_MAX: Duration = Duration::from_secs(120);
 
-/// Waits until the claim has recorded every fire of `group_id` before `w1` (no job's next
-/// fire is before it), or [`CLAIM_CATCH_UP_MAX`].
-async fn wait_for_claim_past(db: &BenchDb, group_id: i64, w1: i64) {
+/// Asks `left` every 500 ms until it counts none or `max` has passed, and says which (with
+/// the seconds since `since`, the window's end).
+async fn wait_until_none<F, Fut>(since: Instant, max: Duration, done: &str, what: &str, left: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<i64>>,
+{
     let t = Instant::now();
     loop {
-        let left = match db.jobs_unclaimed_before(group_id, w1).await {
+        let n = match left().await {
             Ok(n) => n,
             Err(e) => {
-                println!("drain: jobs query failed: {e:#}");
+                println!("drain: query failed: {e:#}");
                 -1
             }
         };
-        if left == 0 {
+        if n == 0 {
             println!(
-                "drain: the claim recorded every fire of the window {:.1} s after it",
-                t.elapsed().as_secs_f64()
+                "drain: {done} {:.1} s after the window",
+                since.elapsed().as_secs_f64()
             );
             return;
         }
-        if t.elapsed() > CLAIM_CATCH_UP_MAX {
-            println!(
-                "drain: {left} jobs still unclaimed before the window's end after {} s; going on",
-                CLAIM_CATCH_UP_MAX.as_secs()
-            );
+        if t.elapsed() > max {
+            println!("drain: {n} {what} after {} s; going on", max.as_secs());
             return;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
