@@ -84,8 +84,9 @@ impl JobCache {
         self.jobs.remove(&job_id);
     }
 
-    /// Drops the parsed schedules no cached job uses once they outnumber the jobs: edited
-    /// and deleted jobs leave theirs behind. Amortized O(1) per insert.
+    /// Drops the parsed schedules no cached job uses once there are more than twice as many
+    /// as jobs (plus 64): edited and deleted jobs leave theirs behind. Amortized O(1) per
+    /// insert.
     fn prune(&mut self) {
         if self.schedules.len() <= 2 * self.jobs.len() + 64 {
             return;
