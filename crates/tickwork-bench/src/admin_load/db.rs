@@ -213,17 +213,13 @@ impl BenchDb {
         from_ms: i64,
         to_ms: i64,
     ) -> anyhow::Result<i64> {
-        let pool = self.pool().await?;
-        let n = fetch!(
-            pool,
-            (i64,),
+        self.count(
             format!(
                 "SELECT COUNT(*) FROM tw_runs {WHERE} AND state NOT IN ('planned', 'sending', 'dispatched')"
             ),
-            &[group_id, from_ms, to_ms]
-        );
-        pool.close().await;
-        Ok(n.first().map_or(0, |r| r.0))
+            &[group_id, from_ms, to_ms],
+        )
+        .await
     }
 
     /// Jobs of `group_id` whose next fire is before `at_ms`: not yet claimed past it (every
@@ -233,13 +229,17 @@ impl BenchDb {
         group_id: i64,
         at_ms: i64,
     ) -> anyhow::Result<i64> {
-        let pool = self.pool().await?;
-        let n = fetch!(
-            pool,
-            (i64,),
+        self.count(
             "SELECT COUNT(*) FROM tw_jobs WHERE group_id = ? AND next_fire_at < ?".to_owned(),
-            &[group_id, at_ms]
-        );
+            &[group_id, at_ms],
+        )
+        .await
+    }
+
+    /// The number a `SELECT COUNT(*)` with `binds` answers, on a pool of its own.
+    async fn count(&self, sql: String, binds: &[i64]) -> anyhow::Result<i64> {
+        let pool = self.pool().await?;
+        let n = fetch!(pool, (i64,), sql, binds);
         pool.close().await;
         Ok(n.first().map_or(0, |r| r.0))
     }
