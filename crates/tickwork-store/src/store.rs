@@ -131,6 +131,22 @@ pub trait JobStore: Send + Sync {
     /// an edit of the definition.
     async fn job_set_status(&self, change: JobStatusChange) -> Result<Job, Error>;
 
+    /// Starts or stops jobs in one transaction, each as `job_set_status` does it, with the
+    /// audit record `audit` makes of each job changed (its index in `change.jobs`, the job
+    /// as written). Returns the jobs changed in the order given; a job that is not there is
+    /// left out. A job named twice is a conflict; an audit record that cannot be made or
+    /// stored changes nothing.
+    async fn jobs_set_status(
+        &self,
+        change: JobsStatusChange,
+        audit: &JobAudit<'_>,
+    ) -> Result<Vec<Job>, Error>;
+
+    /// Deletes jobs with their runs in one transaction, as `job_delete` does each, with the
+    /// audit record `audit` makes of each (its index in `ids`, the job as it was). Returns the
+    /// jobs deleted in the order given; a job that is not there is left out.
+    async fn jobs_delete(&self, ids: &[i64], audit: &JobAudit<'_>) -> Result<Vec<Job>, Error>;
+
     /// Moves the next fire of a job that is running; `false` (and no change) when it is
     /// stopped or gone, so a late completion never restarts a stopped job.
     async fn job_set_next_fire(&self, next: JobNextFire) -> Result<bool, Error>;

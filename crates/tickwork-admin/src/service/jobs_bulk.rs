@@ -2,21 +2,25 @@
 //! checked first, as `POST /jobs` checks one, and every wrong one is reported by its index and
 //! field; then all are written in one transaction with one audit record each, or none is.
 //! Started, stopped, triggered or deleted (`POST /jobs/actions`, the console's ticked rows):
-//! each job by its own operation, so with its own permission check and audit record, and
-//! each refusal reported with the job it concerns.
+//! each job checked as its own operation checks it (permission, schedule), each refusal
+//! reported with the job it concerns; started, stopped or deleted jobs are then written in
+//! one transaction with an audit record each, so that a thousand of them wait once for the
+//! database's write lock, not a thousand times behind the pipeline's writes.
 
 use std::collections::{HashMap, HashSet};
 
 use tickwork_core::TriggerType;
+use tickwork_core::schedule::Schedule;
 use tickwork_protocol::api::{
     ItemError, JOBS_ACTION_MAX, JOBS_BULK_MAX, JobAction, JobCreated, JobInput, JobRefused,
     JobsActionInput, JobsActionResult, JobsBulkCreated, TriggerInput,
 };
-use tickwork_store::{Job, JobCreate, JobStatus};
+use tickwork_store::{Job, JobCreate, JobStatus, JobsStatusChange};
 
-use super::Jobs;
+use super::audit::{Target, audit_entry};
 use super::job_writer::create_record;
 use super::jobs::Lookups;
+use super::{Jobs, invalid, job_view};
 use crate::Error;
 use crate::auth::{Principal, Role};
 
@@ -80,11 +84,13 @@ impl Jobs<'_> {
     }
 
     /// `input.action` on each job of `input.ids` (1 to [`JOBS_ACTION_MAX`], a repeated id
-    /// once), in their order, each as its single operation does it: the caller's permission
-    /// on the job's group is checked and the audit record written per job. A job refused
-    /// (another group's, gone, a schedule that cannot start) does not stop the others; each
-    /// is reported with the code and message its own call would have answered. `trigger_type`
-    /// is what triggered runs record (the console's manual, the API's api).
+    /// once), each checked as its single operation checks it: the caller's permission on the
+    /// job's group, a schedule that can start. A job refused (another group's, gone, a
+    /// schedule that cannot start) does not stop the others; each is reported with the code
+    /// and message its own call would have answered. Started, stopped and deleted jobs are
+    /// written together with their audit records; triggered ones one by one (each is a run
+    /// of its own). `trigger_type` is what triggered runs record (the console's manual, the
+    /// API's api).
     pub async fn act_many(
         self,
         by: &Principal,
@@ -117,34 +123,118 @@ impl Jobs<'_> {
             ));
         }
         let mut seen = HashSet::with_capacity(input.ids.len());
+        let ids: Vec<i64> = input
+            .ids
+            .into_iter()
+            .filter(|id| seen.insert(*id))
+            .collect();
         let mut result = JobsActionResult {
             action: input.action,
             done: Vec::new(),
             refused: Vec::new(),
         };
-        for id in input.ids.into_iter().filter(|id| seen.insert(*id)) {
-            let outcome = match input.action {
-                JobAction::Start => self.start(by, id).await.map(drop),
-                JobAction::Stop => self.stop(by, id).await.map(drop),
-                JobAction::Trigger => self
-                    .trigger(by, id, TriggerInput::default(), trigger_type)
-                    .await
-                    .map(drop),
-                JobAction::Delete => self.delete(by, id).await,
-            };
+        if input.action != JobAction::Trigger {
+            self.act_together(by, input.action, ids, &mut result).await;
+            return Ok(result);
+        }
+        for id in ids {
+            let outcome = self
+                .trigger(by, id, TriggerInput::default(), trigger_type)
+                .await;
             match outcome {
-                Ok(()) => result.done.push(id),
-                Err(e) => result.refused.push(JobRefused {
-                    id,
-                    code: e.code().as_str().to_owned(),
-                    // An internal failure's cause is logged, never shown.
-                    message: e
-                        .client_message("jobs action")
-                        .unwrap_or_else(|| "internal error (see the admin's log)".to_owned()),
-                }),
+                Ok(_) => result.done.push(id),
+                Err(e) => result.refused.push(refusal(id, e)),
             }
         }
         Ok(result)
+    }
+
+    /// Starts, stops or deletes the jobs `ids` that pass their checks, in one store
+    /// transaction, and tells the pipeline.
+    async fn act_together(
+        self,
+        by: &Principal,
+        action: JobAction,
+        ids: Vec<i64>,
+        result: &mut JobsActionResult,
+    ) {
+        let now = self.inner.clock.now_ms();
+        // Each job that passed, with its first fire when starting and its view before.
+        let mut passed = Vec::with_capacity(ids.len());
+        for id in ids {
+            let checked = match self.job_for_change(by, id).await {
+                Ok(job) if action == JobAction::Start => Schedule::parse(
+                    job.spec.schedule_type,
+                    &job.spec.schedule_conf,
+                    &job.spec.time_zone,
+                )
+                .map_err(|e| invalid("schedule_conf", e))
+                .and_then(|schedule| Self::first_fire(&schedule, now))
+                .map(|next| (job, Some(next))),
+                Ok(job) => Ok((job, None)),
+                Err(e) => Err(e),
+            };
+            match checked {
+                Ok((job, next)) => passed.push((id, next, job_view(job))),
+                Err(e) => result.refused.push(refusal(id, e)),
+            }
+        }
+        if passed.is_empty() {
+            return;
+        }
+        let (name, status) = match action {
+            JobAction::Start => ("job.start", JobStatus::Running),
+            JobAction::Stop => ("job.stop", JobStatus::Stopped),
+            _ => ("job.delete", JobStatus::Stopped),
+        };
+        let store_error = |e: Error| tickwork_store::Error::Invalid(e.to_string());
+        let written = if action == JobAction::Delete {
+            let ids: Vec<i64> = passed.iter().map(|(id, _, _)| *id).collect();
+            let audit = |_: usize, job: &Job| {
+                let before = job_view(job.clone());
+                audit_entry(by, name, Target::Job(job.id), Some(&before), None::<&()>)
+                    .map_err(store_error)
+            };
+            self.inner.store.jobs_delete(&ids, &audit).await
+        } else {
+            let change = JobsStatusChange {
+                status,
+                jobs: passed.iter().map(|(id, next, _)| (*id, *next)).collect(),
+                // The pipeline skips fires claimed before this instant, on its clock.
+                now,
+            };
+            let audit = |index: usize, job: &Job| {
+                let after = job_view(job.clone());
+                let before = &passed[index].2;
+                audit_entry(by, name, Target::Job(job.id), Some(before), Some(&after))
+                    .map_err(store_error)
+            };
+            self.inner.store.jobs_set_status(change, &audit).await
+        };
+        match written {
+            Ok(jobs) => {
+                let done: HashSet<i64> = jobs.iter().map(|j| j.id).collect();
+                for (id, _, _) in passed {
+                    if done.contains(&id) {
+                        self.inner.pipeline.forget_job(id);
+                        result.done.push(id);
+                    } else {
+                        let gone = Error::NotFound(format!("job {id} not found"));
+                        result.refused.push(refusal(id, gone));
+                    }
+                }
+                if action == JobAction::Start && !done.is_empty() {
+                    self.inner.pipeline.wake();
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = ?e, action = name, "a batch of jobs could not be written");
+                let each = refusal(0, e.into());
+                for (id, _, _) in passed {
+                    result.refused.push(JobRefused { id, ..each.clone() });
+                }
+            }
+        }
     }
 
     /// Checks every job; what the store writes for them, or every wrong one.
@@ -192,5 +282,17 @@ impl Jobs<'_> {
                 items: wrong,
             })
         }
+    }
+}
+
+/// How a job's refusal is reported: the code and message its own call would have answered.
+fn refusal(id: i64, e: Error) -> JobRefused {
+    JobRefused {
+        id,
+        code: e.code().as_str().to_owned(),
+        // An internal failure's cause is logged, never shown.
+        message: e
+            .client_message("jobs action")
+            .unwrap_or_else(|| "internal error (see the admin's log)".to_owned()),
     }
 }

@@ -123,6 +123,15 @@ pub struct JobStatusChange {
     pub now: i64,
 }
 
+/// Start or stop many jobs together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobsStatusChange {
+    pub status: JobStatus,
+    /// Each job by id with its next fire: the first one when starting, `None` when stopping.
+    pub jobs: Vec<(i64, Option<i64>)>,
+    pub now: i64,
+}
+
 /// Move a running job's next fire (fixed delay: counted from a completion).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JobNextFire {

@@ -3,6 +3,7 @@
 use super::*;
 
 mod create;
+mod many;
 
 /// How often a claim that lost a deadlock is tried again.
 const CLAIM_RETRIES: u32 = 3;
@@ -682,6 +683,18 @@ impl<B: Backend> JobStore for SqlStore<B> {
             return Err(Error::not_found("job", change.id));
         }
         self.job_get(change.id).await
+    }
+
+    async fn jobs_set_status(
+        &self,
+        change: JobsStatusChange,
+        audit: &JobAudit<'_>,
+    ) -> Result<Vec<Job>, Error> {
+        self.set_status_of_jobs(change, audit).await
+    }
+
+    async fn jobs_delete(&self, ids: &[i64], audit: &JobAudit<'_>) -> Result<Vec<Job>, Error> {
+        self.delete_jobs(ids, audit).await
     }
 
     async fn job_set_next_fire(&self, next: JobNextFire) -> Result<bool, Error> {

@@ -219,3 +219,229 @@ pub(crate) async fn jobs_create_is_all_or_nothing(ctx: Ctx) {
     assert_eq!(job_total(store).await, jobs_before + MANY as u64 - 1);
     assert_eq!(audit_total(store).await, audit_before + MANY as u64 - 1);
 }
+
+/// The audit record of a job started, stopped or deleted by a batch: the job's status in it.
+fn status_record(_: usize, job: &Job) -> Result<AuditNew, Error> {
+    let mut r = record(0, job)?;
+    r.action = "job.status".to_owned();
+    r.after = Some(format!(r#"{{"status":"{}"}}"#, job.status.as_str()));
+    Ok(r)
+}
+
+pub(crate) async fn jobs_set_status_changes_jobs_and_records_together(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "bulk").await;
+    let stopped = |i: usize| {
+        let mut c = bulk_job(g.id, i);
+        c.job.status = JobStatus::Stopped;
+        c.job.next_fire_at = None;
+        c
+    };
+    let created = store
+        .jobs_create((0..MANY).map(stopped).collect(), &record)
+        .await
+        .unwrap();
+    let audit_before = audit_total(store).await;
+    // Newest first, and one job that is not there.
+    let gone = created[MANY - 1].id + 1000;
+    let mut order: Vec<i64> = created.iter().rev().map(|j| j.id).collect();
+    order.insert(700, gone);
+    let start = JobsStatusChange {
+        status: JobStatus::Running,
+        jobs: order.iter().map(|&id| (id, Some(NOW + id))).collect(),
+        now: NOW + 5,
+    };
+
+    let started = store
+        .jobs_set_status(start.clone(), &status_record)
+        .await
+        .unwrap();
+    assert_eq!(started.len(), MANY, "the job that is not there is left out");
+    let want: Vec<i64> = order.iter().copied().filter(|&id| id != gone).collect();
+    assert_eq!(started.iter().map(|j| j.id).collect::<Vec<_>>(), want);
+    for job in &started {
+        assert_eq!(
+            (job.status, job.next_fire_at, job.updated_at, job.version),
+            (JobStatus::Running, Some(NOW + job.id), NOW + 5, 1),
+        );
+        assert_eq!(&store.job_get(job.id).await.unwrap(), job, "as stored");
+    }
+    assert_eq!(audit_total(store).await, audit_before + MANY as u64);
+    let records = store
+        .audit_list(AuditFilter {
+            target_type: Some("job".to_owned()),
+            target_id: Some(created[0].id.to_string()),
+            ..AuditFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(records.total, 2, "created, then started");
+    let status = records.items.iter().find(|r| r.action == "job.status");
+    assert_eq!(
+        status.and_then(|r| r.after.as_deref()),
+        Some(r#"{"status":"running"}"#)
+    );
+
+    // Started jobs are claimed; stopped ones are not.
+    let first = created[0].id;
+    let claimed = store
+        .jobs_claim_due(claim("n1", NOW + first, 0, 10), &fixed_rate(1000, NOW))
+        .await
+        .unwrap();
+    assert_eq!(claimed.jobs, 1, "job {first} is due first");
+    let stop = JobsStatusChange {
+        status: JobStatus::Stopped,
+        jobs: created.iter().map(|j| (j.id, None)).collect(),
+        now: NOW + 6,
+    };
+    let stopped = store.jobs_set_status(stop, &status_record).await.unwrap();
+    assert_eq!(stopped.len(), MANY);
+    assert!(
+        stopped
+            .iter()
+            .all(|j| j.status == JobStatus::Stopped && j.next_fire_at.is_none())
+    );
+    let claimed = store
+        .jobs_claim_due(claim("n1", NOW + 1_000_000, 0, 10), &fixed_rate(1000, NOW))
+        .await
+        .unwrap();
+    assert_eq!(claimed.jobs, 0, "no stopped job is claimed");
+    assert_eq!(audit_total(store).await, audit_before + 2 * MANY as u64);
+}
+
+pub(crate) async fn jobs_set_status_and_delete_are_all_or_nothing(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "bulk").await;
+    let created = store
+        .jobs_create((0..MANY).map(|i| bulk_job(g.id, i)).collect(), &record)
+        .await
+        .unwrap();
+    let ids: Vec<i64> = created.iter().map(|j| j.id).collect();
+    let (jobs_before, audit_before) = (job_total(store).await, audit_total(store).await);
+    let unchanged = || async {
+        assert_eq!(job_total(store).await, jobs_before);
+        assert_eq!(audit_total(store).await, audit_before);
+        for i in [0, 1, 4, MANY - 1] {
+            assert_eq!(store.job_get(created[i].id).await.unwrap(), created[i]);
+        }
+    };
+    let stop = |ids: &[i64]| JobsStatusChange {
+        status: JobStatus::Stopped,
+        jobs: ids.iter().map(|&id| (id, None)).collect(),
+        now: NOW + 9,
+    };
+
+    // A job named twice.
+    let mut twice = ids.clone();
+    twice.push(ids[900]);
+    match store.jobs_set_status(stop(&twice), &status_record).await {
+        Err(Error::Conflict(m)) => assert!(m.contains(&ids[900].to_string()), "{m}"),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    unchanged().await;
+    match store.jobs_delete(&twice, &status_record).await {
+        Err(Error::Conflict(m)) => assert!(m.contains(&ids[900].to_string()), "{m}"),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    unchanged().await;
+
+    // An audit record that cannot be made, or cannot be stored.
+    let failing = |i: usize, job: &Job| {
+        if i == 1000 {
+            Err(Error::Invalid("no record".to_owned()))
+        } else {
+            status_record(i, job)
+        }
+    };
+    let unnamed = |i: usize, job: &Job| {
+        let mut r = status_record(i, job)?;
+        if i == 1400 {
+            r.actor = String::new();
+        }
+        Ok(r)
+    };
+    assert_invalid(store.jobs_set_status(stop(&ids), &failing).await);
+    unchanged().await;
+    assert_invalid(store.jobs_set_status(stop(&ids), &unnamed).await);
+    unchanged().await;
+    assert_invalid(store.jobs_delete(&ids, &failing).await);
+    unchanged().await;
+    assert_invalid(store.jobs_delete(&ids, &unnamed).await);
+    unchanged().await;
+
+    // Nothing asked, nothing written.
+    assert!(
+        store
+            .jobs_set_status(stop(&[]), &status_record)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .jobs_delete(&[], &status_record)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    unchanged().await;
+}
+
+pub(crate) async fn jobs_delete_removes_jobs_with_their_runs_together(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "bulk").await;
+    let created = store
+        .jobs_create((0..MANY).map(|i| bulk_job(g.id, i)).collect(), &record)
+        .await
+        .unwrap();
+    // Every fourth job is running and due at NOW + i: a run each for the first eleven (0 to 40).
+    let claimed = store
+        .jobs_claim_due(claim("n1", NOW + 40, 0, 100), &fixed_rate(1000, NOW + 40))
+        .await
+        .unwrap();
+    assert_eq!(claimed.runs.len(), 11);
+    let manual = store
+        .run_insert(RunNew::new(created[1].id, TriggerType::Manual, NOW))
+        .await
+        .unwrap();
+    let (jobs_before, audit_before) = (job_total(store).await, audit_total(store).await);
+
+    // The first 1,000 but job 4's, and one job that is not there.
+    let gone = created[MANY - 1].id + 1000;
+    let mut doomed: Vec<i64> = created[..1000].iter().map(|j| j.id).collect();
+    doomed.retain(|&id| id != created[4].id);
+    doomed.insert(10, gone);
+    let deleted = store.jobs_delete(&doomed, &status_record).await.unwrap();
+    assert_eq!(deleted.len(), 999);
+    let want: Vec<i64> = doomed.iter().copied().filter(|&id| id != gone).collect();
+    let ids: Vec<i64> = deleted.iter().map(|j| j.id).collect();
+    assert!(ids == want, "in the order given");
+    // As they were when deleted: job 0 claimed, its next fire moved on.
+    assert_eq!(deleted[0].key, created[0].key);
+    assert_eq!(deleted[0].last_fire_at, Some(NOW));
+    assert_eq!(job_total(store).await, jobs_before - 999);
+    assert_eq!(audit_total(store).await, audit_before + 999);
+    assert_not_found(store.job_get(created[0].id).await);
+    assert_not_found(store.run_get(manual.id).await);
+    assert!(all_runs(store, Some(created[0].id)).await.is_empty());
+    assert!(
+        store
+            .script_versions_list(created[3].id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        all_runs(store, Some(created[4].id)).await.len(),
+        1,
+        "job 4 kept its run"
+    );
+    assert_eq!(
+        store.job_get(created[4].id).await.unwrap().key,
+        created[4].key
+    );
+    assert_eq!(
+        store.job_get(created[1000].id).await.unwrap(),
+        created[1000]
+    );
+}

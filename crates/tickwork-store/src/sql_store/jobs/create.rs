@@ -1,7 +1,7 @@
 //! Many jobs in one transaction (see [`JobStore::jobs_create`]): the jobs, their first script
 //! versions and their audit records, each with multi-row inserts in statements of bounded size.
 
-use super::super::audit::{AUDIT_INSERT_COLUMNS, audit_args, check_audit};
+use super::super::audit::{audit_args, check_audit};
 use super::*;
 
 /// The columns a job insert writes, in [`job_args`] order.
@@ -50,7 +50,7 @@ fn version_args(job: &Job, first: &FirstScript) -> [Arg; 7] {
 }
 
 /// Rough bytes of SQL text and values a row adds to a statement.
-fn row_bytes(args: &[Arg]) -> usize {
+pub(super) fn row_bytes(args: &[Arg]) -> usize {
     args.iter()
         .map(|a| match a {
             Arg::Text(Some(t)) => t.len() + 4,
@@ -60,7 +60,11 @@ fn row_bytes(args: &[Arg]) -> usize {
 }
 
 /// `INSERT INTO table (columns) VALUES (...), (...)` of `rows`.
-fn insert_rows<'a>(table: &str, columns: &str, rows: impl IntoIterator<Item = &'a [Arg]>) -> Query {
+pub(super) fn insert_rows<'a>(
+    table: &str,
+    columns: &str,
+    rows: impl IntoIterator<Item = &'a [Arg]>,
+) -> Query {
     let mut q = Query::new(format!("INSERT INTO {table} ({columns}) VALUES "));
     for (n, row) in rows.into_iter().enumerate() {
         if n > 0 {
@@ -168,14 +172,7 @@ impl<B: Backend> SqlStore<B> {
             check_audit(&entry)?;
             records.push(audit_args(entry));
         }
-        for chunk in pow2_chunks(&records, |row| row_bytes(row)) {
-            let rows = chunk.iter().map(|r| &r[..]);
-            B::execute(
-                &mut *tx,
-                insert_rows("tw_audit", AUDIT_INSERT_COLUMNS, rows),
-            )
-            .await?;
-        }
+        Self::insert_audit_records(&mut tx, &records).await?;
         tx.commit().await?;
         Ok(created)
     }
@@ -284,7 +281,12 @@ mod tests {
             JOB_INSERT_COLUMNS.split(',').count(),
             job_args("k", &job).len()
         );
-        assert_eq!(AUDIT_INSERT_COLUMNS.split(',').count(), 8);
+        assert_eq!(
+            super::super::super::audit::AUDIT_INSERT_COLUMNS
+                .split(',')
+                .count(),
+            8
+        );
         assert_eq!(VERSION_INSERT_COLUMNS.split(',').count(), 7);
     }
 

@@ -1,0 +1,236 @@
+//! Many jobs started, stopped or deleted in one transaction (see [`JobStore::jobs_set_status`]
+//! and [`JobStore::jobs_delete`]): one lock of the jobs, statements of a power-of-two number
+//! of jobs, and their audit records, so that a thousand jobs wait once for the write lock
+//! rather than a thousand times.
+
+use super::super::audit::{AUDIT_INSERT_COLUMNS, audit_args, check_audit};
+use super::create::{insert_rows, row_bytes};
+use super::*;
+
+/// Rough bytes a job adds to a statement of ids (its id and its next fire).
+const JOB_ID_BYTES: usize = 24;
+
+/// The ids of `ids` in ascending order, or the first id named twice. Transactions that lock
+/// jobs in one order cannot deadlock each other.
+fn sorted_once(ids: impl Iterator<Item = i64>) -> Result<Vec<i64>, Error> {
+    let mut sorted: Vec<i64> = ids.collect();
+    sorted.sort_unstable();
+    if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+        return Err(Error::Conflict(format!(
+            "job {} appears twice in the batch",
+            w[0]
+        )));
+    }
+    Ok(sorted)
+}
+
+/// The audit records `audit` makes of `jobs` (each with its index in the request), checked.
+fn records<'a>(
+    jobs: impl Iterator<Item = (usize, &'a Job)>,
+    audit: &JobAudit<'_>,
+) -> Result<Vec<[Arg; 8]>, Error> {
+    jobs.map(|(index, job)| {
+        let entry = audit(index, job)?;
+        check_audit(&entry)?;
+        Ok(audit_args(entry))
+    })
+    .collect()
+}
+
+impl<B: Backend> SqlStore<B> {
+    /// See [`JobStore::jobs_set_status`].
+    pub(super) async fn set_status_of_jobs(
+        &self,
+        change: JobsStatusChange,
+        audit: &JobAudit<'_>,
+    ) -> Result<Vec<Job>, Error> {
+        if change.jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sorted = sorted_once(change.jobs.iter().map(|(id, _)| *id))?;
+        let mut retries = 0;
+        loop {
+            match self.set_status_once(&change, &sorted, audit).await {
+                Err(Error::Database(e)) if retries < CLAIM_RETRIES && is_retryable(&e) => {
+                    retries += 1;
+                    tracing::debug!(error = %e, retries, "a job batch lost a deadlock, trying again");
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn set_status_once(
+        &self,
+        change: &JobsStatusChange,
+        sorted: &[i64],
+        audit: &JobAudit<'_>,
+    ) -> Result<Vec<Job>, Error> {
+        let mut tx = B::begin_write(&self.writes).await?;
+        let mut found = Self::lock_jobs(&mut tx, sorted).await?;
+        let next: HashMap<i64, Option<i64>> = change.jobs.iter().copied().collect();
+        let present: Vec<i64> = sorted
+            .iter()
+            .copied()
+            .filter(|id| found.contains_key(id))
+            .collect();
+        for chunk in pow2_chunks(&present, |_| JOB_ID_BYTES) {
+            let mut q = Query::new("UPDATE tw_jobs SET status = ");
+            q.push_bind(change.status.as_str());
+            q.push(", next_fire_at = CASE id");
+            for id in chunk {
+                q.push(" WHEN ").push_bind(*id);
+                q.push(" THEN ").push_bind(next[id]);
+            }
+            q.push(" END, updated_at = ").push_bind(change.now);
+            q.push(" WHERE id IN ");
+            q.push_list(chunk.iter().copied());
+            B::execute(&mut *tx, q).await?;
+        }
+        let mut changed = Vec::with_capacity(present.len());
+        for (index, (id, next_fire_at)) in change.jobs.iter().enumerate() {
+            if let Some(mut job) = found.remove(id) {
+                job.status = change.status;
+                job.next_fire_at = *next_fire_at;
+                job.updated_at = change.now;
+                changed.push((index, job));
+            }
+        }
+        let records = records(changed.iter().map(|(i, job)| (*i, job)), audit)?;
+        Self::insert_audit_records(&mut tx, &records).await?;
+        tx.commit().await?;
+        Ok(changed.into_iter().map(|(_, job)| job).collect())
+    }
+
+    /// See [`JobStore::jobs_delete`].
+    pub(super) async fn delete_jobs(
+        &self,
+        ids: &[i64],
+        audit: &JobAudit<'_>,
+    ) -> Result<Vec<Job>, Error> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sorted = sorted_once(ids.iter().copied())?;
+        let mut retries = 0;
+        loop {
+            match self.delete_once(ids, &sorted, audit).await {
+                Err(Error::Database(e)) if retries < CLAIM_RETRIES && is_retryable(&e) => {
+                    retries += 1;
+                    tracing::debug!(error = %e, retries, "a job batch lost a deadlock, trying again");
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn delete_once(
+        &self,
+        ids: &[i64],
+        sorted: &[i64],
+        audit: &JobAudit<'_>,
+    ) -> Result<Vec<Job>, Error> {
+        let mut tx = B::begin_write(&self.writes).await?;
+        let mut found = Self::lock_jobs(&mut tx, sorted).await?;
+        let present: Vec<i64> = sorted
+            .iter()
+            .copied()
+            .filter(|id| found.contains_key(id))
+            .collect();
+        // What `job_delete` deletes, in its order: what refers to a run before the run,
+        // what refers to the job before the job.
+        let statements = [
+            "DELETE FROM tw_alarm_deliveries WHERE run_id IN \
+             (SELECT id FROM tw_runs WHERE job_id IN ",
+            "DELETE FROM tw_runs WHERE job_id IN ",
+            "DELETE FROM tw_script_versions WHERE job_id IN ",
+            "DELETE FROM tw_jobs WHERE id IN ",
+        ];
+        for chunk in pow2_chunks(&present, |_| JOB_ID_BYTES) {
+            for (n, sql) in statements.iter().enumerate() {
+                let mut q = Query::new(*sql);
+                q.push_list(chunk.iter().copied());
+                if n == 0 {
+                    q.push(")");
+                }
+                B::execute(&mut *tx, q).await?;
+            }
+        }
+        let deleted: Vec<(usize, Job)> = ids
+            .iter()
+            .enumerate()
+            .filter_map(|(index, id)| Some((index, found.remove(id)?)))
+            .collect();
+        let records = records(deleted.iter().map(|(i, job)| (*i, job)), audit)?;
+        Self::insert_audit_records(&mut tx, &records).await?;
+        tx.commit().await?;
+        Ok(deleted.into_iter().map(|(_, job)| job).collect())
+    }
+
+    /// Locks the jobs `sorted` (ascending ids) by primary key and returns those there.
+    /// MariaDB can answer a locking read that waited for another transaction's row locks
+    /// without those rows (see `lock_runs`): its answer is compared with a plain count and the
+    /// lock taken again until both agree.
+    async fn lock_jobs(conn: &mut Conn<B>, sorted: &[i64]) -> Result<HashMap<i64, Job>, Error> {
+        const TRIES: usize = 10;
+        let mut found = HashMap::with_capacity(sorted.len());
+        for chunk in pow2_chunks(sorted, |_| JOB_ID_BYTES) {
+            let mut tries = 0;
+            let jobs = loop {
+                let mut lock =
+                    Query::new(format!("SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id IN "));
+                lock.push_list(chunk.iter().copied());
+                lock.push(B::KIND.for_update());
+                let locked: Vec<Job> = convert(B::fetch_all::<JobRow>(conn, lock).await?)?;
+                if B::KIND != Kind::MySql || locked.len() == chunk.len() {
+                    break locked;
+                }
+                let mut plain = Query::new("SELECT COUNT(*) FROM tw_jobs WHERE id IN ");
+                plain.push_list(chunk.iter().copied());
+                let (there,): (i64,) = B::fetch_optional(conn, plain)
+                    .await?
+                    .ok_or_else(|| Error::corrupt("COUNT returned no row".to_owned()))?;
+                if there == locked.len() as i64 {
+                    break locked;
+                }
+                tries += 1;
+                if tries == TRIES {
+                    return Err(Error::Conflict(
+                        "the jobs kept changing while being locked; try again".to_owned(),
+                    ));
+                }
+            };
+            found.extend(jobs.into_iter().map(|job| (job.id, job)));
+        }
+        Ok(found)
+    }
+
+    /// Inserts audit records made by [`audit_args`], in multi-row statements.
+    pub(super) async fn insert_audit_records(
+        conn: &mut Conn<B>,
+        records: &[[Arg; 8]],
+    ) -> Result<(), Error> {
+        for chunk in pow2_chunks(records, |row| row_bytes(row)) {
+            let rows = chunk.iter().map(|r| &r[..]);
+            B::execute(conn, insert_rows("tw_audit", AUDIT_INSERT_COLUMNS, rows)).await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sorted_once_sorts_and_refuses_an_id_named_twice() {
+        for (ids, want) in [
+            (vec![], Ok(vec![])),
+            (vec![3, 1, 2], Ok(vec![1, 2, 3])),
+            (vec![5, 9, 5], Err("job 5 appears twice in the batch")),
+        ] {
+            let got = sorted_once(ids.into_iter()).map_err(|e| e.to_string());
+            assert_eq!(got, want.map_err(|m: &str| format!("conflict: {m}")));
+        }
+    }
+}
