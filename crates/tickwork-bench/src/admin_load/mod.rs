@@ -8,6 +8,7 @@
 //! its CPU per 1,000 fires and the CPU split.
 
 mod api;
+mod api_writes;
 pub(crate) mod child;
 mod creates;
 mod db;
@@ -547,9 +548,11 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
 
     let route = if args.executors > 1 { "ROUND" } else { "FIRST" };
     let overload = plan.load == Load::Overload;
+    let mut idle_ids = Vec::new();
     let (job_ids, create_jobs_per_s) = if overload {
         sampler.printing.store(true, Ordering::Relaxed);
         let ids = creates::bulk_started(&api, plan.jobs, group_id, &app, route).await?;
+        idle_ids = api_writes::create_idle(&api, group_id, &app).await?;
         (ids, None)
     } else {
         let (ids, per_s) =
@@ -576,6 +579,14 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
         .collect();
     let everyone0 = procs::all_ticks();
     let arrivals0 = executors.total();
+    let (mut api_stop_1k_s, mut api_start_1k_s) = ("none".to_owned(), "none".to_owned());
+    if overload {
+        sleep_until_ms(w0 + plan.duration as i64 * 500).await;
+        let stop = api_writes::act(&api, "stop", &idle_ids).await;
+        api_stop_1k_s = api_writes::secs_or_none("mid-window: 1,000 jobs stopped", stop);
+        let start = api_writes::act(&api, "start", &idle_ids).await;
+        api_start_1k_s = api_writes::secs_or_none("mid-window: 1,000 jobs started", start);
+    }
     sleep_until_ms(w1).await;
     let (cpu1, at1) = (parts.snapshot(), Instant::now());
     let threads1: Vec<_> = thread_pids
@@ -658,10 +669,11 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
 
     // ---- stop the jobs, let the last runs arrive ----
     let t = Instant::now();
+    let mut stop_all_s = "none".to_owned();
     if overload {
-        // A job's stop is a write of its own, and writes queue behind the overloaded
-        // pipeline's (a `POST /jobs/actions` of 1,000 stops took over 30 s on SQLite).
-        println!("jobs left running: the admin's shutdown ends them");
+        let all = [job_ids.as_slice(), &idle_ids].concat();
+        let stopped = api_writes::stop_all(&api, &all).await;
+        stop_all_s = api_writes::secs_or_none("every job stopped, 1,000 per request", stopped);
     } else {
         let results = api::bulk(job_ids.len(), args.api_concurrency, STOP_MAX, |i| {
             let api = api.clone();
@@ -774,7 +786,9 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
              p50_ms={p50} p99_ms={p99} missed={} misfired={misfired} \
              missed_not_misfired={unaccounted} duplicated={} admin_rss_mb={:.1} \
              healthz_p99_ms={healthz_p99} healthz_max_ms={healthz_max} \
-             healthz_slow={} healthz_failed={} admin_cpu_s_per_1k_fires={cpu_per_1k}",
+             healthz_slow={} healthz_failed={} admin_cpu_s_per_1k_fires={cpu_per_1k} \
+             api_stop_1k_s={api_stop_1k_s} api_start_1k_s={api_start_1k_s} \
+             stop_all_s={stop_all_s}",
             db.kind.as_str(),
             plan.args.executor.as_str(),
             plan.jobs,
