@@ -121,6 +121,10 @@ pub trait JobStore: Send + Sync {
     /// One job by id.
     async fn job_get(&self, id: i64) -> Result<Job, Error>;
 
+    /// The jobs of `ids` that are there, in ascending id order (statements of a power-of-two
+    /// number of ids; a repeated id once).
+    async fn jobs_get(&self, ids: &[i64]) -> Result<Vec<Job>, Error>;
+
     /// One job by its stable key.
     async fn job_get_by_key(&self, key: &str) -> Result<Job, Error>;
 

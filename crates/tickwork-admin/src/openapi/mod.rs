@@ -157,8 +157,10 @@ const OPS: &[Op] = &[
         method: "post",
         path: "/jobs/actions",
         summary: "Start, stop, trigger (run once now, as routed) or delete up to 1,000 jobs, each \
-                  as its own call would (its permission, its audit record); each refused job is \
-                  answered with its code and message, and does not stop the others",
+                  checked as its own call would check it (its permission, its schedule) and \
+                  audited; each refused job is answered with its code and message, and does not \
+                  stop the others. Started, stopped and deleted jobs are written in one \
+                  transaction",
         roles: "admin or operator (a viewer is refused as a whole); each job is refused unless \
                 the caller is an admin or an operator of its group",
         query: &[],

@@ -627,8 +627,8 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
     let t = Instant::now();
     if overload {
         // The claim runs far behind: first every fire of the window must be in the ledger
-        // (no job's next fire before the window's end), or the jobs' stop at the admin's
-        // shutdown would leave the last ones unclaimed and unrecorded.
+        // (no job's next fire before the window's end), or the jobs' stop would leave the
+        // last ones unclaimed and unrecorded.
         wait_until_none(
             t,
             CLAIM_CATCH_UP_MAX,
@@ -843,8 +843,9 @@ async fn start_one_by_one(api: &api::Api, ids: &[i64], concurrency: usize) {
     }
 }
 
-/// Longest wait for the claim of an overloaded admin to reach the window's end.
-const CLAIM_CATCH_UP_MAX: Duration = Duration::from_secs(120);
+/// Longest wait for the claim of an overloaded admin to reach the window's end (it ran
+/// 250 s behind at 40,000 jobs on PostgreSQL on a slow day).
+const CLAIM_CATCH_UP_MAX: Duration = Duration::from_secs(400);
 
 /// Asks `left` every 500 ms until it counts none or `max` has passed, and says which (with
 /// the seconds since `since`, the window's end).

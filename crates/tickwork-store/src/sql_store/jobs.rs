@@ -647,6 +647,10 @@ impl<B: Backend> JobStore for SqlStore<B> {
         Self::job_in(&mut conn, id).await
     }
 
+    async fn jobs_get(&self, ids: &[i64]) -> Result<Vec<Job>, Error> {
+        self.get_jobs(ids).await
+    }
+
     async fn job_get_by_key(&self, key: &str) -> Result<Job, Error> {
         let q = Query::new(format!(
             "SELECT {JOB_COLUMNS} FROM tw_jobs WHERE job_key = ?"

@@ -242,8 +242,13 @@ pub(crate) async fn jobs_set_status_changes_jobs_and_records_together(ctx: Ctx) 
         .await
         .unwrap();
     let audit_before = audit_total(store).await;
-    // Newest first, and one job that is not there.
+    // Read at once: in id order, a repeated id once, a job that is not there left out.
     let gone = created[MANY - 1].id + 1000;
+    let mut asked: Vec<i64> = created.iter().rev().map(|j| j.id).collect();
+    asked.extend([gone, created[3].id]);
+    assert_eq!(store.jobs_get(&asked).await.unwrap(), created);
+    assert!(store.jobs_get(&[]).await.unwrap().is_empty());
+    // Newest first, and one job that is not there.
     let mut order: Vec<i64> = created.iter().rev().map(|j| j.id).collect();
     order.insert(700, gone);
     let start = JobsStatusChange {

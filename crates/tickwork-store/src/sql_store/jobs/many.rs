@@ -1,7 +1,7 @@
-//! Many jobs started, stopped or deleted in one transaction (see [`JobStore::jobs_set_status`]
-//! and [`JobStore::jobs_delete`]): one lock of the jobs, statements of a power-of-two number
-//! of jobs, and their audit records, so that a thousand jobs wait once for the write lock
-//! rather than a thousand times.
+//! Many jobs read at once ([`JobStore::jobs_get`]), and started, stopped or deleted in one
+//! transaction ([`JobStore::jobs_set_status`], [`JobStore::jobs_delete`]): one lock of the
+//! jobs, statements of a power-of-two number of jobs, and their audit records, so that a
+//! thousand jobs wait once for the write lock rather than a thousand times.
 
 use super::super::audit::{AUDIT_INSERT_COLUMNS, audit_args, check_audit};
 use super::create::{insert_rows, row_bytes};
@@ -38,6 +38,22 @@ fn records<'a>(
 }
 
 impl<B: Backend> SqlStore<B> {
+    /// See [`JobStore::jobs_get`].
+    pub(super) async fn get_jobs(&self, ids: &[i64]) -> Result<Vec<Job>, Error> {
+        let mut sorted = ids.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let mut conn = self.pool.acquire().await?;
+        let mut jobs = Vec::with_capacity(sorted.len());
+        for chunk in pow2_chunks(&sorted, |_| JOB_ID_BYTES) {
+            let mut q = Query::new(format!("SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id IN "));
+            q.push_list(chunk.iter().copied());
+            q.push(" ORDER BY id");
+            jobs.extend(convert(B::fetch_all::<JobRow>(&mut conn, q).await?)?);
+        }
+        Ok(jobs)
+    }
+
     /// See [`JobStore::jobs_set_status`].
     pub(super) async fn set_status_of_jobs(
         &self,
