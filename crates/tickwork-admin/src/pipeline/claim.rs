@@ -37,6 +37,24 @@ fn stop_point_in_claim() {
 /// How long a claim put off by a full backlog waits before it looks again.
 const BACKLOG_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
 
+/// Most fires one claim transaction should write. Every fire is a row, a misfired one too:
+/// an overloaded admin ran minutes behind, each of `claim_limit` jobs had hundreds of fires to
+/// record, and a claim held their rows locked longer than a session waits for a lock, so
+/// starts and stops from the API failed with a lock timeout (PostgreSQL) or queued behind it
+/// (SQLite).
+const CLAIM_FIRES_MAX: usize = 20_000;
+
+/// The jobs the next claim takes: `configured`, or fewer when the last claim's jobs had so
+/// many fires each (`last_fires` over `last_jobs`) that `configured` of them would write more
+/// than [`CLAIM_FIRES_MAX`]; at least one.
+fn next_claim_limit(configured: u32, last_jobs: usize, last_fires: usize) -> u32 {
+    if last_jobs == 0 {
+        return configured;
+    }
+    let per_job = last_fires.div_ceil(last_jobs).max(1);
+    (CLAIM_FIRES_MAX / per_job).clamp(1, configured as usize) as u32
+}
+
 impl Scheduler {
     pub(super) async fn claim_loop(self) {
         let inner = &self.inner;
@@ -49,6 +67,7 @@ impl Scheduler {
         // Successful claim rounds in a row: held runs go back once two rounds passed, so that
         // the late fires of every due job were planned (and their catch-ups written) first.
         let mut ok_rounds = 0u32;
+        let mut limit = s.claim_limit;
         loop {
             if inner.stop.is_cancelled() {
                 return;
@@ -82,7 +101,7 @@ impl Scheduler {
                 node_id: inner.config.node_id.clone(),
                 now,
                 lookahead_ms: limits.lookahead_ms,
-                limit: s.claim_limit,
+                limit,
             };
             let planner = |job: &Job, now: i64| {
                 stop_point_in_claim();
@@ -106,7 +125,9 @@ impl Scheduler {
                             "claim met fires the ledger already held"
                         );
                     }
-                    let full = result.jobs >= s.claim_limit as usize;
+                    let full = result.jobs >= limit as usize;
+                    let fires = result.runs.len() + result.misfired + result.duplicates;
+                    limit = next_claim_limit(s.claim_limit, result.jobs, fires);
                     self.arm_all(result.runs, 0);
                     // After the arming: whoever sees this instant finds the round's runs armed.
                     inner.stats.last_claim_at.fetch_max(now, Ordering::SeqCst);
@@ -149,5 +170,32 @@ impl Scheduler {
         }
         let job = self.inner.store.job_get(job_id).await?;
         Ok(self.cache_job(job))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_takes_fewer_jobs_when_each_has_many_fires() {
+        for (configured, last_jobs, last_fires, want) in [
+            // Nothing claimed, or a few fires a job (on time): the configured limit.
+            (1000, 0, 0, 1000),
+            (1000, 1000, 3000, 1000),
+            (1000, 1000, 20_000, 1000),
+            // Minutes behind: hundreds of fires a job.
+            (1000, 1000, 250_000, 80),
+            (1000, 80, 20_000, 80),
+            // A limit set lower stays the ceiling; never fewer than one job.
+            (50, 10, 30, 50),
+            (1000, 1, 10_000_000, 1),
+        ] {
+            assert_eq!(
+                next_claim_limit(configured, last_jobs, last_fires),
+                want,
+                "{configured} configured, last claim {last_jobs} jobs with {last_fires} fires"
+            );
+        }
     }
 }
