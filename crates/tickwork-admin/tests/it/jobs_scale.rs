@@ -12,23 +12,26 @@ use tickwork_store::AuditFilter;
 
 use crate::api::{Api, BUILTIN, Call, Harness};
 
+/// Creates the job `body` describes; its id.
+async fn create(h: &Harness, body: Value) -> i64 {
+    h.call(Method::POST, "/jobs", "/jobs", BUILTIN, Some(body))
+        .await
+        .ok()["id"]
+        .as_i64()
+        .unwrap()
+}
+
 /// A BEAN job of `group` described `description`, started on a cron it will not reach in a
 /// test (no pipeline runs here anyway); its id.
 async fn job(h: &Harness, group: i64, description: &str) -> i64 {
-    h.call(
-        Method::POST,
-        "/jobs",
-        "/jobs",
-        BUILTIN,
-        Some(json!({
+    create(
+        h,
+        json!({
             "group_id": group, "description": description, "schedule_type": "CRON",
             "schedule_conf": "0 0 3 * * ?", "handler": "demo", "start": true,
-        })),
+        }),
     )
     .await
-    .ok()["id"]
-        .as_i64()
-        .unwrap()
 }
 
 fn ids(page: &Value) -> Vec<i64> {
@@ -238,21 +241,14 @@ async fn a_thousand_jobs_are_stopped_and_started_in_one_request() {
         .map(|j| j["id"].as_i64().unwrap())
         .collect();
     // One job that cannot start: schedule NONE, refused alone when starting.
-    let none = h
-        .call(
-            Method::POST,
-            "/jobs",
-            "/jobs",
-            BUILTIN,
-            Some(json!({
-                "group_id": g, "description": "manual only", "schedule_type": "NONE",
-                "handler": "demo",
-            })),
-        )
-        .await
-        .ok()["id"]
-        .as_i64()
-        .unwrap();
+    let none = create(
+        &h,
+        json!({
+            "group_id": g, "description": "manual only", "schedule_type": "NONE",
+            "handler": "demo",
+        }),
+    )
+    .await;
     ids[500] = none;
     let audit = h.audit_total().await;
 

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use tickwork_protocol::api::JOBS_ACTION_MAX;
 
 use super::api::Api;
+use super::creates::create_in_one_request;
 
 /// Fires once a year, at 03:00 on January 1st: never during a run of the bench but one
 /// that spans New Year's night.
@@ -32,19 +33,7 @@ pub(super) async fn create_idle(api: &Api, group_id: i64, app: &str) -> anyhow::
             })
         })
         .collect();
-    let answer = api.post(0, "/jobs/bulk", &json!({ "jobs": jobs })).await?;
-    let ids: Vec<i64> = answer
-        .get("jobs")
-        .and_then(Value::as_array)
-        .map(|jobs| jobs.iter().filter_map(|j| j.get("id")?.as_i64()).collect())
-        .unwrap_or_default();
-    if ids.len() != JOBS_ACTION_MAX {
-        bail!(
-            "{} of {JOBS_ACTION_MAX} idle jobs created: {answer}",
-            ids.len()
-        );
-    }
-    Ok(ids)
+    create_in_one_request(api, jobs).await
 }
 
 /// `action` on `ids` (at most [`JOBS_ACTION_MAX`]) in one `POST /jobs/actions`, every job

@@ -67,7 +67,7 @@ pub(super) async fn one_by_one(
 }
 
 /// Creates `jobs` in one `POST /jobs/bulk`, all or none; their ids.
-async fn create_in_one_request(api: &Api, jobs: Vec<Value>) -> anyhow::Result<Vec<i64>> {
+pub(super) async fn create_in_one_request(api: &Api, jobs: Vec<Value>) -> anyhow::Result<Vec<i64>> {
     let n = jobs.len();
     let answer = api.post(0, "/jobs/bulk", &json!({ "jobs": jobs })).await?;
     let ids: Vec<i64> = answer

@@ -41,6 +41,31 @@ fn record(_: usize, job: &Job) -> Result<AuditNew, Error> {
     })
 }
 
+/// A maker of audit records.
+type MakeRecord = fn(usize, &Job) -> Result<AuditNew, Error>;
+
+/// `make`, but failing to make the record of job number `at`.
+fn failing_at(make: MakeRecord, at: usize) -> impl Fn(usize, &Job) -> Result<AuditNew, Error> {
+    move |i, job| {
+        if i == at {
+            Err(Error::Invalid("no record".to_owned()))
+        } else {
+            make(i, job)
+        }
+    }
+}
+
+/// `make`, but the record of job number `at` names no actor: the store refuses it.
+fn unnamed_at(make: MakeRecord, at: usize) -> impl Fn(usize, &Job) -> Result<AuditNew, Error> {
+    move |i, job| {
+        let mut r = make(i, job)?;
+        if i == at {
+            r.actor = String::new();
+        }
+        Ok(r)
+    }
+}
+
 async fn job_total(store: &dyn Store) -> u64 {
     let page = store
         .jobs_list(JobFilter {
@@ -194,22 +219,10 @@ pub(crate) async fn jobs_create_is_all_or_nothing(ctx: Ctx) {
     nothing_written().await;
 
     // An audit record that cannot be made or stored spoils the whole batch too.
-    let failing = |i: usize, job: &Job| {
-        if i == 1000 {
-            Err(Error::Invalid("no record".to_owned()))
-        } else {
-            record(i, job)
-        }
-    };
+    let failing = failing_at(record, 1000);
     assert_invalid(store.jobs_create(without_taken(), &failing).await);
     nothing_written().await;
-    let unnamed = |i: usize, job: &Job| {
-        let mut r = record(i, job)?;
-        if i == 1400 {
-            r.actor = String::new();
-        }
-        Ok(r)
-    };
+    let unnamed = unnamed_at(record, 1400);
     assert_invalid(store.jobs_create(without_taken(), &unnamed).await);
     nothing_written().await;
 
@@ -351,20 +364,8 @@ pub(crate) async fn jobs_set_status_and_delete_are_all_or_nothing(ctx: Ctx) {
     unchanged().await;
 
     // An audit record that cannot be made, or cannot be stored.
-    let failing = |i: usize, job: &Job| {
-        if i == 1000 {
-            Err(Error::Invalid("no record".to_owned()))
-        } else {
-            status_record(i, job)
-        }
-    };
-    let unnamed = |i: usize, job: &Job| {
-        let mut r = status_record(i, job)?;
-        if i == 1400 {
-            r.actor = String::new();
-        }
-        Ok(r)
-    };
+    let failing = failing_at(status_record, 1000);
+    let unnamed = unnamed_at(status_record, 1400);
     assert_invalid(store.jobs_set_status(stop(&ids), &failing).await);
     unchanged().await;
     assert_invalid(store.jobs_set_status(stop(&ids), &unnamed).await);

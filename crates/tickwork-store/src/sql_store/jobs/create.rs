@@ -172,7 +172,7 @@ impl<B: Backend> SqlStore<B> {
             check_audit(&entry)?;
             records.push(audit_args(entry));
         }
-        Self::insert_audit_records(&mut tx, &records).await?;
+        super::many::insert_audit_records::<B>(&mut tx, &records).await?;
         tx.commit().await?;
         Ok(created)
     }

@@ -37,6 +37,24 @@ fn records<'a>(
     .collect()
 }
 
+/// `once` run again, a few times, while it fails only because of another transaction.
+async fn retrying<T, F, Fut>(mut once: F) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Error>>,
+{
+    let mut retries = 0;
+    loop {
+        match once().await {
+            Err(Error::Database(e)) if retries < CLAIM_RETRIES && is_retryable(&e) => {
+                retries += 1;
+                tracing::debug!(error = %e, retries, "a job batch lost a deadlock, trying again");
+            }
+            other => return other,
+        }
+    }
+}
+
 impl<B: Backend> SqlStore<B> {
     /// See [`JobStore::jobs_get`].
     pub(super) async fn get_jobs(&self, ids: &[i64]) -> Result<Vec<Job>, Error> {
@@ -64,16 +82,7 @@ impl<B: Backend> SqlStore<B> {
             return Ok(Vec::new());
         }
         let sorted = sorted_once(change.jobs.iter().map(|(id, _)| *id))?;
-        let mut retries = 0;
-        loop {
-            match self.set_status_once(&change, &sorted, audit).await {
-                Err(Error::Database(e)) if retries < CLAIM_RETRIES && is_retryable(&e) => {
-                    retries += 1;
-                    tracing::debug!(error = %e, retries, "a job batch lost a deadlock, trying again");
-                }
-                other => return other,
-            }
-        }
+        retrying(|| self.set_status_once(&change, &sorted, audit)).await
     }
 
     async fn set_status_once(
@@ -83,7 +92,7 @@ impl<B: Backend> SqlStore<B> {
         audit: &JobAudit<'_>,
     ) -> Result<Vec<Job>, Error> {
         let mut tx = B::begin_write(&self.writes).await?;
-        let mut found = Self::lock_jobs(&mut tx, sorted).await?;
+        let mut found = lock_jobs::<B>(&mut tx, sorted).await?;
         let next: HashMap<i64, Option<i64>> = change.jobs.iter().copied().collect();
         let present: Vec<i64> = sorted
             .iter()
@@ -113,7 +122,7 @@ impl<B: Backend> SqlStore<B> {
             }
         }
         let records = records(changed.iter().map(|(i, job)| (*i, job)), audit)?;
-        Self::insert_audit_records(&mut tx, &records).await?;
+        insert_audit_records::<B>(&mut tx, &records).await?;
         tx.commit().await?;
         Ok(changed.into_iter().map(|(_, job)| job).collect())
     }
@@ -128,16 +137,7 @@ impl<B: Backend> SqlStore<B> {
             return Ok(Vec::new());
         }
         let sorted = sorted_once(ids.iter().copied())?;
-        let mut retries = 0;
-        loop {
-            match self.delete_once(ids, &sorted, audit).await {
-                Err(Error::Database(e)) if retries < CLAIM_RETRIES && is_retryable(&e) => {
-                    retries += 1;
-                    tracing::debug!(error = %e, retries, "a job batch lost a deadlock, trying again");
-                }
-                other => return other,
-            }
-        }
+        retrying(|| self.delete_once(ids, &sorted, audit)).await
     }
 
     async fn delete_once(
@@ -147,7 +147,7 @@ impl<B: Backend> SqlStore<B> {
         audit: &JobAudit<'_>,
     ) -> Result<Vec<Job>, Error> {
         let mut tx = B::begin_write(&self.writes).await?;
-        let mut found = Self::lock_jobs(&mut tx, sorted).await?;
+        let mut found = lock_jobs::<B>(&mut tx, sorted).await?;
         let present: Vec<i64> = sorted
             .iter()
             .copied()
@@ -178,60 +178,62 @@ impl<B: Backend> SqlStore<B> {
             .filter_map(|(index, id)| Some((index, found.remove(id)?)))
             .collect();
         let records = records(deleted.iter().map(|(i, job)| (*i, job)), audit)?;
-        Self::insert_audit_records(&mut tx, &records).await?;
+        insert_audit_records::<B>(&mut tx, &records).await?;
         tx.commit().await?;
         Ok(deleted.into_iter().map(|(_, job)| job).collect())
     }
+}
 
-    /// Locks the jobs `sorted` (ascending ids) by primary key and returns those there.
-    /// MariaDB can answer a locking read that waited for another transaction's row locks
-    /// without those rows (see `lock_runs`): its answer is compared with a plain count and the
-    /// lock taken again until both agree.
-    async fn lock_jobs(conn: &mut Conn<B>, sorted: &[i64]) -> Result<HashMap<i64, Job>, Error> {
-        const TRIES: usize = 10;
-        let mut found = HashMap::with_capacity(sorted.len());
-        for chunk in pow2_chunks(sorted, |_| JOB_ID_BYTES) {
-            let mut tries = 0;
-            let jobs = loop {
-                let mut lock =
-                    Query::new(format!("SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id IN "));
-                lock.push_list(chunk.iter().copied());
-                lock.push(B::KIND.for_update());
-                let locked: Vec<Job> = convert(B::fetch_all::<JobRow>(conn, lock).await?)?;
-                if B::KIND != Kind::MySql || locked.len() == chunk.len() {
-                    break locked;
-                }
-                let mut plain = Query::new("SELECT COUNT(*) FROM tw_jobs WHERE id IN ");
-                plain.push_list(chunk.iter().copied());
-                let (there,): (i64,) = B::fetch_optional(conn, plain)
-                    .await?
-                    .ok_or_else(|| Error::corrupt("COUNT returned no row".to_owned()))?;
-                if there == locked.len() as i64 {
-                    break locked;
-                }
-                tries += 1;
-                if tries == TRIES {
-                    return Err(Error::Conflict(
-                        "the jobs kept changing while being locked; try again".to_owned(),
-                    ));
-                }
-            };
-            found.extend(jobs.into_iter().map(|job| (job.id, job)));
-        }
-        Ok(found)
+/// Locks the jobs `sorted` (ascending ids) by primary key and returns those there.
+/// MariaDB can answer a locking read that waited for another transaction's row locks
+/// without those rows (see `lock_runs`): its answer is compared with a plain count and the
+/// lock taken again until both agree.
+async fn lock_jobs<B: Backend>(
+    conn: &mut Conn<B>,
+    sorted: &[i64],
+) -> Result<HashMap<i64, Job>, Error> {
+    const TRIES: usize = 10;
+    let mut found = HashMap::with_capacity(sorted.len());
+    for chunk in pow2_chunks(sorted, |_| JOB_ID_BYTES) {
+        let mut tries = 0;
+        let jobs = loop {
+            let mut lock = Query::new(format!("SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id IN "));
+            lock.push_list(chunk.iter().copied());
+            lock.push(B::KIND.for_update());
+            let locked: Vec<Job> = convert(B::fetch_all::<JobRow>(conn, lock).await?)?;
+            if B::KIND != Kind::MySql || locked.len() == chunk.len() {
+                break locked;
+            }
+            let mut plain = Query::new("SELECT COUNT(*) FROM tw_jobs WHERE id IN ");
+            plain.push_list(chunk.iter().copied());
+            let (there,): (i64,) = B::fetch_optional(conn, plain)
+                .await?
+                .ok_or_else(|| Error::corrupt("COUNT returned no row".to_owned()))?;
+            if there == locked.len() as i64 {
+                break locked;
+            }
+            tries += 1;
+            if tries == TRIES {
+                return Err(Error::Conflict(
+                    "the jobs kept changing while being locked; try again".to_owned(),
+                ));
+            }
+        };
+        found.extend(jobs.into_iter().map(|job| (job.id, job)));
     }
+    Ok(found)
+}
 
-    /// Inserts audit records made by [`audit_args`], in multi-row statements.
-    pub(super) async fn insert_audit_records(
-        conn: &mut Conn<B>,
-        records: &[[Arg; 8]],
-    ) -> Result<(), Error> {
-        for chunk in pow2_chunks(records, |row| row_bytes(row)) {
-            let rows = chunk.iter().map(|r| &r[..]);
-            B::execute(conn, insert_rows("tw_audit", AUDIT_INSERT_COLUMNS, rows)).await?;
-        }
-        Ok(())
+/// Inserts audit records made by [`audit_args`], in multi-row statements.
+pub(super) async fn insert_audit_records<B: Backend>(
+    conn: &mut Conn<B>,
+    records: &[[Arg; 8]],
+) -> Result<(), Error> {
+    for chunk in pow2_chunks(records, |row| row_bytes(row)) {
+        let rows = chunk.iter().map(|r| &r[..]);
+        B::execute(conn, insert_rows("tw_audit", AUDIT_INSERT_COLUMNS, rows)).await?;
     }
+    Ok(())
 }
 
 #[cfg(test)]
