@@ -66,6 +66,13 @@ fn unnamed_at(make: MakeRecord, at: usize) -> impl Fn(usize, &Job) -> Result<Aud
     }
 }
 
+/// A batch of [`MANY`] jobs of a new group, created.
+async fn bulk_jobs(store: &dyn Store) -> Vec<Job> {
+    let g = group(store, "bulk").await;
+    let batch = (0..MANY).map(|i| bulk_job(g.id, i)).collect();
+    store.jobs_create(batch, &record).await.unwrap()
+}
+
 async fn job_total(store: &dyn Store) -> u64 {
     let page = store
         .jobs_list(JobFilter {
@@ -329,11 +336,7 @@ pub(crate) async fn jobs_set_status_changes_jobs_and_records_together(ctx: Ctx) 
 
 pub(crate) async fn jobs_set_status_and_delete_are_all_or_nothing(ctx: Ctx) {
     let store = &*ctx.store;
-    let g = group(store, "bulk").await;
-    let created = store
-        .jobs_create((0..MANY).map(|i| bulk_job(g.id, i)).collect(), &record)
-        .await
-        .unwrap();
+    let created = bulk_jobs(store).await;
     let ids: Vec<i64> = created.iter().map(|j| j.id).collect();
     let (jobs_before, audit_before) = (job_total(store).await, audit_total(store).await);
     let unchanged = || async {
@@ -395,11 +398,7 @@ pub(crate) async fn jobs_set_status_and_delete_are_all_or_nothing(ctx: Ctx) {
 
 pub(crate) async fn jobs_delete_removes_jobs_with_their_runs_together(ctx: Ctx) {
     let store = &*ctx.store;
-    let g = group(store, "bulk").await;
-    let created = store
-        .jobs_create((0..MANY).map(|i| bulk_job(g.id, i)).collect(), &record)
-        .await
-        .unwrap();
+    let created = bulk_jobs(store).await;
     // Every fourth job is running and due at NOW + i: a run each for the first eleven (0 to 40).
     let claimed = store
         .jobs_claim_due(claim("n1", NOW + 40, 0, 100), &fixed_rate(1000, NOW + 40))

@@ -37,24 +37,6 @@ fn records<'a>(
     .collect()
 }
 
-/// `once` run again, a few times, while it fails only because of another transaction.
-async fn retrying<T, F, Fut>(mut once: F) -> Result<T, Error>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, Error>>,
-{
-    let mut retries = 0;
-    loop {
-        match once().await {
-            Err(Error::Database(e)) if retries < CLAIM_RETRIES && is_retryable(&e) => {
-                retries += 1;
-                tracing::debug!(error = %e, retries, "a job batch lost a deadlock, trying again");
-            }
-            other => return other,
-        }
-    }
-}
-
 impl<B: Backend> SqlStore<B> {
     /// See [`JobStore::jobs_get`].
     pub(super) async fn get_jobs(&self, ids: &[i64]) -> Result<Vec<Job>, Error> {
@@ -82,7 +64,7 @@ impl<B: Backend> SqlStore<B> {
             return Ok(Vec::new());
         }
         let sorted = sorted_once(change.jobs.iter().map(|(id, _)| *id))?;
-        retrying(|| self.set_status_once(&change, &sorted, audit)).await
+        retry_deadlocks(|| self.set_status_once(&change, &sorted, audit)).await
     }
 
     async fn set_status_once(
@@ -137,7 +119,7 @@ impl<B: Backend> SqlStore<B> {
             return Ok(Vec::new());
         }
         let sorted = sorted_once(ids.iter().copied())?;
-        retrying(|| self.delete_once(ids, &sorted, audit)).await
+        retry_deadlocks(|| self.delete_once(ids, &sorted, audit)).await
     }
 
     async fn delete_once(
