@@ -611,31 +611,7 @@ impl<B: Backend> JobStore for SqlStore<B> {
 
     async fn job_delete(&self, id: i64) -> Result<(), Error> {
         let mut tx = B::begin_write(&self.writes).await?;
-        B::execute(
-            &mut *tx,
-            Query::new(
-                "DELETE FROM tw_alarm_deliveries WHERE run_id IN \
-                 (SELECT id FROM tw_runs WHERE job_id = ?)",
-            )
-            .bind(id),
-        )
-        .await?;
-        B::execute(
-            &mut *tx,
-            Query::new("DELETE FROM tw_runs WHERE job_id = ?").bind(id),
-        )
-        .await?;
-        B::execute(
-            &mut *tx,
-            Query::new("DELETE FROM tw_script_versions WHERE job_id = ?").bind(id),
-        )
-        .await?;
-        let done = B::execute(
-            &mut *tx,
-            Query::new("DELETE FROM tw_jobs WHERE id = ?").bind(id),
-        )
-        .await?;
-        if done.rows == 0 {
+        if many::delete_job_rows::<B>(&mut tx, &[id]).await? == 0 {
             return Err(Error::not_found("job", id));
         }
         tx.commit().await?;

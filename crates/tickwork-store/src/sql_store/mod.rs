@@ -355,40 +355,62 @@ impl<B: Backend> SqlStore<B> {
     ///
     /// The state is not part of the lock's WHERE: InnoDB could then scan the state index,
     /// and under READ COMMITTED a locking scan there misses a row whose state another
-    /// transaction is changing. And on MariaDB (seen on 10.11) even a locking read by primary
-    /// key that had to wait for another transaction's row locks can come back without those
-    /// rows: the result is compared with a plain read of the same rows, and the lock taken
-    /// again until both agree.
+    /// transaction is changing.
     async fn lock_runs(conn: &mut Conn<B>, ids: &[i64]) -> Result<Vec<(i64, RunState)>, Error> {
-        const TRIES: usize = 10;
-        for _ in 0..TRIES {
-            let mut lock = Query::new("SELECT id, state FROM tw_runs WHERE id IN ").one_off();
-            lock.push_list(ids.iter().copied());
-            lock.push(B::KIND.for_update());
-            let locked = B::fetch_all::<(i64, String)>(conn, lock)
-                .await?
-                .into_iter()
-                .map(|(id, state)| Ok((id, parse::<RunState>("state", &state)?)))
-                .collect::<Result<Vec<_>, Error>>()?;
-            if B::KIND != Kind::MySql || locked.len() == ids.len() {
-                return Ok(locked);
-            }
-            let mut plain = Query::new("SELECT id FROM tw_runs WHERE id IN ").one_off();
-            plain.push_list(ids.iter().copied());
-            // Rows only ever go (deleted with their job), so equal counts mean equal sets.
-            if B::fetch_all::<(i64,)>(conn, plain).await?.len() == locked.len() {
-                return Ok(locked);
-            }
-            tracing::debug!(
-                locked = locked.len(),
-                wanted = ids.len(),
-                "a locking read came back short; locking again"
-            );
-        }
-        Err(Error::Conflict(
-            "the runs kept changing while being locked; try again".to_owned(),
-        ))
+        lock_by_id::<B, (i64, String)>(conn, "tw_runs", "id, state", ids)
+            .await?
+            .into_iter()
+            .map(|(id, state)| Ok((id, parse::<RunState>("state", &state)?)))
+            .collect()
     }
+}
+
+/// Locks the rows `ids` of `table` by primary key and returns their `columns`, those there.
+/// On MariaDB (seen on 10.11) even a locking read by primary key that had to wait for another
+/// transaction's row locks can come back without those rows: the result is compared with a
+/// plain count of the same rows, and the lock taken again until both agree. The statements
+/// are kept prepared for a power-of-two number of ids (see [`MAX_ROWS`]), made for one use
+/// otherwise.
+async fn lock_by_id<B: Backend, T: crate::sql::AnyRow>(
+    conn: &mut Conn<B>,
+    table: &str,
+    columns: &str,
+    ids: &[i64],
+) -> Result<Vec<T>, Error> {
+    const TRIES: usize = 10;
+    let statement = |select: &str| {
+        let mut q = Query::new(format!("SELECT {select} FROM {table} WHERE id IN "));
+        if !ids.len().is_power_of_two() || ids.len() > MAX_ROWS {
+            q = q.one_off();
+        }
+        q.push_list(ids.iter().copied());
+        q
+    };
+    for _ in 0..TRIES {
+        let mut lock = statement(columns);
+        lock.push(B::KIND.for_update());
+        let locked = B::fetch_all::<T>(conn, lock).await?;
+        if B::KIND != Kind::MySql || locked.len() == ids.len() {
+            return Ok(locked);
+        }
+        // Rows only ever go (deleted), so equal counts mean equal sets.
+        let (there,): (i64,) = B::fetch_optional(conn, statement("COUNT(*)"))
+            .await?
+            .ok_or_else(|| Error::corrupt("COUNT returned no row".to_owned()))?;
+        if there == locked.len() as i64 {
+            return Ok(locked);
+        }
+        tracing::debug!(
+            table,
+            locked = locked.len(),
+            wanted = ids.len(),
+            "a locking read came back short; locking again"
+        );
+    }
+    Err(Error::Conflict(format!(
+        "the {} kept changing while being locked; try again",
+        table.trim_start_matches("tw_")
+    )))
 }
 
 #[async_trait]

@@ -1,7 +1,6 @@
 //! Many jobs in one transaction (see [`JobStore::jobs_create`]): the jobs, their first script
 //! versions and their audit records, each with multi-row inserts in statements of bounded size.
 
-use super::super::audit::{audit_args, check_audit};
 use super::*;
 
 /// The columns a job insert writes, in [`job_args`] order.
@@ -166,13 +165,7 @@ impl<B: Backend> SqlStore<B> {
             B::execute(&mut *tx, q).await?;
         }
 
-        let mut records = Vec::with_capacity(created.len());
-        for (index, job) in created.iter().enumerate() {
-            let entry = audit(index, job)?;
-            check_audit(&entry)?;
-            records.push(audit_args(entry));
-        }
-        super::many::insert_audit_records::<B>(&mut tx, &records).await?;
+        super::many::insert_job_records::<B>(&mut tx, created.iter().enumerate(), audit).await?;
         tx.commit().await?;
         Ok(created)
     }

@@ -24,19 +24,6 @@ fn sorted_once(ids: impl Iterator<Item = i64>) -> Result<Vec<i64>, Error> {
     Ok(sorted)
 }
 
-/// The audit records `audit` makes of `jobs` (each with its index in the request), checked.
-fn records<'a>(
-    jobs: impl Iterator<Item = (usize, &'a Job)>,
-    audit: &JobAudit<'_>,
-) -> Result<Vec<[Arg; 8]>, Error> {
-    jobs.map(|(index, job)| {
-        let entry = audit(index, job)?;
-        check_audit(&entry)?;
-        Ok(audit_args(entry))
-    })
-    .collect()
-}
-
 impl<B: Backend> SqlStore<B> {
     /// See [`JobStore::jobs_get`].
     pub(super) async fn get_jobs(&self, ids: &[i64]) -> Result<Vec<Job>, Error> {
@@ -103,8 +90,8 @@ impl<B: Backend> SqlStore<B> {
                 changed.push((index, job));
             }
         }
-        let records = records(changed.iter().map(|(i, job)| (*i, job)), audit)?;
-        insert_audit_records::<B>(&mut tx, &records).await?;
+        let jobs = changed.iter().map(|(i, job)| (*i, job));
+        insert_job_records::<B>(&mut tx, jobs, audit).await?;
         tx.commit().await?;
         Ok(changed.into_iter().map(|(_, job)| job).collect())
     }
@@ -135,83 +122,75 @@ impl<B: Backend> SqlStore<B> {
             .copied()
             .filter(|id| found.contains_key(id))
             .collect();
-        // What `job_delete` deletes, in its order: what refers to a run before the run,
-        // what refers to the job before the job.
-        let statements = [
-            "DELETE FROM tw_alarm_deliveries WHERE run_id IN \
-             (SELECT id FROM tw_runs WHERE job_id IN ",
-            "DELETE FROM tw_runs WHERE job_id IN ",
-            "DELETE FROM tw_script_versions WHERE job_id IN ",
-            "DELETE FROM tw_jobs WHERE id IN ",
-        ];
         for chunk in pow2_chunks(&present, |_| JOB_ID_BYTES) {
-            for (n, sql) in statements.iter().enumerate() {
-                let mut q = Query::new(*sql);
-                q.push_list(chunk.iter().copied());
-                if n == 0 {
-                    q.push(")");
-                }
-                B::execute(&mut *tx, q).await?;
-            }
+            delete_job_rows::<B>(&mut tx, chunk).await?;
         }
         let deleted: Vec<(usize, Job)> = ids
             .iter()
             .enumerate()
             .filter_map(|(index, id)| Some((index, found.remove(id)?)))
             .collect();
-        let records = records(deleted.iter().map(|(i, job)| (*i, job)), audit)?;
-        insert_audit_records::<B>(&mut tx, &records).await?;
+        let jobs = deleted.iter().map(|(i, job)| (*i, job));
+        insert_job_records::<B>(&mut tx, jobs, audit).await?;
         tx.commit().await?;
         Ok(deleted.into_iter().map(|(_, job)| job).collect())
     }
 }
 
 /// Locks the jobs `sorted` (ascending ids) by primary key and returns those there.
-/// MariaDB can answer a locking read that waited for another transaction's row locks
-/// without those rows (see `lock_runs`): its answer is compared with a plain count and the
-/// lock taken again until both agree.
 async fn lock_jobs<B: Backend>(
     conn: &mut Conn<B>,
     sorted: &[i64],
 ) -> Result<HashMap<i64, Job>, Error> {
-    const TRIES: usize = 10;
     let mut found = HashMap::with_capacity(sorted.len());
     for chunk in pow2_chunks(sorted, |_| JOB_ID_BYTES) {
-        let mut tries = 0;
-        let jobs = loop {
-            let mut lock = Query::new(format!("SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id IN "));
-            lock.push_list(chunk.iter().copied());
-            lock.push(B::KIND.for_update());
-            let locked: Vec<Job> = convert(B::fetch_all::<JobRow>(conn, lock).await?)?;
-            if B::KIND != Kind::MySql || locked.len() == chunk.len() {
-                break locked;
-            }
-            let mut plain = Query::new("SELECT COUNT(*) FROM tw_jobs WHERE id IN ");
-            plain.push_list(chunk.iter().copied());
-            let (there,): (i64,) = B::fetch_optional(conn, plain)
-                .await?
-                .ok_or_else(|| Error::corrupt("COUNT returned no row".to_owned()))?;
-            if there == locked.len() as i64 {
-                break locked;
-            }
-            tries += 1;
-            if tries == TRIES {
-                return Err(Error::Conflict(
-                    "the jobs kept changing while being locked; try again".to_owned(),
-                ));
-            }
-        };
+        let rows = lock_by_id::<B, JobRow>(conn, "tw_jobs", JOB_COLUMNS, chunk).await?;
+        let jobs: Vec<Job> = convert(rows)?;
         found.extend(jobs.into_iter().map(|job| (job.id, job)));
     }
     Ok(found)
 }
 
-/// Inserts audit records made by [`audit_args`], in multi-row statements.
-pub(super) async fn insert_audit_records<B: Backend>(
+/// Deletes the jobs `ids` with all that refers to them (their runs' alarm deliveries, their
+/// runs, their script versions), what refers to a row before the row; the jobs deleted.
+pub(super) async fn delete_job_rows<B: Backend>(
     conn: &mut Conn<B>,
-    records: &[[Arg; 8]],
+    ids: &[i64],
+) -> Result<u64, Error> {
+    let statements = [
+        "DELETE FROM tw_alarm_deliveries WHERE run_id IN \
+         (SELECT id FROM tw_runs WHERE job_id IN ",
+        "DELETE FROM tw_runs WHERE job_id IN ",
+        "DELETE FROM tw_script_versions WHERE job_id IN ",
+        "DELETE FROM tw_jobs WHERE id IN ",
+    ];
+    let mut jobs = 0;
+    for (n, sql) in statements.iter().enumerate() {
+        let mut q = Query::new(*sql);
+        q.push_list(ids.iter().copied());
+        if n == 0 {
+            q.push(")");
+        }
+        jobs = B::execute(&mut *conn, q).await?.rows;
+    }
+    Ok(jobs)
+}
+
+/// Inserts the audit record `audit` makes of each of `jobs` (with its index in the request),
+/// checked, in multi-row statements.
+pub(super) async fn insert_job_records<'a, B: Backend>(
+    conn: &mut Conn<B>,
+    jobs: impl Iterator<Item = (usize, &'a Job)>,
+    audit: &JobAudit<'_>,
 ) -> Result<(), Error> {
-    for chunk in pow2_chunks(records, |row| row_bytes(row)) {
+    let records = jobs
+        .map(|(index, job)| {
+            let entry = audit(index, job)?;
+            check_audit(&entry)?;
+            Ok(audit_args(entry))
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    for chunk in pow2_chunks(&records, |row| row_bytes(row)) {
         let rows = chunk.iter().map(|r| &r[..]);
         B::execute(conn, insert_rows("tw_audit", AUDIT_INSERT_COLUMNS, rows)).await?;
     }
