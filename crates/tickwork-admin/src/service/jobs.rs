@@ -154,6 +154,18 @@ impl Jobs<'_> {
             .ok_or_else(|| invalid("schedule_conf", "the schedule has no fire in the future"))
     }
 
+    /// The first fire of a stored job started at `now`: refused when its schedule does not
+    /// parse or cannot start.
+    pub(super) fn start_fire(job: &Job, now: i64) -> Result<i64, Error> {
+        let schedule = Schedule::parse(
+            job.spec.schedule_type,
+            &job.spec.schedule_conf,
+            &job.spec.time_zone,
+        )
+        .map_err(|e| invalid("schedule_conf", e))?;
+        Self::first_fire(&schedule, now)
+    }
+
     /// The key a new job gets: its own (checked), or a generated one.
     pub(super) fn new_key(input: &JobInput) -> Result<String, Error> {
         Ok(match input.key.as_deref().map(str::trim) {
@@ -416,14 +428,8 @@ impl Jobs<'_> {
     pub async fn start(self, by: &Principal, id: i64) -> Result<JobView, Error> {
         let job = self.job_for_change(by, id).await?;
         let before = job_view(job.clone());
-        let schedule = Schedule::parse(
-            job.spec.schedule_type,
-            &job.spec.schedule_conf,
-            &job.spec.time_zone,
-        )
-        .map_err(|e| invalid("schedule_conf", e))?;
         let now = self.inner.clock.now_ms();
-        let next = Self::first_fire(&schedule, now)?;
+        let next = Self::start_fire(&job, now)?;
         let job = self
             .inner
             .store

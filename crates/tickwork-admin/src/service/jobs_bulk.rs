@@ -10,7 +10,6 @@
 use std::collections::{HashMap, HashSet};
 
 use tickwork_core::TriggerType;
-use tickwork_core::schedule::Schedule;
 use tickwork_protocol::api::{
     ItemError, JOBS_ACTION_MAX, JOBS_BULK_MAX, JobAction, JobCreated, JobInput, JobRefused,
     JobsActionInput, JobsActionResult, JobsBulkCreated, TriggerInput,
@@ -20,7 +19,7 @@ use tickwork_store::{Job, JobCreate, JobStatus, JobsStatusChange};
 use super::audit::{Target, audit_entry};
 use super::job_writer::create_record;
 use super::jobs::Lookups;
-use super::{Jobs, invalid, job_view};
+use super::{Jobs, job_view};
 use crate::Error;
 use crate::auth::{Principal, Role};
 
@@ -159,6 +158,7 @@ impl Jobs<'_> {
         result: &mut JobsActionResult,
     ) {
         let now = self.inner.clock.now_ms();
+        let gone = |id: i64| Error::NotFound(format!("job {id} not found"));
         // Read in one go: on a busy database a thousand reads one after the other take
         // seconds.
         let mut found: HashMap<i64, Job> = match self.inner.store.jobs_get(&ids).await {
@@ -176,17 +176,12 @@ impl Jobs<'_> {
         for id in ids {
             let job = match found.remove(&id) {
                 Some(job) => by.require_group(job.spec.group_id).map(|()| job),
-                None => Err(Error::NotFound(format!("job {id} not found"))),
+                None => Err(gone(id)),
             };
             let checked = match job {
-                Ok(job) if action == JobAction::Start => Schedule::parse(
-                    job.spec.schedule_type,
-                    &job.spec.schedule_conf,
-                    &job.spec.time_zone,
-                )
-                .map_err(|e| invalid("schedule_conf", e))
-                .and_then(|schedule| Self::first_fire(&schedule, now))
-                .map(|next| (job, Some(next))),
+                Ok(job) if action == JobAction::Start => {
+                    Self::start_fire(&job, now).map(|next| (job, Some(next)))
+                }
                 Ok(job) => Ok((job, None)),
                 Err(e) => Err(e),
             };
@@ -198,10 +193,10 @@ impl Jobs<'_> {
         if passed.is_empty() {
             return;
         }
-        let (name, status) = match action {
-            JobAction::Start => ("job.start", JobStatus::Running),
-            JobAction::Stop => ("job.stop", JobStatus::Stopped),
-            _ => ("job.delete", JobStatus::Stopped),
+        let name = match action {
+            JobAction::Start => "job.start",
+            JobAction::Stop => "job.stop",
+            _ => "job.delete",
         };
         let store_error = |e: Error| tickwork_store::Error::Invalid(e.to_string());
         let written = if action == JobAction::Delete {
@@ -214,7 +209,10 @@ impl Jobs<'_> {
             self.inner.store.jobs_delete(&ids, &audit).await
         } else {
             let change = JobsStatusChange {
-                status,
+                status: match action {
+                    JobAction::Start => JobStatus::Running,
+                    _ => JobStatus::Stopped,
+                },
                 jobs: passed.iter().map(|(id, next, _)| (*id, *next)).collect(),
                 // The pipeline skips fires claimed before this instant, on its clock.
                 now,
@@ -235,8 +233,7 @@ impl Jobs<'_> {
                         self.inner.pipeline.forget_job(id);
                         result.done.push(id);
                     } else {
-                        let gone = Error::NotFound(format!("job {id} not found"));
-                        result.refused.push(refusal(id, gone));
+                        result.refused.push(refusal(id, gone(id)));
                     }
                 }
                 if action == JobAction::Start && !done.is_empty() {
