@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tickwork_protocol::api::JOBS_ACTION_MAX;
 
 use super::api::Api;
-use super::creates::create_in_one_request;
+use super::creates::{create_in_one_request, job_on};
 
 /// Fires once a year, at 03:00 on January 1st: never during a run of the bench but one
 /// that spans New Year's night.
@@ -22,15 +22,14 @@ const YEARLY: &str = "0 0 3 1 1 ?";
 pub(super) async fn create_idle(api: &Api, group_id: i64, app: &str) -> anyhow::Result<Vec<i64>> {
     let jobs: Vec<Value> = (0..JOBS_ACTION_MAX)
         .map(|i| {
-            json!({
-                "start": true,
-                "key": format!("{app}-idle-{i}"),
-                "group_id": group_id,
-                "description": format!("bench idle job {i}"),
-                "schedule_type": "CRON",
-                "schedule_conf": YEARLY,
-                "handler": super::HANDLER,
-            })
+            job_on(
+                YEARLY,
+                format!("{app}-idle-{i}"),
+                group_id,
+                "FIRST",
+                i,
+                true,
+            )
         })
         .collect();
     create_in_one_request(api, jobs).await

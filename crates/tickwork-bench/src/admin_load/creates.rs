@@ -19,13 +19,25 @@ pub(super) const BULK_JOBS: usize = JOBS_BULK_MAX;
 
 /// A job of the bench as the API takes it: due every second, stopped unless `start`.
 fn job(key: String, group_id: i64, route: &str, i: usize, start: bool) -> Value {
+    job_on(EVERY_SECOND, key, group_id, route, i, start)
+}
+
+/// A job of the bench on the cron `schedule`, stopped unless `start`.
+pub(super) fn job_on(
+    schedule: &str,
+    key: String,
+    group_id: i64,
+    route: &str,
+    i: usize,
+    start: bool,
+) -> Value {
     json!({
         "start": start,
         "key": key,
         "group_id": group_id,
         "description": format!("bench job {i}"),
         "schedule_type": "CRON",
-        "schedule_conf": EVERY_SECOND,
+        "schedule_conf": schedule,
         "route_strategy": route,
         "handler": HANDLER,
     })

@@ -675,13 +675,8 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
         let stopped = api_writes::stop_all(&api, &all).await;
         stop_all_s = api_writes::secs_or_none("every job stopped, 1,000 per request", stopped);
     } else {
-        let results = api::bulk(job_ids.len(), args.api_concurrency, STOP_MAX, |i| {
-            let api = api.clone();
-            let path = format!("/jobs/{}/stop", job_ids[i]);
-            async move { api.call(i, reqwest::Method::POST, &path, None).await }
-        })
-        .await;
-        let (done, failed, cut, _) = api::tally(&results);
+        let (done, failed, cut, _) =
+            post_each(&api, &job_ids, "stop", args.api_concurrency, STOP_MAX).await;
         println!(
             "stopped {done} jobs in {:.2} s ({failed} failed, {cut} cut off; the rest fire \
              until their admin stops)",
@@ -821,13 +816,7 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
 /// Starts `ids`, one `POST /jobs/{id}/start` each with `concurrency` in flight.
 async fn start_one_by_one(api: &api::Api, ids: &[i64], concurrency: usize) {
     let t = Instant::now();
-    let results = api::bulk(ids.len(), concurrency, SETUP_MAX, |i| {
-        let api = api.clone();
-        let path = format!("/jobs/{}/start", ids[i]);
-        async move { api.call(i, reqwest::Method::POST, &path, None).await }
-    })
-    .await;
-    let (done, failed, cut, first) = api::tally(&results);
+    let (done, failed, cut, first) = post_each(api, ids, "start", concurrency, SETUP_MAX).await;
     let secs = t.elapsed().as_secs_f64();
     println!(
         "setup: started {done} jobs in {secs:.2} s ({:.0}/s)",
@@ -841,6 +830,24 @@ async fn start_one_by_one(api: &api::Api, ids: &[i64], concurrency: usize) {
             first.unwrap_or_default()
         );
     }
+}
+
+/// `POST /jobs/{id}/{verb}` for each of `ids`, `concurrency` in flight, cut off after `max`:
+/// how many were done, failed and cut off, and the first error.
+async fn post_each(
+    api: &api::Api,
+    ids: &[i64],
+    verb: &str,
+    concurrency: usize,
+    max: Duration,
+) -> (usize, usize, usize, Option<String>) {
+    let results = api::bulk(ids.len(), concurrency, max, |i| {
+        let api = api.clone();
+        let path = format!("/jobs/{}/{verb}", ids[i]);
+        async move { api.call(i, reqwest::Method::POST, &path, None).await }
+    })
+    .await;
+    api::tally(&results)
 }
 
 /// Longest wait for the claim of an overloaded admin to reach the window's end (it ran
