@@ -61,13 +61,8 @@ impl<B: Backend> SqlStore<B> {
         audit: &JobAudit<'_>,
     ) -> Result<Vec<Job>, Error> {
         let mut tx = B::begin_write(&self.writes).await?;
-        let mut found = lock_jobs::<B>(&mut tx, sorted).await?;
+        let (mut found, present) = lock_jobs::<B>(&mut tx, sorted).await?;
         let next: HashMap<i64, Option<i64>> = change.jobs.iter().copied().collect();
-        let present: Vec<i64> = sorted
-            .iter()
-            .copied()
-            .filter(|id| found.contains_key(id))
-            .collect();
         for chunk in pow2_chunks(&present, |_| JOB_ID_BYTES) {
             let mut q = Query::new("UPDATE tw_jobs SET status = ");
             q.push_bind(change.status.as_str());
@@ -116,12 +111,7 @@ impl<B: Backend> SqlStore<B> {
         audit: &JobAudit<'_>,
     ) -> Result<Vec<Job>, Error> {
         let mut tx = B::begin_write(&self.writes).await?;
-        let mut found = lock_jobs::<B>(&mut tx, sorted).await?;
-        let present: Vec<i64> = sorted
-            .iter()
-            .copied()
-            .filter(|id| found.contains_key(id))
-            .collect();
+        let (mut found, present) = lock_jobs::<B>(&mut tx, sorted).await?;
         for chunk in pow2_chunks(&present, |_| JOB_ID_BYTES) {
             delete_job_rows::<B>(&mut tx, chunk).await?;
         }
@@ -137,18 +127,24 @@ impl<B: Backend> SqlStore<B> {
     }
 }
 
-/// Locks the jobs `sorted` (ascending ids) by primary key and returns those there.
+/// Locks the jobs `sorted` (ascending ids) by primary key and returns those there, by id and
+/// their ids in ascending order.
 async fn lock_jobs<B: Backend>(
     conn: &mut Conn<B>,
     sorted: &[i64],
-) -> Result<HashMap<i64, Job>, Error> {
+) -> Result<(HashMap<i64, Job>, Vec<i64>), Error> {
     let mut found = HashMap::with_capacity(sorted.len());
     for chunk in pow2_chunks(sorted, |_| JOB_ID_BYTES) {
         let rows = lock_by_id::<B, JobRow>(conn, "tw_jobs", JOB_COLUMNS, chunk).await?;
         let jobs: Vec<Job> = convert(rows)?;
         found.extend(jobs.into_iter().map(|job| (job.id, job)));
     }
-    Ok(found)
+    let present = sorted
+        .iter()
+        .copied()
+        .filter(|id| found.contains_key(id))
+        .collect();
+    Ok((found, present))
 }
 
 /// Deletes the jobs `ids` with all that refers to them (their runs' alarm deliveries, their
