@@ -22,7 +22,8 @@ fn job(group: i64, key: &str, cron: &str) -> Value {
     })
 }
 
-async fn bulk(h: &Harness, token: &str, jobs: Vec<Value>) -> Answer {
+/// `POST /jobs/bulk` of `jobs` by the holder of `token`.
+pub(crate) async fn bulk(h: &Harness, token: &str, jobs: Vec<Value>) -> Answer {
     h.call(
         Method::POST,
         "/jobs/bulk",

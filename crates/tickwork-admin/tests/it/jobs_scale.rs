@@ -224,16 +224,7 @@ async fn a_thousand_jobs_are_stopped_and_started_in_one_request() {
             })
         })
         .collect();
-    let created = h
-        .call(
-            Method::POST,
-            "/jobs/bulk",
-            "/jobs/bulk",
-            BUILTIN,
-            Some(json!({ "jobs": jobs })),
-        )
-        .await
-        .ok();
+    let created = crate::jobs_bulk::bulk(&h, BUILTIN, jobs).await.ok();
     let mut ids: Vec<i64> = created["jobs"]
         .as_array()
         .unwrap()
