@@ -15,6 +15,9 @@ use tickwork_protocol::api::{
     RunLog, RunQuery, RunView, ScriptInput, ScriptVersionView, StatsView, TokenCreated, TokenInput,
     TokenView, TriggerInput, UserInput, UserUpdateInput, UserView,
 };
+use tickwork_protocol::submissions::{
+    SubmissionInput, SubmissionItem, SubmissionPutView, SubmissionView, SubmissionsBatchResult,
+};
 
 /// What went wrong in a call.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +57,12 @@ impl Error {
 /// A client of one admin. Cheap to clone.
 #[derive(Clone)]
 pub struct Client {
+    api: Transport,
+}
+
+/// How calls reach the admin: the HTTP client, the admin's base URL and the token.
+#[derive(Clone)]
+struct Transport {
     http: reqwest::Client,
     base: String,
     token: String,
@@ -77,12 +86,21 @@ impl Client {
             .build()
             .map_err(|e| Error::Config(format!("cannot build the HTTP client: {e}")))?;
         Ok(Client {
-            http,
-            base: base.to_owned(),
-            token: token.trim().to_owned(),
+            api: Transport {
+                http,
+                base: base.to_owned(),
+                token: token.trim().to_owned(),
+            },
         })
     }
 
+    /// Submissions from code, by a key of the client's own.
+    pub fn submissions(&self) -> Submissions<'_> {
+        Submissions { api: &self.api }
+    }
+}
+
+impl Transport {
     async fn call<T: DeserializeOwned>(
         &self,
         method: reqwest::Method,
@@ -134,15 +152,17 @@ impl Client {
     ) -> Result<T, Error> {
         self.call(reqwest::Method::POST, path, Some(body)).await
     }
+}
 
+impl Client {
     // ---- groups ----
 
     pub async fn groups_list(&self) -> Result<Vec<GroupView>, Error> {
-        self.get("/groups").await
+        self.api.get("/groups").await
     }
 
     pub async fn group_create(&self, input: &GroupInput) -> Result<GroupView, Error> {
-        self.post("/groups", input).await
+        self.api.post("/groups", input).await
     }
 
     // ---- jobs ----
@@ -156,7 +176,7 @@ impl Client {
         qs.text("order", q.order.as_deref());
         qs.num("offset", q.offset);
         qs.num("limit", q.limit);
-        self.get(&format!("/jobs{}", qs.0)).await
+        self.api.get(&format!("/jobs{}", qs.0)).await
     }
 
     /// Every job, page by page.
@@ -180,11 +200,11 @@ impl Client {
     }
 
     pub async fn job_get(&self, id: i64) -> Result<JobView, Error> {
-        self.get(&format!("/jobs/{id}")).await
+        self.api.get(&format!("/jobs/{id}")).await
     }
 
     pub async fn job_create(&self, input: &JobInput) -> Result<JobView, Error> {
-        self.post("/jobs", input).await
+        self.api.post("/jobs", input).await
     }
 
     /// Creates up to 10,000 jobs in one transaction, all or none (`POST /jobs/bulk`); the
@@ -195,32 +215,36 @@ impl Client {
         struct Bulk<'a> {
             jobs: &'a [JobInput],
         }
-        self.post("/jobs/bulk", &Bulk { jobs }).await
+        self.api.post("/jobs/bulk", &Bulk { jobs }).await
     }
 
     pub async fn job_update(&self, id: i64, input: &JobInput) -> Result<JobView, Error> {
-        self.call(reqwest::Method::PUT, &format!("/jobs/{id}"), Some(input))
+        self.api
+            .call(reqwest::Method::PUT, &format!("/jobs/{id}"), Some(input))
             .await
     }
 
     pub async fn job_delete(&self, id: i64) -> Result<(), Error> {
-        self.call::<serde_json::Value>(reqwest::Method::DELETE, &format!("/jobs/{id}"), None::<&()>)
+        self.api
+            .call::<serde_json::Value>(reqwest::Method::DELETE, &format!("/jobs/{id}"), None::<&()>)
             .await
             .map(|_| ())
     }
 
     pub async fn job_start(&self, id: i64) -> Result<JobView, Error> {
-        self.post(&format!("/jobs/{id}/start"), &serde_json::json!({}))
+        self.api
+            .post(&format!("/jobs/{id}/start"), &serde_json::json!({}))
             .await
     }
 
     pub async fn job_stop(&self, id: i64) -> Result<JobView, Error> {
-        self.post(&format!("/jobs/{id}/stop"), &serde_json::json!({}))
+        self.api
+            .post(&format!("/jobs/{id}/stop"), &serde_json::json!({}))
             .await
     }
 
     pub async fn job_trigger(&self, id: i64, input: &TriggerInput) -> Result<RunView, Error> {
-        self.post(&format!("/jobs/{id}/trigger"), input).await
+        self.api.post(&format!("/jobs/{id}/trigger"), input).await
     }
 
     /// The next `n` fire instants (epoch ms) of a schedule.
@@ -238,7 +262,11 @@ impl Client {
         let body = serde_json::json!({
             "schedule_type": kind, "schedule_conf": conf, "time_zone": time_zone, "n": n,
         });
-        Ok(self.post::<Fires>("/schedule/preview", &body).await?.fires)
+        Ok(self
+            .api
+            .post::<Fires>("/schedule/preview", &body)
+            .await?
+            .fires)
     }
 
     /// Fires per bucket of every running job over a range, by group, with the peaks
@@ -249,7 +277,7 @@ impl Client {
         qs.num("to", q.to);
         qs.text("bucket", q.bucket.as_deref());
         qs.text("group", q.group.as_deref());
-        self.get(&format!("/schedule/heatmap{}", qs.0)).await
+        self.api.get(&format!("/schedule/heatmap{}", qs.0)).await
     }
 
     // ---- runs ----
@@ -263,20 +291,22 @@ impl Client {
         qs.num("to", q.to);
         qs.num("offset", q.offset);
         qs.num("limit", q.limit);
-        self.get(&format!("/runs{}", qs.0)).await
+        self.api.get(&format!("/runs{}", qs.0)).await
     }
 
     pub async fn run_get(&self, id: i64) -> Result<RunView, Error> {
-        self.get(&format!("/runs/{id}")).await
+        self.api.get(&format!("/runs/{id}")).await
     }
 
     pub async fn run_kill(&self, id: i64) -> Result<RunView, Error> {
-        self.post(&format!("/runs/{id}/kill"), &serde_json::json!({}))
+        self.api
+            .post(&format!("/runs/{id}/kill"), &serde_json::json!({}))
             .await
     }
 
     pub async fn run_log(&self, id: i64, from_line: i32) -> Result<RunLog, Error> {
-        self.get(&format!("/runs/{id}/log?from_line={from_line}"))
+        self.api
+            .get(&format!("/runs/{id}/log?from_line={from_line}"))
             .await
     }
 
@@ -297,6 +327,7 @@ impl Client {
         qs.num("job_id", job_id);
         qs.num("group_id", group_id);
         let c: Cleared = self
+            .api
             .call(
                 reqwest::Method::DELETE,
                 &format!("/runs{}", qs.0),
@@ -309,17 +340,19 @@ impl Client {
     // ---- groups, jobs: more ----
 
     pub async fn group_instances(&self, id: i64) -> Result<Vec<InstanceView>, Error> {
-        self.get(&format!("/groups/{id}/instances")).await
+        self.api.get(&format!("/groups/{id}/instances")).await
     }
 
     pub async fn job_copy(&self, id: i64, input: &CopyInput) -> Result<JobView, Error> {
-        self.post(&format!("/jobs/{id}/copy"), input).await
+        self.api.post(&format!("/jobs/{id}/copy"), input).await
     }
 
     // ---- scripts ----
 
     pub async fn script_versions(&self, job_id: i64) -> Result<Vec<ScriptVersionView>, Error> {
-        self.get(&format!("/jobs/{job_id}/script/versions")).await
+        self.api
+            .get(&format!("/jobs/{job_id}/script/versions"))
+            .await
     }
 
     pub async fn script_save(
@@ -327,12 +360,13 @@ impl Client {
         job_id: i64,
         input: &ScriptInput,
     ) -> Result<ScriptVersionView, Error> {
-        self.call(
-            reqwest::Method::PUT,
-            &format!("/jobs/{job_id}/script"),
-            Some(input),
-        )
-        .await
+        self.api
+            .call(
+                reqwest::Method::PUT,
+                &format!("/jobs/{job_id}/script"),
+                Some(input),
+            )
+            .await
     }
 
     pub async fn script_restore(
@@ -340,69 +374,140 @@ impl Client {
         job_id: i64,
         version: i64,
     ) -> Result<ScriptVersionView, Error> {
-        self.post(
-            &format!("/jobs/{job_id}/script/versions/{version}/restore"),
-            &serde_json::json!({}),
-        )
-        .await
+        self.api
+            .post(
+                &format!("/jobs/{job_id}/script/versions/{version}/restore"),
+                &serde_json::json!({}),
+            )
+            .await
     }
 
     // ---- users, tokens, audit, dashboard ----
 
     /// The caller as the admin sees it (user, role, groups).
     pub async fn me(&self) -> Result<serde_json::Value, Error> {
-        self.get("/me").await
+        self.api.get("/me").await
     }
 
     pub async fn users_list(&self) -> Result<Vec<UserView>, Error> {
-        self.get("/users").await
+        self.api.get("/users").await
     }
 
     pub async fn user_create(&self, input: &UserInput) -> Result<UserView, Error> {
-        self.post("/users", input).await
+        self.api.post("/users", input).await
     }
 
     pub async fn user_update(&self, id: i64, input: &UserUpdateInput) -> Result<UserView, Error> {
-        self.call(reqwest::Method::PUT, &format!("/users/{id}"), Some(input))
+        self.api
+            .call(reqwest::Method::PUT, &format!("/users/{id}"), Some(input))
             .await
     }
 
     pub async fn user_set_password(&self, id: i64, input: &PasswordInput) -> Result<(), Error> {
-        self.call::<serde_json::Value>(
-            reqwest::Method::PUT,
-            &format!("/users/{id}/password"),
-            Some(input),
-        )
-        .await
-        .map(|_| ())
+        self.api
+            .call::<serde_json::Value>(
+                reqwest::Method::PUT,
+                &format!("/users/{id}/password"),
+                Some(input),
+            )
+            .await
+            .map(|_| ())
     }
 
     pub async fn tokens_list(&self) -> Result<Vec<TokenView>, Error> {
-        self.get("/tokens").await
+        self.api.get("/tokens").await
     }
 
     /// Creates a token; its secret is in the answer and nowhere else.
     pub async fn token_create(&self, input: &TokenInput) -> Result<TokenCreated, Error> {
-        self.post("/tokens", input).await
+        self.api.post("/tokens", input).await
     }
 
     pub async fn token_revoke(&self, id: i64) -> Result<TokenView, Error> {
-        self.call(
-            reqwest::Method::DELETE,
-            &format!("/tokens/{id}"),
-            None::<&()>,
-        )
-        .await
+        self.api
+            .call(
+                reqwest::Method::DELETE,
+                &format!("/tokens/{id}"),
+                None::<&()>,
+            )
+            .await
     }
 
     /// One page (from 1) of the audit log, newest first.
     pub async fn audit(&self, page: u64, size: u64) -> Result<Page<AuditView>, Error> {
-        self.get(&format!("/audit?page={page}&size={size}")).await
+        self.api
+            .get(&format!("/audit?page={page}&size={size}"))
+            .await
     }
 
     pub async fn stats(&self) -> Result<StatsView, Error> {
-        self.get("/stats").await
+        self.api.get("/stats").await
     }
+}
+
+/// Submissions from code (`/submissions/{app}/{key}`), borrowed from a [`Client`]:
+/// `client.submissions().submit(..)`.
+#[derive(Clone, Copy)]
+pub struct Submissions<'a> {
+    api: &'a Transport,
+}
+
+impl Submissions<'_> {
+    /// Submits under `key` in the group named `app` (`PUT /submissions/{app}/{key}`): a new
+    /// key is created, a taken one kept or replaced as `input.on_conflict` says.
+    pub async fn submit(
+        &self,
+        app: &str,
+        key: &str,
+        input: &SubmissionInput,
+    ) -> Result<SubmissionPutView, Error> {
+        let path = format!("/submissions/{}/{}", segment(app), segment(key));
+        self.api
+            .call(reqwest::Method::PUT, &path, Some(input))
+            .await
+    }
+
+    /// Submits many of one group, each on its own; a result per item, in order.
+    pub async fn submit_many(
+        &self,
+        app: &str,
+        items: &[SubmissionItem],
+    ) -> Result<SubmissionsBatchResult, Error> {
+        let body = serde_json::json!({ "items": items });
+        self.api
+            .post(&format!("/submissions/{}", segment(app)), &body)
+            .await
+    }
+
+    /// One submission.
+    pub async fn get(&self, app: &str, key: &str) -> Result<SubmissionView, Error> {
+        self.api
+            .get(&format!("/submissions/{}/{}", segment(app), segment(key)))
+            .await
+    }
+
+    /// Cancels a submission (deleted with its job and runs); refused while a run of it is
+    /// planned or running unless `kill`.
+    pub async fn cancel(&self, app: &str, key: &str, kill: bool) -> Result<SubmissionView, Error> {
+        let path = format!("/submissions/{}/{}?kill={kill}", segment(app), segment(key));
+        self.api
+            .call(reqwest::Method::DELETE, &path, None::<&()>)
+            .await
+    }
+}
+
+/// `text` as one path segment: unreserved characters as they are, everything else
+/// percent-encoded.
+fn segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
 }
 
 /// A query string under construction.
@@ -424,15 +529,7 @@ impl Query {
     fn text(&mut self, key: &str, v: Option<&str>) {
         if let Some(v) = v {
             self.sep();
-            let _ = write!(self.0, "{key}=");
-            for b in v.bytes() {
-                // Unreserved characters as they are; everything else percent-encoded.
-                if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-                    self.0.push(b as char);
-                } else {
-                    let _ = write!(self.0, "%{b:02X}");
-                }
-            }
+            let _ = write!(self.0, "{key}={}", segment(v));
         }
     }
 }

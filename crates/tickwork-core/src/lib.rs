@@ -22,6 +22,7 @@ pub mod misfire;
 pub mod routing;
 pub mod run;
 pub mod schedule;
+pub mod submission;
 
 pub use error::Error;
 pub use names::{

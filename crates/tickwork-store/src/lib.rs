@@ -1,7 +1,7 @@
 //! Tickwork's persistence: the [`Store`] trait (one part per area: [`GroupStore`],
 //! [`JobStore`], [`RunLedger`], [`ClusterStore`], [`AlarmStore`], [`AccountStore`],
-//! [`AuditStore`], [`ScriptStore`]) and its implementation on SQLite, PostgreSQL and
-//! MySQL/MariaDB, chosen by URL.
+//! [`AuditStore`], [`ScriptStore`], [`SubmissionStore`]) and its implementation on SQLite,
+//! PostgreSQL and MySQL/MariaDB, chosen by URL.
 //!
 //! This crate knows nothing about HTTP. It does no schedule math either: the claim takes a
 //! planner closure built by the admin on `tickwork-core`. What it guarantees is the ledger:
@@ -30,7 +30,7 @@ pub use error::Error;
 pub use model::*;
 pub use store::{
     AccountStore, AlarmStore, AuditStore, ClusterStore, FireCheckStore, GroupStore, JobStore,
-    RunLedger, ScriptStore, Store,
+    RunLedger, ScriptStore, Store, SubmissionStore,
 };
 pub use tickwork_core::alarm::AlarmStatus;
 pub use tickwork_core::run::RunState;

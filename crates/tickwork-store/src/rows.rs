@@ -81,7 +81,7 @@ pub(crate) const JOB_COLUMNS: &str = "id, job_key, group_id, description, owner,
      schedule_type, schedule_conf, time_zone, misfire_strategy, route_strategy, handler, params, \
      block_strategy, timeout_s, retry_count, retry_backoff_ms, child_job_ids, priority, \
      glue_type, glue_source, delivery, lateness_budget_ms, glue_updated_at, status, next_fire_at, \
-     last_fire_at, version, created_at, updated_at";
+     last_fire_at, version, created_at, updated_at, fires_left";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct JobRow {
@@ -115,6 +115,7 @@ pub(crate) struct JobRow {
     version: i64,
     created_at: i64,
     updated_at: i64,
+    fires_left: Option<i64>,
 }
 
 impl TryFrom<JobRow> for Job {
@@ -156,6 +157,7 @@ impl TryFrom<JobRow> for Job {
             status: parse("status", &r.status)?,
             next_fire_at: r.next_fire_at,
             last_fire_at: r.last_fire_at,
+            fires_left: r.fires_left,
             glue_updated_at: r.glue_updated_at,
             version: r.version,
             created_at: r.created_at,

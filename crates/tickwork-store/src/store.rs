@@ -24,6 +24,7 @@ pub trait Store:
     + AccountStore
     + AuditStore
     + ScriptStore
+    + SubmissionStore
     + Send
     + Sync
     + 'static
@@ -565,4 +566,24 @@ pub trait ScriptStore: Send + Sync {
 
     /// One version of a job's script.
     async fn script_version_get(&self, key: ScriptVersionKey) -> Result<ScriptVersion, Error>;
+}
+
+/// Submissions from code: a client's key in an executor group and the job that carries it
+/// out, written, read and cancelled together.
+#[async_trait]
+pub trait SubmissionStore: Send + Sync {
+    /// Writes a submission in one transaction: a new key gets its job (`fires_left` set) and
+    /// its row; a taken key is left as it is ([`OnConflict::Ignore`]) or has its job written
+    /// over and its schedule replaced ([`OnConflict::Replace`]). A new key taken by a
+    /// concurrent put meanwhile is a `Conflict`; a missing group is `Invalid`.
+    async fn submission_put(&self, put: SubmissionPut) -> Result<SubmissionPutResult, Error>;
+
+    /// One submission with its job; `NotFound` when the key is not there.
+    async fn submission_get(&self, key: SubmissionKey) -> Result<SubmissionWithJob, Error>;
+
+    /// Deletes a submission with its job and the job's runs, in one transaction, unless a run
+    /// of it is planned, being sent or dispatched and the cancel does not allow that (a
+    /// `Conflict`, and nothing changes). Returns what was deleted.
+    async fn submission_cancel(&self, cancel: SubmissionCancel)
+    -> Result<SubmissionWithJob, Error>;
 }

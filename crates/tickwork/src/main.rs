@@ -12,6 +12,7 @@ mod mcp;
 mod remote;
 mod run_cmd;
 mod schedule_cmd;
+mod submit_cmd;
 
 use std::fmt;
 use std::process::ExitCode;
@@ -56,6 +57,21 @@ enum Command {
         remote: remote::Remote,
         #[command(subcommand)]
         command: schedule_cmd::ScheduleCommand,
+    },
+    /// Submit under a key of your own in an executor group: once now or at an instant, a
+    /// repeat (with a count or until cancelled) or a cron. Idempotent under the key.
+    Submit {
+        #[command(flatten)]
+        remote: remote::Remote,
+        #[command(flatten)]
+        args: submit_cmd::SubmitArgs,
+    },
+    /// Submissions by key: show, cancel.
+    Submission {
+        #[command(flatten)]
+        remote: remote::Remote,
+        #[command(subcommand)]
+        command: submit_cmd::SubmissionCommand,
     },
     /// Serve the Model Context Protocol on stdin and stdout: tools over an admin's
     /// jobs, runs, logs and schedule, through its REST API with the token's role.
@@ -156,6 +172,16 @@ fn main() -> ExitCode {
         }),
         Command::Schedule { remote, command } => async_main(async move {
             schedule_cmd::run(&remote, command)
+                .await
+                .map(|()| ExitCode::SUCCESS)
+        }),
+        Command::Submit { remote, args } => async_main(async move {
+            submit_cmd::submit(&remote, args)
+                .await
+                .map(|()| ExitCode::SUCCESS)
+        }),
+        Command::Submission { remote, command } => async_main(async move {
+            submit_cmd::run(&remote, command)
                 .await
                 .map(|()| ExitCode::SUCCESS)
         }),

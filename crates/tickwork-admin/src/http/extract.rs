@@ -34,6 +34,9 @@ pub(super) struct Id(pub i64);
 /// The two positive ids of a path such as `/jobs/{id}/script/versions/{version}/restore`.
 pub(super) struct Ids(pub i64, pub i64);
 
+/// The text segments of a path such as `/submissions/{app}/{key}`, percent-decoded, in order.
+pub(super) struct Names(pub Vec<String>);
+
 /// The authenticated caller, put in the request by the token check.
 pub(super) struct Caller(pub Principal);
 
@@ -117,6 +120,19 @@ impl<S: Send + Sync> FromRequestParts<S> for Ids {
             [a, b] => Ok(Ids(a, b)),
             _ => Err(Error::Internal("the route does not have two ids".into()).into()),
         }
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Names {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let params = RawPathParams::from_request_parts(parts, state)
+            .await
+            .map_err(|e| Error::invalid(e.body_text()))?;
+        Ok(Names(
+            params.iter().map(|(_, text)| text.to_owned()).collect(),
+        ))
     }
 }
 

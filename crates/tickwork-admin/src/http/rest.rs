@@ -16,8 +16,12 @@ use tickwork_protocol::api::{
 };
 
 use super::ApiError;
-use super::extract::{ApiJson, ApiJsonOr, ApiQuery, BULK_BODY_LIMIT, Caller, Id, Ids};
+use super::extract::{ApiJson, ApiJsonOr, ApiQuery, BULK_BODY_LIMIT, Caller, Id, Ids, Names};
 use crate::{Error, Service};
+use tickwork_protocol::submissions::{
+    SubmissionInput, SubmissionPutView, SubmissionView, SubmissionsBatchInput,
+    SubmissionsBatchResult,
+};
 
 /// The routes and [`API_ROUTES`] (which the OpenAPI document and its conformance tests
 /// describe, exactly) come from the same table, so they cannot drift apart.
@@ -72,6 +76,10 @@ rest_api! {
     }
     "/alarm-channels/{id}/test" => { post: alarm_channel_test }
     "/alarm-deliveries" => { get: alarm_deliveries_list }
+    "/submissions/{app}" => { post: submissions_put_many }
+    "/submissions/{app}/{key}" => {
+        get: submission_get, put: submission_put, delete: submission_cancel
+    }
 }
 
 /// The REST routes, behind the API token check.
@@ -688,4 +696,62 @@ async fn alarm_deliveries_list(
     ApiQuery(q): ApiQuery<AlarmDeliveryQuery>,
 ) -> ApiResult<tickwork_protocol::api::Page<tickwork_protocol::api::AlarmDeliveryView>> {
     ok(a.alarms().deliveries_list(&p, q).await?)
+}
+
+// ---- submissions ----
+
+/// The app name and key of `/submissions/{app}/{key}`.
+fn app_and_key(Names(names): Names) -> Result<(String, String), ApiError> {
+    match <[String; 2]>::try_from(names) {
+        Ok([app, key]) => Ok((app, key)),
+        Err(_) => Err(Error::Internal("the route does not have an app and a key".into()).into()),
+    }
+}
+
+async fn submission_put(
+    State(a): State<Service>,
+    Caller(p): Caller,
+    names: Names,
+    ApiJson(input): ApiJson<SubmissionInput>,
+) -> ApiResult<SubmissionPutView> {
+    let (app, key) = app_and_key(names)?;
+    ok(a.submissions().put(&p, &app, &key, input).await?)
+}
+
+/// Up to 1,000 submissions of one group, each written on its own.
+async fn submissions_put_many(
+    State(a): State<Service>,
+    Caller(p): Caller,
+    Names(names): Names,
+    ApiJson(input): ApiJson<SubmissionsBatchInput, BULK_BODY_LIMIT>,
+) -> ApiResult<SubmissionsBatchResult> {
+    let app = names.into_iter().next().unwrap_or_default();
+    ok(a.submissions().put_many(&p, &app, input.items).await?)
+}
+
+async fn submission_get(
+    State(a): State<Service>,
+    Caller(_): Caller,
+    names: Names,
+) -> ApiResult<SubmissionView> {
+    let (app, key) = app_and_key(names)?;
+    ok(a.submissions().get(&app, &key).await?)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CancelParams {
+    /// Kill its running runs rather than refuse.
+    #[serde(default)]
+    kill: bool,
+}
+
+async fn submission_cancel(
+    State(a): State<Service>,
+    Caller(p): Caller,
+    names: Names,
+    ApiQuery(q): ApiQuery<CancelParams>,
+) -> ApiResult<SubmissionView> {
+    let (app, key) = app_and_key(names)?;
+    ok(a.submissions().cancel(&p, &app, &key, q.kill).await?)
 }

@@ -574,10 +574,57 @@ const OPS: &[Op] = &[
         body: None,
         answer: "AlarmDeliveryPage",
     },
+    Op {
+        method: "post",
+        path: "/submissions/{app}",
+        summary: "Put up to 1,000 submissions of the group named app, each on its own, with a \
+                  result per item",
+        roles: GROUP,
+        query: &[],
+        body: Some("SubmissionsBatchInput"),
+        answer: "SubmissionsBatchResult",
+    },
+    Op {
+        method: "get",
+        path: "/submissions/{app}/{key}",
+        summary: "One submission by its group's app name and its key",
+        roles: READ,
+        query: &[],
+        body: None,
+        answer: "Submission",
+    },
+    Op {
+        method: "put",
+        path: "/submissions/{app}/{key}",
+        summary: "Submit under a key of your own: once now or at an instant, a repeat (with a \
+                  count or until cancelled) or a cron; a taken key is kept or replaced",
+        roles: GROUP,
+        query: &[],
+        body: Some("SubmissionInput"),
+        answer: "SubmissionPut",
+    },
+    Op {
+        method: "delete",
+        path: "/submissions/{app}/{key}",
+        summary: "Cancel a submission: deleted with its job and runs; refused while a run is \
+                  planned or running unless kill=true",
+        roles: GROUP,
+        query: &[(
+            "kill",
+            "boolean",
+            "stop its job and kill its running runs first",
+        )],
+        body: None,
+        answer: "Submission",
+    },
 ];
 
 /// Operations that call an executor while the client waits, and so can answer 502.
-const EXECUTOR_CALLS: &[(&str, &str)] = &[("get", "/runs/{id}/log"), ("post", "/runs/{id}/kill")];
+const EXECUTOR_CALLS: &[(&str, &str)] = &[
+    ("get", "/runs/{id}/log"),
+    ("post", "/runs/{id}/kill"),
+    ("delete", "/submissions/{app}/{key}"),
+];
 
 /// An integer schema with the service's bounds. Every integer of the API is 64-bit.
 pub(super) fn int_in(min: i64, max: i64) -> Value {
@@ -620,10 +667,14 @@ fn operation(op: &Op) -> Value {
     let mut params = Vec::new();
     for segment in op.path.split('/') {
         if let Some(name) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
-            params.push(json!({
-                "name": name, "in": "path", "required": true,
-                "schema": int_in(1, i64::MAX),
-            }));
+            let schema = match name {
+                "app" => json!({ "type": "string", "description": "the group's app name" }),
+                "key" => json!({ "type": "string", "minLength": 1,
+                    "maxLength": tickwork_core::submission::KEY_CHARS,
+                    "pattern": "^[A-Za-z0-9._:-]+$" }),
+                _ => int_in(1, i64::MAX),
+            };
+            params.push(json!({ "name": name, "in": "path", "required": true, "schema": schema }));
         }
     }
     for (name, kind, description) in op.query {

@@ -366,6 +366,7 @@ pub(super) fn schemas() -> Value {
         bulk_schemas(),
         action_schemas(),
         heatmap_schemas(),
+        submission_schemas(),
     ] {
         if let Value::Object(part) = part {
             all.extend(part);
@@ -403,6 +404,104 @@ fn action_schemas() -> Value {
                 ], &["id", "code", "message"], false),
             })),
         ], &["action", "done", "refused"], false),
+    })
+}
+
+/// The schemas of submissions, apart from [`schemas`] for the macro's recursion limit.
+fn submission_schemas() -> Value {
+    use tickwork_core::schedule::{MAX_INTERVAL_MS, MIN_INTERVAL_MS};
+    use tickwork_protocol::submissions::SUBMISSIONS_BATCH_MAX;
+    let schedule = json!({ "oneOf": [
+        object(&[("kind", json!({ "const": "now" }))], &["kind"], true),
+        object(&[("kind", json!({ "const": "at" })), ("at", json!({ "type": "string",
+            "description": "RFC 3339, or a date-time in the submission's time zone" }))],
+            &["kind", "at"], true),
+        object(&[("kind", json!({ "const": "repeat" })),
+            ("every_ms", int_in(MIN_INTERVAL_MS, MAX_INTERVAL_MS)),
+            ("count", json!({ "type": ["integer", "null"], "minimum": 1,
+                "description": "fires in all; absent: until cancelled" }))],
+            &["kind", "every_ms"], true),
+        object(&[("kind", json!({ "const": "cron" })), ("cron", json!({ "type": "string",
+            "description": "a Quartz expression" }))], &["kind", "cron"], true),
+    ] });
+    let outcome = json!({ "type": "string", "enum": ["created", "kept", "replaced"] });
+    let input = object(
+        &[
+            ("handler", str_max(JOB.handler_chars as u64)),
+            ("params", t("string")),
+            ("schedule", schedule.clone()),
+            ("time_zone", nullable("string")),
+            ("rely_on_prev_cycle", t("boolean")),
+            (
+                "on_conflict",
+                json!({ "type": "string", "enum": ["ignore", "replace"] }),
+            ),
+            ("priority", int_in(i64::from(i32::MIN), i64::from(i32::MAX))),
+            ("retry_count", int_in(0, i64::from(JOB.retry_count_max))),
+            ("retry_backoff_ms", int_in(0, JOB.retry_backoff_ms_max)),
+            ("timeout_s", int_in(0, i64::from(i32::MAX))),
+            (
+                "route_strategy",
+                json!({ "anyOf": [
+            { "type": "string", "enum": names(RouteStrategy::ALL, RouteStrategy::as_str) },
+            { "type": "null" },
+        ] }),
+            ),
+            ("description", str_max(JOB.description_chars as u64)),
+        ],
+        &["handler", "schedule"],
+        true,
+    );
+    let view = object(
+        &[
+            ("app_name", t("string")),
+            ("key", t("string")),
+            ("job_id", t("integer")),
+            ("schedule", schedule),
+            ("time_zone", t("string")),
+            ("rely_on_prev_cycle", t("boolean")),
+            (
+                "state",
+                json!({ "type": "string", "enum": ["active", "finished"] }),
+            ),
+            ("next_fire_at", nullable("integer")),
+            ("fires_left", nullable("integer")),
+            ("created_at", t("integer")),
+            ("updated_at", t("integer")),
+        ],
+        &[
+            "app_name",
+            "key",
+            "job_id",
+            "schedule",
+            "time_zone",
+            "rely_on_prev_cycle",
+            "state",
+            "next_fire_at",
+            "fires_left",
+            "created_at",
+            "updated_at",
+        ],
+        false,
+    );
+    let code = json!({ "type": "string",
+        "enum": crate::ErrorCode::ALL.map(crate::ErrorCode::as_str) });
+    json!({
+        "SubmissionInput": input,
+        "Submission": view,
+        "SubmissionPut": object(&[("outcome", outcome.clone()), ("submission", reference("Submission"))],
+            &["outcome", "submission"], false),
+        "SubmissionsBatchInput": object(&[("items", json!({ "type": "array",
+            "minItems": 1, "maxItems": SUBMISSIONS_BATCH_MAX,
+            "items": object(&[("key", t("string")), ("submission", reference("SubmissionInput"))],
+                &["key", "submission"], true) }))], &["items"], true),
+        "SubmissionsBatchResult": object(&[("results", json!({ "type": "array",
+            "items": object(&[
+                ("key", t("string")), ("outcome", outcome),
+                ("submission", reference("Submission")),
+                ("error", object(&[("code", code), ("message", t("string"))],
+                    &["code", "message"], false)),
+            ], &["key"], false) }))], &["results"], false),
     })
 }
 

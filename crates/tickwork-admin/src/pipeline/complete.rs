@@ -190,6 +190,7 @@ mod tests {
             status: JobStatus::Running,
             next_fire_at: next,
             last_fire_at: None,
+            fires_left: None,
             glue_updated_at: 0,
             version: 1,
             created_at: 0,

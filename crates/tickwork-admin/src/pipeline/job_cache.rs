@@ -123,6 +123,7 @@ mod tests {
             status: JobStatus::Running,
             next_fire_at: Some(0),
             last_fire_at: None,
+            fires_left: None,
             glue_updated_at: 0,
             version,
             created_at: 0,

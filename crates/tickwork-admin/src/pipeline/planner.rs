@@ -31,16 +31,28 @@ pub fn plan_job(job: &Job, schedule: Option<&Schedule>, now: i64, limits: PlanLi
     // Every fire in [first, until], capped: the cap keeps a 10 ms job from writing a huge
     // batch; the rest comes next round.
     let mut fires = Vec::new();
-    if first <= until {
+    // A job with a number of fires left (a submission's repeat count) plans no more than
+    // those, and stops after the last.
+    let cap = match job.fires_left {
+        Some(left) => usize::try_from(left.max(0))
+            .unwrap_or(usize::MAX)
+            .min(limits.max_fires_per_job),
+        None => limits.max_fires_per_job,
+    };
+    if first <= until && cap > 0 {
         fires.push(first);
         if kind != ScheduleType::FixDelay && kind != ScheduleType::Once {
-            fires.extend(schedule.fires_between(first, until, limits.max_fires_per_job - 1));
+            fires.extend(schedule.fires_between(first, until, cap - 1));
         }
     }
+    // Every fire planned counts, misfired ones too: a count is of the schedule's fires.
+    let exhausted = job
+        .fires_left
+        .is_some_and(|left| left <= fires.len() as i64);
     let Some(&last) = fires.last() else {
         return JobPlan {
             fires: Vec::new(),
-            next_fire_at: Some(first),
+            next_fire_at: (!exhausted).then_some(first),
         };
     };
 
@@ -57,6 +69,7 @@ pub fn plan_job(job: &Job, schedule: Option<&Schedule>, now: i64, limits: PlanLi
         .collect();
 
     let next_fire_at = match kind {
+        _ if exhausted => None,
         // The next fire counts from the completion of this one, unless it did not run.
         ScheduleType::FixDelay => {
             if plan.run_count() > 0 {
@@ -93,6 +106,7 @@ mod tests {
             status: JobStatus::Running,
             next_fire_at: Some(next),
             last_fire_at: None,
+            fires_left: None,
             glue_updated_at: 0,
             version: 1,
             created_at: 0,
@@ -212,5 +226,51 @@ mod tests {
         let plan = plan_job(&j, Some(&s), 0, LIMITS);
         assert!(plan.fires.is_empty());
         assert_eq!(plan.next_fire_at, Some(100_000));
+    }
+
+    #[test]
+    fn a_job_with_fires_left_plans_no_more_and_stops_after_the_last() {
+        // (kind, conf, fires left, fire keys planned, next fire)
+        type Case<'a> = (ScheduleType, &'a str, i64, &'a [i64], Option<i64>);
+        let cases: [Case; 6] = [
+            (
+                ScheduleType::FixRate,
+                "500ms",
+                3,
+                &[10_000, 10_500, 11_000],
+                None,
+            ),
+            (
+                ScheduleType::FixRate,
+                "500ms",
+                10,
+                &[10_000, 10_500, 11_000, 11_500, 12_000, 12_500, 13_000],
+                Some(13_500),
+            ),
+            (ScheduleType::FixRate, "500ms", 0, &[], None),
+            (ScheduleType::FixDelay, "500ms", 1, &[10_000], None),
+            (
+                ScheduleType::FixDelay,
+                "500ms",
+                2,
+                &[10_000],
+                Some(WAITING_FOR_COMPLETION),
+            ),
+            (
+                ScheduleType::Once,
+                "1970-01-01T00:00:10Z",
+                1,
+                &[10_000],
+                None,
+            ),
+        ];
+        for (kind, conf, left, keys, next) in cases {
+            let (mut j, s) = job(kind, conf, 10_000, MisfireStrategy::DoNothing);
+            j.fires_left = Some(left);
+            let plan = plan_job(&j, Some(&s), 10_000, LIMITS);
+            let got: Vec<i64> = plan.fires.iter().map(|f| f.fire_key).collect();
+            assert_eq!(got, keys, "{kind:?} with {left} left");
+            assert_eq!(plan.next_fire_at, next, "{kind:?} with {left} left");
+        }
     }
 }

@@ -17,6 +17,7 @@ mod jobs;
 mod jobs_bulk;
 mod runs;
 mod scripts;
+mod submissions;
 mod tokens;
 mod users;
 
@@ -34,6 +35,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::executor_client::ExecutorClient;
 use crate::metrics::Metrics;
+use submissions::Submissions;
 
 /// What the service may ask of the pipeline. The admin's [`crate::Scheduler`] is one; tests
 /// of the service and its HTTP layer use one that records the calls.
@@ -285,6 +287,10 @@ impl Service {
 
     pub fn alarms(&self) -> Alarms<'_> {
         self.inner.alarms()
+    }
+
+    pub fn submissions(&self) -> Submissions<'_> {
+        Submissions { inner: &self.inner }
     }
 
     pub fn dashboard(&self) -> Dashboard<'_> {

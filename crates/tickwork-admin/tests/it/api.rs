@@ -1245,6 +1245,72 @@ async fn every_endpoint_answers_as_documented() {
         .ok();
     assert_eq!(acted["done"], json!([j]));
 
+    // submissions
+    let put = h
+        .call(
+            Method::PUT,
+            "/submissions/{app}/{key}",
+            "/submissions/tour/order-42",
+            BUILTIN,
+            Some(json!({
+                "handler": "demo", "params": "p", "time_zone": "Asia/Shanghai",
+                "schedule": { "kind": "repeat", "every_ms": 60000, "count": 3 },
+            })),
+        )
+        .await
+        .ok();
+    assert_eq!(put["outcome"], "created", "{put}");
+    assert_eq!(put["submission"]["fires_left"], 3, "{put}");
+    let got = h
+        .get(
+            "/submissions/{app}/{key}",
+            "/submissions/tour/order-42",
+            BUILTIN,
+        )
+        .await
+        .ok();
+    assert_eq!(got, put["submission"]);
+    let batch = h
+        .call(
+            Method::POST,
+            "/submissions/{app}",
+            "/submissions/tour",
+            BUILTIN,
+            Some(json!({ "items": [
+                { "key": "order-42", "submission": { "handler": "demo",
+                    "schedule": { "kind": "now" } } },
+                { "key": "order-43", "submission": { "handler": "demo",
+                    "schedule": { "kind": "cron", "cron": "0 0 3 * * ?" } } },
+                { "key": "bad key", "submission": { "handler": "demo",
+                    "schedule": { "kind": "now" } } },
+            ] })),
+        )
+        .await
+        .ok();
+    let outcomes: Vec<&Value> = batch["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.get("outcome").unwrap_or(&r["error"]["code"]))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [&json!("kept"), &json!("created"), &json!("invalid_input")]
+    );
+    for key in ["order-42", "order-43"] {
+        let gone = h
+            .call(
+                Method::DELETE,
+                "/submissions/{app}/{key}",
+                &format!("/submissions/tour/{key}"),
+                BUILTIN,
+                None,
+            )
+            .await
+            .ok();
+        assert_eq!(gone["key"], key);
+    }
+
     // deletes last
     h.call(
         Method::DELETE,
@@ -1468,12 +1534,44 @@ async fn operators_change_only_their_groups_and_viewers_change_nothing() {
     .await
     .ok();
 
+    let own_submission = h
+        .call(
+            Method::PUT,
+            "/submissions/{app}/{key}",
+            "/submissions/group-a/own",
+            &op,
+            Some(json!({ "handler": "h", "schedule": { "kind": "repeat", "every_ms": 1000 } })),
+        )
+        .await
+        .ok();
+    assert_eq!(own_submission["outcome"], "created");
+
     let before_audit = h.audit_total().await;
     let jobs_before = h.job_count().await;
     // ... and not in group B, nor on groups, users or the audit log.
     let now = tickwork_admin::timer::now_ms();
     let job_b_body = json!({ "group_id": b, "handler": "h" });
+    let submission = json!({ "handler": "h", "schedule": { "kind": "now" } });
+    let batch = json!({ "items": [{ "key": "k", "submission": submission }] });
     let forbidden_for_operator: Vec<(Method, &str, String, Option<Value>)> = vec![
+        (
+            Method::PUT,
+            "/submissions/{app}/{key}",
+            "/submissions/group-b/k".into(),
+            Some(submission.clone()),
+        ),
+        (
+            Method::POST,
+            "/submissions/{app}",
+            "/submissions/group-b".into(),
+            Some(batch.clone()),
+        ),
+        (
+            Method::DELETE,
+            "/submissions/{app}/{key}",
+            "/submissions/group-b/k".into(),
+            None,
+        ),
         (
             Method::POST,
             "/jobs",
@@ -1605,6 +1703,24 @@ async fn operators_change_only_their_groups_and_viewers_change_nothing() {
     }
     // A viewer changes nothing at all (its own password and tokens aside).
     let viewer_changes: Vec<(Method, &str, String, Option<Value>)> = vec![
+        (
+            Method::PUT,
+            "/submissions/{app}/{key}",
+            "/submissions/group-a/k".into(),
+            Some(submission.clone()),
+        ),
+        (
+            Method::POST,
+            "/submissions/{app}",
+            "/submissions/group-a".into(),
+            Some(batch.clone()),
+        ),
+        (
+            Method::DELETE,
+            "/submissions/{app}/{key}",
+            "/submissions/group-a/own".into(),
+            None,
+        ),
         (
             Method::POST,
             "/groups/{id}/token",

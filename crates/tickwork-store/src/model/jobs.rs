@@ -21,6 +21,9 @@ pub struct Job {
     pub next_fire_at: Option<i64>,
     /// The latest fire the scheduler planned.
     pub last_fire_at: Option<i64>,
+    /// Fires it has left, counted down by the claim (a submission's repeat count); `None`:
+    /// no bound.
+    pub fires_left: Option<i64>,
     /// When the script (glue type or source) last changed.
     pub glue_updated_at: i64,
     /// Bumped by every `job_update`, for optimistic edits.

@@ -113,6 +113,7 @@ mod groups;
 mod jobs;
 mod runs;
 mod scripts;
+mod submissions;
 
 pub use accounts::*;
 pub use alarms::*;
@@ -123,3 +124,4 @@ pub use groups::*;
 pub use jobs::*;
 pub use runs::*;
 pub use scripts::*;
+pub use submissions::*;

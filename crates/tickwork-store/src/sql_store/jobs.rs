@@ -5,6 +5,8 @@ use super::*;
 mod create;
 mod many;
 
+pub(super) use many::delete_job_rows;
+
 /// How often a claim that lost a deadlock is tried again.
 const CLAIM_RETRIES: u32 = 3;
 
@@ -95,7 +97,7 @@ struct NewFire {
 }
 
 impl<B: Backend> SqlStore<B> {
-    async fn job_in(conn: &mut Conn<B>, id: i64) -> Result<Job, Error> {
+    pub(super) async fn job_in(conn: &mut Conn<B>, id: i64) -> Result<Job, Error> {
         let q = Query::new(format!("SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id = ?")).bind(id);
         match B::fetch_optional::<JobRow>(conn, q).await? {
             Some(row) => row.try_into(),
@@ -158,7 +160,23 @@ impl<B: Backend> SqlStore<B> {
                 *last = (*last).max(f.fire.scheduled_at);
             }
         }
-        Self::advance_jobs(&mut tx, &next, &last_fire).await?;
+        // A job with fires left counts down by the fires written (misfired ones too), not
+        // by those the ledger already held.
+        let mut fires_left: HashMap<i64, i64> = jobs
+            .iter()
+            .filter_map(|j| j.fires_left.map(|left| (j.id, left)))
+            .collect();
+        if !fires_left.is_empty() {
+            for f in &fires {
+                let job_id = jobs[f.job].id;
+                if let Some(left) = fires_left.get_mut(&job_id)
+                    && ids.contains_key(&(job_id, f.fire.fire_key))
+                {
+                    *left = (*left - 1).max(0);
+                }
+            }
+        }
+        Self::advance_jobs(&mut tx, &next, &last_fire, &fires_left).await?;
         tx.commit().await?;
 
         let mut result = ClaimResult {
@@ -393,28 +411,31 @@ impl<B: Backend> SqlStore<B> {
             .collect())
     }
 
-    /// Moves each claimed job to its next fire (stopping it at `None`) and records its last
-    /// planned fire, with one batched UPDATE per chunk. Leaves `version` and `updated_at`
-    /// alone: scheduling is not an edit.
+    /// Moves each claimed job to its next fire (stopping it at `None`), records its last
+    /// planned fire and, for a job with a bound, the fires it has left, with one batched
+    /// UPDATE per chunk. Leaves `version` and `updated_at` alone: scheduling is not an edit.
     async fn advance_jobs(
         conn: &mut Conn<B>,
         next: &[(i64, Option<i64>)],
         last_fire: &HashMap<i64, i64>,
+        fires_left: &HashMap<i64, i64>,
     ) -> Result<(), Error> {
         if B::KIND == Kind::Sqlite {
             // One statement, the rows as JSON (see [`JsonRows`]): id, next fire (null stops
-            // the job), last planned fire (null keeps the one it has).
+            // the job), last planned fire and fires left (null keeps the one it has).
             let mut rows = JsonRows::with_capacity(next.len());
             for &(id, at) in next {
                 rows.row()
                     .int(id)
                     .opt_int(at)
-                    .opt_int(last_fire.get(&id).copied());
+                    .opt_int(last_fire.get(&id).copied())
+                    .opt_int(fires_left.get(&id).copied());
             }
             let q = Query::new(
                 "UPDATE tw_jobs SET next_fire_at = n.value ->> 1, \
                  status = CASE WHEN n.value ->> 1 IS NULL THEN 'stopped' ELSE status END, \
-                 last_fire_at = COALESCE(n.value ->> 2, last_fire_at) \
+                 last_fire_at = COALESCE(n.value ->> 2, last_fire_at), \
+                 fires_left = COALESCE(n.value ->> 3, fires_left) \
                  FROM json_each(?) AS n WHERE tw_jobs.id = n.value ->> 0",
             )
             .bind(rows.finish());
@@ -446,6 +467,18 @@ impl<B: Backend> SqlStore<B> {
                     q.push(" THEN ").push_bind(at);
                 }
                 q.push(" ELSE last_fire_at END");
+            }
+            let counted: Vec<(i64, i64)> = chunk
+                .iter()
+                .filter_map(|r| fires_left.get(&r.0).map(|&left| (r.0, left)))
+                .collect();
+            if !counted.is_empty() {
+                q.push(", fires_left = CASE id");
+                for (id, left) in counted {
+                    q.push(" WHEN ").push_bind(id);
+                    q.push(" THEN ").push_bind(left);
+                }
+                q.push(" ELSE fires_left END");
             }
             q.push(" WHERE id IN ");
             q.push_list(chunk.iter().map(|r| r.0));
@@ -488,52 +521,89 @@ impl<B: Backend> SqlStore<B> {
     }
 }
 
+/// Inserts one job at version 1 (`job_create`, and a submission's new job in its
+/// transaction), with `fires_left` (see [`Job::fires_left`]).
+pub(super) async fn insert_job<B: Backend>(
+    conn: &mut Conn<B>,
+    job: JobNew,
+    fires_left: Option<i64>,
+) -> Result<Job, Error> {
+    let key = job.key.trim().to_owned();
+    check_required("job key", &key, JOB_KEY_MAX)?;
+    check_spec(&job.spec)?;
+    let q = Query::new(format!(
+        "INSERT INTO tw_jobs (job_key, {SPEC_COLUMNS}, glue_updated_at, status, \
+         next_fire_at, last_fire_at, fires_left, version, created_at, updated_at) \
+         VALUES (?, {}, ?, ?, ?, ?, ?, 1, ?, ?)",
+        *SPEC_MARKS
+    ))
+    .bind(&key);
+    let q = bind_spec(q, &job.spec)
+        .bind(job.now)
+        .bind(job.status.as_str())
+        .bind(job.next_fire_at)
+        .bind(None::<i64>)
+        .bind(fires_left)
+        .bind(job.now)
+        .bind(job.now);
+    let group_id = job.spec.group_id;
+    let id = SqlStore::<B>::insert_id(conn, q)
+        .await
+        .map_err(|e| {
+            if is_foreign_key_violation(&e) {
+                Error::Invalid(format!("group {group_id} does not exist"))
+            } else {
+                unique_or(e, || Error::Conflict(format!("job key {key:?} is taken")))
+            }
+        })?
+        .ok_or_else(|| Error::corrupt("the job insert wrote no row".to_owned()))?;
+    let mut spec = job.spec;
+    spec.handler = spec.handler.trim().to_owned();
+    Ok(Job {
+        id,
+        key,
+        spec,
+        status: job.status,
+        next_fire_at: job.next_fire_at,
+        last_fire_at: None,
+        fires_left,
+        glue_updated_at: job.now,
+        version: 1,
+        created_at: job.now,
+        updated_at: job.now,
+    })
+}
+
+/// Writes `job` over job `id` in `conn`'s transaction (a submission replaced): its definition,
+/// status, next fire and `fires_left`; the key stays, the version moves on. The job as written.
+pub(super) async fn rewrite_job<B: Backend>(
+    conn: &mut Conn<B>,
+    id: i64,
+    job: &JobNew,
+    fires_left: Option<i64>,
+) -> Result<Job, Error> {
+    check_spec(&job.spec)?;
+    let q = Query::new(format!(
+        "UPDATE tw_jobs SET {}, glue_updated_at = ?, status = ?, next_fire_at = ?, \
+         fires_left = ?, version = version + 1, updated_at = ? WHERE id = ?",
+        *SPEC_ASSIGNMENTS
+    ));
+    let q = bind_spec(q, &job.spec)
+        .bind(job.now)
+        .bind(job.status.as_str())
+        .bind(job.next_fire_at)
+        .bind(fires_left)
+        .bind(job.now)
+        .bind(id);
+    B::execute(&mut *conn, q).await?;
+    SqlStore::<B>::job_in(conn, id).await
+}
+
 #[async_trait]
 impl<B: Backend> JobStore for SqlStore<B> {
     async fn job_create(&self, job: JobNew) -> Result<Job, Error> {
-        let key = job.key.trim().to_owned();
-        check_required("job key", &key, JOB_KEY_MAX)?;
-        check_spec(&job.spec)?;
-        let q = Query::new(format!(
-            "INSERT INTO tw_jobs (job_key, {SPEC_COLUMNS}, glue_updated_at, status, \
-             next_fire_at, last_fire_at, version, created_at, updated_at) \
-             VALUES (?, {}, ?, ?, ?, ?, 1, ?, ?)",
-            *SPEC_MARKS
-        ))
-        .bind(&key);
-        let q = bind_spec(q, &job.spec)
-            .bind(job.now)
-            .bind(job.status.as_str())
-            .bind(job.next_fire_at)
-            .bind(None::<i64>)
-            .bind(job.now)
-            .bind(job.now);
         let mut conn = self.writes.acquire().await?;
-        let group_id = job.spec.group_id;
-        let id = Self::insert_id(&mut conn, q)
-            .await
-            .map_err(|e| {
-                if is_foreign_key_violation(&e) {
-                    Error::Invalid(format!("group {group_id} does not exist"))
-                } else {
-                    unique_or(e, || Error::Conflict(format!("job key {key:?} is taken")))
-                }
-            })?
-            .ok_or_else(|| Error::corrupt("the job insert wrote no row".to_owned()))?;
-        let mut spec = job.spec;
-        spec.handler = spec.handler.trim().to_owned();
-        Ok(Job {
-            id,
-            key,
-            spec,
-            status: job.status,
-            next_fire_at: job.next_fire_at,
-            last_fire_at: None,
-            glue_updated_at: job.now,
-            version: 1,
-            created_at: job.now,
-            updated_at: job.now,
-        })
+        insert_job::<B>(&mut conn, job, None).await
     }
 
     async fn jobs_create(

@@ -12,6 +12,7 @@ mod jobs;
 mod json_rows;
 mod runs;
 mod scripts;
+mod submissions;
 mod transitions;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

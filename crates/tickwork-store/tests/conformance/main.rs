@@ -22,6 +22,7 @@ mod schema;
 mod scripts;
 mod send_fence;
 mod state_machine;
+mod submissions;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -408,6 +409,11 @@ conformance! {
         adoption_takes_a_dead_nodes_sending_runs_keeping_them_sending,
         resumed_admin_cannot_fail_runs_another_admin_adopted_and_fired,
         send_fence_operations_refuse_a_bad_node_id,
+    ],
+    submissions: [
+        submissions_are_created_kept_and_replaced_by_key,
+        a_submission_is_cancelled_with_its_job_and_runs_unless_one_is_live,
+        the_claim_counts_fires_left_down_and_stops_the_job_at_none,
     ],
     follow_ups: [
         completion_writes_retries_and_children_in_its_transaction,

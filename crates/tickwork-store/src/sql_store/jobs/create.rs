@@ -146,6 +146,7 @@ impl<B: Backend> SqlStore<B> {
                     status: c.job.status,
                     next_fire_at: c.job.next_fire_at,
                     last_fire_at: None,
+                    fires_left: None,
                     glue_updated_at: c.job.now,
                     version: 1,
                     created_at: c.job.now,

@@ -149,7 +149,7 @@ async fn lock_jobs<B: Backend>(
 
 /// Deletes the jobs `ids` with all that refers to them (their runs' alarm deliveries, their
 /// runs, their script versions), what refers to a row before the row; the jobs deleted.
-pub(super) async fn delete_job_rows<B: Backend>(
+pub(in crate::sql_store) async fn delete_job_rows<B: Backend>(
     conn: &mut Conn<B>,
     ids: &[i64],
 ) -> Result<u64, Error> {
@@ -158,6 +158,7 @@ pub(super) async fn delete_job_rows<B: Backend>(
          (SELECT id FROM tw_runs WHERE job_id IN ",
         "DELETE FROM tw_runs WHERE job_id IN ",
         "DELETE FROM tw_script_versions WHERE job_id IN ",
+        "DELETE FROM tw_submissions WHERE job_id IN ",
         "DELETE FROM tw_jobs WHERE id IN ",
     ];
     let mut jobs = 0;

@@ -1,0 +1,307 @@
+//! Submissions from code: a client puts a schedule under its own key in an executor group
+//! (now, at an instant, a repeat with or without a count, a cron), idempotent under that key,
+//! and the admin keeps the job that carries it out. Cancelled by key.
+
+use tickwork_core::job::Limits;
+use tickwork_core::submission::{self, When};
+use tickwork_core::{RouteStrategy, ScheduleType};
+use tickwork_protocol::api::ErrorDetail;
+use tickwork_protocol::submissions::{
+    SUBMISSIONS_BATCH_MAX, SubmissionInput, SubmissionItem, SubmissionItemResult,
+    SubmissionOutcome, SubmissionPutView, SubmissionView, SubmissionsBatchResult,
+};
+use tickwork_store::{
+    Group, Job, JobNew, JobSpec, JobStatus, PageReq, RunFilter, RunState, SubmissionCancel,
+    SubmissionKey, SubmissionPut, SubmissionWritten, TimeRange,
+};
+
+use super::audit::Target;
+use super::{Inner, job_view};
+use crate::Error;
+use crate::auth::Principal;
+
+/// Submissions, borrowed from a [`crate::Service`].
+#[derive(Clone, Copy)]
+pub struct Submissions<'a> {
+    pub(super) inner: &'a Inner,
+}
+
+impl Submissions<'_> {
+    /// Writes a submission under `key` in the group named `app`: a new key gets its job, a
+    /// taken one is kept or replaced as `on_conflict` says. The caller must be allowed to
+    /// change the group.
+    pub async fn put(
+        self,
+        by: &Principal,
+        app: &str,
+        key: &str,
+        input: SubmissionInput,
+    ) -> Result<SubmissionPutView, Error> {
+        let group = self.group(by, app).await?;
+        self.put_in(by, &group, key, input).await
+    }
+
+    /// Writes each submission of a batch on its own, in order: one that is refused (its
+    /// error's code and message in its result) leaves the others as they are.
+    pub async fn put_many(
+        self,
+        by: &Principal,
+        app: &str,
+        items: Vec<SubmissionItem>,
+    ) -> Result<SubmissionsBatchResult, Error> {
+        if items.is_empty() || items.len() > SUBMISSIONS_BATCH_MAX {
+            return Err(Error::invalid_field(
+                "items",
+                format!(
+                    "must hold 1 to {SUBMISSIONS_BATCH_MAX} submissions, not {}",
+                    items.len()
+                ),
+            ));
+        }
+        let group = self.group(by, app).await?;
+        let mut results = Vec::with_capacity(items.len());
+        for item in items {
+            let result = match self.put_in(by, &group, &item.key, item.submission).await {
+                Ok(put) => SubmissionItemResult {
+                    key: item.key,
+                    outcome: Some(put.outcome),
+                    submission: Some(put.submission),
+                    error: None,
+                },
+                Err(e) => SubmissionItemResult {
+                    key: item.key,
+                    outcome: None,
+                    submission: None,
+                    error: Some(ErrorDetail {
+                        code: e.code().as_str().to_owned(),
+                        // An internal failure's cause is logged, never shown.
+                        message: e
+                            .client_message("submissions batch")
+                            .unwrap_or_else(|| "internal error (see the admin's log)".to_owned()),
+                    }),
+                },
+            };
+            results.push(result);
+        }
+        Ok(SubmissionsBatchResult { results })
+    }
+
+    /// One submission by its group's app name and its key.
+    pub async fn get(self, app: &str, key: &str) -> Result<SubmissionView, Error> {
+        let group = self.group_named(app).await?;
+        let found = self
+            .inner
+            .store
+            .submission_get(SubmissionKey {
+                group_id: group.id,
+                key: key.to_owned(),
+            })
+            .await?;
+        view(&group, found.submission, found.job)
+    }
+
+    /// Cancels a submission: deletes it with its job and runs. Refused while a run of it is
+    /// planned or running, unless `kill`: then the job is stopped first (no new fire), its
+    /// dispatched runs are killed at their executors, and the rest is deleted.
+    pub async fn cancel(
+        self,
+        by: &Principal,
+        app: &str,
+        key: &str,
+        kill: bool,
+    ) -> Result<SubmissionView, Error> {
+        let group = self.group(by, app).await?;
+        let key = SubmissionKey {
+            group_id: group.id,
+            key: key.to_owned(),
+        };
+        if kill {
+            let found = self.inner.store.submission_get(key.clone()).await?;
+            let job_id = found.job.id;
+            if found.job.status == JobStatus::Running {
+                self.inner.jobs().stop(by, job_id).await?;
+            }
+            let running = self
+                .inner
+                .store
+                .runs_list(RunFilter {
+                    job_id: Some(job_id),
+                    group_id: None,
+                    state: Some(RunState::Dispatched),
+                    range: TimeRange::default(),
+                    page: PageReq::first(PageReq::MAX_LIMIT),
+                })
+                .await?;
+            for run in running.items {
+                match self.inner.runs().kill(by, run.id).await {
+                    // Ended on its own meanwhile: nothing to kill.
+                    Ok(_) | Err(Error::Conflict(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        let done = self
+            .inner
+            .store
+            .submission_cancel(SubmissionCancel {
+                key,
+                with_live_runs: kill,
+            })
+            .await?;
+        self.inner.pipeline.forget_job(done.job.id);
+        let before = job_view(done.job.clone());
+        self.inner
+            .audit(
+                by,
+                "submission.cancel",
+                Target::Job(done.job.id),
+                Some(&before),
+                None::<&()>,
+            )
+            .await?;
+        view(&group, done.submission, done.job)
+    }
+
+    async fn put_in(
+        self,
+        by: &Principal,
+        group: &Group,
+        key: &str,
+        input: SubmissionInput,
+    ) -> Result<SubmissionPutView, Error> {
+        submission::validate_key(key)?;
+        let time_zone = match input.time_zone.as_deref().map(str::trim) {
+            Some(tz) if !tz.is_empty() => tz.to_owned(),
+            _ => self.inner.config.default_time_zone.clone(),
+        };
+        let now = self.inner.clock.now_ms();
+        let plan = submission::plan(&input.schedule, input.rely_on_prev_cycle, &time_zone, now)
+            .map_err(schedule_error)?;
+        let mut spec = JobSpec::new(group.id, input.handler.trim());
+        spec.description = match input.description.trim() {
+            "" => format!("submission {key}"),
+            d => d.to_owned(),
+        };
+        spec.params = input.params;
+        spec.schedule_type = plan.schedule_type;
+        spec.schedule_conf = plan.schedule_conf;
+        spec.time_zone = time_zone;
+        spec.misfire_strategy = plan.misfire;
+        spec.route_strategy = input.route_strategy.unwrap_or(RouteStrategy::First);
+        spec.priority = input.priority;
+        spec.retry_count = input.retry_count;
+        spec.retry_backoff_ms = input.retry_backoff_ms;
+        spec.timeout_s = input.timeout_s;
+        spec.validate(&Limits::STANDARD)?;
+        let schedule = serde_json::to_string(&input.schedule)
+            .map_err(|e| Error::Internal(format!("submission schedule json: {e}")))?;
+        let put = SubmissionPut {
+            group_id: group.id,
+            key: key.to_owned(),
+            schedule,
+            job: JobNew {
+                key: format!("sub-{:016x}", fastrand::u64(..)),
+                spec,
+                status: JobStatus::Running,
+                next_fire_at: Some(plan.first_fire),
+                now,
+            },
+            fires_left: plan.fires_left,
+            on_conflict: input.on_conflict,
+        };
+        let written = match self.inner.store.submission_put(put.clone()).await {
+            // Another put took the new key meanwhile: now it is there, put again.
+            Err(tickwork_store::Error::Conflict(_)) => self.inner.store.submission_put(put).await?,
+            other => other?,
+        };
+        let job_id = written.job.id;
+        let outcome = match written.written {
+            SubmissionWritten::Created => SubmissionOutcome::Created,
+            SubmissionWritten::Kept => SubmissionOutcome::Kept,
+            SubmissionWritten::Replaced => SubmissionOutcome::Replaced,
+        };
+        if outcome != SubmissionOutcome::Kept {
+            // A replaced job's claimed fires of its old schedule are dropped.
+            self.inner.pipeline.forget_job(job_id);
+            self.inner.pipeline.wake();
+            let action = match outcome {
+                SubmissionOutcome::Replaced => "submission.replace",
+                _ => "submission.create",
+            };
+            let before = written.before.map(job_view);
+            let after = job_view(written.job.clone());
+            self.inner
+                .audit(
+                    by,
+                    action,
+                    Target::Job(job_id),
+                    before.as_ref(),
+                    Some(&after),
+                )
+                .await?;
+        }
+        Ok(SubmissionPutView {
+            outcome,
+            submission: view(group, written.submission, written.job)?,
+        })
+    }
+
+    /// The group named `app`, which `by` must be allowed to change.
+    async fn group(self, by: &Principal, app: &str) -> Result<Group, Error> {
+        let group = self.group_named(app).await?;
+        by.require_group(group.id)?;
+        Ok(group)
+    }
+
+    async fn group_named(self, app: &str) -> Result<Group, Error> {
+        match self.inner.store.group_get_by_app_name(app).await {
+            Err(tickwork_store::Error::NotFound { .. }) => {
+                Err(Error::NotFound(format!("executor group {app:?} not found")))
+            }
+            other => Ok(other?),
+        }
+    }
+}
+
+/// A schedule's error named by the input field it is about.
+fn schedule_error(e: tickwork_core::Error) -> Error {
+    use tickwork_core::Error as Core;
+    match e {
+        Core::Invalid { field, message } if field == "rely_on_prev_cycle" => {
+            Error::invalid_field(field, message)
+        }
+        Core::Invalid { field, message } => {
+            Error::invalid_field(format!("schedule.{field}"), message)
+        }
+        e @ Core::Cron { .. } => Error::invalid_field("schedule.cron", e),
+        e @ Core::Schedule(_) => Error::invalid_field("schedule.at", e),
+        e @ Core::TimeZone(_) => Error::invalid_field("time_zone", e),
+        e => Error::invalid_field("schedule", e),
+    }
+}
+
+fn view(group: &Group, s: tickwork_store::Submission, job: Job) -> Result<SubmissionView, Error> {
+    let schedule: When = serde_json::from_str(&s.schedule).map_err(|e| {
+        Error::Internal(format!(
+            "submission {} holds an unreadable schedule: {e}",
+            s.id
+        ))
+    })?;
+    Ok(SubmissionView {
+        app_name: group.app_name.clone(),
+        key: s.key,
+        job_id: job.id,
+        schedule,
+        time_zone: job.spec.time_zone,
+        rely_on_prev_cycle: job.spec.schedule_type == ScheduleType::FixDelay,
+        state: match job.status {
+            JobStatus::Running => "active",
+            JobStatus::Stopped => "finished",
+        }
+        .to_owned(),
+        next_fire_at: job.next_fire_at.filter(|&at| at != i64::MAX),
+        fires_left: job.fires_left,
+        created_at: s.created_at,
+        updated_at: s.updated_at,
+    })
+}

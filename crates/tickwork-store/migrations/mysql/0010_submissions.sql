@@ -1,0 +1,18 @@
+-- Fires a job has left, counted down by the claim (a submission's repeat count); NULL: no bound.
+ALTER TABLE tw_jobs ADD COLUMN fires_left BIGINT NULL;
+
+-- Submissions from code: a client's key in an executor group, the job that carries it out, and
+-- its schedule as the client wrote it (JSON). Deleted with the job.
+CREATE TABLE tw_submissions (
+    id             BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    group_id       BIGINT       NOT NULL,
+    submission_key VARCHAR(100) NOT NULL,
+    job_id         BIGINT       NOT NULL,
+    schedule       TEXT         NOT NULL,
+    created_at     BIGINT       NOT NULL,
+    updated_at     BIGINT       NOT NULL,
+    UNIQUE KEY tw_submissions_key (group_id, submission_key),
+    UNIQUE KEY tw_submissions_job (job_id),
+    CONSTRAINT tw_submissions_group_fk FOREIGN KEY (group_id) REFERENCES tw_groups (id),
+    CONSTRAINT tw_submissions_job_fk FOREIGN KEY (job_id) REFERENCES tw_jobs (id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

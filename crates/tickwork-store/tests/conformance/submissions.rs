@@ -1,0 +1,212 @@
+//! Submissions: written with their job in one transaction, kept or replaced under a taken key,
+//! cancelled with their job and runs; a job's fires left counted down by the claim.
+
+use super::*;
+
+fn put(
+    group_id: i64,
+    key: &str,
+    fires_left: Option<i64>,
+    on_conflict: OnConflict,
+) -> SubmissionPut {
+    let mut job = job_new(group_id, &format!("sub-{group_id}-{key}"));
+    job.spec.schedule_type = ScheduleType::FixRate;
+    job.spec.schedule_conf = "1".to_owned();
+    job.status = JobStatus::Running;
+    job.next_fire_at = Some(NOW);
+    SubmissionPut {
+        group_id,
+        key: key.to_owned(),
+        schedule: r#"{"kind":"repeat","every_ms":1000}"#.to_owned(),
+        job,
+        fires_left,
+        on_conflict,
+    }
+}
+
+async fn all_jobs(store: &dyn Store) -> Vec<Job> {
+    let filter = JobFilter {
+        page: PageReq::first(PageReq::MAX_LIMIT),
+        ..JobFilter::default()
+    };
+    store.jobs_list(filter).await.unwrap().items
+}
+
+fn key(group_id: i64, key: &str) -> SubmissionKey {
+    SubmissionKey {
+        group_id,
+        key: key.to_owned(),
+    }
+}
+
+pub(crate) async fn submissions_are_created_kept_and_replaced_by_key(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "sub-app").await;
+    let other = group(store, "sub-other").await;
+
+    let created = store
+        .submission_put(put(g.id, "order-1", Some(3), OnConflict::Ignore))
+        .await
+        .unwrap();
+    assert_eq!(created.written, SubmissionWritten::Created);
+    assert_eq!(created.job.fires_left, Some(3));
+    assert_eq!(created.submission.job_id, created.job.id);
+    assert_eq!(store.job_get(created.job.id).await.unwrap(), created.job);
+
+    // Ignore: the same key again changes nothing, whatever the new definition says.
+    let mut again = put(g.id, "order-1", None, OnConflict::Ignore);
+    again.job.spec.params = "other params".to_owned();
+    let kept = store.submission_put(again).await.unwrap();
+    assert_eq!(kept.written, SubmissionWritten::Kept);
+    assert_eq!(kept.submission, created.submission);
+    assert_eq!(kept.job, created.job);
+
+    // The same key in another group is another submission.
+    let elsewhere = store
+        .submission_put(put(other.id, "order-1", None, OnConflict::Ignore))
+        .await
+        .unwrap();
+    assert_eq!(elsewhere.written, SubmissionWritten::Created);
+    assert_ne!(elsewhere.job.id, created.job.id);
+
+    // Replace: the job keeps its id and key, takes the new definition, moves its version.
+    let mut replace = put(g.id, "order-1", Some(5), OnConflict::Replace);
+    replace.job.spec.params = "new params".to_owned();
+    replace.job.now = NOW + 10;
+    replace.schedule = r#"{"kind":"now"}"#.to_owned();
+    let replaced = store.submission_put(replace).await.unwrap();
+    assert_eq!(replaced.written, SubmissionWritten::Replaced);
+    assert_eq!(replaced.before.as_ref(), Some(&created.job));
+    assert_eq!(replaced.job.id, created.job.id);
+    assert_eq!(replaced.job.key, created.job.key);
+    assert_eq!(replaced.job.spec.params, "new params");
+    assert_eq!(replaced.job.fires_left, Some(5));
+    assert_eq!(replaced.job.version, created.job.version + 1);
+    let read = store.submission_get(key(g.id, "order-1")).await.unwrap();
+    assert_eq!(read.submission.schedule, r#"{"kind":"now"}"#);
+    assert_eq!(read.submission.updated_at, NOW + 10);
+    assert_eq!(read.job, replaced.job);
+
+    // Bad input changes nothing.
+    let jobs_before = all_jobs(store).await;
+    let mut long = put(g.id, &"k".repeat(101), None, OnConflict::Ignore);
+    assert!(matches!(
+        store.submission_put(long.clone()).await,
+        Err(Error::Invalid(_))
+    ));
+    long.key = "fine".to_owned();
+    long.group_id = other.id;
+    assert!(matches!(
+        store.submission_put(long).await,
+        Err(Error::Invalid(_))
+    ));
+    assert!(matches!(
+        store
+            .submission_put(put(g.id + other.id + 100, "x", None, OnConflict::Ignore))
+            .await,
+        Err(Error::Invalid(_))
+    ));
+    assert_eq!(all_jobs(store).await, jobs_before);
+    assert_not_found(store.submission_get(key(g.id, "fine")).await);
+}
+
+pub(crate) async fn a_submission_is_cancelled_with_its_job_and_runs_unless_one_is_live(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "sub-cancel").await;
+    let made = store
+        .submission_put(put(g.id, "nightly", None, OnConflict::Ignore))
+        .await
+        .unwrap();
+    let job_id = made.job.id;
+    let claimed = store
+        .jobs_claim_due(claim("n1", NOW, 0, 10), &fixed_rate(1000, NOW))
+        .await
+        .unwrap();
+    assert_eq!(claimed.runs.len(), 1);
+    let run = claimed.runs[0].id;
+
+    // A planned run is live: the cancel is refused and nothing changes.
+    let cancel = |with_live_runs| SubmissionCancel {
+        key: key(g.id, "nightly"),
+        with_live_runs,
+    };
+    assert!(matches!(
+        store.submission_cancel(cancel(false)).await,
+        Err(Error::Conflict(_))
+    ));
+    assert!(store.submission_get(key(g.id, "nightly")).await.is_ok());
+    assert_eq!(store.run_get(run).await.unwrap().state, RunState::Planned);
+
+    // Once it ended, the cancel goes through: submission, job and runs are gone.
+    store
+        .misfire_plain(MarkMisfired {
+            node_id: "n1".to_owned(),
+            run_ids: vec![run],
+            reason: "too late".to_owned(),
+            at: NOW + 5,
+        })
+        .await
+        .unwrap();
+    let gone = store.submission_cancel(cancel(false)).await.unwrap();
+    assert_eq!(gone.job.id, job_id);
+    assert_not_found(store.submission_get(key(g.id, "nightly")).await);
+    assert_not_found(store.job_get(job_id).await);
+    assert_not_found(store.run_get(run).await);
+    assert_not_found(store.submission_cancel(cancel(true)).await);
+
+    // With live runs allowed, a planned run goes with it; the key is free again.
+    let made = store
+        .submission_put(put(g.id, "nightly", None, OnConflict::Ignore))
+        .await
+        .unwrap();
+    let claimed = store
+        .jobs_claim_due(claim("n1", NOW, 0, 10), &fixed_rate(1000, NOW))
+        .await
+        .unwrap();
+    assert_eq!(claimed.runs.len(), 1);
+    store.submission_cancel(cancel(true)).await.unwrap();
+    assert_not_found(store.job_get(made.job.id).await);
+    assert_not_found(store.run_get(claimed.runs[0].id).await);
+}
+
+pub(crate) async fn the_claim_counts_fires_left_down_and_stops_the_job_at_none(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "sub-count").await;
+    let made = store
+        .submission_put(put(g.id, "thrice", Some(3), OnConflict::Ignore))
+        .await
+        .unwrap();
+    let plain = running_job(store, g.id, "plain", NOW).await;
+    // A planner that stops a job with fires left after them, as the admin's does.
+    let planner = |job: &Job, now: i64| {
+        let mut plan = fixed_rate(1000, now)(job, now);
+        if let Some(left) = job.fires_left {
+            plan.fires.truncate(usize::try_from(left).unwrap());
+            if plan.fires.len() as i64 == left {
+                plan.next_fire_at = None;
+            }
+        }
+        plan
+    };
+    let first = store
+        .jobs_claim_due(claim("n1", NOW + 1000, 0, 10), &planner)
+        .await
+        .unwrap();
+    assert_eq!(first.runs.len(), 4, "two fires of each job");
+    let job = store.job_get(made.job.id).await.unwrap();
+    assert_eq!(job.fires_left, Some(1));
+    assert_eq!(job.status, JobStatus::Running);
+    assert_eq!(store.job_get(plain.id).await.unwrap().fires_left, None);
+
+    let second = store
+        .jobs_claim_due(claim("n1", NOW + 5000, 0, 10), &planner)
+        .await
+        .unwrap();
+    let of_it = second.runs.iter().filter(|r| r.job_id == job.id).count();
+    assert_eq!(of_it, 1, "the last fire only");
+    let job = store.job_get(made.job.id).await.unwrap();
+    assert_eq!(job.fires_left, Some(0));
+    assert_eq!(job.status, JobStatus::Stopped);
+    assert_eq!(job.next_fire_at, None);
+    assert_eq!(all_runs(store, Some(job.id)).await.len(), 3);
+}
