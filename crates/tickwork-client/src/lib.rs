@@ -16,7 +16,8 @@ use tickwork_protocol::api::{
     TokenView, TriggerInput, UserInput, UserUpdateInput, UserView,
 };
 use tickwork_protocol::submissions::{
-    SubmissionInput, SubmissionItem, SubmissionPutView, SubmissionView, SubmissionsBatchResult,
+    Completions, CompletionsAck, CompletionsAcked, SubmissionInput, SubmissionItem,
+    SubmissionPutView, SubmissionView, SubmissionsBatchResult,
 };
 
 /// What went wrong in a call.
@@ -484,6 +485,32 @@ impl Submissions<'_> {
         self.api
             .get(&format!("/submissions/{}/{}", segment(app), segment(key)))
             .await
+    }
+
+    /// How the runs of the group's submissions ended, oldest first, after the completion
+    /// `after`, at most `limit` (100 when `None`): each is read again until acknowledged.
+    pub async fn completions(
+        &self,
+        app: &str,
+        after: Option<i64>,
+        limit: Option<u64>,
+    ) -> Result<Completions, Error> {
+        let mut qs = Query::default();
+        qs.num("after", after);
+        qs.num("limit", limit);
+        self.api
+            .get(&format!("/completions/{}{}", segment(app), qs.0))
+            .await
+    }
+
+    /// Acknowledges completions by id; how many were still there.
+    pub async fn ack(&self, app: &str, ids: &[i64]) -> Result<u64, Error> {
+        let body = CompletionsAck { ids: ids.to_vec() };
+        let acked: CompletionsAcked = self
+            .api
+            .post(&format!("/completions/{}/ack", segment(app)), &body)
+            .await?;
+        Ok(acked.acked)
     }
 
     /// Cancels a submission (deleted with its job and runs); refused while a run of it is

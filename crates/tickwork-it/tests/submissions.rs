@@ -1,7 +1,8 @@
 //! Submissions from code end to end: a client's key in an executor group, each schedule kind
 //! fired by a real admin to a real executor, idempotence under the key, both meanings of
 //! `rely_on_prev_cycle`, cancel (refused while a run is live unless asked to kill), the batch
-//! form, the CLI, and bad input refused with nothing changed.
+//! form, completions read until acknowledged (an admin restarted between), the CLI, and bad
+//! input refused with nothing changed.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -14,6 +15,7 @@ e2e!(
     a_running_submission_is_cancelled_only_with_kill,
     bad_submissions_are_refused_and_change_nothing,
     the_cli_submits_shows_and_cancels_by_key,
+    completions_are_read_until_acknowledged_across_an_admin_restart,
 );
 
 const APP: &str = "sub-app";
@@ -424,6 +426,14 @@ async fn the_cli_submits_shows_and_cancels_by_key(mut c: Cluster) {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("not found"), "{err}");
 
+    let (code, out, err) = cli(&["submission", "completions", APP, "--ack"]).await;
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("acknowledged 2"), "{out}");
+    assert_eq!(out.matches("from the cli").count(), 2, "{out}");
+    let (code, out, _) = cli(&["submission", "completions", APP]).await;
+    assert_eq!(code, Some(0));
+    assert_eq!(out.lines().count(), 1, "only the header: {out}");
+
     let (code, out, err) = cli(&["submission", "cancel", APP, "cli-key"]).await;
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(
@@ -432,4 +442,81 @@ async fn the_cli_submits_shows_and_cancels_by_key(mut c: Cluster) {
     );
     let after = api.call(Method::GET, &path("cli-key"), None).await;
     assert_eq!(after.status, 404);
+}
+
+async fn completions_are_read_until_acknowledged_across_an_admin_restart(mut c: Cluster) {
+    let api = c.start_admin().await;
+    c.executor_group(APP, 1).await;
+    api.put(
+        &path("fed-back"),
+        json!({
+            "handler": "echo", "params": "done",
+            "schedule": { "kind": "repeat", "every_ms": 200, "count": 3 },
+        }),
+    )
+    .await;
+    api.put(
+        &path("failing"),
+        json!({ "handler": "no-such-handler", "schedule": { "kind": "now" } }),
+    )
+    .await;
+    let feed = format!("/completions/{APP}");
+    let all = wait_until("four completions", WAIT, || async {
+        let page = api.get(&feed).await;
+        let items = page["items"].as_array().cloned().unwrap_or_default();
+        if items.len() == 4 {
+            Ok(items)
+        } else {
+            Err(page)
+        }
+    })
+    .await;
+    let of = |key: &str| -> Vec<&Value> { all.iter().filter(|c| c["key"] == key).collect() };
+    assert_eq!(of("fed-back").len(), 3, "{all:?}");
+    assert!(
+        of("fed-back")
+            .iter()
+            .all(|c| c["state"] == "succeeded" && c["handle_msg"] == "done"),
+        "{all:?}"
+    );
+    assert_eq!(of("failing")[0]["state"], "failed", "{all:?}");
+    let ids: Vec<i64> = all.iter().map(|c| c["id"].as_i64().unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "oldest first: {ids:?}");
+
+    // Read forward without acknowledging, then acknowledge the first two.
+    let page = api.get(&format!("{feed}?after={}&limit=1", ids[1])).await;
+    assert_eq!(page["items"][0]["id"], ids[2], "{page}");
+    let acked = api
+        .post(&format!("{feed}/ack"), json!({ "ids": [ids[0], ids[1]] }))
+        .await;
+    assert_eq!(acked["acked"], 2);
+
+    // An admin restart loses nothing that was not acknowledged.
+    c.stop_admin().await;
+    let api = c.start_admin().await;
+    let left = api.get(&feed).await;
+    let left: Vec<i64> = left["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(left, ids[2..], "the unacknowledged ones, again");
+    let acked = api
+        .post(&format!("{feed}/ack"), json!({ "ids": left }))
+        .await;
+    assert_eq!(acked["acked"], 2);
+    assert_eq!(api.get(&feed).await["items"], json!([]));
+    let bad = api
+        .call(
+            Method::POST,
+            &format!("{feed}/ack"),
+            Some(&json!({ "ids": [] })),
+        )
+        .await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    let bad = api
+        .call(Method::GET, &format!("{feed}?limit=0"), None)
+        .await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
 }

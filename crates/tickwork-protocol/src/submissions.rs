@@ -118,3 +118,39 @@ pub struct SubmissionItemResult {
 pub struct SubmissionsBatchResult {
     pub results: Vec<SubmissionItemResult>,
 }
+
+/// How a run of a submission ended (`GET /completions/{app}`): kept until acknowledged, so a
+/// reader that stops between reading and acknowledging reads it again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Completion {
+    /// Ascending in the order the ends were written: the cursor of `after`.
+    pub id: i64,
+    pub key: String,
+    pub run_id: i64,
+    /// 0 for a first run, n for the n-th retry.
+    pub attempt: i32,
+    pub state: tickwork_core::run::RunState,
+    pub handle_code: i32,
+    pub handle_msg: Option<String>,
+    pub scheduled_at: i64,
+    pub ended_at: i64,
+}
+
+/// The completions not yet acknowledged, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Completions {
+    pub items: Vec<Completion>,
+}
+
+/// Completions acknowledged by their ids (1 to 1,000): they are not read again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompletionsAck {
+    pub ids: Vec<i64>,
+}
+
+/// How many of the acknowledged completions were still there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompletionsAcked {
+    pub acked: u64,
+}

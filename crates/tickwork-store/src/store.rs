@@ -586,4 +586,16 @@ pub trait SubmissionStore: Send + Sync {
     /// `Conflict`, and nothing changes). Returns what was deleted.
     async fn submission_cancel(&self, cancel: SubmissionCancel)
     -> Result<SubmissionWithJob, Error>;
+
+    /// The ends of a group's submissions' runs that nobody acknowledged yet, oldest first.
+    /// Every operation that ends runs writes the ends of submissions' runs in its own
+    /// transaction, so none is lost and none is written twice.
+    async fn submission_ends(
+        &self,
+        query: SubmissionEndsQuery,
+    ) -> Result<Vec<SubmissionEnd>, Error>;
+
+    /// Acknowledges ends of a group (deletes them); how many there were. Ids of other groups
+    /// or already acknowledged are left alone.
+    async fn submission_ends_ack(&self, ack: SubmissionEndsAck) -> Result<u64, Error>;
 }

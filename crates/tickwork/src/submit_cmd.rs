@@ -1,4 +1,4 @@
-//! `tickwork submit` and `tickwork submission show|cancel`: submissions from code, by the
+//! `tickwork submit` and `tickwork submission show|completions|cancel`: submissions from code, by the
 //! client's own key in an executor group.
 
 use clap::{ArgGroup, Args, Subcommand};
@@ -7,7 +7,7 @@ use tickwork_core::schedule::parse_interval_ms;
 use tickwork_protocol::submissions::{OnConflict, SubmissionInput, SubmissionView, When};
 
 use crate::InputError;
-use crate::remote::{Remote, instant};
+use crate::remote::{Remote, cell, instant};
 
 /// What `tickwork submit` takes.
 #[derive(Debug, Args)]
@@ -64,6 +64,18 @@ pub(crate) struct SubmitArgs {
 pub(crate) enum SubmissionCommand {
     /// Show a submission.
     Show { app: String, key: String },
+    /// How the runs of the group's submissions ended, oldest first, until acknowledged.
+    Completions {
+        app: String,
+        /// Only completions after this id.
+        #[arg(long)]
+        after: Option<i64>,
+        #[arg(long, default_value_t = 100)]
+        limit: u64,
+        /// Acknowledge the completions printed: they are not read again.
+        #[arg(long)]
+        ack: bool,
+    },
     /// Cancel a submission: deleted with its job and runs.
     Cancel {
         app: String,
@@ -134,6 +146,38 @@ pub(crate) async fn run(remote: &Remote, command: SubmissionCommand) -> anyhow::
     match command {
         SubmissionCommand::Show { app, key } => {
             print_submission(&client.submissions().get(&app, &key).await?);
+        }
+        SubmissionCommand::Completions {
+            app,
+            after,
+            limit,
+            ack,
+        } => {
+            let page = client
+                .submissions()
+                .completions(&app, after, Some(limit))
+                .await?;
+            println!(
+                "{:>8} {:<24} {:>8} {:>7} {:<10} {:<29} RESULT",
+                "ID", "KEY", "RUN", "ATTEMPT", "STATE", "ENDED"
+            );
+            for c in &page.items {
+                println!(
+                    "{:>8} {:<24} {:>8} {:>7} {:<10} {:<29} {}",
+                    c.id,
+                    cell(&c.key, 24),
+                    c.run_id,
+                    c.attempt,
+                    c.state.as_str(),
+                    instant(Some(c.ended_at)),
+                    cell(c.handle_msg.as_deref().unwrap_or(""), 50)
+                );
+            }
+            if ack && !page.items.is_empty() {
+                let ids: Vec<i64> = page.items.iter().map(|c| c.id).collect();
+                let acked = client.submissions().ack(&app, &ids).await?;
+                println!("acknowledged {acked}");
+            }
         }
         SubmissionCommand::Cancel { app, key, kill } => {
             let gone = client.submissions().cancel(&app, &key, kill).await?;

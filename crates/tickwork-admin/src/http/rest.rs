@@ -19,8 +19,8 @@ use super::ApiError;
 use super::extract::{ApiJson, ApiJsonOr, ApiQuery, BULK_BODY_LIMIT, Caller, Id, Ids, Names};
 use crate::{Error, Service};
 use tickwork_protocol::submissions::{
-    SubmissionInput, SubmissionPutView, SubmissionView, SubmissionsBatchInput,
-    SubmissionsBatchResult,
+    Completions, CompletionsAck, CompletionsAcked, SubmissionInput, SubmissionPutView,
+    SubmissionView, SubmissionsBatchInput, SubmissionsBatchResult,
 };
 
 /// The routes and [`API_ROUTES`] (which the OpenAPI document and its conformance tests
@@ -77,6 +77,8 @@ rest_api! {
     "/alarm-channels/{id}/test" => { post: alarm_channel_test }
     "/alarm-deliveries" => { get: alarm_deliveries_list }
     "/submissions/{app}" => { post: submissions_put_many }
+    "/completions/{app}" => { get: completions_list }
+    "/completions/{app}/ack" => { post: completions_ack }
     "/submissions/{app}/{key}" => {
         get: submission_get, put: submission_put, delete: submission_cancel
     }
@@ -754,4 +756,31 @@ async fn submission_cancel(
 ) -> ApiResult<SubmissionView> {
     let (app, key) = app_and_key(names)?;
     ok(a.submissions().cancel(&p, &app, &key, q.kill).await?)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompletionsParams {
+    after: Option<i64>,
+    limit: Option<u64>,
+}
+
+async fn completions_list(
+    State(a): State<Service>,
+    Caller(_): Caller,
+    Names(names): Names,
+    ApiQuery(q): ApiQuery<CompletionsParams>,
+) -> ApiResult<Completions> {
+    let app = names.into_iter().next().unwrap_or_default();
+    ok(a.submissions().completions(&app, q.after, q.limit).await?)
+}
+
+async fn completions_ack(
+    State(a): State<Service>,
+    Caller(p): Caller,
+    Names(names): Names,
+    ApiJson(ack): ApiJson<CompletionsAck>,
+) -> ApiResult<CompletionsAcked> {
+    let app = names.into_iter().next().unwrap_or_default();
+    ok(a.submissions().acknowledge(&p, &app, ack).await?)
 }

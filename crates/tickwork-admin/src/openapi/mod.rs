@@ -586,6 +586,32 @@ const OPS: &[Op] = &[
     },
     Op {
         method: "get",
+        path: "/completions/{app}",
+        summary: "How the runs of the group's submissions ended, oldest first, kept until \
+                  acknowledged (at least once, in the order written)",
+        roles: READ,
+        query: &[
+            ("after", "integer", "only completions after this id"),
+            (
+                "limit",
+                "integer",
+                "at most this many, 1-1000 (default 100)",
+            ),
+        ],
+        body: None,
+        answer: "Completions",
+    },
+    Op {
+        method: "post",
+        path: "/completions/{app}/ack",
+        summary: "Acknowledge completions by id: they are not read again",
+        roles: GROUP,
+        query: &[],
+        body: Some("CompletionsAck"),
+        answer: "CompletionsAcked",
+    },
+    Op {
+        method: "get",
         path: "/submissions/{app}/{key}",
         summary: "One submission by its group's app name and its key",
         roles: READ,

@@ -495,6 +495,17 @@ fn submission_schemas() -> Value {
             "minItems": 1, "maxItems": SUBMISSIONS_BATCH_MAX,
             "items": object(&[("key", t("string")), ("submission", reference("SubmissionInput"))],
                 &["key", "submission"], true) }))], &["items"], true),
+        "Completions": object(&[("items", json!({ "type": "array", "items": object(&[
+            ("id", t("integer")), ("key", t("string")), ("run_id", t("integer")),
+            ("attempt", t("integer")),
+            ("state", json!({ "type": "string", "enum": names(RunState::ALL, RunState::as_str) })),
+            ("handle_code", t("integer")), ("handle_msg", nullable("string")),
+            ("scheduled_at", t("integer")), ("ended_at", t("integer")),
+        ], &["id", "key", "run_id", "attempt", "state", "handle_code", "handle_msg",
+             "scheduled_at", "ended_at"], false) }))], &["items"], false),
+        "CompletionsAck": object(&[("ids", json!({ "type": "array", "minItems": 1,
+            "maxItems": SUBMISSIONS_BATCH_MAX, "items": t("integer") }))], &["ids"], true),
+        "CompletionsAcked": object(&[("acked", t("integer"))], &["acked"], false),
         "SubmissionsBatchResult": object(&[("results", json!({ "type": "array",
             "items": object(&[
                 ("key", t("string")), ("outcome", outcome),

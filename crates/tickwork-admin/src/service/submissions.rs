@@ -7,12 +7,14 @@ use tickwork_core::submission::{self, When};
 use tickwork_core::{RouteStrategy, ScheduleType};
 use tickwork_protocol::api::ErrorDetail;
 use tickwork_protocol::submissions::{
-    SUBMISSIONS_BATCH_MAX, SubmissionInput, SubmissionItem, SubmissionItemResult,
-    SubmissionOutcome, SubmissionPutView, SubmissionView, SubmissionsBatchResult,
+    Completion, Completions, CompletionsAck, CompletionsAcked, SUBMISSIONS_BATCH_MAX,
+    SubmissionInput, SubmissionItem, SubmissionItemResult, SubmissionOutcome, SubmissionPutView,
+    SubmissionView, SubmissionsBatchResult,
 };
 use tickwork_store::{
     Group, Job, JobNew, JobSpec, JobStatus, PageReq, RunFilter, RunState, SubmissionCancel,
-    SubmissionKey, SubmissionPut, SubmissionWritten, TimeRange,
+    SubmissionEndsAck, SubmissionEndsQuery, SubmissionKey, SubmissionPut, SubmissionWritten,
+    TimeRange,
 };
 
 use super::audit::Target;
@@ -98,6 +100,60 @@ impl Submissions<'_> {
             })
             .await?;
         view(&group, found.submission, found.job)
+    }
+
+    /// The ends of the group's submissions' runs not yet acknowledged, oldest first, after the
+    /// completion `after`; 1 to 1,000 (100 when absent). Every role may read them.
+    pub async fn completions(
+        self,
+        app: &str,
+        after: Option<i64>,
+        limit: Option<u64>,
+    ) -> Result<Completions, Error> {
+        let limit = limit.unwrap_or(100);
+        if !(1..=PageReq::MAX_LIMIT).contains(&limit) {
+            return Err(Error::invalid_field("limit", "must be 1 to 1000"));
+        }
+        let group = self.group_named(app).await?;
+        let ends = self
+            .inner
+            .store
+            .submission_ends(SubmissionEndsQuery {
+                group_id: group.id,
+                after,
+                limit,
+            })
+            .await?;
+        Ok(Completions {
+            items: ends.into_iter().map(completion).collect(),
+        })
+    }
+
+    /// Acknowledges completions of the group: they are not read again. The caller must be
+    /// allowed to change the group. Not audited: it is the submitter reading its feedback,
+    /// many times a minute, not a change anyone reviews.
+    pub async fn acknowledge(
+        self,
+        by: &Principal,
+        app: &str,
+        ack: CompletionsAck,
+    ) -> Result<CompletionsAcked, Error> {
+        if ack.ids.is_empty() || ack.ids.len() > SUBMISSIONS_BATCH_MAX {
+            return Err(Error::invalid_field(
+                "ids",
+                format!("must hold 1 to {SUBMISSIONS_BATCH_MAX} completion ids"),
+            ));
+        }
+        let group = self.group(by, app).await?;
+        let acked = self
+            .inner
+            .store
+            .submission_ends_ack(SubmissionEndsAck {
+                group_id: group.id,
+                ids: ack.ids,
+            })
+            .await?;
+        Ok(CompletionsAcked { acked })
     }
 
     /// Cancels a submission: deletes it with its job and runs. Refused while a run of it is
@@ -304,4 +360,18 @@ fn view(group: &Group, s: tickwork_store::Submission, job: Job) -> Result<Submis
         created_at: s.created_at,
         updated_at: s.updated_at,
     })
+}
+
+fn completion(e: tickwork_store::SubmissionEnd) -> Completion {
+    Completion {
+        id: e.id,
+        key: e.key,
+        run_id: e.run_id,
+        attempt: e.attempt,
+        state: e.state,
+        handle_code: e.handle_code,
+        handle_msg: e.handle_msg,
+        scheduled_at: e.scheduled_at,
+        ended_at: e.ended_at,
+    }
 }

@@ -1297,6 +1297,27 @@ async fn every_endpoint_answers_as_documented() {
         outcomes,
         [&json!("kept"), &json!("created"), &json!("invalid_input")]
     );
+    // Nothing ran here (the pipeline only records): no completion yet.
+    let completions = h
+        .get(
+            "/completions/{app}",
+            "/completions/tour?after=0&limit=10",
+            BUILTIN,
+        )
+        .await
+        .ok();
+    assert_eq!(completions["items"], json!([]));
+    let acked = h
+        .call(
+            Method::POST,
+            "/completions/{app}/ack",
+            "/completions/tour/ack",
+            BUILTIN,
+            Some(json!({ "ids": [1, 2] })),
+        )
+        .await
+        .ok();
+    assert_eq!(acked["acked"], 0);
     for key in ["order-42", "order-43"] {
         let gone = h
             .call(
@@ -1574,6 +1595,12 @@ async fn operators_change_only_their_groups_and_viewers_change_nothing() {
         ),
         (
             Method::POST,
+            "/completions/{app}/ack",
+            "/completions/group-b/ack".into(),
+            Some(json!({ "ids": [1] })),
+        ),
+        (
+            Method::POST,
             "/jobs",
             "/jobs".into(),
             Some(job_b_body.clone()),
@@ -1720,6 +1747,12 @@ async fn operators_change_only_their_groups_and_viewers_change_nothing() {
             "/submissions/{app}/{key}",
             "/submissions/group-a/own".into(),
             None,
+        ),
+        (
+            Method::POST,
+            "/completions/{app}/ack",
+            "/completions/group-a/ack".into(),
+            Some(json!({ "ids": [1] })),
         ),
         (
             Method::POST,

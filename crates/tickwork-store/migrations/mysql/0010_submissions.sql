@@ -16,3 +16,19 @@ CREATE TABLE tw_submissions (
     CONSTRAINT tw_submissions_group_fk FOREIGN KEY (group_id) REFERENCES tw_groups (id),
     CONSTRAINT tw_submissions_job_fk FOREIGN KEY (job_id) REFERENCES tw_jobs (id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
+-- How each run of a submission ended, written in the transaction that ends the run and kept
+-- until the submitter acknowledges it (then deleted): its feedback, read oldest first.
+CREATE TABLE tw_submission_ends (
+    id             BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    group_id       BIGINT NOT NULL,
+    submission_key VARCHAR(100) NOT NULL,
+    run_id         BIGINT NOT NULL,
+    attempt        BIGINT NOT NULL,
+    state          VARCHAR(16) NOT NULL,
+    handle_code    BIGINT NOT NULL,
+    handle_msg     TEXT NULL,
+    scheduled_at   BIGINT NOT NULL,
+    ended_at       BIGINT NOT NULL,
+    KEY tw_submission_ends_group (group_id, id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

@@ -14,3 +14,19 @@ CREATE TABLE tw_submissions (
 );
 CREATE UNIQUE INDEX tw_submissions_key ON tw_submissions (group_id, submission_key);
 CREATE UNIQUE INDEX tw_submissions_job ON tw_submissions (job_id);
+
+-- How each run of a submission ended, written in the transaction that ends the run and kept
+-- until the submitter acknowledges it (then deleted): its feedback, read oldest first.
+CREATE TABLE tw_submission_ends (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    group_id       INTEGER NOT NULL,
+    submission_key TEXT NOT NULL,
+    run_id         INTEGER NOT NULL,
+    attempt        INTEGER NOT NULL,
+    state          TEXT NOT NULL,
+    handle_code    INTEGER NOT NULL,
+    handle_msg     TEXT NULL,
+    scheduled_at   INTEGER NOT NULL,
+    ended_at       INTEGER NOT NULL
+);
+CREATE INDEX tw_submission_ends_group ON tw_submission_ends (group_id, id);

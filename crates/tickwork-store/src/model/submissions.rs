@@ -74,3 +74,36 @@ pub struct SubmissionWithJob {
     pub submission: Submission,
     pub job: Job,
 }
+
+/// How a run of a submission ended: its submitter's feedback, kept until acknowledged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubmissionEnd {
+    /// Ascending in the order the ends were written; a reader's cursor.
+    pub id: i64,
+    pub group_id: i64,
+    pub key: String,
+    pub run_id: i64,
+    pub attempt: i32,
+    pub state: tickwork_core::run::RunState,
+    pub handle_code: i32,
+    pub handle_msg: Option<String>,
+    pub scheduled_at: i64,
+    pub ended_at: i64,
+}
+
+/// The unacknowledged ends of a group's submissions, oldest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubmissionEndsQuery {
+    pub group_id: i64,
+    /// Only ends after this id (a reader paging forward without acknowledging).
+    pub after: Option<i64>,
+    /// 1 to [`super::PageReq::MAX_LIMIT`].
+    pub limit: u64,
+}
+
+/// Ends of a group's submissions acknowledged by their ids: deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubmissionEndsAck {
+    pub group_id: i64,
+    pub ids: Vec<i64>,
+}

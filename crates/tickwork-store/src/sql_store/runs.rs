@@ -201,10 +201,14 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         .bind(skip.at)
         .bind(skip.run_id)
         .bind(skip.node_id.as_str());
-        if self.execute(q).await? == 0 {
-            return Ok(None);
+        // The skip and, for a submission's run, its end are written together.
+        let mut tx = B::begin_write(&self.writes).await?;
+        let ended = Self::ended_one(&mut tx, q, skip.run_id).await?;
+        if let Some(run) = ended.first() {
+            submissions::record_ends::<B>(&mut tx, &ended, &[run.job_id]).await?;
         }
-        self.run_find(skip.run_id).await
+        tx.commit().await?;
+        Ok(ended.into_iter().next())
     }
 
     async fn run_complete(

@@ -44,6 +44,101 @@ async fn find<B: Backend>(
         .map(submission))
 }
 
+/// Writes the end of each run of `ended` whose job carries a submission, in the caller's
+/// transaction (the one that ends the runs). `job_ids` are the runs' jobs, each once.
+pub(super) async fn record_ends<B: Backend>(
+    conn: &mut Conn<B>,
+    ended: &[Run],
+    job_ids: &[i64],
+) -> Result<(), Error> {
+    if job_ids.is_empty() {
+        return Ok(());
+    }
+    let mut carried: HashMap<i64, (i64, String)> = HashMap::new();
+    let select = "SELECT job_id, group_id, submission_key FROM tw_submissions WHERE job_id IN ";
+    let queries = if B::KIND == Kind::Sqlite {
+        // One statement whatever the number, the ids as one JSON array (see [`JsonRows`]).
+        let mut rows = JsonRows::with_capacity(job_ids.len());
+        for &id in job_ids {
+            rows.row().int(id);
+        }
+        vec![
+            Query::new(format!(
+                "{select}(SELECT i.value ->> 0 FROM json_each(?) AS i)"
+            ))
+            .bind(rows.finish()),
+        ]
+    } else {
+        job_ids
+            .chunks(ROWS_PER_STATEMENT)
+            .map(|chunk| {
+                let mut q = Query::new(select).one_off();
+                q.push_list(chunk.iter().copied());
+                q
+            })
+            .collect()
+    };
+    for q in queries {
+        for (job_id, group_id, key) in B::fetch_all::<(i64, i64, String)>(&mut *conn, q).await? {
+            carried.insert(job_id, (group_id, key));
+        }
+    }
+    for run in ended {
+        let Some((group_id, key)) = carried.get(&run.job_id) else {
+            continue;
+        };
+        let q = Query::new(
+            "INSERT INTO tw_submission_ends (group_id, submission_key, run_id, attempt, state, \
+             handle_code, handle_msg, scheduled_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(*group_id)
+        .bind(key.as_str())
+        .bind(run.id)
+        .bind(i64::from(run.attempt))
+        .bind(run.state.as_str())
+        .bind(i64::from(run.handle_code))
+        .bind(run.handle_msg.as_deref())
+        .bind(run.scheduled_at)
+        .bind(run.finished_at.unwrap_or(run.scheduled_at));
+        B::execute(&mut *conn, q).await?;
+    }
+    Ok(())
+}
+
+type EndRow = (
+    i64,
+    i64,
+    String,
+    i64,
+    i64,
+    String,
+    i64,
+    Option<String>,
+    i64,
+    i64,
+);
+
+fn end(r: EndRow) -> Result<SubmissionEnd, Error> {
+    let small = |what: &str, v: i64| {
+        i32::try_from(v).map_err(|_| Error::corrupt(format!("submission end {}: {what} {v}", r.0)))
+    };
+    Ok(SubmissionEnd {
+        id: r.0,
+        group_id: r.1,
+        key: r.2,
+        run_id: r.3,
+        attempt: small("attempt", r.4)?,
+        state: r
+            .5
+            .parse()
+            .map_err(|_| Error::corrupt(format!("submission end {}: state {:?}", r.0, r.5)))?,
+        handle_code: small("handle code", r.6)?,
+        handle_msg: r.7,
+        scheduled_at: r.8,
+        ended_at: r.9,
+    })
+}
+
 fn not_found(key: &SubmissionKey) -> Error {
     Error::not_found(
         "submission",
@@ -179,5 +274,41 @@ impl<B: Backend> SubmissionStore for SqlStore<B> {
         delete_job_rows::<B>(&mut tx, &[job.id]).await?;
         tx.commit().await?;
         Ok(SubmissionWithJob { submission, job })
+    }
+
+    async fn submission_ends(
+        &self,
+        query: SubmissionEndsQuery,
+    ) -> Result<Vec<SubmissionEnd>, Error> {
+        let limit = query.limit.clamp(1, PageReq::MAX_LIMIT);
+        let q = Query::new(
+            "SELECT id, group_id, submission_key, run_id, attempt, state, handle_code, \
+             handle_msg, scheduled_at, ended_at FROM tw_submission_ends \
+             WHERE group_id = ? AND id > ? ORDER BY id LIMIT ?",
+        )
+        .bind(query.group_id)
+        .bind(query.after.unwrap_or(0))
+        .bind(i64::try_from(limit).unwrap_or(1000));
+        let mut conn = self.pool.acquire().await?;
+        B::fetch_all::<EndRow>(&mut conn, q)
+            .await?
+            .into_iter()
+            .map(end)
+            .collect()
+    }
+
+    async fn submission_ends_ack(&self, ack: SubmissionEndsAck) -> Result<u64, Error> {
+        if ack.ids.is_empty() {
+            return Ok(0);
+        }
+        let mut conn = self.writes.acquire().await?;
+        let mut acked = 0;
+        for chunk in ack.ids.chunks(ROWS_PER_STATEMENT) {
+            let mut q = Query::new("DELETE FROM tw_submission_ends WHERE group_id = ").one_off();
+            q.push_bind(ack.group_id).push(" AND id IN ");
+            q.push_list(chunk.iter().copied());
+            acked += B::execute(&mut *conn, q).await?.rows;
+        }
+        Ok(acked)
     }
 }

@@ -380,7 +380,11 @@ impl<B: Backend> SqlStore<B> {
 
     /// Runs `end`, an UPDATE that ends run `run_id` or changes nothing, and reads the run
     /// back when it ended.
-    async fn ended_one(conn: &mut Conn<B>, end: Query, run_id: i64) -> Result<Vec<Run>, Error> {
+    pub(super) async fn ended_one(
+        conn: &mut Conn<B>,
+        end: Query,
+        run_id: i64,
+    ) -> Result<Vec<Run>, Error> {
         if B::execute(&mut *conn, end).await?.rows == 0 {
             return Ok(Vec::new());
         }
@@ -485,6 +489,7 @@ impl<B: Backend> SqlStore<B> {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
+        submissions::record_ends::<B>(&mut *conn, &ended, &job_ids).await?;
         let mut jobs: HashMap<i64, Job> = HashMap::with_capacity(job_ids.len());
         for q in Self::jobs_by_id(&job_ids) {
             for job in convert::<JobRow, Job>(B::fetch_all::<JobRow>(&mut *conn, q).await?)? {

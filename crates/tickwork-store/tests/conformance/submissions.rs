@@ -210,3 +210,113 @@ pub(crate) async fn the_claim_counts_fires_left_down_and_stops_the_job_at_none(c
     assert_eq!(job.next_fire_at, None);
     assert_eq!(all_runs(store, Some(job.id)).await.len(), 3);
 }
+
+pub(crate) async fn each_end_of_a_submissions_run_is_kept_until_acknowledged(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "sub-ends").await;
+    let other = group(store, "sub-ends-other").await;
+    let made = store
+        .submission_put(put(g.id, "feed", None, OnConflict::Ignore))
+        .await
+        .unwrap();
+    store
+        .submission_put(put(other.id, "elsewhere", None, OnConflict::Ignore))
+        .await
+        .unwrap();
+    let plain = running_job(store, g.id, "not-a-submission", NOW).await;
+    // Four fires of each of the three jobs.
+    let claimed = store
+        .jobs_claim_due(
+            claim("n1", NOW + 3000, 0, 10),
+            &fixed_rate(1000, NOW + 3000),
+        )
+        .await
+        .unwrap();
+    let of = |job: i64| -> Vec<i64> {
+        claimed
+            .runs
+            .iter()
+            .filter(|r| r.job_id == job)
+            .map(|r| r.id)
+            .collect()
+    };
+    let (mine, plain_runs) = (of(made.job.id), of(plain.id));
+    assert_eq!(mine.len(), 4);
+
+    // Each way a run ends: a result, a trigger failure, a misfire, a skip.
+    complete(store, mine[0], RunState::Succeeded).await;
+    begin_send(store, mine[1]).await;
+    store
+        .trigger_failed_plain(trigger_failed(mine[1], "n1", NOW + 1))
+        .await
+        .unwrap()
+        .unwrap();
+    store
+        .misfire_plain(MarkMisfired {
+            node_id: "n1".to_owned(),
+            run_ids: vec![mine[2]],
+            reason: "too late".to_owned(),
+            at: NOW + 2,
+        })
+        .await
+        .unwrap();
+    store
+        .run_skip(RunSkip {
+            run_id: mine[3],
+            node_id: "n1".to_owned(),
+            reason: "stopped".to_owned(),
+            at: NOW + 3,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    complete(store, plain_runs[0], RunState::Succeeded).await;
+
+    let read = |after: Option<i64>, limit: u64| SubmissionEndsQuery {
+        group_id: g.id,
+        after,
+        limit,
+    };
+    let ends = store.submission_ends(read(None, 100)).await.unwrap();
+    let got: Vec<(i64, RunState)> = ends.iter().map(|e| (e.run_id, e.state)).collect();
+    assert_eq!(
+        got,
+        [
+            (mine[0], RunState::Succeeded),
+            (mine[1], RunState::Failed),
+            (mine[2], RunState::Misfired),
+            (mine[3], RunState::Skipped),
+        ],
+        "one end per run of the submission, in the order written, none of the plain job"
+    );
+    assert!(ends.iter().all(|e| e.key == "feed" && e.group_id == g.id));
+    assert_eq!(ends[0].handle_code, 500);
+    assert!(ends.windows(2).all(|w| w[0].id < w[1].id));
+    // A reader pages forward by id without acknowledging.
+    let page = store
+        .submission_ends(read(Some(ends[1].id), 1))
+        .await
+        .unwrap();
+    assert_eq!(page, [ends[2].clone()]);
+
+    // Acknowledged ends go; another group's ack leaves them; repeating an ack is harmless.
+    let wrong_group = SubmissionEndsAck {
+        group_id: other.id,
+        ids: vec![ends[0].id],
+    };
+    assert_eq!(store.submission_ends_ack(wrong_group).await.unwrap(), 0);
+    let ack = SubmissionEndsAck {
+        group_id: g.id,
+        ids: vec![ends[0].id, ends[2].id],
+    };
+    assert_eq!(store.submission_ends_ack(ack.clone()).await.unwrap(), 2);
+    assert_eq!(store.submission_ends_ack(ack).await.unwrap(), 0);
+    let left = store.submission_ends(read(None, 100)).await.unwrap();
+    assert_eq!(left, [ends[1].clone(), ends[3].clone()]);
+    let theirs = SubmissionEndsQuery {
+        group_id: other.id,
+        after: None,
+        limit: 100,
+    };
+    assert!(store.submission_ends(theirs).await.unwrap().is_empty());
+}
