@@ -1,12 +1,12 @@
 //! Submissions from code end to end: a client's key in an executor group, each schedule kind
 //! fired by a real admin to a real executor, idempotence under the key, both meanings of
 //! `rely_on_prev_cycle`, cancel (refused while a run is live unless asked to kill), the batch
-//! form, completions read until acknowledged (an admin restarted between), the CLI, and bad
-//! input refused with nothing changed.
+//! form, completions read until acknowledged (an admin restarted between) or posted signed to
+//! a webhook channel until it takes them, the CLI, and bad input refused with nothing changed.
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use tickwork_it::{Api, Cluster, Run, WAIT, e2e, now_ms, tickwork_bin, wait_until};
+use tickwork_it::{AdminSettings, Api, Cluster, Run, WAIT, e2e, now_ms, tickwork_bin, wait_until};
 
 e2e!(
     a_repeat_with_a_count_fires_exactly_that_many_times_then_finishes,
@@ -16,6 +16,7 @@ e2e!(
     bad_submissions_are_refused_and_change_nothing,
     the_cli_submits_shows_and_cancels_by_key,
     completions_are_read_until_acknowledged_across_an_admin_restart,
+    completions_are_posted_signed_to_the_feedback_channel_until_taken,
 );
 
 const APP: &str = "sub-app";
@@ -519,4 +520,87 @@ async fn completions_are_read_until_acknowledged_across_an_admin_restart(mut c: 
         .call(Method::GET, &format!("{feed}?limit=0"), None)
         .await;
     assert_eq!(bad.status, 400, "{}", bad.body);
+}
+
+async fn completions_are_posted_signed_to_the_feedback_channel_until_taken(mut c: Cluster) {
+    use hmac::{Hmac, KeyInit, Mac};
+    // Retries come quickly here: alarms' backoff (which completions share) of 200 ms.
+    c.settings = AdminSettings {
+        extra_toml: "[alarm]\nbackoff_ms = 200\n[monitor]\nalarm_interval_ms = 100\n",
+        ..AdminSettings::default()
+    };
+    let api = c.start_admin().await;
+    c.executor_group(APP, 1).await;
+    let receiver = tickwork_testkit::webhook::Receiver::start().await;
+    // The first post is refused, the second taken.
+    receiver.script("/feedback", &[500, 200]);
+    let secret = "whsec-submissions";
+    api.post(
+        "/alarm-channels",
+        json!({ "name": "feedback", "kind": "webhook",
+                "config": { "url": receiver.url("/feedback"), "secret": secret } }),
+    )
+    .await;
+    api.post(
+        "/alarm-channels",
+        json!({ "name": "chat", "kind": "slack", "config": { "url": receiver.url("/chat") } }),
+    )
+    .await;
+    for (channel, field) in [("nope", "feedback_channel"), ("chat", "feedback_channel")] {
+        let refused = api
+            .call(
+                Method::PUT,
+                &path("hooked"),
+                Some(&json!({ "handler": "echo", "schedule": { "kind": "now" },
+                              "feedback_channel": channel })),
+            )
+            .await;
+        assert_eq!(refused.status, 400, "{}", refused.body);
+        assert_eq!(refused.body["field"], field, "{}", refused.body);
+    }
+
+    let put = api
+        .put(
+            &path("hooked"),
+            json!({ "handler": "echo", "params": "posted", "schedule": { "kind": "now" },
+                    "feedback_channel": "feedback" }),
+        )
+        .await;
+    assert_eq!(put["submission"]["feedback_channel"], "feedback", "{put}");
+    let got = receiver.wait_for("/feedback", 2, WAIT).await;
+    let (first, second) = (&got[0], &got[1]);
+    assert_eq!(first.body, second.body, "the same completion, posted again");
+    let completion = &second.json()["completion"];
+    assert_eq!(completion["key"], "hooked", "{completion}");
+    assert_eq!(completion["state"], "succeeded", "{completion}");
+    assert_eq!(completion["handle_msg"], "posted", "{completion}");
+    for r in [first, second] {
+        assert_eq!(
+            r.headers["x-tickwork-delivery"],
+            completion["id"].to_string(),
+            "the completion's id, for the receiver to drop repeats"
+        );
+        let ts = &r.headers["x-tickwork-timestamp"];
+        let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+        mac.update(format!("{ts}.{}", r.body).as_bytes());
+        let hex: String = mac
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(r.headers["x-tickwork-signature"], format!("sha256={hex}"));
+    }
+    // Taken: acknowledged, so it is not read or posted again.
+    let feed = format!("/completions/{APP}");
+    wait_until("the completion acknowledged", WAIT, || async {
+        let page = api.get(&feed).await;
+        if page["items"] == json!([]) {
+            Ok(())
+        } else {
+            Err(page)
+        }
+    })
+    .await;
+    assert_eq!(receiver.requests("/feedback").len(), 2);
 }

@@ -47,6 +47,10 @@ pub struct SubmissionInput {
     /// Shown with its job; `submission <key>` when empty.
     #[serde(default)]
     pub description: String,
+    /// A webhook alarm channel (by name) each completion is posted to, signed, until it
+    /// answers 2xx; without one, completions are only read (`GET /completions/{app}`).
+    #[serde(default)]
+    pub feedback_channel: Option<String>,
 }
 
 /// One item of a batch: a submission with its key.
@@ -90,6 +94,8 @@ pub struct SubmissionView {
     pub next_fire_at: Option<i64>,
     /// Fires still to come of a repeat with a count.
     pub fires_left: Option<i64>,
+    /// The webhook channel its completions are posted to.
+    pub feedback_channel: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }

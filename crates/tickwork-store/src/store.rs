@@ -598,4 +598,13 @@ pub trait SubmissionStore: Send + Sync {
     /// Acknowledges ends of a group (deletes them); how many there were. Ids of other groups
     /// or already acknowledged are left alone.
     async fn submission_ends_ack(&self, ack: SubmissionEndsAck) -> Result<u64, Error>;
+
+    /// Ends with a webhook channel whose next post is due by `due.now`, earliest first.
+    async fn submission_ends_due(
+        &self,
+        due: SubmissionEndsDue,
+    ) -> Result<Vec<SubmissionEnd>, Error>;
+
+    /// Records a failed post of an end: one more attempt, the error, the next try.
+    async fn submission_end_retry(&self, retry: SubmissionEndRetry) -> Result<(), Error>;
 }

@@ -58,6 +58,9 @@ pub(crate) struct SubmitArgs {
     /// Route strategy (FIRST, ROUND, SHARDING_BROADCAST, ...).
     #[arg(long)]
     route: Option<String>,
+    /// A webhook alarm channel each completion is posted to.
+    #[arg(long, value_name = "CHANNEL")]
+    feedback_channel: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -129,6 +132,7 @@ pub(crate) async fn submit(remote: &Remote, args: SubmitArgs) -> anyhow::Result<
         timeout_s: args.timeout_s,
         route_strategy,
         description: String::new(),
+        feedback_channel: args.feedback_channel,
     };
     let put = client
         .submissions()
@@ -201,5 +205,8 @@ fn print_submission(s: &SubmissionView) {
     println!("  next fire  {}", instant(s.next_fire_at));
     if let Some(left) = s.fires_left {
         println!("  fires left {left}");
+    }
+    if let Some(channel) = &s.feedback_channel {
+        println!("  feedback   {channel}");
     }
 }

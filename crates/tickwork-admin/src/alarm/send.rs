@@ -125,18 +125,7 @@ impl Senders {
         let (url, body, headers) = match config {
             ChannelConfig::Webhook(c) => {
                 let body = message.json().to_string();
-                let ts = now / 1000;
-                let secret = c.secret.as_deref().unwrap_or_default();
-                let mut headers = vec![
-                    ("X-Tickwork-Timestamp", ts.to_string()),
-                    (
-                        "X-Tickwork-Signature",
-                        super::webhook_signature(secret, ts, &body),
-                    ),
-                ];
-                if let Some(id) = message.delivery_id {
-                    headers.push(("X-Tickwork-Delivery", id.to_string()));
-                }
+                let headers = signed_headers(c, now, &body, message.delivery_id);
                 (c.url.clone(), body, headers)
             }
             ChannelConfig::DingTalk(c) => {
@@ -164,9 +153,45 @@ impl Senders {
             ),
             ChannelConfig::Email(_) => return Err("not an http channel".to_owned()),
         };
+        let reply = self.post(&url, body, headers, timeout).await?;
+        if let Some(e) = super::robot_error(kind, &reply) {
+            return Err(format!(
+                "{} refused the message: {e}",
+                super::mask_url(&url)
+            ));
+        }
+        Ok(())
+    }
+
+    /// Posts `body` (JSON) to a webhook channel, signed as its alarms are, with `id` as the
+    /// delivery id the receiver drops repeats by: how a submission's completion reaches its
+    /// submitter.
+    pub(crate) async fn post_signed(
+        &self,
+        channel: &super::SignedUrl,
+        body: String,
+        id: i64,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        let headers = signed_headers(channel, crate::timer::now_ms(), &body, Some(id));
+        let post = self.post(&channel.url, body, headers, timeout);
+        match tokio::time::timeout(timeout, post).await {
+            Ok(result) => result.map(|_| ()),
+            Err(_) => Err(format!("timed out after {} ms", timeout.as_millis())),
+        }
+    }
+
+    /// Posts `body` as JSON with `headers`; the reply's text, or the error in one line.
+    async fn post(
+        &self,
+        url: &str,
+        body: String,
+        headers: Vec<(&'static str, String)>,
+        timeout: Duration,
+    ) -> Result<String, String> {
         let mut request = self
             .http
-            .post(&url)
+            .post(url)
             .timeout(timeout)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body);
@@ -174,7 +199,7 @@ impl Senders {
             request = request.header(name, value);
         }
         // Errors name the host only: robot URLs carry their token.
-        let target = super::mask_url(&url);
+        let target = super::mask_url(url);
         let response = request
             .send()
             .await
@@ -187,11 +212,31 @@ impl Senders {
                 clip(&reply)
             ));
         }
-        if let Some(e) = super::robot_error(kind, &reply) {
-            return Err(format!("{target} refused the message: {e}"));
-        }
-        Ok(())
+        Ok(reply)
     }
+}
+
+/// The generic webhook's headers: the timestamp (seconds), the signature of
+/// `"<timestamp>.<body>"` with the channel's secret, and the delivery id when there is one.
+fn signed_headers(
+    c: &super::SignedUrl,
+    now_ms: i64,
+    body: &str,
+    delivery: Option<i64>,
+) -> Vec<(&'static str, String)> {
+    let ts = now_ms / 1000;
+    let secret = c.secret.as_deref().unwrap_or_default();
+    let mut headers = vec![
+        ("X-Tickwork-Timestamp", ts.to_string()),
+        (
+            "X-Tickwork-Signature",
+            super::webhook_signature(secret, ts, body),
+        ),
+    ];
+    if let Some(id) = delivery {
+        headers.push(("X-Tickwork-Delivery", id.to_string()));
+    }
+    headers
 }
 
 /// A reqwest error's description without the URL it embeds.

@@ -16,6 +16,7 @@ mod claim;
 pub mod clock;
 pub(crate) mod cluster;
 pub(crate) mod complete;
+mod completion_delivery;
 pub(crate) mod dispatch;
 pub(crate) mod executor_api;
 mod fire_check;

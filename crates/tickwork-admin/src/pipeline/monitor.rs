@@ -1,6 +1,7 @@
 //! The maintenance monitors, run by the holder of the maintenance lease only: the registry
 //! sweep, lost runs, alarm queueing (the sending is `alarm`'s), the daily run reports,
-//! retention and the ledger's check of fires (`fire_check`). Each is a loop of its
+//! retention, the ledger's check of fires (`fire_check`) and the posting of submissions'
+//! completions (`completion_delivery`). Each is a loop of its
 //! own that survives database errors (logged, tried again next round).
 
 use std::collections::HashMap;
@@ -35,16 +36,19 @@ pub(crate) enum Monitor {
     Reports,
     Retention,
     FireCheck,
+    /// Completions of submissions posted to their webhook channels.
+    Completions,
 }
 
 impl Monitor {
-    pub(crate) const ALL: [Monitor; 6] = [
+    pub(crate) const ALL: [Monitor; 7] = [
         Monitor::RegistrySweep,
         Monitor::LostRuns,
         Monitor::Alarms,
         Monitor::Reports,
         Monitor::Retention,
         Monitor::FireCheck,
+        Monitor::Completions,
     ];
 
     fn name(self) -> &'static str {
@@ -55,6 +59,7 @@ impl Monitor {
             Monitor::Reports => "reports",
             Monitor::Retention => "retention",
             Monitor::FireCheck => "fire-check",
+            Monitor::Completions => "completions",
         }
     }
 
@@ -66,6 +71,8 @@ impl Monitor {
             Monitor::Reports => c.monitor.report_interval,
             Monitor::Retention => c.monitor.retention_interval,
             Monitor::FireCheck => c.monitor.fire_check_interval,
+            // As often as alarms are looked at: both are messages someone waits for.
+            Monitor::Completions => c.monitor.alarm_interval,
         }
     }
 }
@@ -104,6 +111,7 @@ impl Maintenance {
                 Monitor::Reports => self.write_reports().await,
                 Monitor::Retention => self.apply_retention().await.map(drop),
                 Monitor::FireCheck => self.check_fires().await.map(drop),
+                Monitor::Completions => self.post_completions().await.map(drop),
             };
             if let Err(e) = result {
                 warn!(monitor = monitor.name(), error = %e, "maintenance round failed");

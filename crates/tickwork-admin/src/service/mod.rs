@@ -36,6 +36,7 @@ use crate::config::Config;
 use crate::executor_client::ExecutorClient;
 use crate::metrics::Metrics;
 use submissions::Submissions;
+pub(crate) use submissions::completion;
 
 /// What the service may ask of the pipeline. The admin's [`crate::Scheduler`] is one; tests
 /// of the service and its HTTP layer use one that records the calls.

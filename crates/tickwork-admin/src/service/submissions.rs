@@ -12,9 +12,9 @@ use tickwork_protocol::submissions::{
     SubmissionView, SubmissionsBatchResult,
 };
 use tickwork_store::{
-    Group, Job, JobNew, JobSpec, JobStatus, PageReq, RunFilter, RunState, SubmissionCancel,
-    SubmissionEndsAck, SubmissionEndsQuery, SubmissionKey, SubmissionPut, SubmissionWritten,
-    TimeRange,
+    AlarmKind, Group, Job, JobNew, JobSpec, JobStatus, PageReq, RunFilter, RunState,
+    SubmissionCancel, SubmissionEndsAck, SubmissionEndsQuery, SubmissionKey, SubmissionPut,
+    SubmissionWritten, TimeRange,
 };
 
 use super::audit::Target;
@@ -99,7 +99,7 @@ impl Submissions<'_> {
                 key: key.to_owned(),
             })
             .await?;
-        view(&group, found.submission, found.job)
+        self.view(&group, found.submission, found.job).await
     }
 
     /// The ends of the group's submissions' runs not yet acknowledged, oldest first, after the
@@ -215,7 +215,7 @@ impl Submissions<'_> {
                 None::<&()>,
             )
             .await?;
-        view(&group, done.submission, done.job)
+        self.view(&group, done.submission, done.job).await
     }
 
     async fn put_in(
@@ -249,6 +249,10 @@ impl Submissions<'_> {
         spec.retry_backoff_ms = input.retry_backoff_ms;
         spec.timeout_s = input.timeout_s;
         spec.validate(&Limits::STANDARD)?;
+        let feedback_channel_id = match input.feedback_channel.as_deref().map(str::trim) {
+            Some(name) if !name.is_empty() => Some(self.feedback_channel(name).await?),
+            _ => None,
+        };
         let schedule = serde_json::to_string(&input.schedule)
             .map_err(|e| Error::Internal(format!("submission schedule json: {e}")))?;
         let put = SubmissionPut {
@@ -263,6 +267,7 @@ impl Submissions<'_> {
                 now,
             },
             fires_left: plan.fires_left,
+            feedback_channel_id,
             on_conflict: input.on_conflict,
         };
         let written = match self.inner.store.submission_put(put.clone()).await {
@@ -298,7 +303,71 @@ impl Submissions<'_> {
         }
         Ok(SubmissionPutView {
             outcome,
-            submission: view(group, written.submission, written.job)?,
+            submission: self.view(group, written.submission, written.job).await?,
+        })
+    }
+
+    /// The id of the webhook channel `name`, which must be enabled.
+    async fn feedback_channel(self, name: &str) -> Result<i64, Error> {
+        let channels = self.inner.store.alarm_channels_list().await?;
+        let Some(channel) = channels.into_iter().find(|c| c.name == name) else {
+            return Err(Error::invalid_field(
+                "feedback_channel",
+                format!("there is no alarm channel {name:?}"),
+            ));
+        };
+        if channel.kind != AlarmKind::Webhook || !channel.enabled {
+            return Err(Error::invalid_field(
+                "feedback_channel",
+                format!("alarm channel {name:?} is not an enabled webhook channel"),
+            ));
+        }
+        Ok(channel.id)
+    }
+
+    /// The name of channel `id` for a view (`None` for a channel deleted since).
+    async fn channel_name(self, id: Option<i64>) -> Result<Option<String>, Error> {
+        let Some(id) = id else {
+            return Ok(None);
+        };
+        match self.inner.store.alarm_channel_get(id).await {
+            Ok(c) => Ok(Some(c.name)),
+            Err(tickwork_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A submission as clients read it.
+    async fn view(
+        self,
+        group: &Group,
+        s: tickwork_store::Submission,
+        job: Job,
+    ) -> Result<SubmissionView, Error> {
+        let feedback_channel = self.channel_name(s.feedback_channel_id).await?;
+        let schedule: When = serde_json::from_str(&s.schedule).map_err(|e| {
+            Error::Internal(format!(
+                "submission {} holds an unreadable schedule: {e}",
+                s.id
+            ))
+        })?;
+        Ok(SubmissionView {
+            app_name: group.app_name.clone(),
+            key: s.key,
+            job_id: job.id,
+            schedule,
+            time_zone: job.spec.time_zone,
+            rely_on_prev_cycle: job.spec.schedule_type == ScheduleType::FixDelay,
+            state: match job.status {
+                JobStatus::Running => "active",
+                JobStatus::Stopped => "finished",
+            }
+            .to_owned(),
+            next_fire_at: job.next_fire_at.filter(|&at| at != i64::MAX),
+            fires_left: job.fires_left,
+            feedback_channel,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
         })
     }
 
@@ -336,33 +405,8 @@ fn schedule_error(e: tickwork_core::Error) -> Error {
     }
 }
 
-fn view(group: &Group, s: tickwork_store::Submission, job: Job) -> Result<SubmissionView, Error> {
-    let schedule: When = serde_json::from_str(&s.schedule).map_err(|e| {
-        Error::Internal(format!(
-            "submission {} holds an unreadable schedule: {e}",
-            s.id
-        ))
-    })?;
-    Ok(SubmissionView {
-        app_name: group.app_name.clone(),
-        key: s.key,
-        job_id: job.id,
-        schedule,
-        time_zone: job.spec.time_zone,
-        rely_on_prev_cycle: job.spec.schedule_type == ScheduleType::FixDelay,
-        state: match job.status {
-            JobStatus::Running => "active",
-            JobStatus::Stopped => "finished",
-        }
-        .to_owned(),
-        next_fire_at: job.next_fire_at.filter(|&at| at != i64::MAX),
-        fires_left: job.fires_left,
-        created_at: s.created_at,
-        updated_at: s.updated_at,
-    })
-}
-
-fn completion(e: tickwork_store::SubmissionEnd) -> Completion {
+/// A completion as the API and the webhook show it.
+pub(crate) fn completion(e: tickwork_store::SubmissionEnd) -> Completion {
     Completion {
         id: e.id,
         key: e.key,

@@ -9,6 +9,7 @@ CREATE TABLE tw_submissions (
     submission_key VARCHAR(100) NOT NULL,
     job_id         BIGINT       NOT NULL,
     schedule       TEXT         NOT NULL,
+    feedback_channel_id BIGINT  NULL,
     created_at     BIGINT       NOT NULL,
     updated_at     BIGINT       NOT NULL,
     UNIQUE KEY tw_submissions_key (group_id, submission_key),
@@ -18,7 +19,8 @@ CREATE TABLE tw_submissions (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- How each run of a submission ended, written in the transaction that ends the run and kept
--- until the submitter acknowledges it (then deleted): its feedback, read oldest first.
+-- until the submitter acknowledges it (then deleted): its feedback, read oldest first, or
+-- posted to the submission's webhook channel (channel_id), tried again until it answers 2xx.
 CREATE TABLE tw_submission_ends (
     id             BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
     group_id       BIGINT NOT NULL,
@@ -30,5 +32,10 @@ CREATE TABLE tw_submission_ends (
     handle_msg     TEXT NULL,
     scheduled_at   BIGINT NOT NULL,
     ended_at       BIGINT NOT NULL,
-    KEY tw_submission_ends_group (group_id, id)
+    channel_id     BIGINT NULL,
+    attempts       BIGINT NOT NULL DEFAULT 0,
+    next_attempt_at BIGINT NULL,
+    last_error     TEXT NULL,
+    KEY tw_submission_ends_group (group_id, id),
+    KEY tw_submission_ends_due (next_attempt_at)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

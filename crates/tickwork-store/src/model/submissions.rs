@@ -15,6 +15,8 @@ pub struct Submission {
     pub job_id: i64,
     /// When it fires, as the client wrote it (JSON).
     pub schedule: String,
+    /// The webhook alarm channel its runs' ends are posted to, if any.
+    pub feedback_channel_id: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -30,6 +32,7 @@ pub struct SubmissionPut {
     pub job: JobNew,
     /// Fires the job has left (`None`: no bound).
     pub fires_left: Option<i64>,
+    pub feedback_channel_id: Option<i64>,
     pub on_conflict: OnConflict,
 }
 
@@ -89,6 +92,24 @@ pub struct SubmissionEnd {
     pub handle_msg: Option<String>,
     pub scheduled_at: i64,
     pub ended_at: i64,
+    /// The webhook channel it is posted to, if any, and the posts tried so far.
+    pub channel_id: Option<i64>,
+    pub attempts: i32,
+}
+
+/// Ends due to be posted to their webhook channel at `now`, earliest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubmissionEndsDue {
+    pub now: i64,
+    pub limit: u64,
+}
+
+/// A post of an end that failed: tried again at `next_attempt_at`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubmissionEndRetry {
+    pub id: i64,
+    pub next_attempt_at: i64,
+    pub error: String,
 }
 
 /// The unacknowledged ends of a group's submissions, oldest first.

@@ -10,9 +10,9 @@ const SUBMISSION_KEY_MAX: usize = tickwork_core::submission::KEY_CHARS;
 const SUBMISSION_SCHEDULE_MAX: usize = 4096;
 
 const SUBMISSION_COLUMNS: &str =
-    "id, group_id, submission_key, job_id, schedule, created_at, updated_at";
+    "id, group_id, submission_key, job_id, schedule, feedback_channel_id, created_at, updated_at";
 
-type SubmissionRow = (i64, i64, String, i64, String, i64, i64);
+type SubmissionRow = (i64, i64, String, i64, String, Option<i64>, i64, i64);
 
 fn submission(r: SubmissionRow) -> Submission {
     Submission {
@@ -21,8 +21,9 @@ fn submission(r: SubmissionRow) -> Submission {
         key: r.2,
         job_id: r.3,
         schedule: r.4,
-        created_at: r.5,
-        updated_at: r.6,
+        feedback_channel_id: r.5,
+        created_at: r.6,
+        updated_at: r.7,
     }
 }
 
@@ -54,8 +55,9 @@ pub(super) async fn record_ends<B: Backend>(
     if job_ids.is_empty() {
         return Ok(());
     }
-    let mut carried: HashMap<i64, (i64, String)> = HashMap::new();
-    let select = "SELECT job_id, group_id, submission_key FROM tw_submissions WHERE job_id IN ";
+    let mut carried: HashMap<i64, (i64, String, Option<i64>)> = HashMap::new();
+    let select = "SELECT job_id, group_id, submission_key, feedback_channel_id FROM tw_submissions \
+                  WHERE job_id IN ";
     let queries = if B::KIND == Kind::Sqlite {
         // One statement whatever the number, the ids as one JSON array (see [`JsonRows`]).
         let mut rows = JsonRows::with_capacity(job_ids.len());
@@ -79,17 +81,20 @@ pub(super) async fn record_ends<B: Backend>(
             .collect()
     };
     for q in queries {
-        for (job_id, group_id, key) in B::fetch_all::<(i64, i64, String)>(&mut *conn, q).await? {
-            carried.insert(job_id, (group_id, key));
+        type Row = (i64, i64, String, Option<i64>);
+        for (job_id, group_id, key, channel) in B::fetch_all::<Row>(&mut *conn, q).await? {
+            carried.insert(job_id, (group_id, key, channel));
         }
     }
     for run in ended {
-        let Some((group_id, key)) = carried.get(&run.job_id) else {
+        let Some((group_id, key, channel)) = carried.get(&run.job_id) else {
             continue;
         };
+        let ended_at = run.finished_at.unwrap_or(run.scheduled_at);
         let q = Query::new(
             "INSERT INTO tw_submission_ends (group_id, submission_key, run_id, attempt, state, \
-             handle_code, handle_msg, scheduled_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             handle_code, handle_msg, scheduled_at, ended_at, channel_id, next_attempt_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(*group_id)
         .bind(key.as_str())
@@ -99,12 +104,19 @@ pub(super) async fn record_ends<B: Backend>(
         .bind(i64::from(run.handle_code))
         .bind(run.handle_msg.as_deref())
         .bind(run.scheduled_at)
-        .bind(run.finished_at.unwrap_or(run.scheduled_at));
+        .bind(ended_at)
+        .bind(*channel)
+        // Posted at once when there is a channel to post to.
+        .bind(channel.map(|_| ended_at));
         B::execute(&mut *conn, q).await?;
     }
     Ok(())
 }
 
+const END_COLUMNS: &str = "id, group_id, submission_key, run_id, attempt, state, handle_code, \
+     handle_msg, scheduled_at, ended_at, channel_id, attempts";
+
+/// A row of [`END_COLUMNS`].
 type EndRow = (
     i64,
     i64,
@@ -115,6 +127,8 @@ type EndRow = (
     i64,
     Option<String>,
     i64,
+    i64,
+    Option<i64>,
     i64,
 );
 
@@ -136,6 +150,8 @@ fn end(r: EndRow) -> Result<SubmissionEnd, Error> {
         handle_msg: r.7,
         scheduled_at: r.8,
         ended_at: r.9,
+        channel_id: r.10,
+        attempts: small("attempts", r.11)?,
     })
 }
 
@@ -177,15 +193,18 @@ impl<B: Backend> SubmissionStore for SqlStore<B> {
                 let before = Self::job_in(&mut tx, there.job_id).await?;
                 let job = rewrite_job::<B>(&mut tx, there.job_id, &put.job, put.fires_left).await?;
                 let q = Query::new(
-                    "UPDATE tw_submissions SET schedule = ?, updated_at = ? WHERE id = ?",
+                    "UPDATE tw_submissions SET schedule = ?, feedback_channel_id = ?, \
+                     updated_at = ? WHERE id = ?",
                 )
                 .bind(&put.schedule)
+                .bind(put.feedback_channel_id)
                 .bind(now)
                 .bind(there.id);
                 B::execute(&mut *tx, q).await?;
                 SubmissionPutResult {
                     submission: Submission {
                         schedule: put.schedule,
+                        feedback_channel_id: put.feedback_channel_id,
                         updated_at: now,
                         ..there
                     },
@@ -197,13 +216,14 @@ impl<B: Backend> SubmissionStore for SqlStore<B> {
             (None, _) => {
                 let job = insert_job::<B>(&mut tx, put.job, put.fires_left).await?;
                 let q = Query::new(format!(
-                    "INSERT INTO tw_submissions ({}) VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO tw_submissions ({}) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     &SUBMISSION_COLUMNS["id, ".len()..]
                 ))
                 .bind(key.group_id)
                 .bind(&key.key)
                 .bind(job.id)
                 .bind(&put.schedule)
+                .bind(put.feedback_channel_id)
                 .bind(now)
                 .bind(now);
                 // Two puts of one new key at once: the second finds the key taken here.
@@ -224,6 +244,7 @@ impl<B: Backend> SubmissionStore for SqlStore<B> {
                         key: key.key,
                         job_id: job.id,
                         schedule: put.schedule,
+                        feedback_channel_id: put.feedback_channel_id,
                         created_at: now,
                         updated_at: now,
                     },
@@ -281,11 +302,10 @@ impl<B: Backend> SubmissionStore for SqlStore<B> {
         query: SubmissionEndsQuery,
     ) -> Result<Vec<SubmissionEnd>, Error> {
         let limit = query.limit.clamp(1, PageReq::MAX_LIMIT);
-        let q = Query::new(
-            "SELECT id, group_id, submission_key, run_id, attempt, state, handle_code, \
-             handle_msg, scheduled_at, ended_at FROM tw_submission_ends \
-             WHERE group_id = ? AND id > ? ORDER BY id LIMIT ?",
-        )
+        let q = Query::new(format!(
+            "SELECT {END_COLUMNS} FROM tw_submission_ends \
+             WHERE group_id = ? AND id > ? ORDER BY id LIMIT ?"
+        ))
         .bind(query.group_id)
         .bind(query.after.unwrap_or(0))
         .bind(i64::try_from(limit).unwrap_or(1000));
@@ -310,5 +330,37 @@ impl<B: Backend> SubmissionStore for SqlStore<B> {
             acked += B::execute(&mut *conn, q).await?.rows;
         }
         Ok(acked)
+    }
+
+    async fn submission_ends_due(
+        &self,
+        due: SubmissionEndsDue,
+    ) -> Result<Vec<SubmissionEnd>, Error> {
+        let q = Query::new(format!(
+            "SELECT {END_COLUMNS} FROM tw_submission_ends \
+             WHERE next_attempt_at <= ? AND channel_id IS NOT NULL \
+             ORDER BY next_attempt_at, id LIMIT ?"
+        ))
+        .bind(due.now)
+        .bind(i64::try_from(due.limit.clamp(1, PageReq::MAX_LIMIT)).unwrap_or(1000));
+        let mut conn = self.pool.acquire().await?;
+        B::fetch_all::<EndRow>(&mut conn, q)
+            .await?
+            .into_iter()
+            .map(end)
+            .collect()
+    }
+
+    async fn submission_end_retry(&self, retry: SubmissionEndRetry) -> Result<(), Error> {
+        let q = Query::new(
+            "UPDATE tw_submission_ends SET attempts = attempts + 1, next_attempt_at = ?, \
+             last_error = ? WHERE id = ?",
+        )
+        .bind(retry.next_attempt_at)
+        .bind(clip(Some(&retry.error)))
+        .bind(retry.id);
+        let mut conn = self.writes.acquire().await?;
+        B::execute(&mut *conn, q).await?;
+        Ok(())
     }
 }

@@ -415,6 +415,7 @@ conformance! {
         a_submission_is_cancelled_with_its_job_and_runs_unless_one_is_live,
         the_claim_counts_fires_left_down_and_stops_the_job_at_none,
         each_end_of_a_submissions_run_is_kept_until_acknowledged,
+        ends_with_a_channel_are_due_for_posting_and_retried,
     ],
     follow_ups: [
         completion_writes_retries_and_children_in_its_transaction,

@@ -20,6 +20,7 @@ fn put(
         schedule: r#"{"kind":"repeat","every_ms":1000}"#.to_owned(),
         job,
         fires_left,
+        feedback_channel_id: None,
         on_conflict,
     }
 }
@@ -319,4 +320,78 @@ pub(crate) async fn each_end_of_a_submissions_run_is_kept_until_acknowledged(ctx
         limit: 100,
     };
     assert!(store.submission_ends(theirs).await.unwrap().is_empty());
+}
+
+pub(crate) async fn ends_with_a_channel_are_due_for_posting_and_retried(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "sub-post").await;
+    let mut hooked = put(g.id, "hooked", None, OnConflict::Ignore);
+    hooked.feedback_channel_id = Some(77);
+    let hooked = store.submission_put(hooked).await.unwrap();
+    assert_eq!(hooked.submission.feedback_channel_id, Some(77));
+    store
+        .submission_put(put(g.id, "read-only", None, OnConflict::Ignore))
+        .await
+        .unwrap();
+    let claimed = store
+        .jobs_claim_due(claim("n1", NOW, 0, 10), &fixed_rate(1000, NOW))
+        .await
+        .unwrap();
+    assert_eq!(claimed.runs.len(), 2);
+    for run in &claimed.runs {
+        complete(store, run.id, RunState::Succeeded).await;
+    }
+    let due = |now| SubmissionEndsDue { now, limit: 100 };
+    let posts = store.submission_ends_due(due(NOW)).await.unwrap();
+    assert_eq!(posts.len(), 1, "only the one with a channel: {posts:?}");
+    let end = &posts[0];
+    assert_eq!(
+        (end.key.as_str(), end.channel_id, end.attempts),
+        ("hooked", Some(77), 0)
+    );
+    assert!(
+        store
+            .submission_ends_due(due(NOW - 1))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    store
+        .submission_end_retry(SubmissionEndRetry {
+            id: end.id,
+            next_attempt_at: NOW + 500,
+            error: "answered 500".to_owned(),
+        })
+        .await
+        .unwrap();
+    assert!(
+        store
+            .submission_ends_due(due(NOW + 499))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let again = store.submission_ends_due(due(NOW + 500)).await.unwrap();
+    assert_eq!((again[0].id, again[0].attempts), (end.id, 1));
+    // Both stay readable until acknowledged; taken, the posted one is gone from both.
+    let all = SubmissionEndsQuery {
+        group_id: g.id,
+        after: None,
+        limit: 100,
+    };
+    assert_eq!(store.submission_ends(all).await.unwrap().len(), 2);
+    let ack = SubmissionEndsAck {
+        group_id: g.id,
+        ids: vec![end.id],
+    };
+    assert_eq!(store.submission_ends_ack(ack).await.unwrap(), 1);
+    assert!(
+        store
+            .submission_ends_due(due(NOW + 500))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.submission_ends(all).await.unwrap().len(), 1);
 }
