@@ -300,12 +300,6 @@ impl Jobs<'_> {
 
 /// How a job's refusal is reported: the code and message its own call would have answered.
 fn refusal(id: i64, e: Error) -> JobRefused {
-    JobRefused {
-        id,
-        code: e.code().as_str().to_owned(),
-        // An internal failure's cause is logged, never shown.
-        message: e
-            .client_message("jobs action")
-            .unwrap_or_else(|| "internal error (see the admin's log)".to_owned()),
-    }
+    let (code, message) = super::item_error(&e, "jobs action");
+    JobRefused { id, code, message }
 }

@@ -385,6 +385,15 @@ pub(crate) fn paged<T, U>(
 /// the editor and its versions serve them all; only where they run differs).
 pub(crate) use tickwork_core::job::has_source;
 
+/// An error as one item of a batch's answer shows it: its stable code and its message; an
+/// internal failure's cause is logged, never shown.
+pub(crate) fn item_error(e: &Error, surface: &'static str) -> (String, String) {
+    let message = e
+        .client_message(surface)
+        .unwrap_or_else(|| "internal error (see the admin's log)".to_owned());
+    (e.code().as_str().to_owned(), message)
+}
+
 pub(crate) fn invalid(field: &str, msg: impl std::fmt::Display) -> Error {
     Error::invalid_field(field, msg)
 }

@@ -70,18 +70,15 @@ impl Submissions<'_> {
                     submission: Some(put.submission),
                     error: None,
                 },
-                Err(e) => SubmissionItemResult {
-                    key: item.key,
-                    outcome: None,
-                    submission: None,
-                    error: Some(ErrorDetail {
-                        code: e.code().as_str().to_owned(),
-                        // An internal failure's cause is logged, never shown.
-                        message: e
-                            .client_message("submissions batch")
-                            .unwrap_or_else(|| "internal error (see the admin's log)".to_owned()),
-                    }),
-                },
+                Err(e) => {
+                    let (code, message) = super::item_error(&e, "submissions batch");
+                    SubmissionItemResult {
+                        key: item.key,
+                        outcome: None,
+                        submission: None,
+                        error: Some(ErrorDetail { code, message }),
+                    }
+                }
             };
             results.push(result);
         }

@@ -177,6 +177,7 @@ impl<B: Backend> SqlStore<B> {
             }
         }
         Self::advance_jobs(&mut tx, &next, &last_fire, &fires_left).await?;
+        record_claimed_ends::<B>(&mut tx, &jobs, &fires, &ids, params).await?;
         tx.commit().await?;
 
         let mut result = ClaimResult {
@@ -194,32 +195,7 @@ impl<B: Backend> SqlStore<B> {
                 result.misfired += 1;
                 continue;
             }
-            result.runs.push(Run {
-                id,
-                job_id: job.id,
-                group_id: job.spec.group_id,
-                scheduled_at: f.fire.scheduled_at,
-                fire_key: Some(f.fire.fire_key),
-                trigger_type: f.fire.trigger_type,
-                attempt: 0,
-                parent_run_id: None,
-                executor_address: None,
-                handler: job.spec.handler.clone(),
-                params: job.spec.params.clone(),
-                shard_index: None,
-                shard_total: None,
-                state: RunState::Planned,
-                trigger_code: 0,
-                trigger_msg: None,
-                handle_code: 0,
-                handle_msg: None,
-                alarm_status: AlarmStatus::Undecided,
-                owner_node: Some(params.node_id.clone()),
-                priority: job.spec.priority,
-                created_at: params.now,
-                dispatched_at: None,
-                finished_at: None,
-            });
+            result.runs.push(claimed_run(job, &f, id, params));
         }
         result.runs.sort_by_key(|r| (r.scheduled_at, r.id));
         Ok(result)
@@ -518,6 +494,72 @@ impl<B: Backend> SqlStore<B> {
             q.push(")");
         }
         q
+    }
+}
+
+/// The fires this claim wrote already ended (misfired) end their submissions' runs: their
+/// completions are written here, in the claim's transaction. The runs are made only for
+/// jobs that carry a submission (an overloaded claim misfires fires by the thousand).
+async fn record_claimed_ends<B: Backend>(
+    conn: &mut Conn<B>,
+    jobs: &[Job],
+    fires: &[NewFire],
+    ids: &HashMap<(i64, i64), i64>,
+    params: &ClaimParams,
+) -> Result<(), Error> {
+    let ended_jobs: BTreeSet<i64> = fires
+        .iter()
+        .filter(|f| f.fire.state != RunState::Planned)
+        .map(|f| jobs[f.job].id)
+        .collect();
+    if ended_jobs.is_empty() {
+        return Ok(());
+    }
+    let job_ids: Vec<i64> = ended_jobs.into_iter().collect();
+    let carried = submissions::carried_by::<B>(conn, &job_ids).await?;
+    if carried.is_empty() {
+        return Ok(());
+    }
+    let ended: Vec<Run> = fires
+        .iter()
+        .filter(|f| f.fire.state != RunState::Planned && carried.contains_key(&jobs[f.job].id))
+        .filter_map(|f| {
+            let job = &jobs[f.job];
+            let &id = ids.get(&(job.id, f.fire.fire_key))?;
+            Some(claimed_run(job, f, id, params))
+        })
+        .collect();
+    submissions::insert_ends::<B>(conn, &carried, &ended).await
+}
+
+/// The run a claim wrote for fire `f` of `job` under id `id`: planned for this node, or
+/// already ended (misfired) at the claim's instant.
+fn claimed_run(job: &Job, f: &NewFire, id: i64, params: &ClaimParams) -> Run {
+    Run {
+        id,
+        job_id: job.id,
+        group_id: job.spec.group_id,
+        scheduled_at: f.fire.scheduled_at,
+        fire_key: Some(f.fire.fire_key),
+        trigger_type: f.fire.trigger_type,
+        attempt: 0,
+        parent_run_id: None,
+        executor_address: None,
+        handler: job.spec.handler.clone(),
+        params: job.spec.params.clone(),
+        shard_index: None,
+        shard_total: None,
+        state: f.fire.state,
+        trigger_code: 0,
+        trigger_msg: None,
+        handle_code: 0,
+        handle_msg: None,
+        alarm_status: AlarmStatus::Undecided,
+        owner_node: Some(params.node_id.clone()),
+        priority: job.spec.priority,
+        created_at: params.now,
+        dispatched_at: None,
+        finished_at: (f.fire.state != RunState::Planned).then_some(params.now),
     }
 }
 

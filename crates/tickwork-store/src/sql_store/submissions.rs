@@ -52,10 +52,19 @@ pub(super) async fn record_ends<B: Backend>(
     ended: &[Run],
     job_ids: &[i64],
 ) -> Result<(), Error> {
+    let carried = carried_by::<B>(conn, job_ids).await?;
+    insert_ends::<B>(conn, &carried, ended).await
+}
+
+/// The submission each of `job_ids` carries, if any: job id -> (group, key, feedback channel).
+pub(super) async fn carried_by<B: Backend>(
+    conn: &mut Conn<B>,
+    job_ids: &[i64],
+) -> Result<HashMap<i64, Carried>, Error> {
+    let mut carried = HashMap::new();
     if job_ids.is_empty() {
-        return Ok(());
+        return Ok(carried);
     }
-    let mut carried: HashMap<i64, (i64, String, Option<i64>)> = HashMap::new();
     let select = "SELECT job_id, group_id, submission_key, feedback_channel_id FROM tw_submissions \
                   WHERE job_id IN ";
     let queries = if B::KIND == Kind::Sqlite {
@@ -86,6 +95,18 @@ pub(super) async fn record_ends<B: Backend>(
             carried.insert(job_id, (group_id, key, channel));
         }
     }
+    Ok(carried)
+}
+
+/// A job's submission: its group, key and feedback channel.
+pub(super) type Carried = (i64, String, Option<i64>);
+
+/// Writes the end of each run of `ended` whose job is in `carried`.
+pub(super) async fn insert_ends<B: Backend>(
+    conn: &mut Conn<B>,
+    carried: &HashMap<i64, Carried>,
+    ended: &[Run],
+) -> Result<(), Error> {
     for run in ended {
         let Some((group_id, key, channel)) = carried.get(&run.job_id) else {
             continue;

@@ -416,6 +416,7 @@ conformance! {
         the_claim_counts_fires_left_down_and_stops_the_job_at_none,
         each_end_of_a_submissions_run_is_kept_until_acknowledged,
         ends_with_a_channel_are_due_for_posting_and_retried,
+        a_fire_the_claim_misfires_leaves_a_completion,
     ],
     follow_ups: [
         completion_writes_retries_and_children_in_its_transaction,

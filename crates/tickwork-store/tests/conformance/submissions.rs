@@ -395,3 +395,53 @@ pub(crate) async fn ends_with_a_channel_are_due_for_posting_and_retried(ctx: Ctx
     );
     assert_eq!(store.submission_ends(all).await.unwrap().len(), 1);
 }
+
+pub(crate) async fn a_fire_the_claim_misfires_leaves_a_completion(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "sub-claim-misfire").await;
+    let made = store
+        .submission_put(put(g.id, "late", None, OnConflict::Ignore))
+        .await
+        .unwrap();
+    let plain = running_job(store, g.id, "plain-late", NOW).await;
+    // The first fire of each job too late to send: the claim writes it misfired.
+    let late_first = |job: &Job, now: i64| {
+        let mut plan = fixed_rate(1000, now)(job, now);
+        let first = plan.fires[0].fire_key;
+        plan.fires[0] = PlannedFire::misfired(first, TriggerType::FixRate);
+        plan
+    };
+    let claimed = store
+        .jobs_claim_due(claim("n1", NOW + 1000, 0, 10), &late_first)
+        .await
+        .unwrap();
+    assert_eq!(claimed.misfired, 2, "{claimed:?}");
+    let ends = store
+        .submission_ends(SubmissionEndsQuery {
+            group_id: g.id,
+            after: None,
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        ends.len(),
+        1,
+        "the submission's only, not the plain job's: {ends:?}"
+    );
+    let misfired = all_runs(store, Some(made.job.id))
+        .await
+        .into_iter()
+        .find(|r| r.state == RunState::Misfired)
+        .unwrap();
+    assert_eq!(
+        (
+            ends[0].run_id,
+            ends[0].state,
+            ends[0].scheduled_at,
+            ends[0].ended_at
+        ),
+        (misfired.id, RunState::Misfired, NOW, NOW + 1000)
+    );
+    assert!(all_runs(store, Some(plain.id)).await.len() == 2);
+}
