@@ -4,13 +4,15 @@
 //! alarm backoff otherwise, as long as it takes. At least once: a post that succeeded but
 //! could not be acknowledged (the node died in between) is posted again, under the same id.
 
+use std::collections::HashMap;
+
 use tickwork_store::{SubmissionEnd, SubmissionEndRetry, SubmissionEndsAck, SubmissionEndsDue};
 use tracing::{info, warn};
 
 use super::alarm_delivery::backoff_after;
 use super::monitor::Maintenance;
 use crate::Error;
-use crate::alarm::ChannelConfig;
+use crate::alarm::{ChannelConfig, SignedUrl};
 
 /// Completions posted per round.
 const POST_BATCH: u64 = 100;
@@ -28,11 +30,24 @@ impl Maintenance {
             })
             .await?;
         let mut taken = 0;
+        // Each channel is read once a round: the completions of one feedback channel come
+        // together.
+        let mut channels: HashMap<i64, Result<SignedUrl, String>> = HashMap::new();
         for end in due {
             if self.inner.stop.is_cancelled() {
                 break;
             }
-            match self.post_completion(&end).await {
+            let Some(channel_id) = end.channel_id else {
+                continue;
+            };
+            if let std::collections::hash_map::Entry::Vacant(slot) = channels.entry(channel_id) {
+                slot.insert(self.webhook(channel_id).await);
+            }
+            let posted = match &channels[&channel_id] {
+                Ok(webhook) => self.post_completion(webhook, &end).await,
+                Err(e) => Err(e.clone()),
+            };
+            match posted {
                 Ok(()) => {
                     self.inner
                         .store
@@ -73,29 +88,34 @@ impl Maintenance {
         Ok(taken)
     }
 
-    async fn post_completion(&self, end: &SubmissionEnd) -> Result<(), String> {
-        let Some(channel_id) = end.channel_id else {
-            return Err("no channel".to_owned());
-        };
+    /// The webhook of channel `id`, which must be an enabled webhook channel.
+    async fn webhook(&self, id: i64) -> Result<SignedUrl, String> {
         let channel = self
             .inner
             .store
-            .alarm_channel_get(channel_id)
+            .alarm_channel_get(id)
             .await
             .map_err(|e| e.to_string())?;
         if !channel.enabled {
             return Err(format!("channel {} is disabled", channel.name));
         }
-        let ChannelConfig::Webhook(webhook) =
-            ChannelConfig::from_stored(channel.kind, &channel.config).map_err(|e| e.to_string())?
-        else {
-            return Err(format!("channel {} is not a webhook", channel.name));
-        };
+        match ChannelConfig::from_stored(channel.kind, &channel.config) {
+            Ok(ChannelConfig::Webhook(webhook)) => Ok(webhook),
+            Ok(_) => Err(format!("channel {} is not a webhook", channel.name)),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    async fn post_completion(
+        &self,
+        webhook: &SignedUrl,
+        end: &SubmissionEnd,
+    ) -> Result<(), String> {
         let body = serde_json::json!({ "completion": crate::service::completion(end.clone()) })
             .to_string();
         self.inner
             .senders
-            .post_signed(&webhook, body, end.id, self.inner.config.alarm.send_timeout)
+            .post_signed(webhook, body, end.id, self.inner.config.alarm.send_timeout)
             .await
     }
 }

@@ -75,6 +75,33 @@ const ROWS_PER_STATEMENT: usize = 500;
 /// for the server's delayed ACK, about 40 ms on Linux, each time.
 const STATEMENT_BYTES: usize = 12 * 1024;
 
+/// The statements of `select` (a query ending in `IN `) over `ids`: on SQLite one, the ids
+/// as one JSON array (see [`JsonRows`]), so that it is prepared once whatever their number;
+/// elsewhere one per [`ROWS_PER_STATEMENT`] ids.
+fn in_ids<B: Backend>(select: &str, ids: &[i64]) -> Vec<Query> {
+    if ids.is_empty() {
+        return Vec::new();
+    }
+    if B::KIND == Kind::Sqlite {
+        let mut rows = JsonRows::with_capacity(ids.len());
+        for &id in ids {
+            rows.row().int(id);
+        }
+        let q = Query::new(format!(
+            "{select}(SELECT i.value ->> 0 FROM json_each(?) AS i)"
+        ))
+        .bind(rows.finish());
+        return vec![q];
+    }
+    ids.chunks(ROWS_PER_STATEMENT)
+        .map(|chunk| {
+            let mut q = Query::new(select).one_off();
+            q.push_list(chunk.iter().copied());
+            q
+        })
+        .collect()
+}
+
 /// Splits `items` into runs of rows whose estimated statement size stays under
 /// [`STATEMENT_BYTES`] (and at most [`ROWS_PER_STATEMENT`] rows); a row bigger than the
 /// budget goes alone.

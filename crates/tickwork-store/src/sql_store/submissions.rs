@@ -62,34 +62,9 @@ pub(super) async fn carried_by<B: Backend>(
     job_ids: &[i64],
 ) -> Result<HashMap<i64, Carried>, Error> {
     let mut carried = HashMap::new();
-    if job_ids.is_empty() {
-        return Ok(carried);
-    }
     let select = "SELECT job_id, group_id, submission_key, feedback_channel_id FROM tw_submissions \
                   WHERE job_id IN ";
-    let queries = if B::KIND == Kind::Sqlite {
-        // One statement whatever the number, the ids as one JSON array (see [`JsonRows`]).
-        let mut rows = JsonRows::with_capacity(job_ids.len());
-        for &id in job_ids {
-            rows.row().int(id);
-        }
-        vec![
-            Query::new(format!(
-                "{select}(SELECT i.value ->> 0 FROM json_each(?) AS i)"
-            ))
-            .bind(rows.finish()),
-        ]
-    } else {
-        job_ids
-            .chunks(ROWS_PER_STATEMENT)
-            .map(|chunk| {
-                let mut q = Query::new(select).one_off();
-                q.push_list(chunk.iter().copied());
-                q
-            })
-            .collect()
-    };
-    for q in queries {
+    for q in in_ids::<B>(select, job_ids) {
         type Row = (i64, i64, String, Option<i64>);
         for (job_id, group_id, key, channel) in B::fetch_all::<Row>(&mut *conn, q).await? {
             carried.insert(job_id, (group_id, key, channel));
@@ -174,6 +149,16 @@ fn end(r: EndRow) -> Result<SubmissionEnd, Error> {
         channel_id: r.10,
         attempts: small("attempts", r.11)?,
     })
+}
+
+/// The ends `q` (a select of [`END_COLUMNS`]) reads.
+async fn read_ends<B: Backend>(pool: &Pool<B::Db>, q: Query) -> Result<Vec<SubmissionEnd>, Error> {
+    let mut conn = pool.acquire().await?;
+    B::fetch_all::<EndRow>(&mut conn, q)
+        .await?
+        .into_iter()
+        .map(end)
+        .collect()
 }
 
 fn not_found(key: &SubmissionKey) -> Error {
@@ -330,12 +315,7 @@ impl<B: Backend> SubmissionStore for SqlStore<B> {
         .bind(query.group_id)
         .bind(query.after.unwrap_or(0))
         .bind(i64::try_from(limit).unwrap_or(1000));
-        let mut conn = self.pool.acquire().await?;
-        B::fetch_all::<EndRow>(&mut conn, q)
-            .await?
-            .into_iter()
-            .map(end)
-            .collect()
+        read_ends::<B>(&self.pool, q).await
     }
 
     async fn submission_ends_ack(&self, ack: SubmissionEndsAck) -> Result<u64, Error> {
@@ -364,12 +344,7 @@ impl<B: Backend> SubmissionStore for SqlStore<B> {
         ))
         .bind(due.now)
         .bind(i64::try_from(due.limit.clamp(1, PageReq::MAX_LIMIT)).unwrap_or(1000));
-        let mut conn = self.pool.acquire().await?;
-        B::fetch_all::<EndRow>(&mut conn, q)
-            .await?
-            .into_iter()
-            .map(end)
-            .collect()
+        read_ends::<B>(&self.pool, q).await
     }
 
     async fn submission_end_retry(&self, retry: SubmissionEndRetry) -> Result<(), Error> {

@@ -446,34 +446,6 @@ impl<B: Backend> SqlStore<B> {
         Ok(ended)
     }
 
-    /// The statements that read the jobs `ids` whole: on SQLite one, the ids as one JSON
-    /// array (see [`JsonRows`]); elsewhere one per [`ROWS_PER_STATEMENT`] ids.
-    fn jobs_by_id(ids: &[i64]) -> Vec<Query> {
-        if ids.is_empty() {
-            return Vec::new();
-        }
-        if B::KIND == Kind::Sqlite {
-            let mut rows = JsonRows::with_capacity(ids.len());
-            for &id in ids {
-                rows.row().int(id);
-            }
-            let q = Query::new(format!(
-                "SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id IN \
-                 (SELECT i.value ->> 0 FROM json_each(?) AS i)"
-            ))
-            .bind(rows.finish());
-            return vec![q];
-        }
-        ids.chunks(ROWS_PER_STATEMENT)
-            .map(|chunk| {
-                let mut q =
-                    Query::new(format!("SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id IN ")).one_off();
-                q.push_list(chunk.iter().copied());
-                q
-            })
-            .collect()
-    }
-
     /// Writes what follows `ended`, the runs this transaction just ended: asks `follow` about
     /// each run whose job still exists, writes the runs it plans (a run of a job that is gone
     /// is skipped) and moves the job's next fire when it says so, if the job is still running
@@ -491,7 +463,8 @@ impl<B: Backend> SqlStore<B> {
             .collect();
         submissions::record_ends::<B>(&mut *conn, &ended, &job_ids).await?;
         let mut jobs: HashMap<i64, Job> = HashMap::with_capacity(job_ids.len());
-        for q in Self::jobs_by_id(&job_ids) {
+        let select = format!("SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id IN ");
+        for q in in_ids::<B>(&select, &job_ids) {
             for job in convert::<JobRow, Job>(B::fetch_all::<JobRow>(&mut *conn, q).await?)? {
                 jobs.insert(job.id, job);
             }
