@@ -1,6 +1,7 @@
 //! The admin's client of executors: `/run` (`/trigger` for XXL-JOB 3.5), `/beat`,
 //! `/idleBeat`, `/kill` and `/log` over HTTP with the access token and the group's app name,
-//! any executor generation (Java 2.3 to 3.5, Tickwork), and Tickwork's `/tickwork/accepted`.
+//! any executor generation (Java 2.3 to 3.5, Tickwork), and Tickwork's `/tickwork/accepted`;
+//! the same calls down a pull executor's own connection when its address is `pull://`.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -11,11 +12,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
+use tickwork_protocol::pull::is_pull_address;
 use tickwork_protocol::{
     ACCEPTED_PATH, ACCESS_TOKEN_HEADER, APP_NAME_HEADER, AcceptedQuery, AcceptedRuns, Envelope,
     IdleBeatParam, KillParam, LogParam, LogResult, MAX_ACCEPTED_QUERY, TriggerParam,
 };
 use tracing::{debug, warn};
+
+use crate::pull_links::{LinkFailure, PullLinks};
 
 /// The outcome of one call: the executor's envelope code and message, or a transport failure
 /// (unreachable, redirect, non-200 status, over-size or unreadable body), which counts as
@@ -164,6 +168,10 @@ pub struct ExecutorClient {
     run_paths: Arc<RunPaths>,
     /// Calls in flight per executor address, shared by every clone.
     in_flight: Arc<InFlight>,
+    /// How long a call may take (HTTP's is in `http` as well).
+    timeout: Duration,
+    /// The pull executors connected to this admin, shared by every clone.
+    pull: Arc<PullLinks>,
 }
 
 /// Most calls in flight to one executor address from this admin, and so most connections
@@ -257,7 +265,14 @@ impl ExecutorClient {
             app_name: None,
             run_paths: Arc::default(),
             in_flight: Arc::default(),
+            timeout,
+            pull: Arc::default(),
         }
+    }
+
+    /// The pull executors connected to this admin, which calls to `pull://` addresses reach.
+    pub(crate) fn pull_links(&self) -> &Arc<PullLinks> {
+        &self.pull
     }
 
     /// The same client (same connections) sending `token` instead: the token of the executor
@@ -299,6 +314,9 @@ impl ExecutorClient {
         param: &TriggerParam,
         gate: SendGate,
     ) -> CallOutcome {
+        if is_pull_address(address) {
+            return self.pull_run(address, param, &gate).await;
+        }
         let body = Bytes::from(tickwork_protocol::encode(param));
         let path = self.run_paths.get(address);
         let out = self
@@ -425,8 +443,76 @@ impl ExecutorClient {
         method: &str,
         body: Option<Vec<u8>>,
     ) -> CallOutcome<T> {
+        if is_pull_address(address) {
+            let body = match body {
+                Some(bytes) => serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
+                None => serde_json::Value::Null,
+            };
+            return self.pull_call(address, method, body).await;
+        }
         self.call_with(address, method, body.map(reqwest::Body::from))
             .await
+    }
+
+    /// `/run` down a pull executor's connection: one of its credits first (waiting at most
+    /// the call's timeout), then the gate, then the call.
+    async fn pull_run(&self, address: &str, param: &TriggerParam, gate: &SendGate) -> CallOutcome {
+        let url = join(address, "run");
+        let Some(link) = self.pull.get(address, self.app_name.as_deref()) else {
+            return pull_failure(&url, LinkFailure::NotHere);
+        };
+        if let Err(e) = link.take_credit(self.timeout).await {
+            return pull_failure(&url, e);
+        }
+        if !gate() {
+            link.return_credit();
+            let mut out = CallOutcome::transport(format!(
+                "{url}: held back before sending (this node may no longer send the run)"
+            ));
+            out.held_back = true;
+            return out;
+        }
+        let body = serde_json::to_value(param).expect("a trigger param is always serializable");
+        self.answer_of(&url, link.call("/run", body, self.timeout).await)
+    }
+
+    /// Any other call down a pull executor's connection.
+    async fn pull_call<T: DeserializeOwned>(
+        &self,
+        address: &str,
+        method: &str,
+        body: serde_json::Value,
+    ) -> CallOutcome<T> {
+        let url = join(address, method);
+        let Some(link) = self.pull.get(address, self.app_name.as_deref()) else {
+            return pull_failure(&url, LinkFailure::NotHere);
+        };
+        let path = format!("/{method}");
+        self.answer_of(&url, link.call(&path, body, self.timeout).await)
+    }
+
+    fn answer_of<T: DeserializeOwned>(
+        &self,
+        url: &str,
+        answer: Result<serde_json::Value, LinkFailure>,
+    ) -> CallOutcome<T> {
+        let body = match answer {
+            Ok(body) => body,
+            Err(e) => return pull_failure(url, e),
+        };
+        match serde_json::to_vec(&body)
+            .ok()
+            .and_then(|bytes| tickwork_protocol::decode::<Envelope<T>>(&bytes).ok())
+        {
+            Some(env) => CallOutcome {
+                code: env.code,
+                msg: env.msg,
+                payload: env.payload,
+                transport: false,
+                held_back: false,
+            },
+            None => CallOutcome::transport(format!("{url}: executor answered an unreadable body")),
+        }
     }
 
     async fn call_with<T: DeserializeOwned>(
@@ -541,6 +627,13 @@ pub fn join(address: &str, method: &str) -> String {
     let base = address.trim();
     let base = base.strip_suffix('/').unwrap_or(base);
     format!("{base}/{method}")
+}
+
+/// A call down a pull connection that got no answer; the reason is the admin's own, so it is
+/// shown in full.
+fn pull_failure<T>(url: &str, e: LinkFailure) -> CallOutcome<T> {
+    debug!(url, error = %e, "pull executor call failed");
+    CallOutcome::transport(format!("{url}: executor unreachable ({e})"))
 }
 
 /// A call that got no (complete) answer. What the caller sees says only that: whether the

@@ -21,6 +21,7 @@ pub mod http;
 mod metrics;
 pub mod openapi;
 mod pipeline;
+mod pull_links;
 mod service;
 
 use std::sync::Arc;

@@ -464,6 +464,13 @@ pub(crate) async fn render(admin: &Scheduler) -> String {
     );
     metric(
         &mut out,
+        "tickwork_pull_executors",
+        "gauge",
+        "Pull executors connected to this node.",
+        admin.inner.client.pull_links().len(),
+    );
+    metric(
+        &mut out,
         "tickwork_lease_held",
         "gauge",
         "1 when this node holds the maintenance lease.",

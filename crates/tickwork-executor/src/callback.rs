@@ -35,20 +35,33 @@ pub(crate) fn truncate_message(msg: String) -> String {
 pub(crate) struct CallbackQueue {
     tx: mpsc::UnboundedSender<HandleCallbackParam>,
     counters: Arc<Counters>,
+    /// Told the run id of each result (a pull executor gives the admin a credit back).
+    ended: Option<mpsc::UnboundedSender<i64>>,
 }
 
 impl CallbackQueue {
     pub(crate) fn new(
         counters: Arc<Counters>,
+        ended: Option<mpsc::UnboundedSender<i64>>,
     ) -> (Self, mpsc::UnboundedReceiver<HandleCallbackParam>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (CallbackQueue { tx, counters }, rx)
+        (
+            CallbackQueue {
+                tx,
+                counters,
+                ended,
+            },
+            rx,
+        )
     }
 
     pub(crate) fn push(&self, callback: HandleCallbackParam) {
         self.counters
             .callbacks_queued
             .fetch_add(1, Ordering::Relaxed);
+        if let Some(ended) = &self.ended {
+            let _ = ended.send(callback.log_id);
+        }
         if self.tx.send(callback).is_err() {
             // Only after the sender has been stopped, which shutdown does once every worker
             // has ended: reaching this is a bug, and the log line keeps the result.

@@ -97,7 +97,18 @@ pub struct ExecutorConfig {
     /// again, and `/tickwork/accepted` answers from them); past it the oldest are forgotten.
     /// At most about 64 bytes each (a hash set and a queue, grown by doubling).
     pub accepted_runs_capacity: usize,
+    /// Pull mode: listen on no port, dial one admin of `admin_addresses` instead (a WebSocket
+    /// at `/api/pull`) and take runs, kills and log reads over that connection.
+    pub pull: bool,
+    /// Pull mode: how many runs (queued or running) this executor takes at once; the admin
+    /// sends no more.
+    pub pull_slots: u32,
 }
+
+/// Default of [`ExecutorConfig::pull_slots`].
+pub const DEFAULT_PULL_SLOTS: u32 = 64;
+/// Largest [`ExecutorConfig::pull_slots`] accepted.
+pub const MAX_PULL_SLOTS: u32 = 100_000;
 
 /// Default of [`ExecutorConfig::accepted_runs_capacity`]: a few MiB.
 pub const DEFAULT_ACCEPTED_RUNS_CAPACITY: usize = 100_000;
@@ -129,6 +140,8 @@ impl ExecutorConfig {
             header_read_timeout: tickwork_serve::Limits::default().header_read_timeout,
             max_connections: tickwork_serve::Limits::default().max_connections,
             accepted_runs_capacity: DEFAULT_ACCEPTED_RUNS_CAPACITY,
+            pull: false,
+            pull_slots: DEFAULT_PULL_SLOTS,
         }
     }
 
@@ -154,6 +167,34 @@ impl ExecutorConfig {
             if !(admin.starts_with("http://") || admin.starts_with("https://")) {
                 return Err(Error::Config(format!(
                     "admin address {admin:?} must start with http:// or https://"
+                )));
+            }
+        }
+        if self.pull {
+            if self.admin_addresses.is_empty() {
+                return Err(Error::Config(
+                    "pull mode needs at least one admin address to dial".into(),
+                ));
+            }
+            if self.advertised_address.is_some() {
+                return Err(Error::Config(
+                    "pull mode registers no address of its own: leave the advertised address out"
+                        .into(),
+                ));
+            }
+            if let Some(admin) = self
+                .admin_addresses
+                .iter()
+                .find(|a| a.starts_with("https://"))
+            {
+                return Err(Error::Config(format!(
+                    "admin address {admin:?}: pull mode dials http:// admins only for now"
+                )));
+            }
+            if !(1..=MAX_PULL_SLOTS).contains(&self.pull_slots) {
+                return Err(Error::Config(format!(
+                    "pull slots {} must be between 1 and {MAX_PULL_SLOTS}",
+                    self.pull_slots
                 )));
             }
         }
@@ -205,8 +246,10 @@ impl ExecutorConfig {
                 "access token {WELL_KNOWN_TOKEN:?} is XXL-JOB's well-known default: set a secret token"
             )));
         }
-        // Without a token anyone who reaches the port runs shell commands here.
-        if self.scripts_enabled && token.is_empty() && !self.listen.ip().is_loopback() {
+        // Without a token anyone who reaches the port runs shell commands here (a pull
+        // executor has no port).
+        if self.scripts_enabled && token.is_empty() && !self.pull && !self.listen.ip().is_loopback()
+        {
             return Err(Error::Config(format!(
                 "scripts are enabled without an access token while listening on {}: set a token, \
                  or listen on a loopback address (127.0.0.1) only",

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -20,6 +20,7 @@ use crate::admin::{AdminClient, registry_loop};
 use crate::callback::{CallbackQueue, Spool, resend_loop, sender_loop};
 use crate::config::{ExecutorConfig, ShutdownMode};
 use crate::handler::JobHandler;
+use crate::pull::{Pull, pull_loop};
 use crate::runlog::RunLogs;
 use crate::script::ScriptEnv;
 use crate::server::{ServerState, router};
@@ -77,6 +78,8 @@ pub struct ExecutorStats {
     /// Registration rounds an admin accepted / that no admin accepted.
     pub registry_ok: u64,
     pub registry_failed: u64,
+    /// Pull mode: whether a connection to an admin is up now.
+    pub pull_connected: bool,
 }
 
 /// The outcome of a graceful shutdown.
@@ -256,6 +259,20 @@ impl ExecutorBuilder {
         self
     }
 
+    /// Pull mode: listen on no port, dial one of `admin_urls` (comma-separated, tried in turn)
+    /// and take work over that connection.
+    pub fn pull(mut self, admin_urls: &str) -> Self {
+        self.config.admin_addresses = ExecutorConfig::parse_admin_list(admin_urls);
+        self.config.pull = true;
+        self
+    }
+
+    /// Pull mode: how many runs this executor takes at once.
+    pub fn pull_slots(mut self, slots: u32) -> Self {
+        self.config.pull_slots = slots;
+        self
+    }
+
     /// Validates the configuration, binds the listen address, and starts serving, registering
     /// and sending callbacks.
     pub async fn start(self) -> Result<RunningExecutor, Error> {
@@ -275,23 +292,37 @@ impl ExecutorBuilder {
             Spool::open(spool_dir.clone())
                 .map_err(|e| Error::io("cannot open callback spool", spool_dir, e))?,
         );
-        let listener = tokio::net::TcpListener::bind(config.listen)
-            .await
-            .map_err(|source| Error::Bind {
+        // A pull executor binds nothing: the admin reaches it over the connection it dials.
+        let listener = if config.pull {
+            None
+        } else {
+            let listener =
+                tokio::net::TcpListener::bind(config.listen)
+                    .await
+                    .map_err(|source| Error::Bind {
+                        addr: config.listen,
+                        source,
+                    })?;
+            Some(listener)
+        };
+        let local_addr = match &listener {
+            Some(listener) => listener.local_addr().map_err(|source| Error::Bind {
                 addr: config.listen,
                 source,
-            })?;
-        let local_addr = listener.local_addr().map_err(|source| Error::Bind {
-            addr: config.listen,
-            source,
-        })?;
-        let address = match &config.advertised_address {
-            Some(address) => address.trim().to_owned(),
-            None => default_address(local_addr, &config.admin_addresses).await,
+            })?,
+            None => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+        };
+        let instance = instance_id();
+        let address = match (&config.advertised_address, config.pull) {
+            (_, true) => format!("{}*/{instance}", tickwork_protocol::pull::PULL_SCHEME),
+            (Some(address), false) => address.trim().to_owned(),
+            (None, false) => default_address(local_addr, &config.admin_addresses).await,
         };
         let admin = Arc::new(AdminClient::new(&config)?);
         let counters = Arc::new(Counters::default());
-        let (callbacks, callback_rx) = CallbackQueue::new(Arc::clone(&counters));
+        let (ended_tx, ended_rx) = tokio::sync::mpsc::unbounded_channel();
+        let ended_tx = config.pull.then_some(ended_tx);
+        let (callbacks, callback_rx) = CallbackQueue::new(Arc::clone(&counters), ended_tx);
         let tracker = TaskTracker::new();
         let logs = RunLogs::new(folder.clone(), jiff::tz::TimeZone::system())
             .map_err(|e| Error::io("cannot start the run log writer for", folder, e))?;
@@ -320,29 +351,58 @@ impl ExecutorBuilder {
         }
 
         let server_stop = CancellationToken::new();
-        let app = router(Arc::new(ServerState {
-            runtime: Arc::clone(&runtime),
-            token: config.access_token.trim().to_owned(),
-        }));
-        let server = tokio::spawn(tickwork_serve::serve(
-            listener,
-            app,
-            config.http_limits(),
-            server_stop.clone(),
-        ));
+        let pull_drain = CancellationToken::new();
+        let pull_connected = Arc::new(AtomicBool::new(false));
+        let server = match listener {
+            Some(listener) => {
+                let app = router(Arc::new(ServerState {
+                    runtime: Arc::clone(&runtime),
+                    token: config.access_token.trim().to_owned(),
+                }));
+                tokio::spawn(tickwork_serve::serve(
+                    listener,
+                    app,
+                    config.http_limits(),
+                    server_stop.clone(),
+                ))
+            }
+            None => {
+                let pull = Pull {
+                    runtime: Arc::clone(&runtime),
+                    admins: config.admin_addresses.clone(),
+                    token: config.access_token.trim().to_owned(),
+                    app: config.app_name.trim().to_owned(),
+                    instance,
+                    slots: config.pull_slots,
+                    connect_timeout: config.admin_timeout,
+                    ended: ended_rx,
+                    connected: Arc::clone(&pull_connected),
+                };
+                let (drain, stop) = (pull_drain.clone(), server_stop.clone());
+                tokio::spawn(async move {
+                    pull_loop(pull, drain, stop).await;
+                    Ok(())
+                })
+            }
+        };
 
         let registration = Bytes::from(tickwork_protocol::encode(&RegistryParam::executor(
             &config.app_name,
             &address,
         )));
         let registry_stop = CancellationToken::new();
-        let registry = tokio::spawn(registry_loop(
-            Arc::clone(&admin),
-            registration.clone(),
-            config.registry_interval,
-            registry_stop.clone(),
-            Arc::clone(&counters),
-        ));
+        // A pull executor is registered by its connection.
+        let registry = if config.pull {
+            tokio::spawn(async {})
+        } else {
+            tokio::spawn(registry_loop(
+                Arc::clone(&admin),
+                registration.clone(),
+                config.registry_interval,
+                registry_stop.clone(),
+                Arc::clone(&counters),
+            ))
+        };
         let sender_stop = CancellationToken::new();
         let sender = tokio::spawn(sender_loop(
             callback_rx,
@@ -381,6 +441,7 @@ impl ExecutorBuilder {
             runtime: Arc::clone(&runtime),
             admin,
             registration,
+            pull_drain: config.pull.then_some(pull_drain),
             mode: config.shutdown_mode,
             timeout: config.shutdown_timeout,
             tracker,
@@ -400,8 +461,17 @@ impl ExecutorBuilder {
             runtime,
             counters,
             spool,
+            pull_connected,
         })
     }
+}
+
+/// An id of this executor process that stays the same across its pull reconnects.
+fn instance_id() -> String {
+    use std::hash::BuildHasher;
+    // Randomly keyed by the standard library: distinct per process, no secret.
+    let random = std::collections::hash_map::RandomState::new().hash_one(now_ms());
+    format!("{:x}-{random:016x}", std::process::id())
 }
 
 /// The address registered by default: `http://<ip>:<port>/`, the ip being the listen address,
@@ -486,15 +556,18 @@ pub struct RunningExecutor {
     runtime: Arc<Runtime>,
     counters: Arc<Counters>,
     spool: Arc<Spool>,
+    pull_connected: Arc<AtomicBool>,
 }
 
 impl RunningExecutor {
-    /// The address the server is bound to (the real port when listening on port 0).
+    /// The address the server is bound to (the real port when listening on port 0; `0.0.0.0:0`
+    /// in pull mode, where nothing listens).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
 
-    /// The address registered with the admins.
+    /// The address registered with the admins; in pull mode `pull://*/<instance>`, the admin
+    /// that holds the connection standing for the `*`.
     pub fn address(&self) -> &str {
         &self.address
     }
@@ -525,6 +598,7 @@ impl RunningExecutor {
             spooled_batches: self.spool.pending(),
             registry_ok: c.registry_ok.load(Ordering::Relaxed),
             registry_failed: c.registry_failed.load(Ordering::Relaxed),
+            pull_connected: self.pull_connected.load(Ordering::SeqCst),
         }
     }
 
@@ -548,6 +622,9 @@ struct Drain {
     runtime: Arc<Runtime>,
     admin: Arc<AdminClient>,
     registration: Bytes,
+    /// Pull mode: tells the pull connection to send the drain notice (instead of the
+    /// deregistration call).
+    pull_drain: Option<CancellationToken>,
     mode: ShutdownMode,
     timeout: Duration,
     tracker: TaskTracker,
@@ -572,13 +649,16 @@ impl Drain {
         if let Err(e) = task.await {
             failures.push(format!("registry loop: {e}"));
         }
-        match self
-            .admin
-            .call("registryRemove", self.registration.clone())
-            .await
-        {
-            Ok(url) => tracing::info!(%url, "deregistered"),
-            Err(e) => tracing::warn!(error = %e, "deregistration failed"),
+        match &self.pull_drain {
+            Some(drain) => drain.cancel(),
+            None => match self
+                .admin
+                .call("registryRemove", self.registration.clone())
+                .await
+            {
+                Ok(url) => tracing::info!(%url, "deregistered"),
+                Err(e) => tracing::warn!(error = %e, "deregistration failed"),
+            },
         }
 
         let mut dropped = 0;

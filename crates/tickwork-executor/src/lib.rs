@@ -39,6 +39,7 @@ pub mod config;
 mod error;
 mod executor;
 pub mod handler;
+mod pull;
 mod runlog;
 mod script;
 mod server;

@@ -2,6 +2,7 @@
 //! outcome in a JSON envelope, `text/html;charset=UTF-8`, checks in the order method, exact
 //! URI (query string included), token, then dispatch. Besides XXL-JOB's five endpoints,
 //! `/tickwork/accepted` tells an admin which of the runs it asks about were accepted here.
+//! A pull executor answers the same calls, read from its connection, with [`answer`].
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -33,13 +34,44 @@ pub(crate) fn router(state: Arc<ServerState>) -> Router {
     Router::new().fallback(dispatch).with_state(state)
 }
 
-enum Endpoint {
+/// The calls an admin makes, by their path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Endpoint {
     Beat,
     IdleBeat,
     Run,
     Kill,
     Log,
     Accepted,
+}
+
+impl Endpoint {
+    pub(crate) fn from_path(path: &str) -> Option<Endpoint> {
+        Some(match path {
+            "/beat" => Endpoint::Beat,
+            "/idleBeat" => Endpoint::IdleBeat,
+            "/run" => Endpoint::Run,
+            "/kill" => Endpoint::Kill,
+            "/log" => Endpoint::Log,
+            ACCEPTED_PATH => Endpoint::Accepted,
+            _ => return None,
+        })
+    }
+}
+
+/// An answer's body, and whether it queued a run (a `/run` that was not a duplicate).
+pub(crate) struct Answered {
+    pub(crate) body: Vec<u8>,
+    pub(crate) queued: bool,
+}
+
+impl From<Vec<u8>> for Answered {
+    fn from(body: Vec<u8>) -> Self {
+        Answered {
+            body,
+            queued: false,
+        }
+    }
 }
 
 async fn dispatch(State(state): State<Arc<ServerState>>, request: Request) -> Response {
@@ -86,14 +118,8 @@ async fn handle(state: &ServerState, request: Request) -> Vec<u8> {
     if uri.is_empty() {
         return fail(msg::URI_EMPTY);
     }
-    let endpoint = match uri {
-        "/beat" => Endpoint::Beat,
-        "/idleBeat" => Endpoint::IdleBeat,
-        "/run" => Endpoint::Run,
-        "/kill" => Endpoint::Kill,
-        "/log" => Endpoint::Log,
-        ACCEPTED_PATH => Endpoint::Accepted,
-        other => return fail(msg::uri_not_found(other)),
+    let Some(endpoint) = Endpoint::from_path(uri) else {
+        return fail(msg::uri_not_found(uri));
     };
     if !state.token.is_empty() {
         // An empty header counts as absent (3.3+ clients send it empty).
@@ -130,20 +156,28 @@ async fn handle(state: &ServerState, request: Request) -> Vec<u8> {
             };
         }
     };
-    let rt = &state.runtime;
+    answer(&state.runtime, endpoint, &body).await.body
+}
+
+/// Answers one call whose checks passed (over HTTP: method, URI, token, size; over a pull
+/// connection: the connection's).
+pub(crate) async fn answer(rt: &Arc<Runtime>, endpoint: Endpoint, body: &[u8]) -> Answered {
     match endpoint {
         // The body is ignored: empty from 3.3+ admins, `""` from older ones.
-        Endpoint::Beat => success(),
-        Endpoint::IdleBeat => match tickwork_protocol::decode::<IdleBeatParam>(&body) {
-            Ok(p) if rt.is_busy(p.job_id) => fail(msg::JOB_BUSY),
-            Ok(_) => success(),
-            Err(e) => fail(format!("request error: {e}")),
+        Endpoint::Beat => success().into(),
+        Endpoint::IdleBeat => match tickwork_protocol::decode::<IdleBeatParam>(body) {
+            Ok(p) if rt.is_busy(p.job_id) => fail(msg::JOB_BUSY).into(),
+            Ok(_) => success().into(),
+            Err(e) => fail(format!("request error: {e}")).into(),
         },
-        Endpoint::Run => match tickwork_protocol::decode::<TriggerParam>(&body) {
+        Endpoint::Run => match tickwork_protocol::decode::<TriggerParam>(body) {
             Ok(trigger) => {
                 let (job_id, log_id) = (trigger.job_id, trigger.log_id);
                 match rt.trigger(trigger) {
-                    Ok(Triggered::Queued) => success(),
+                    Ok(Triggered::Queued) => Answered {
+                        body: success(),
+                        queued: true,
+                    },
                     Ok(Triggered::Duplicate) => {
                         rt.counters.runs_duplicate.fetch_add(1, Ordering::Relaxed);
                         let message = tickwork_protocol::duplicate_run_msg(log_id);
@@ -154,39 +188,41 @@ async fn handle(state: &ServerState, request: Request) -> Vec<u8> {
                             msg: Some(message),
                             payload: None,
                         })
+                        .into()
                     }
                     Err(refusal) => {
                         tracing::debug!(job_id, log_id, %refusal, "run refused");
-                        fail(refusal)
+                        fail(refusal).into()
                     }
                 }
             }
-            Err(e) => fail(format!("request error: {e}")),
+            Err(e) => fail(format!("request error: {e}")).into(),
         },
-        Endpoint::Kill => match tickwork_protocol::decode::<KillParam>(&body) {
+        Endpoint::Kill => match tickwork_protocol::decode::<KillParam>(body) {
             Ok(p) => {
                 if rt.kill(p.job_id, msg::KILLED_BY_ADMIN) {
                     tracing::info!(job_id = p.job_id, "job killed by the admin");
-                    success()
+                    success().into()
                 } else {
-                    reply(&Envelope::success_with(msg::JOB_ALREADY_KILLED))
+                    reply(&Envelope::success_with(msg::JOB_ALREADY_KILLED)).into()
                 }
             }
-            Err(e) => fail(format!("request error: {e}")),
+            Err(e) => fail(format!("request error: {e}")).into(),
         },
-        Endpoint::Log => match tickwork_protocol::decode::<LogParam>(&body) {
-            Ok(p) => reply(&Envelope::success_with(rt.logs.read(&p).await)),
-            Err(e) => fail(format!("request error: {e}")),
+        Endpoint::Log => match tickwork_protocol::decode::<LogParam>(body) {
+            Ok(p) => reply(&Envelope::success_with(rt.logs.read(&p).await)).into(),
+            Err(e) => fail(format!("request error: {e}")).into(),
         },
-        Endpoint::Accepted => match tickwork_protocol::decode::<AcceptedQuery>(&body) {
+        Endpoint::Accepted => match tickwork_protocol::decode::<AcceptedQuery>(body) {
             Ok(q) => {
                 let (accepted, record_since) = rt.accepted.query(&q.log_ids);
                 reply(&Envelope::success_with(AcceptedRuns {
                     accepted,
                     record_since,
                 }))
+                .into()
             }
-            Err(e) => fail(format!("request error: {e}")),
+            Err(e) => fail(format!("request error: {e}")).into(),
         },
     }
 }

@@ -21,7 +21,7 @@ use nix::sys::signal::Signal;
 use tickwork_testkit::Process;
 
 pub use api::{Api, Reply, Run};
-pub use process::{start_tickwork, tickwork_bin};
+pub use process::{start_tickwork, start_tickwork_until, tickwork_bin};
 pub use tickwork_testkit::{Backend, TestDb, now_ms, wait_until};
 
 /// The usual deadline of a wait: far beyond what an idle machine needs.
@@ -216,6 +216,53 @@ impl Cluster {
             address,
             logs,
         }
+    }
+
+    /// Starts a pull executor of `app` (`--pull`: no port of its own; it dials the admin) with
+    /// `extra` flags; its address is the one the admin registers it under.
+    pub async fn start_pull_executor(&mut self, app: &str, extra: &[&str]) -> Executor {
+        let index = self.executors.len();
+        let dir = self.dir();
+        let logs = dir.join(format!("executor-{index}"));
+        let mut args: Vec<OsString> = vec![
+            "executor".into(),
+            "--pull".into(),
+            "--app".into(),
+            app.into(),
+            "--admin".into(),
+            self.admin_url().into(),
+            "--token".into(),
+            self.access_token.clone().into(),
+            "--logs".into(),
+            logs.clone().into(),
+            "--enable-scripts".into(),
+            "--shutdown-timeout".into(),
+            "30s".into(),
+        ];
+        args.extend(extra.iter().map(OsString::from));
+        let log = dir.join(format!("executor-{index}.log"));
+        let (process, address) = start_tickwork_until(
+            &format!("pull executor #{index} ({app})"),
+            &args,
+            log,
+            "its pulling line",
+            |line| {
+                let (_, address) = line.split_once(" pulling as ")?;
+                Some(address.trim().replace("pull://*/", "pull://it-node-1/"))
+            },
+        )
+        .await;
+        self.executors.push(process);
+        Executor {
+            index,
+            address,
+            logs,
+        }
+    }
+
+    /// The process id of an executor.
+    pub fn executor_pid(&self, e: &Executor) -> i32 {
+        self.executors[e.index].pid().as_raw()
     }
 
     /// Starts `n` executors of `app` and an auto group for them; waits until all are live.

@@ -38,6 +38,22 @@ pub fn tickwork_bin() -> PathBuf {
 /// The process prints nothing of its own when a test fails: the [`crate::Cluster`] shows the
 /// logs of all its processes together.
 pub async fn start_tickwork(name: &str, args: &[OsString], log: PathBuf) -> (Process, SocketAddr) {
+    start_tickwork_until(name, args, log, "its listening line", |line| {
+        let (_, addr) = line.split_once(" listening on ")?;
+        addr.trim().parse::<SocketAddr>().ok()
+    })
+    .await
+}
+
+/// As [`start_tickwork`], waiting for the first line `ready` makes something of (`what` names
+/// it in the panic).
+pub async fn start_tickwork_until<T>(
+    name: &str,
+    args: &[OsString],
+    log: PathBuf,
+    what: &str,
+    ready: impl FnMut(&str) -> Option<T>,
+) -> (Process, T) {
     let mut cmd = Command::new(tickwork_bin());
     cmd.args(args).env("NO_COLOR", "1").env(
         "RUST_LOG",
@@ -47,11 +63,6 @@ pub async fn start_tickwork(name: &str, args: &[OsString], log: PathBuf) -> (Pro
         .log(log)
         .tail_on_panic(0)
         .start();
-    let addr = process
-        .wait_for_line("its listening line", START_DEADLINE, |line| {
-            let (_, addr) = line.split_once(" listening on ")?;
-            addr.trim().parse::<SocketAddr>().ok()
-        })
-        .await;
-    (process, addr)
+    let found = process.wait_for_line(what, START_DEADLINE, ready).await;
+    (process, found)
 }

@@ -11,6 +11,7 @@ mod envelope;
 pub mod job_api;
 mod lenient;
 mod messages;
+pub mod pull;
 pub mod submissions;
 
 pub use envelope::Envelope;

@@ -136,7 +136,11 @@ pub async fn serve(
             // A router is cheap to clone; calling one needs `&mut`.
             router.clone().call(request)
         });
-        let conn = builder.serve_connection(TokioIo::new(tcp), service);
+        // Upgrades (a pull executor's WebSocket) leave the loop: the connection's task ends and
+        // its slot is free, and the upgraded socket lives in a task of its own.
+        let conn = builder
+            .serve_connection(TokioIo::new(tcp), service)
+            .with_upgrades();
         let stop = stop.clone();
         connections.spawn(async move {
             let _slot = slot;

@@ -24,7 +24,7 @@ use crate::InputError;
 pub(crate) struct ExecutorArgs {
     /// A TOML file with any of the settings below (keys: app, admin, token, listen, address,
     /// logs, enable_scripts, shutdown, shutdown_timeout, http_allow, log_retention_days,
-    /// header_read_timeout, max_connections).
+    /// header_read_timeout, max_connections, pull, pull_slots).
     #[arg(long, env = "TICKWORK_EXECUTOR_CONFIG", value_name = "PATH")]
     pub config: Option<PathBuf>,
     /// The app name this executor registers under (the executor group's AppName).
@@ -84,6 +84,14 @@ pub(crate) struct ExecutorArgs {
     /// Connections served at once; more wait until one ends [default: 512].
     #[arg(long, env = "TICKWORK_EXECUTOR_MAX_CONNECTIONS", value_name = "N")]
     pub max_connections: Option<usize>,
+    /// Pull mode: listen on no port; dial an admin of --admin and take work over that
+    /// connection (for executors the admin cannot reach: behind NAT, in pods, on laptops).
+    #[arg(long, env = "TICKWORK_PULL", value_name = "BOOL", num_args = 0..=1,
+          default_missing_value = "true")]
+    pub pull: Option<bool>,
+    /// Pull mode: runs taken at once (queued or running); the admin sends no more [default: 64].
+    #[arg(long, env = "TICKWORK_PULL_SLOTS", value_name = "N")]
+    pub pull_slots: Option<u32>,
 }
 
 fn parse_mode(s: &str) -> Result<ShutdownMode, String> {
@@ -108,6 +116,8 @@ struct FileConfig {
     log_retention_days: Option<u32>,
     header_read_timeout: Option<String>,
     max_connections: Option<usize>,
+    pull: Option<bool>,
+    pull_slots: Option<u32>,
 }
 
 /// `admin = "http://a,http://b"` or `admin = ["http://a", "http://b"]`.
@@ -154,6 +164,15 @@ fn resolve(args: ExecutorArgs, file: FileConfig) -> anyhow::Result<Settings> {
         input("the app name is required: --app, TICKWORK_APP or `app` in the config file")
     })?;
     let mut config = ExecutorConfig::new(app);
+    config.pull = args.pull.or(file.pull).unwrap_or(false);
+    if config.pull && (args.listen.is_some() || file.listen.is_some()) {
+        return Err(input(
+            "pull mode listens on no port: leave --listen (and `listen`) out",
+        ));
+    }
+    if let Some(slots) = args.pull_slots.or(file.pull_slots) {
+        config.pull_slots = slots;
+    }
     if let Some(list) = args.admin {
         config.admin_addresses = ExecutorConfig::parse_admin_list(&list);
     } else if let Some(list) = file.admin {
@@ -232,7 +251,14 @@ pub(crate) async fn run(args: ExecutorArgs) -> anyhow::Result<ExitCode> {
     let settings = resolve(args, file)?;
     let mut signals = crate::StopSignals::new()?;
     let executor = start(settings).await?;
-    crate::announce(&format!("executor listening on {}", executor.local_addr()))?;
+    if executor
+        .address()
+        .starts_with(tickwork_protocol::pull::PULL_SCHEME)
+    {
+        crate::announce(&format!("executor pulling as {}", executor.address()))?;
+    } else {
+        crate::announce(&format!("executor listening on {}", executor.local_addr()))?;
+    }
     signals.wait().await;
     executor.shutdown();
     let report = executor.wait().await?;

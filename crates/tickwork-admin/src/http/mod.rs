@@ -1,6 +1,6 @@
 //! The admin's HTTP server: the executor API (`/api/*` and `/xxl-job-admin/api/*`, XXL-JOB's
 //! envelope, always HTTP 200) on the [`Scheduler`], XXL-JOB 3.5's job API beside it
-//! (`/api/addJob`, ...), the REST API under `/openapi/v1` (API tokens, described by the
+//! (`/api/addJob`, ...), pull executors' WebSocket (`/api/pull`), the REST API under `/openapi/v1` (API tokens, described by the
 //! OpenAPI document at `/openapi.json`) and the console on the [`Service`], health
 //! (`/healthz`, `/readyz`) and Prometheus metrics (`/metrics`).
 //!
@@ -13,6 +13,7 @@ mod executor;
 mod extract;
 mod health;
 mod job_api;
+mod pull;
 mod rest;
 
 use axum::Router;
@@ -67,6 +68,14 @@ pub fn pipeline_router(scheduler: Scheduler) -> Router {
     Router::new()
         .route("/api/{method}", any(executor::executor_api))
         .route("/xxl-job-admin/api/{method}", any(executor::executor_api))
+        .route(
+            tickwork_protocol::pull::PULL_PATH,
+            get(pull::pull_connection),
+        )
+        .route(
+            &format!("/xxl-job-admin{}", tickwork_protocol::pull::PULL_PATH),
+            get(pull::pull_connection),
+        )
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))

@@ -24,6 +24,7 @@ pub enum ExecutorCaller {
 }
 
 /// An executor call's caller, with the groups as they were when its token was checked.
+#[derive(Clone)]
 pub struct ExecutorAuth {
     caller: ExecutorCaller,
     groups: Vec<Group>,
@@ -101,8 +102,24 @@ impl ExecutorApi {
         Ok(caller.map(|caller| ExecutorAuth { caller, groups }))
     }
 
-    /// `api/registry`: an executor's heartbeat.
+    /// `api/registry`: an executor's heartbeat. A `pull://` address is refused: only the
+    /// admin that holds a pull executor's connection registers it.
     pub async fn registry_beat(&self, auth: &ExecutorAuth, p: RegistryParam) -> Result<(), Error> {
+        if tickwork_protocol::pull::is_pull_address(p.registry_value.trim()) {
+            return Err(Error::invalid_field(
+                "registryValue",
+                "a pull:// address is registered by the executor's own connection, not by a call",
+            ));
+        }
+        self.register(auth, p).await
+    }
+
+    /// Records an executor's heartbeat under its address.
+    pub(crate) async fn register(
+        &self,
+        auth: &ExecutorAuth,
+        p: RegistryParam,
+    ) -> Result<(), Error> {
         if !p.is_complete() {
             return Err(Error::invalid(tickwork_protocol::msg::ILLEGAL_ARGUMENT));
         }

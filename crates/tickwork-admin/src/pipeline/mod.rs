@@ -27,6 +27,7 @@ mod log_checkpoint;
 mod maybe_sent;
 pub(crate) mod monitor;
 pub mod planner;
+pub(crate) mod pull;
 mod results;
 pub mod timer;
 

@@ -1,0 +1,298 @@
+//! Pull mode: the executor listens on no port. It dials one admin (a WebSocket at
+//! `/api/pull`, the admins of its list in turn while none answers), says hello with its
+//! instance id, its free slots and the runs it holds, and answers the admin's calls (`/run`,
+//! `/kill`, `/log`, ...) read from that connection exactly as the HTTP server answers them.
+//! It gives a credit back for each run that ends or that a `/run` did not queue, beats with
+//! the runs it holds, and says it drains when it shuts down.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use tickwork_protocol::pull::{Frame, MAX_FRAME_BYTES, PULL_PATH};
+use tickwork_protocol::{ACCESS_TOKEN_HEADER, APP_NAME_HEADER, Envelope, msg};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::error_chain;
+use crate::server::{Endpoint, answer};
+use crate::worker::Runtime;
+
+/// First pause before dialling again; doubled per failure up to [`MAX_BACKOFF`].
+const MIN_BACKOFF: Duration = Duration::from_millis(200);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// How long the admin has for its welcome.
+const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the pull loop needs.
+pub(crate) struct Pull {
+    pub(crate) runtime: Arc<Runtime>,
+    pub(crate) admins: Vec<String>,
+    pub(crate) token: String,
+    pub(crate) app: String,
+    pub(crate) instance: String,
+    pub(crate) slots: u32,
+    pub(crate) connect_timeout: Duration,
+    /// The run id of each result the workers produce.
+    pub(crate) ended: mpsc::UnboundedReceiver<i64>,
+    /// Whether a connection is up now (for [`crate::ExecutorStats`]).
+    pub(crate) connected: Arc<AtomicBool>,
+}
+
+/// `ws://<host>/<context>/api/pull` for an admin base `http://<host>/<context>`.
+pub(crate) fn ws_url(base: &str) -> Result<String, String> {
+    let base = base.trim().trim_end_matches('/');
+    if let Some(rest) = base.strip_prefix("http://") {
+        Ok(format!("ws://{rest}{PULL_PATH}"))
+    } else if base.starts_with("https://") {
+        Err("pull mode does not dial https admins yet: use http:// (a TLS-terminating proxy in front of the executor's way out works)".into())
+    } else {
+        Err(format!("{base:?} is not an http:// address"))
+    }
+}
+
+/// Dials admins until `stop`; `drain` is the shutdown's start (the admin is told to send no
+/// more runs).
+pub(crate) async fn pull_loop(mut pull: Pull, drain: CancellationToken, stop: CancellationToken) {
+    // The runs this executor holds that came over a pull connection (queued or running).
+    let mut held = HashSet::new();
+    let mut backoff = MIN_BACKOFF;
+    let mut next = 0;
+    loop {
+        let base = pull.admins[next % pull.admins.len()].clone();
+        next += 1;
+        match pull.dial(&base).await {
+            Ok(socket) => {
+                let why = pull.session(socket, &mut held, &drain, &stop).await;
+                pull.connected.store(false, Ordering::SeqCst);
+                if stop.is_cancelled() {
+                    tracing::info!(admin = %base, "pull connection closed");
+                    return;
+                }
+                tracing::warn!(admin = %base, reason = %why, "pull connection lost; dialling again");
+                backoff = MIN_BACKOFF;
+                // The same admin first: it is probably only a blip.
+                next -= 1;
+            }
+            Err(e) => tracing::warn!(admin = %base, error = %e, "cannot dial the admin"),
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+impl Pull {
+    async fn dial(&self, base: &str) -> Result<Socket, String> {
+        let url = ws_url(base)?;
+        let mut request = url.into_client_request().map_err(|e| error_chain(&e))?;
+        let headers = request.headers_mut();
+        if !self.token.is_empty() {
+            let token = HeaderValue::from_str(&self.token).map_err(|e| e.to_string())?;
+            headers.insert(ACCESS_TOKEN_HEADER, token);
+        }
+        let app = HeaderValue::from_str(&self.app).map_err(|e| e.to_string())?;
+        headers.insert(APP_NAME_HEADER, app);
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(MAX_FRAME_BYTES))
+            .max_frame_size(Some(MAX_FRAME_BYTES));
+        let dial = tokio_tungstenite::connect_async_with_config(request, Some(config), true);
+        match tokio::time::timeout(self.connect_timeout, dial).await {
+            Err(_) => Err("timeout".into()),
+            Ok(Err(tokio_tungstenite::tungstenite::Error::Http(response))) => {
+                let body = response
+                    .body()
+                    .as_deref()
+                    .map(String::from_utf8_lossy)
+                    .unwrap_or_default()
+                    .into_owned();
+                Err(format!(
+                    "refused: http status {}: {body}",
+                    response.status()
+                ))
+            }
+            Ok(Err(e)) => Err(error_chain(&e)),
+            Ok(Ok((socket, _))) => Ok(socket),
+        }
+    }
+
+    /// One connection, from hello to its end; returns why it ended.
+    async fn session(
+        &mut self,
+        socket: Socket,
+        held: &mut HashSet<i64>,
+        drain: &CancellationToken,
+        stop: &CancellationToken,
+    ) -> String {
+        let (mut sink, mut stream) = socket.split();
+        // Runs that ended while no connection was up: the hello counts them free.
+        while let Ok(id) = self.ended.try_recv() {
+            held.remove(&id);
+        }
+        let hello = Frame::Hello {
+            app: self.app.clone(),
+            instance: self.instance.clone(),
+            credits: self.slots.saturating_sub(held.len() as u32),
+            running: held.iter().copied().collect(),
+        };
+        if let Err(e) = sink.send(Message::text(hello.to_text())).await {
+            return format!("cannot send the hello: {}", error_chain(&e));
+        }
+        let beat_every = match tokio::time::timeout(WELCOME_TIMEOUT, stream.next()).await {
+            Ok(Some(Ok(Message::Text(text)))) => match Frame::from_text(text.as_str()) {
+                Ok(Frame::Welcome {
+                    address,
+                    beat_interval_ms,
+                }) => {
+                    tracing::info!(%address, "connected to the admin in pull mode");
+                    Duration::from_millis(beat_interval_ms.max(100))
+                }
+                _ => return format!("expected a welcome, got {text}"),
+            },
+            Ok(Some(Ok(Message::Close(frame)))) => return refused(frame),
+            Ok(Some(Ok(other))) => return format!("expected a welcome, got {other:?}"),
+            Ok(Some(Err(e))) => return error_chain(&e),
+            Ok(None) => return "closed before the welcome".into(),
+            Err(_) => return "no welcome in time".into(),
+        };
+        self.connected.store(true, Ordering::SeqCst);
+        let mut drained = false;
+        let mut beat = tokio::time::interval(beat_every);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Answers of the calls that take a while (a log page) come back through here.
+        let (answers_tx, mut answers) = mpsc::channel::<Frame>(64);
+        loop {
+            let out = tokio::select! {
+                _ = stop.cancelled() => {
+                    let close = CloseFrame { code: CloseCode::Normal, reason: "executor stopped".into() };
+                    let _ = sink.send(Message::Close(Some(close))).await;
+                    return "executor stopped".into();
+                }
+                _ = drain.cancelled(), if !drained => {
+                    drained = true;
+                    Frame::Drain
+                }
+                _ = beat.tick() => Frame::Beat { running: held.iter().copied().collect() },
+                Some(id) = self.ended.recv() => {
+                    if !held.remove(&id) {
+                        continue;
+                    }
+                    Frame::Credit { n: 1 }
+                }
+                Some(frame) = answers.recv() => frame,
+                message = stream.next() => match message {
+                    None => return "connection closed".into(),
+                    Some(Err(e)) => return error_chain(&e),
+                    Some(Ok(Message::Close(frame))) => return refused(frame),
+                    Some(Ok(Message::Text(text))) => match Frame::from_text(text.as_str()) {
+                        Ok(Frame::Call { id, path, body }) => {
+                            match self.call(id, &path, body, held, &answers_tx).await {
+                                Some(frames) => {
+                                    for frame in frames {
+                                        if let Err(e) = sink.send(Message::text(frame.to_text())).await {
+                                            return error_chain(&e);
+                                        }
+                                    }
+                                    continue;
+                                }
+                                None => continue,
+                            }
+                        }
+                        Ok(Frame::Answer { .. }) => continue,
+                        Ok(other) => return format!("unexpected frame from the admin: {other:?}"),
+                        Err(e) => return format!("unreadable frame from the admin: {e}"),
+                    },
+                    Some(Ok(_)) => continue,
+                },
+            };
+            if let Err(e) = sink.send(Message::text(out.to_text())).await {
+                return error_chain(&e);
+            }
+        }
+    }
+
+    /// Answers one call of the admin. A `/run` is answered here and now (with a credit back
+    /// when it queued nothing), so the set of held runs changes in one place; other calls are
+    /// answered from a task of their own through `answers`.
+    async fn call(
+        &self,
+        id: u64,
+        path: &str,
+        body: serde_json::Value,
+        held: &mut HashSet<i64>,
+        answers: &mpsc::Sender<Frame>,
+    ) -> Option<Vec<Frame>> {
+        let Some(endpoint) = Endpoint::from_path(path) else {
+            let fail = Envelope::<()>::fail(msg::uri_not_found(path));
+            let body = serde_json::to_value(fail).expect("an envelope is always serializable");
+            return Some(vec![Frame::Answer { id, body }]);
+        };
+        let bytes = serde_json::to_vec(&body).expect("a JSON value is always serializable");
+        if endpoint == Endpoint::Run {
+            let run_id = body.get("logId").and_then(serde_json::Value::as_i64);
+            let fresh = run_id.is_some_and(|id| held.insert(id));
+            let answered = answer(&self.runtime, endpoint, &bytes).await;
+            let mut frames = vec![Frame::Answer {
+                id,
+                body: value_of(&answered.body),
+            }];
+            if !answered.queued {
+                if let (true, Some(run_id)) = (fresh, run_id) {
+                    held.remove(&run_id);
+                }
+                frames.push(Frame::Credit { n: 1 });
+            }
+            return Some(frames);
+        }
+        let runtime = self.runtime.clone();
+        let answers = answers.clone();
+        tokio::spawn(async move {
+            let answered = answer(&runtime, endpoint, &bytes).await;
+            let body = value_of(&answered.body);
+            let _ = answers.send(Frame::Answer { id, body }).await;
+        });
+        None
+    }
+}
+
+fn value_of(body: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(body).expect("answers are JSON")
+}
+
+fn refused(frame: Option<CloseFrame>) -> String {
+    match frame {
+        Some(f) => format!("closed by the admin: {}", f.reason.as_str()),
+        None => "closed by the admin".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ws_url;
+
+    #[test]
+    fn the_pull_url_keeps_the_admins_context_path() {
+        for (base, url) in [
+            ("http://h:8080", "ws://h:8080/api/pull"),
+            ("http://h:8080/", "ws://h:8080/api/pull"),
+            ("http://h/xxl-job-admin/", "ws://h/xxl-job-admin/api/pull"),
+        ] {
+            assert_eq!(ws_url(base).unwrap(), url);
+        }
+        assert!(ws_url("https://h/").is_err());
+        assert!(ws_url("ftp://h/").is_err());
+    }
+}
