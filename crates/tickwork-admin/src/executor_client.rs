@@ -314,8 +314,20 @@ impl ExecutorClient {
         param: &TriggerParam,
         gate: SendGate,
     ) -> CallOutcome {
+        self.run_ranked(address, param, gate, 0).await
+    }
+
+    /// As [`ExecutorClient::run_gated`]; a pull executor out of credits takes the waiting
+    /// runs by `rank` ([`tickwork_core::routing::slot_rank`]).
+    pub async fn run_ranked(
+        &self,
+        address: &str,
+        param: &TriggerParam,
+        gate: SendGate,
+        rank: i64,
+    ) -> CallOutcome {
         if is_pull_address(address) {
-            return self.pull_run(address, param, &gate).await;
+            return self.pull_run(address, param, &gate, rank).await;
         }
         let body = Bytes::from(tickwork_protocol::encode(param));
         let path = self.run_paths.get(address);
@@ -456,21 +468,38 @@ impl ExecutorClient {
 
     /// `/run` down a pull executor's connection: one of its credits first (waiting at most
     /// the call's timeout), then the gate, then the call.
-    async fn pull_run(&self, address: &str, param: &TriggerParam, gate: &SendGate) -> CallOutcome {
+    async fn pull_run(
+        &self,
+        address: &str,
+        param: &TriggerParam,
+        gate: &SendGate,
+        rank: i64,
+    ) -> CallOutcome {
         let url = join(address, "run");
         let Some(link) = self.pull.get(address, self.app_name.as_deref()) else {
-            return pull_failure(&url, LinkFailure::NotHere);
+            // Held by another node: the gate is asked before the call is written there.
+            if !gate() {
+                return pull_held_back(&url);
+            }
+            let body = serde_json::to_value(param).expect("a trigger param is always serializable");
+            let relayed = self
+                .pull
+                .relay(
+                    address,
+                    self.app_name.as_deref(),
+                    "/run",
+                    body,
+                    (self.timeout, rank),
+                )
+                .await;
+            return self.answer_of(&url, relayed);
         };
-        if let Err(e) = link.take_credit(self.timeout).await {
+        if let Err(e) = link.take_credit(rank, self.timeout).await {
             return pull_failure(&url, e);
         }
         if !gate() {
             link.return_credit();
-            let mut out = CallOutcome::transport(format!(
-                "{url}: held back before sending (this node may no longer send the run)"
-            ));
-            out.held_back = true;
-            return out;
+            return pull_held_back(&url);
         }
         let body = serde_json::to_value(param).expect("a trigger param is always serializable");
         self.answer_of(&url, link.call("/run", body, self.timeout).await)
@@ -484,11 +513,22 @@ impl ExecutorClient {
         body: serde_json::Value,
     ) -> CallOutcome<T> {
         let url = join(address, method);
-        let Some(link) = self.pull.get(address, self.app_name.as_deref()) else {
-            return pull_failure(&url, LinkFailure::NotHere);
-        };
         let path = format!("/{method}");
-        self.answer_of(&url, link.call(&path, body, self.timeout).await)
+        let answer = match self.pull.get(address, self.app_name.as_deref()) {
+            Some(link) => link.call(&path, body, self.timeout).await,
+            None => {
+                self.pull
+                    .relay(
+                        address,
+                        self.app_name.as_deref(),
+                        &path,
+                        body,
+                        (self.timeout, 0),
+                    )
+                    .await
+            }
+        };
+        self.answer_of(&url, answer)
     }
 
     fn answer_of<T: DeserializeOwned>(
@@ -634,6 +674,15 @@ pub fn join(address: &str, method: &str) -> String {
 fn pull_failure<T>(url: &str, e: LinkFailure) -> CallOutcome<T> {
     debug!(url, error = %e, "pull executor call failed");
     CallOutcome::transport(format!("{url}: executor unreachable ({e})"))
+}
+
+/// A `/run` for a pull executor stopped by its gate.
+fn pull_held_back<T>(url: &str) -> CallOutcome<T> {
+    let mut out = CallOutcome::transport(format!(
+        "{url}: held back before sending (this node may no longer send the run)"
+    ));
+    out.held_back = true;
+    out
 }
 
 /// A call that got no (complete) answer. What the caller sees says only that: whether the

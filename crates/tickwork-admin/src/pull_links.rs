@@ -1,19 +1,24 @@
 //! The pull executors connected to this admin: a call the executor client makes to a
 //! `pull://` address goes down that executor's own connection as a frame, and its answer
 //! comes back up the same way. A `/run` first takes one of the credits the executor granted,
-//! so the executor never has more runs from this admin than it said it can take.
+//! so the executor never has more runs from this admin than it said it can take. A call for a
+//! pull executor that another admin node holds is relayed through the database ([`Relay`]):
+//! written here, taken and made by the holder, its answer collected here.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tickwork_protocol::pull::Frame;
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tickwork_store::{PullCallNew, PullCallState, Store};
+use tokio::sync::{mpsc, oneshot};
 
 /// Why a call over a pull connection got no answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub(crate) enum LinkFailure {
     /// No connection of this address is held here (it closed, or another admin holds it).
     NotHere,
@@ -26,6 +31,9 @@ pub(crate) enum LinkFailure {
     Closed,
     /// No answer within the call's timeout.
     Timeout,
+    /// The call went through the database to the admin that holds the connection, and could
+    /// not be written or read there.
+    Relay,
 }
 
 impl std::fmt::Display for LinkFailure {
@@ -36,7 +44,125 @@ impl std::fmt::Display for LinkFailure {
             LinkFailure::NoCredit => "the executor had no free slot within the call's timeout",
             LinkFailure::Closed => "the pull connection closed before the answer",
             LinkFailure::Timeout => "no answer within the call's timeout",
+            LinkFailure::Relay => {
+                "the call could not be relayed to the admin holding the connection"
+            }
         })
+    }
+}
+
+/// A pull executor's credits, and the `/run`s waiting for one, highest rank first (see
+/// [`tickwork_core::routing::slot_rank`]), in arrival order within a rank.
+#[derive(Default)]
+struct Credits {
+    state: Mutex<CreditState>,
+}
+
+#[derive(Default)]
+struct CreditState {
+    free: usize,
+    waiting: std::collections::BinaryHeap<Waiter>,
+    /// Arrival counter: earlier waiters of a rank go first.
+    seq: u64,
+    closed: bool,
+}
+
+struct Waiter {
+    rank: i64,
+    seq: u64,
+    wake: oneshot::Sender<()>,
+}
+
+impl PartialEq for Waiter {
+    fn eq(&self, other: &Self) -> bool {
+        (self.rank, self.seq) == (other.rank, other.seq)
+    }
+}
+
+impl Eq for Waiter {}
+
+impl PartialOrd for Waiter {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Waiter {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        // A max-heap: higher rank, then lower sequence number, on top.
+        (self.rank, std::cmp::Reverse(self.seq)).cmp(&(other.rank, std::cmp::Reverse(other.seq)))
+    }
+}
+
+impl CreditState {
+    /// Hands free credits to the waiters in rank order (skipping those that stopped waiting).
+    fn hand_out(&mut self) {
+        while self.free > 0 {
+            let Some(waiter) = self.waiting.pop() else {
+                return;
+            };
+            if waiter.wake.send(()).is_ok() {
+                self.free -= 1;
+            }
+        }
+    }
+}
+
+impl Credits {
+    fn new(free: usize) -> Self {
+        Credits {
+            state: Mutex::new(CreditState {
+                free,
+                ..CreditState::default()
+            }),
+        }
+    }
+
+    async fn take(&self, rank: i64, timeout: Duration) -> Result<(), LinkFailure> {
+        let mut rx = {
+            let mut state = self.state.lock().expect("credits lock");
+            if state.closed {
+                return Err(LinkFailure::Closed);
+            }
+            if state.free > 0 && state.waiting.is_empty() {
+                state.free -= 1;
+                return Ok(());
+            }
+            let (wake, rx) = oneshot::channel();
+            state.seq += 1;
+            let seq = state.seq;
+            state.waiting.push(Waiter { rank, seq, wake });
+            state.hand_out();
+            rx
+        };
+        match tokio::time::timeout(timeout, &mut rx).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(LinkFailure::Closed),
+            Err(_) => {
+                // A credit handed out as the wait ended is taken, not lost.
+                rx.close();
+                match rx.try_recv() {
+                    Ok(()) => Ok(()),
+                    Err(_) => Err(LinkFailure::NoCredit),
+                }
+            }
+        }
+    }
+
+    fn grant(&self, n: usize) {
+        let mut state = self.state.lock().expect("credits lock");
+        state.free = state.free.saturating_add(n);
+        state.hand_out();
+    }
+
+    fn free(&self) -> usize {
+        self.state.lock().expect("credits lock").free
+    }
+
+    fn close(&self) {
+        let mut state = self.state.lock().expect("credits lock");
+        state.closed = true;
+        state.waiting.clear();
     }
 }
 
@@ -47,7 +173,7 @@ pub(crate) struct Link {
     outbox: mpsc::Sender<Frame>,
     pending: Mutex<HashMap<u64, oneshot::Sender<Value>>>,
     next_id: AtomicU64,
-    credits: Semaphore,
+    credits: Credits,
     draining: AtomicBool,
 }
 
@@ -61,7 +187,7 @@ impl Link {
             outbox,
             pending: Mutex::default(),
             next_id: AtomicU64::new(1),
-            credits: Semaphore::new(credits as usize),
+            credits: Credits::new(credits as usize),
             draining: AtomicBool::new(false),
         }
     }
@@ -96,38 +222,32 @@ impl Link {
         outcome
     }
 
-    /// Takes one credit for a `/run`, waiting at most `timeout` for one.
-    pub(crate) async fn take_credit(&self, timeout: Duration) -> Result<(), LinkFailure> {
+    /// Takes one credit for a `/run` of `rank`, waiting at most `timeout` for one (behind
+    /// the waiting runs of a higher rank). The executor gives it back (a credit frame).
+    pub(crate) async fn take_credit(
+        &self,
+        rank: i64,
+        timeout: Duration,
+    ) -> Result<(), LinkFailure> {
         if self.is_draining() {
             return Err(LinkFailure::Draining);
         }
-        match tokio::time::timeout(timeout, self.credits.acquire()).await {
-            Ok(Ok(permit)) => {
-                // Given back by the executor (a credit frame), not by this side.
-                permit.forget();
-                Ok(())
-            }
-            Ok(Err(_)) => Err(LinkFailure::Closed),
-            Err(_) => Err(LinkFailure::NoCredit),
-        }
+        self.credits.take(rank, timeout).await
     }
 
     /// Gives back a credit taken for a `/run` that never left.
     pub(crate) fn return_credit(&self) {
-        self.credits.add_permits(1);
+        self.credits.grant(1);
     }
 
     /// The executor granted `n` more runs.
     pub(crate) fn grant(&self, n: u32) {
-        // A semaphore holds at most `usize::MAX >> 3` permits; an executor cannot usefully
-        // grant anywhere near that, so a runaway grant stops growing there.
-        let room = Semaphore::MAX_PERMITS - self.credits.available_permits();
-        self.credits.add_permits((n as usize).min(room));
+        self.credits.grant(n as usize);
     }
 
     /// Credits left now.
     pub(crate) fn credits(&self) -> usize {
-        self.credits.available_permits()
+        self.credits.free()
     }
 
     /// The answer to call `id` came; an answer nobody waits for (late, or unknown) is dropped.
@@ -154,10 +274,115 @@ impl Link {
     }
 }
 
-/// The links of this admin, by address.
+/// A relayed call's answer as its holder writes it in the database.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RelayAnswer {
+    /// The executor's envelope.
+    Answer(Value),
+    /// Why it got none.
+    Failure(LinkFailure),
+}
+
+/// How often a relayed call's writer looks for the answer, and its holder for calls: the
+/// issue's bound for polling where the database has no notifications.
+pub(crate) const RELAY_POLL: Duration = Duration::from_millis(100);
+
+/// How long after its deadline a call the holder took may still be answered: the holder makes
+/// no call after the deadline, but one under way finishes.
+const RELAY_GRACE: Duration = Duration::from_secs(2);
+
+/// Calls for pull executors another node holds, through the database.
+pub(crate) struct Relay {
+    store: Arc<dyn Store>,
+    /// The most a relayed `/run` may wait for its holder: this node's fence is open when the
+    /// call is written, and no other node adopts the run before this node's heartbeat is
+    /// older than `node_dead_after`, so a deadline within half of it (less a margin) is never
+    /// met by a holder sending a run that was adopted meanwhile.
+    run_horizon: Duration,
+}
+
+impl Relay {
+    pub(crate) fn new(store: Arc<dyn Store>, node_dead_after: Duration) -> Self {
+        let run_horizon = (node_dead_after / 2)
+            .saturating_sub(Duration::from_millis(500))
+            .max(Duration::from_millis(200));
+        Relay { store, run_horizon }
+    }
+
+    /// Makes `path` at `address` through the node that holds it, waiting at most `timeout`
+    /// (less for a `/run`, see `run_horizon`) plus the grace for a call under way.
+    async fn call(
+        &self,
+        address: &str,
+        app: &str,
+        path: &str,
+        body: Value,
+        (timeout, rank): (Duration, i64),
+    ) -> Result<Value, LinkFailure> {
+        let wait = if path == "/run" {
+            timeout.min(self.run_horizon)
+        } else {
+            timeout
+        };
+        let now = wall_ms();
+        let call = PullCallNew {
+            address: address.to_owned(),
+            app: app.to_owned(),
+            path: path.to_owned(),
+            body: body.to_string(),
+            rank,
+            now,
+            deadline_at: now + wait.as_millis() as i64,
+        };
+        let id = self.store.pull_call_put(call).await.map_err(|e| {
+            tracing::warn!(error = %e, "pull call not written for relay");
+            LinkFailure::Relay
+        })?;
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut withdrawn = false;
+        loop {
+            tokio::time::sleep(RELAY_POLL).await;
+            let late = tokio::time::Instant::now() >= deadline;
+            let state = if late && !withdrawn {
+                withdrawn = true;
+                self.store.pull_call_withdraw(id).await
+            } else {
+                self.store.pull_call_collect(id).await
+            };
+            match state {
+                Ok(PullCallState::Answered(text)) => {
+                    return match serde_json::from_str::<RelayAnswer>(&text) {
+                        Ok(RelayAnswer::Answer(body)) => Ok(body),
+                        Ok(RelayAnswer::Failure(e)) => Err(e),
+                        Err(_) => Err(LinkFailure::Relay),
+                    };
+                }
+                // Nobody took it: never made.
+                Ok(PullCallState::Withdrawn) if withdrawn => return Err(LinkFailure::NotHere),
+                Ok(PullCallState::Withdrawn) => return Err(LinkFailure::Relay),
+                Ok(PullCallState::Waiting | PullCallState::Taken) => {}
+                Err(e) => tracing::debug!(error = %e, "relayed pull call not read"),
+            }
+            if tokio::time::Instant::now() >= deadline + RELAY_GRACE {
+                return Err(LinkFailure::Timeout);
+            }
+        }
+    }
+}
+
+/// Epoch milliseconds of the wall clock: relayed calls' deadlines are compared by two nodes.
+pub(crate) fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The links of this admin, by address, and the relay to the others'.
 #[derive(Default)]
 pub(crate) struct PullLinks {
     links: Mutex<HashMap<String, Arc<Link>>>,
+    relay: OnceLock<Relay>,
 }
 
 impl PullLinks {
@@ -198,6 +423,35 @@ impl PullLinks {
         }
     }
 
+    /// Sets the relay to other nodes' links (once, when the pipeline starts).
+    pub(crate) fn set_relay(&self, relay: Relay) {
+        let _ = self.relay.set(relay);
+    }
+
+    /// Makes `path` at `address` through the node that holds it (this one does not).
+    /// `(timeout, rank)`: how long the caller waits, and a `/run`'s rank for a credit.
+    pub(crate) async fn relay(
+        &self,
+        address: &str,
+        app: Option<&str>,
+        path: &str,
+        body: Value,
+        (timeout, rank): (Duration, i64),
+    ) -> Result<Value, LinkFailure> {
+        let Some(relay) = self.relay.get() else {
+            return Err(LinkFailure::NotHere);
+        };
+        relay
+            .call(address, app.unwrap_or(""), path, body, (timeout, rank))
+            .await
+    }
+
+    /// The addresses of the executors connected here.
+    pub(crate) fn addresses(&self) -> Vec<String> {
+        let links = self.links.lock().expect("links lock");
+        links.keys().cloned().collect()
+    }
+
     /// How many executors are connected here.
     pub(crate) fn len(&self) -> usize {
         self.links.lock().expect("links lock").len()
@@ -210,7 +464,7 @@ mod tests {
 
     fn link(credits: u32) -> (Arc<Link>, mpsc::Receiver<Frame>) {
         let (tx, rx) = mpsc::channel(8);
-        (Arc::new(Link::new("app", "pull://n/i", credits, tx)), rx)
+        (Arc::new(Link::new("app", "pull://i", credits, tx)), rx)
     }
 
     #[tokio::test]
@@ -236,13 +490,13 @@ mod tests {
     async fn runs_wait_for_credits_and_a_closed_link_fails_its_callers() {
         let (link, _rx) = link(1);
         let short = Duration::from_millis(1);
-        assert_eq!(link.take_credit(short).await, Ok(()));
-        assert_eq!(link.take_credit(short).await, Err(LinkFailure::NoCredit));
+        assert_eq!(link.take_credit(0, short).await, Ok(()));
+        assert_eq!(link.take_credit(0, short).await, Err(LinkFailure::NoCredit));
         link.grant(1);
-        assert_eq!(link.take_credit(short).await, Ok(()));
+        assert_eq!(link.take_credit(0, short).await, Ok(()));
         let waiting = {
             let link = link.clone();
-            tokio::spawn(async move { link.take_credit(Duration::from_secs(30)).await })
+            tokio::spawn(async move { link.take_credit(0, Duration::from_secs(30)).await })
         };
         let call = {
             let link = link.clone();
@@ -265,9 +519,50 @@ mod tests {
         let (link, _rx) = link(5);
         link.set_draining();
         assert_eq!(
-            link.take_credit(Duration::from_secs(1)).await,
+            link.take_credit(0, Duration::from_secs(1)).await,
             Err(LinkFailure::Draining)
         );
+    }
+
+    #[tokio::test]
+    async fn freed_credits_go_to_the_highest_rank_first_then_in_arrival_order() {
+        let (link, _rx) = link(0);
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut waiting = Vec::new();
+        for (name, rank) in [("low", 1), ("high-a", 5), ("mid", 3), ("high-b", 5)] {
+            let (waiter, order) = (link.clone(), order.clone());
+            waiting.push(tokio::spawn(async move {
+                waiter
+                    .take_credit(rank, Duration::from_secs(30))
+                    .await
+                    .unwrap();
+                order.lock().unwrap().push(name);
+            }));
+            // Queued in this order.
+            while link.credits.state.lock().unwrap().waiting.len() < waiting.len() {
+                tokio::task::yield_now().await;
+            }
+        }
+        for expected in 1..=4 {
+            link.grant(1);
+            while order.lock().unwrap().len() < expected {
+                tokio::task::yield_now().await;
+            }
+        }
+        assert_eq!(*order.lock().unwrap(), ["high-a", "high-b", "mid", "low"]);
+        assert_eq!(link.credits(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_wait_that_times_out_leaves_the_credit_to_the_next() {
+        let (link, _rx) = link(0);
+        assert_eq!(
+            link.take_credit(9, Duration::from_millis(5)).await,
+            Err(LinkFailure::NoCredit)
+        );
+        link.grant(1);
+        assert_eq!(link.credits(), 1, "the gone waiter took nothing");
+        assert_eq!(link.take_credit(0, Duration::from_millis(5)).await, Ok(()));
     }
 
     #[test]
@@ -275,16 +570,13 @@ mod tests {
         let links = PullLinks::default();
         let (first, _rx1) = link(1);
         links.insert(first.clone());
-        assert!(links.get("pull://n/i", Some("app")).is_some());
-        assert!(links.get("pull://n/i", Some("other")).is_none());
+        assert!(links.get("pull://i", Some("app")).is_some());
+        assert!(links.get("pull://i", Some("other")).is_none());
         let (second, _rx2) = link(1);
         links.insert(second.clone());
         // The older connection's end does not take the newer one away.
         links.remove(&first);
-        assert!(Arc::ptr_eq(
-            &links.get("pull://n/i", None).unwrap(),
-            &second
-        ));
+        assert!(Arc::ptr_eq(&links.get("pull://i", None).unwrap(), &second));
         links.remove(&second);
         assert_eq!(links.len(), 0);
     }

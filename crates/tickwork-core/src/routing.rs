@@ -160,6 +160,17 @@ pub fn pick_probed(
     Err(Error::ProbeFailed { probe, report })
 }
 
+/// Where a run waits for a slot at a busy executor (a pull executor out of credits), higher
+/// first: a run someone triggered by hand (the console's or the API's trigger) before every
+/// scheduled one, then by its job's priority. Runs of equal rank keep their arrival order.
+pub fn slot_rank(trigger: crate::TriggerType, priority: i32) -> i64 {
+    let by_hand = matches!(
+        trigger,
+        crate::TriggerType::Manual | crate::TriggerType::Api
+    );
+    (i64::from(by_hand) << 32) + i64::from(priority)
+}
+
 /// XXL-JOB's consistent-hash function: the first four bytes of the MD5 digest of `s` (UTF-8)
 /// read as an unsigned little-endian integer.
 pub fn xxl_hash(s: &str) -> u32 {

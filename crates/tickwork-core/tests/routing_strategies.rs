@@ -566,3 +566,28 @@ fn probe_edge_cases() {
          beat candidate #7 (out of range): code 200, msg "
     );
 }
+
+#[test]
+fn runs_wait_for_a_slot_by_hand_first_then_by_priority() {
+    use tickwork_core::TriggerType::{Api, Cron, Manual, Parent, Retry};
+    use tickwork_core::routing::slot_rank;
+    // Each case ranks strictly above the next.
+    let order = [
+        (Manual, 5),
+        (Api, 0),
+        (Manual, i32::MIN),
+        (Cron, i32::MAX),
+        (Retry, 10),
+        (Cron, 0),
+        (Parent, -1),
+        (Cron, i32::MIN),
+    ];
+    for pair in order.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        assert!(
+            slot_rank(a.0, a.1) > slot_rank(b.0, b.1),
+            "{a:?} must go before {b:?}"
+        );
+    }
+    assert_eq!(slot_rank(Manual, 3), slot_rank(Api, 3));
+}

@@ -314,7 +314,7 @@ impl ExecutorBuilder {
         };
         let instance = instance_id();
         let address = match (&config.advertised_address, config.pull) {
-            (_, true) => format!("{}*/{instance}", tickwork_protocol::pull::PULL_SCHEME),
+            (_, true) => tickwork_protocol::pull::pull_address(&instance),
             (Some(address), false) => address.trim().to_owned(),
             (None, false) => default_address(local_addr, &config.admin_addresses).await,
         };
@@ -566,8 +566,7 @@ impl RunningExecutor {
         self.local_addr
     }
 
-    /// The address registered with the admins; in pull mode `pull://*/<instance>`, the admin
-    /// that holds the connection standing for the `*`.
+    /// The address registered with the admins (in pull mode `pull://<instance>`).
     pub fn address(&self) -> &str {
         &self.address
     }

@@ -248,7 +248,7 @@ impl Cluster {
             "its pulling line",
             |line| {
                 let (_, address) = line.split_once(" pulling as ")?;
-                Some(address.trim().replace("pull://*/", "pull://it-node-1/"))
+                Some(address.trim().to_owned())
             },
         )
         .await;

@@ -64,7 +64,7 @@ async fn a_pull_executor_with_no_port_runs_cron_manual_broadcast_kill_and_timeou
     both.sort();
     api.wait_live(group, &both).await;
     for e in [&a, &b] {
-        assert!(e.address.starts_with("pull://it-node-1/"), "{e:?}");
+        assert!(e.address.starts_with("pull://"), "{e:?}");
         let ports = listening_ports(c.executor_pid(e));
         assert!(ports.is_empty(), "a pull executor listens on {ports:?}");
     }
@@ -246,7 +246,7 @@ async fn pull_addresses_are_registered_only_by_their_connection() {
                 "registry",
                 Some(api.access_token()),
                 &json!({ "registryGroup": "EXECUTOR", "registryKey": "guard-app",
-                         "registryValue": "pull://it-node-1/forged" }),
+                         "registryValue": "pull://forged" }),
             )
             .await;
         assert_eq!(answer["code"], 500, "{answer}");
@@ -274,6 +274,94 @@ async fn pull_addresses_are_registered_only_by_their_connection() {
             assert_eq!(upgrade.status().as_u16(), 401, "token {token:?}");
         }
         assert!(api.live_addresses(group).await.is_empty());
+    })
+    .await;
+}
+
+/// A saturated pull executor (one slot, taken): the runs waiting for it go by priority, not by
+/// arrival, and a run triggered by hand goes before them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saturated_pull_executor_takes_a_manual_run_first_then_higher_priority() {
+    tickwork_it::run(Backend::Sqlite, |mut c: Cluster| async move {
+        // Runs wait for the slot longer than the default call timeout.
+        c.settings = AdminSettings {
+            extra_toml: "[dispatch]\nexecutor_timeout_ms = 30000\n",
+            ..AdminSettings::default()
+        };
+        let api = c.start_admin().await;
+        let group = api.create_group("busy-app").await;
+        let e = c
+            .start_pull_executor("busy-app", &["--pull-slots", "1"])
+            .await;
+        api.wait_live(group, std::slice::from_ref(&e.address)).await;
+        let script = |priority: i32| {
+            json!({ "glue_type": "GLUE_SHELL", "glue_source": "#!/bin/sh\nsleep 0.3\n",
+                    "priority": priority })
+        };
+        let holder = job(
+            &api,
+            group,
+            json!({ "glue_type": "GLUE_SHELL",
+                    "glue_source": "#!/bin/sh\nwhile [ ! -f \"$0.go\" ]; do sleep 0.05; done\n" }),
+        )
+        .await;
+        let hold = api.trigger(holder, None, None).await;
+        api.wait_dispatched(hold.id).await;
+
+        // Two scheduled runs queue for the slot, the lower priority first.
+        let t = tickwork_it::now_ms() + 1500;
+        let once = |priority: i32, at: i64| {
+            let mut spec = script(priority);
+            spec["schedule_type"] = "ONCE".into();
+            spec["schedule_conf"] = tickwork_it::rfc3339(at).into();
+            spec["start"] = true.into();
+            spec
+        };
+        let low = job(&api, group, once(1, t)).await;
+        let high = job(&api, group, once(9, t + 300)).await;
+        let queued = |job_id: i64| {
+            let api = api.clone();
+            async move {
+                wait_until("a run waiting for the slot", WAIT, || async {
+                    let runs = api.runs(job_id).await;
+                    runs.into_iter().find(|r| r.state == "sending")
+                })
+                .await
+            }
+        };
+        let low_run = queued(low).await;
+        let high_run = queued(high).await;
+        let by_hand = job(&api, group, script(0)).await;
+        let hand_run = api.trigger(by_hand, None, None).await;
+        wait_until("the manual run waiting too", WAIT, || async {
+            (api.run(hand_run.id).await.state == "sending").then_some(())
+        })
+        .await;
+
+        // Free the slot: the script's own path plus ".go".
+        let scripts = e.logs.join("gluesource");
+        let file = std::fs::read_dir(&scripts)
+            .expect("the script folder")
+            .filter_map(Result::ok)
+            .map(|f| f.path())
+            .find(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains("$0.go")))
+            .expect("the holder's script");
+        std::fs::write(format!("{}.go", file.display()), b"").expect("the go file");
+
+        let mut ended = Vec::new();
+        for (name, id) in [
+            ("manual", hand_run.id),
+            ("high", high_run.id),
+            ("low", low_run.id),
+        ] {
+            let run = api.wait_final(id).await;
+            assert_eq!(run.state, "succeeded", "{name}: {run:?}");
+            ended.push((run.dispatched_at.expect("dispatched"), name));
+        }
+        ended.sort();
+        let order: Vec<&str> = ended.iter().map(|(_, n)| *n).collect();
+        assert_eq!(order, ["manual", "high", "low"], "{ended:?}");
+        assert_eq!(api.wait_final(hold.id).await.state, "succeeded");
     })
     .await;
 }

@@ -14,8 +14,9 @@ use serde_json::Value;
 /// Where an admin accepts pull connections (the executor API's family: beside `/api/registry`).
 pub const PULL_PATH: &str = "/api/pull";
 
-/// The scheme of the address a pull executor is registered under: `pull://<node>/<instance>`,
-/// the admin node that holds its connection and the executor's instance id.
+/// The scheme of the address a pull executor is registered under: `pull://<instance>`, the
+/// executor's instance id. It stays the same when the executor dials another admin: runs,
+/// kills and log reads follow it to whichever admin holds its connection.
 pub const PULL_SCHEME: &str = "pull://";
 
 /// The largest frame either side accepts: a `/run` body is at most 5 MiB (the script's text),
@@ -80,21 +81,15 @@ impl Frame {
     }
 }
 
-/// `pull://<node>/<instance>`.
-pub fn pull_address(node: &str, instance: &str) -> String {
-    format!("{PULL_SCHEME}{node}/{instance}")
+/// `pull://<instance>`.
+pub fn pull_address(instance: &str) -> String {
+    format!("{PULL_SCHEME}{instance}")
 }
 
 /// Whether `address` is a pull executor's (only the admin holding its connection registers
 /// such an address; push executors may not).
 pub fn is_pull_address(address: &str) -> bool {
     address.starts_with(PULL_SCHEME)
-}
-
-/// The node that holds a pull address's connection.
-pub fn pull_address_node(address: &str) -> Option<&str> {
-    let rest = address.strip_prefix(PULL_SCHEME)?;
-    rest.rsplit_once('/').map(|(node, _)| node)
 }
 
 /// Why an instance id is refused, or `None`: 1 to [`MAX_INSTANCE_LEN`] letters, digits, `-`
@@ -176,13 +171,11 @@ mod tests {
     }
 
     #[test]
-    fn pull_addresses_name_their_node() {
-        let a = pull_address("node-1", "x9");
-        assert_eq!(a, "pull://node-1/x9");
+    fn pull_addresses_name_the_instance() {
+        let a = pull_address("x9");
+        assert_eq!(a, "pull://x9");
         assert!(is_pull_address(&a));
-        assert_eq!(pull_address_node(&a), Some("node-1"));
         assert!(!is_pull_address("http://127.0.0.1:9999/"));
-        assert_eq!(pull_address_node("http://h/x"), None);
     }
 
     #[test]

@@ -348,6 +348,24 @@ pub trait ClusterStore: Send + Sync {
 
     /// Gives up a lease `node` holds; `false` when it was not `node`'s.
     async fn lease_release(&self, key: LeaseKey) -> Result<bool, Error>;
+
+    /// Writes a call for a pull executor whose connection another node holds; its id.
+    async fn pull_call_put(&self, call: PullCallNew) -> Result<i64, Error>;
+
+    /// Marks taken and returns the calls for the executors whose connections a node holds
+    /// that nobody took and whose deadline has not passed (each is taken once: a call its
+    /// writer withdrew meanwhile is not); deletes stale calls.
+    async fn pull_calls_take(&self, take: PullCallsTake) -> Result<Vec<PullCall>, Error>;
+
+    /// Writes a taken call's answer; `false` when it was answered already or is gone.
+    async fn pull_call_answer(&self, answer: PullCallAnswer) -> Result<bool, Error>;
+
+    /// Where a call is; an answered call is deleted as its answer is read.
+    async fn pull_call_collect(&self, id: i64) -> Result<PullCallState, Error>;
+
+    /// Deletes a call nobody took yet ([`PullCallState::Withdrawn`]); a taken one stays and
+    /// its state is returned.
+    async fn pull_call_withdraw(&self, id: i64) -> Result<PullCallState, Error>;
 }
 
 /// Alarms: the runs' alarm status, the channels, and the deliveries to them. Queueing a

@@ -31,6 +31,9 @@ pub(crate) struct DispatchRequest {
     pub glue_updated_at: i64,
     pub shard_index: i32,
     pub shard_total: i32,
+    /// Its place among runs waiting for a busy executor's slot
+    /// ([`tickwork_core::routing::slot_rank`]).
+    pub rank: i64,
 }
 
 /// The result of a dispatch, as the ledger records it.
@@ -120,7 +123,9 @@ pub(crate) async fn dispatch(
             }
         }
     };
-    let out = client.run_gated(&address, &req.trigger_param(), gate).await;
+    let out = client
+        .run_ranked(&address, &req.trigger_param(), gate, req.rank)
+        .await;
     let answer = out.msg.as_deref().unwrap_or("");
     DispatchOutcome {
         run_id: req.run_id,

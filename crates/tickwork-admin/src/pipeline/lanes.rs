@@ -370,6 +370,7 @@ impl Scheduler {
             glue_updated_at: cached.job.glue_updated_at,
             shard_index: run.shard_index.unwrap_or(0),
             shard_total: run.shard_total.unwrap_or(1),
+            rank: tickwork_core::routing::slot_rank(run.trigger_type, run.priority),
         };
         if spec.route_strategy == RouteStrategy::ShardingBroadcast && run.shard_total.is_none() {
             if candidates.is_empty() {

@@ -28,6 +28,7 @@ mod maybe_sent;
 pub(crate) mod monitor;
 pub mod planner;
 pub(crate) mod pull;
+mod pull_relay;
 mod results;
 pub mod timer;
 
@@ -328,6 +329,17 @@ impl Scheduler {
         ledger.spawn(results.run(results_rx));
         let mut cluster = JoinSet::new();
         cluster.spawn(s.heartbeat().membership_loop());
+        // A SQLite admin is the only node: nothing to relay.
+        if s.inner.store.backend() != "sqlite" {
+            s.inner
+                .client
+                .pull_links()
+                .set_relay(crate::pull_links::Relay::new(
+                    s.inner.store.clone(),
+                    s.inner.config.cluster.node_dead_after,
+                ));
+            cluster.spawn(pull_relay::relay_loop(s.clone()));
+        }
         let tasks = Tasks {
             pipeline,
             ledger,

@@ -1,5 +1,5 @@
 //! A pull executor's connection on the admin's side: the hello that registers it under
-//! `pull://<node>/<instance>`, then its frames (answers to the admin's calls, credits, beats,
+//! `pull://<instance>`, then its frames (answers to the admin's calls, credits, beats,
 //! results, its drain notice) until it closes, the admin stops, or it stays silent for three
 //! beat intervals. The WebSocket itself stays in the HTTP layer, which hands over the text of
 //! each message and writes the frames queued here.
@@ -92,7 +92,7 @@ async fn welcome(
     if !auth.stands_for_app(&app) {
         return Err(Error::Forbidden(msg::TOKEN_OR_APP_INVALID.into()));
     }
-    let address = pull::pull_address(&scheduler.inner.config.node_id, &instance);
+    let address = pull::pull_address(&instance);
     let link = Arc::new(Link::new(&app, &address, credits, outgoing.clone()));
     scheduler.inner.client.pull_links().insert(link.clone());
     let registered = scheduler

@@ -37,25 +37,42 @@ enum Kind {
     Tickwork,
     /// An executor that answers as a Java one: cannot be asked, only its logs tell.
     JavaLike,
+    /// Two Tickwork SDK executors in pull mode, connected to the first admin: the other
+    /// admins' runs reach them through the database, and they dial another admin when theirs
+    /// is killed.
+    Pull,
 }
 
 enum Exec {
     Tickwork(CountingExecutor),
     JavaLike(JavaLikeExecutor),
+    /// Two executors of the group: a run counts wherever it ran.
+    Pair(CountingExecutor, CountingExecutor),
+}
+
+/// Where the fault lands: on the admin with the most runs of the second, or on the admin that
+/// holds the pull executor's connection.
+fn pick_victim(kind: Kind, most_runs: usize) -> usize {
+    if kind == Kind::Pull { 0 } else { most_runs }
 }
 
 impl Exec {
     async fn start(kind: Kind, admins: &[String], token: &str) -> Exec {
         match kind {
             Kind::Tickwork => Exec::Tickwork(CountingExecutor::start("chaos", admins, token).await),
+            Kind::Pull => Exec::Pair(
+                CountingExecutor::start_pull("chaos", admins, token).await,
+                CountingExecutor::start_pull("chaos", admins, token).await,
+            ),
             Kind::JavaLike => Exec::JavaLike(JavaLikeExecutor::start("chaos", admins, token).await),
         }
     }
 
-    fn address(&self) -> String {
+    fn addresses(&self) -> Vec<String> {
         match self {
-            Exec::Tickwork(e) => e.address(),
-            Exec::JavaLike(e) => e.address.clone(),
+            Exec::Tickwork(e) => vec![e.address()],
+            Exec::JavaLike(e) => vec![e.address.clone()],
+            Exec::Pair(a, b) => vec![a.address(), b.address()],
         }
     }
 
@@ -63,6 +80,7 @@ impl Exec {
         match self {
             Exec::Tickwork(e) => e.count(run_id),
             Exec::JavaLike(e) => e.count(run_id),
+            Exec::Pair(a, b) => a.count(run_id) + b.count(run_id),
         }
     }
 
@@ -70,12 +88,28 @@ impl Exec {
         match self {
             Exec::Tickwork(e) => e.doubles(),
             Exec::JavaLike(e) => e.doubles(),
+            Exec::Pair(a, b) => {
+                let mut ran: BTreeMap<i64, u32> = BTreeMap::new();
+                for e in [a, b] {
+                    for (&id, &n) in e.executions.lock().unwrap().iter() {
+                        *ran.entry(id).or_default() += n;
+                    }
+                }
+                ran.into_iter().filter(|&(_, n)| n > 1).collect()
+            }
         }
     }
 
     async fn stop(self) {
-        if let Exec::Tickwork(e) = self {
-            let _ = e.executor.shutdown_and_wait().await;
+        match self {
+            Exec::Tickwork(e) => {
+                let _ = e.executor.shutdown_and_wait().await;
+            }
+            Exec::Pair(a, b) => {
+                let _ = a.executor.shutdown_and_wait().await;
+                let _ = b.executor.shutdown_and_wait().await;
+            }
+            Exec::JavaLike(_) => {}
         }
     }
 }
@@ -128,6 +162,11 @@ async fn mariadb_admin_paused_mid_burst_to_a_java_executor_sends_nothing_after_i
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_admin_holding_a_pull_executor_killed_mid_burst_fires_nothing_twice() {
+    scenario(Backend::Postgres, Fault::Kill, Kind::Pull).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_admin_paused_inside_its_claim_holds_no_one_back() {
     scenario(Backend::Postgres, PAUSE_IN_CLAIM, Kind::Tickwork).await;
 }
@@ -169,7 +208,9 @@ async fn scenario(backend: Backend, fault: Fault, kind: Kind) {
     }
     let addresses: Vec<String> = admins.iter().map(|a| a.address.clone()).collect();
     let executor = Exec::start(kind, &addresses, &db.token).await;
-    support::registered(store.as_ref(), &executor.address()).await;
+    for address in executor.addresses() {
+        support::registered(store.as_ref(), &address).await;
+    }
 
     let api = Api::new(&admins[0].address);
     let group = api.group("chaos").await;
@@ -187,9 +228,8 @@ async fn scenario(backend: Backend, fault: Fault, kind: Kind) {
     let fault_second = t0 + 5_000;
     // By then the claim's look-ahead has planned that second on whichever nodes claimed it.
     support::sleep_until_ms(fault_second - 1_000).await;
-    let mut victim = 0;
-    let mut most = 0;
-    for (i, node) in nodes.iter().enumerate() {
+    let mut counts = Vec::new();
+    for node in nodes {
         let n = store
             .runs_pending_owned_by(node)
             .await
@@ -197,10 +237,13 @@ async fn scenario(backend: Backend, fault: Fault, kind: Kind) {
             .iter()
             .filter(|r| r.scheduled_at == fault_second)
             .count();
-        if n > most {
-            (victim, most) = (i, n);
-        }
+        counts.push(n);
     }
+    let busiest = (0..nodes.len())
+        .max_by_key(|&i| (counts[i], usize::MAX - i))
+        .unwrap_or(0);
+    let mut victim = pick_victim(kind, busiest);
+    let most = counts[victim];
     if !matches!(fault, Fault::PauseInClaim(_)) {
         support::sleep_until_ms(fault_second + phase).await;
     }
@@ -250,6 +293,7 @@ async fn scenario(backend: Backend, fault: Fault, kind: Kind) {
     assert!(doubles.is_empty(), "runs executed twice: {doubles:?}");
     // The ledger says what the executor saw.
     let mut states: BTreeMap<String, usize> = BTreeMap::new();
+    let mut senders: BTreeMap<String, usize> = BTreeMap::new();
     let mut maybe_sent = 0;
     for run in runs_of(&*store, None).await {
         if run.scheduled_at > cut {
@@ -257,6 +301,10 @@ async fn scenario(backend: Backend, fault: Fault, kind: Kind) {
         }
         let ran = executor.count(run.id) > 0;
         *states.entry(run.state.to_string()).or_default() += 1;
+        if ran {
+            let node = run.owner_node.clone().unwrap_or_default();
+            *senders.entry(node).or_default() += 1;
+        }
         match run.state {
             RunState::Succeeded => assert!(ran, "recorded as succeeded, never ran: {run:?}"),
             RunState::Failed => {
@@ -304,6 +352,14 @@ async fn scenario(backend: Backend, fault: Fault, kind: Kind) {
             &stuck[..stuck.len().min(10)]
         );
     }
+    if kind == Kind::Pull {
+        // One connection each, to one admin at a time: the runs the other admins sent went
+        // through the database.
+        assert!(
+            senders.len() >= 2,
+            "the runs the executor ran were all sent by one admin: {senders:?}"
+        );
+    }
     let hit = match fault {
         Fault::PauseInClaim(_) => format!("{} stopped inside a claim", nodes[victim]),
         _ => format!(
@@ -314,7 +370,8 @@ async fn scenario(backend: Backend, fault: Fault, kind: Kind) {
     };
     report(format!(
         "CHAOS {backend:?} {fault:?} {kind:?} executor: {jobs_n} jobs every second, {hit}; \
-         ledger up to the cut: {states:?}; lost as maybe sent: {maybe_sent}; executor doubles 0"
+         ledger up to the cut: {states:?}; ran, by sending admin: {senders:?}; lost as maybe sent: \
+         {maybe_sent}; executor doubles 0"
     ));
     drop(admins);
     executor.stop().await;

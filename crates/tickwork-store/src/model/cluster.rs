@@ -93,3 +93,70 @@ pub struct RunPurge {
     pub before: i64,
     pub limit: u32,
 }
+
+/// A call for a pull executor whose connection this admin node does not hold, relayed through
+/// the database: the node that wants it made writes it, the node that holds the executor's
+/// connection (whichever it is now) takes it, makes it and writes the answer, and the writer
+/// collects the answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullCallNew {
+    /// The executor's address (`pull://<instance>`).
+    pub address: String,
+    /// The app name of the group whose call it is.
+    pub app: String,
+    /// The call, as push mode names it (`/run`, `/kill`, ...).
+    pub path: String,
+    /// Its JSON body.
+    pub body: String,
+    /// A `/run`'s place among the runs waiting for the executor's credits.
+    pub rank: i64,
+    pub now: i64,
+    /// After this instant the holder no longer makes the call; the writer waits for an
+    /// answer until then (and a little more for one being made).
+    pub deadline_at: i64,
+}
+
+/// A relayed call as its holder takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullCall {
+    pub id: i64,
+    pub address: String,
+    pub app: String,
+    pub path: String,
+    pub body: String,
+    pub rank: i64,
+    pub deadline_at: i64,
+}
+
+/// Takes the calls for the executors at `addresses` (those whose connections the taking node
+/// holds) that nobody took yet and whose deadline has not passed, marking them taken so they
+/// are made once; also deletes calls older than `stale_before` (left by nodes that died
+/// waiting).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullCallsTake {
+    pub addresses: Vec<String>,
+    pub now: i64,
+    pub stale_before: i64,
+    pub limit: u32,
+}
+
+/// The answer of a relayed call, written by its holder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullCallAnswer {
+    pub id: i64,
+    pub answer: String,
+    pub now: i64,
+}
+
+/// Where a relayed call is, as its writer sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PullCallState {
+    /// Not taken yet.
+    Waiting,
+    /// Taken by the holder, not answered yet: it may be under way.
+    Taken,
+    /// Answered; the row is deleted with this read.
+    Answered(String),
+    /// Withdrawn by its writer before anyone took it (or gone): it was never made.
+    Withdrawn,
+}

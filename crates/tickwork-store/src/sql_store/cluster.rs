@@ -82,4 +82,109 @@ impl<B: Backend> ClusterStore for SqlStore<B> {
             .bind(key.node);
         Ok(self.execute(q).await? > 0)
     }
+
+    async fn pull_call_put(&self, call: PullCallNew) -> Result<i64, Error> {
+        check_required("address", &call.address, ADDRESS_MAX)?;
+        check_required("app name", &call.app, APP_NAME_MAX)?;
+        check_required("path", &call.path, ADDRESS_MAX)?;
+        let q = Query::new(
+            "INSERT INTO tw_pull_calls (address, app, path, body, rank_order, created_at, \
+             deadline_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(call.address)
+        .bind(call.app)
+        .bind(call.path)
+        .bind(call.body)
+        .bind(call.rank)
+        .bind(call.now)
+        .bind(call.deadline_at);
+        let mut conn = self.writes.acquire().await?;
+        Self::insert_id(&mut conn, q)
+            .await?
+            .ok_or_else(|| Error::corrupt("the pull call insert wrote no row".to_owned()))
+    }
+
+    async fn pull_calls_take(&self, take: PullCallsTake) -> Result<Vec<PullCall>, Error> {
+        let mut conn = self.writes.acquire().await?;
+        let stale =
+            Query::new("DELETE FROM tw_pull_calls WHERE created_at < ?").bind(take.stale_before);
+        B::execute(&mut *conn, stale).await?;
+        if take.addresses.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Marked first, read after: a call withdrawn meanwhile (deleted while untaken) is
+        // neither marked nor read, and one marked is read by this take only (a take is one
+        // node's, at one instant of its clock).
+        let mut mark = Query::new("UPDATE tw_pull_calls SET taken_at = ").one_off();
+        mark.push_bind(take.now)
+            .push(" WHERE taken_at IS NULL AND deadline_at > ")
+            .push_bind(take.now)
+            .push(" AND address IN ");
+        mark.push_list(take.addresses.iter().map(String::as_str));
+        if B::execute(&mut *conn, mark).await?.rows == 0 {
+            return Ok(Vec::new());
+        }
+        let mut read = Query::new(
+            "SELECT id, address, app, path, body, rank_order, deadline_at FROM tw_pull_calls \
+             WHERE taken_at = ",
+        )
+        .one_off();
+        read.push_bind(take.now)
+            .push(" AND answered_at IS NULL AND address IN ");
+        read.push_list(take.addresses.iter().map(String::as_str));
+        read.push(" ORDER BY id LIMIT ")
+            .push_bind(i64::from(take.limit));
+        let rows: Vec<(i64, String, String, String, String, i64, i64)> =
+            B::fetch_all(&mut *conn, read).await?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(id, address, app, path, body, rank, deadline_at)| PullCall {
+                    id,
+                    address,
+                    app,
+                    path,
+                    body,
+                    rank,
+                    deadline_at,
+                },
+            )
+            .collect())
+    }
+
+    async fn pull_call_answer(&self, answer: PullCallAnswer) -> Result<bool, Error> {
+        let q = Query::new(
+            "UPDATE tw_pull_calls SET answer = ?, answered_at = ? \
+             WHERE id = ? AND answered_at IS NULL",
+        )
+        .bind(answer.answer)
+        .bind(answer.now)
+        .bind(answer.id);
+        Ok(self.execute(q).await? > 0)
+    }
+
+    async fn pull_call_collect(&self, id: i64) -> Result<PullCallState, Error> {
+        let mut conn = self.writes.acquire().await?;
+        let read = Query::new("SELECT taken_at, answer FROM tw_pull_calls WHERE id = ?").bind(id);
+        let row: Option<(Option<i64>, Option<String>)> =
+            B::fetch_optional(&mut *conn, read).await?;
+        Ok(match row {
+            None => PullCallState::Withdrawn,
+            Some((_, Some(answer))) => {
+                let delete = Query::new("DELETE FROM tw_pull_calls WHERE id = ?").bind(id);
+                B::execute(&mut *conn, delete).await?;
+                PullCallState::Answered(answer)
+            }
+            Some((Some(_), None)) => PullCallState::Taken,
+            Some((None, None)) => PullCallState::Waiting,
+        })
+    }
+
+    async fn pull_call_withdraw(&self, id: i64) -> Result<PullCallState, Error> {
+        let q = Query::new("DELETE FROM tw_pull_calls WHERE id = ? AND taken_at IS NULL").bind(id);
+        if self.execute(q).await? > 0 {
+            return Ok(PullCallState::Withdrawn);
+        }
+        self.pull_call_collect(id).await
+    }
 }

@@ -122,3 +122,115 @@ pub(crate) async fn node_leave_and_sweep(ctx: Ctx) {
     beat(store, "a", NOW + 1).await;
     assert_eq!(store.nodes_list().await.unwrap().len(), 2);
 }
+
+/// A relayed pull call is taken once, by the node holding its executor only, before its
+/// deadline; its answer is
+/// read once; a call withdrawn before anyone took it is never taken, and one taken cannot be
+/// withdrawn.
+pub(crate) async fn pull_calls_are_taken_once_answered_and_collected(ctx: Ctx) {
+    let store = &*ctx.store;
+    let call = |to: &str, path: &str, deadline_at: i64| PullCallNew {
+        address: format!("pull://{to}"),
+        app: "app".to_owned(),
+        path: path.to_owned(),
+        body: r#"{"jobId":1}"#.to_owned(),
+        rank: 7,
+        now: NOW,
+        deadline_at,
+    };
+    let take = |instance: &str, now: i64| PullCallsTake {
+        addresses: vec![format!("pull://{instance}"), "pull://elsewhere".to_owned()],
+        now,
+        stale_before: 0,
+        limit: 100,
+    };
+    let run = store
+        .pull_call_put(call("b", "/run", NOW + 3000))
+        .await
+        .unwrap();
+    let other = store
+        .pull_call_put(call("c", "/kill", NOW + 3000))
+        .await
+        .unwrap();
+    let late = store
+        .pull_call_put(call("b", "/log", NOW + 10))
+        .await
+        .unwrap();
+    let withdrawn = store
+        .pull_call_put(call("b", "/beat", NOW + 3000))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.pull_call_collect(run).await.unwrap(),
+        PullCallState::Waiting
+    );
+    assert_eq!(
+        store.pull_call_withdraw(withdrawn).await.unwrap(),
+        PullCallState::Withdrawn
+    );
+
+    let taken = store.pull_calls_take(take("b", NOW + 100)).await.unwrap();
+    let ids: Vec<i64> = taken.iter().map(|c| c.id).collect();
+    assert_eq!(
+        ids,
+        [run],
+        "not c's call, not one past its deadline, not a withdrawn one"
+    );
+    assert_eq!(taken[0].path, "/run");
+    assert_eq!(taken[0].body, r#"{"jobId":1}"#);
+    assert_eq!(taken[0].deadline_at, NOW + 3000);
+    assert_eq!(taken[0].rank, 7);
+    assert!(
+        store
+            .pull_calls_take(take("b", NOW + 200))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store.pull_call_withdraw(run).await.unwrap(),
+        PullCallState::Taken
+    );
+
+    assert!(
+        store
+            .pull_call_answer(PullCallAnswer {
+                id: run,
+                answer: "ok".to_owned(),
+                now: NOW + 300
+            })
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .pull_call_answer(PullCallAnswer {
+                id: run,
+                answer: "again".to_owned(),
+                now: NOW + 301
+            })
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.pull_call_collect(run).await.unwrap(),
+        PullCallState::Answered("ok".to_owned())
+    );
+    assert_eq!(
+        store.pull_call_collect(run).await.unwrap(),
+        PullCallState::Withdrawn
+    );
+
+    // Stale calls go with the next take of any node.
+    let stale = PullCallsTake {
+        stale_before: NOW + 1,
+        ..take("c", NOW + 400)
+    };
+    assert!(store.pull_calls_take(stale).await.unwrap().is_empty());
+    for id in [other, late] {
+        assert_eq!(
+            store.pull_call_collect(id).await.unwrap(),
+            PullCallState::Withdrawn
+        );
+    }
+}

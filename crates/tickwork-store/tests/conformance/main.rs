@@ -370,6 +370,7 @@ conformance! {
         node_heartbeat_and_list,
         lease_acquire_renew_and_steal_after_expiry,
         node_leave_and_sweep,
+        pull_calls_are_taken_once_answered_and_collected,
     ],
     recovery: [
         adopt_orphaned_takes_runs_of_dead_and_departed_nodes,

@@ -341,15 +341,30 @@ pub(crate) struct CountingExecutor {
 
 impl CountingExecutor {
     pub(crate) async fn start(app: &str, admins: &[String], token: &str) -> CountingExecutor {
+        Self::start_as(app, admins, token, false).await
+    }
+
+    /// The same executor in pull mode: no port; it dials the first admin it can reach.
+    pub(crate) async fn start_pull(app: &str, admins: &[String], token: &str) -> CountingExecutor {
+        Self::start_as(app, admins, token, true).await
+    }
+
+    async fn start_as(app: &str, admins: &[String], token: &str, pull: bool) -> CountingExecutor {
         let dir = tempfile::tempdir().expect("executor folder");
         let executions = Arc::new(Mutex::new(HashMap::new()));
         let seen = executions.clone();
         let slow_seen = executions.clone();
         let fail_seen = executions.clone();
-        let executor = SdkExecutor::builder(app)
-            .admin_addresses(&admins.join(","))
+        let mut builder = SdkExecutor::builder(app);
+        builder = if pull {
+            builder.pull(&admins.join(","))
+        } else {
+            builder
+                .admin_addresses(&admins.join(","))
+                .listen("127.0.0.1:0".parse().expect("address"))
+        };
+        let executor = builder
             .access_token(token)
-            .listen("127.0.0.1:0".parse().expect("address"))
             .log_folder(dir.path())
             .registry_interval(Duration::from_millis(500))
             .callback_retry(Duration::from_millis(300), Duration::from_secs(2))
