@@ -471,6 +471,13 @@ pub(crate) async fn render(admin: &Scheduler) -> String {
     );
     metric(
         &mut out,
+        "tickwork_pull_results_total",
+        "counter",
+        "Run results recorded from pull executors' connections.",
+        admin.inner.client.pull_links().results(),
+    );
+    metric(
+        &mut out,
         "tickwork_lease_held",
         "gauge",
         "1 when this node holds the maintenance lease.",

@@ -383,6 +383,8 @@ pub(crate) fn wall_ms() -> i64 {
 pub(crate) struct PullLinks {
     links: Mutex<HashMap<String, Arc<Link>>>,
     relay: OnceLock<Relay>,
+    /// Results the executors sent over their connections, recorded.
+    results: AtomicU64,
 }
 
 impl PullLinks {
@@ -450,6 +452,16 @@ impl PullLinks {
     pub(crate) fn addresses(&self) -> Vec<String> {
         let links = self.links.lock().expect("links lock");
         links.keys().cloned().collect()
+    }
+
+    /// Counts results recorded from a connection.
+    pub(crate) fn count_results(&self, n: usize) {
+        self.results.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Results recorded from connections since the start.
+    pub(crate) fn results(&self) -> u64 {
+        self.results.load(Ordering::Relaxed)
     }
 
     /// How many executors are connected here.

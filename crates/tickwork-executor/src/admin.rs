@@ -20,11 +20,14 @@ pub(crate) fn api_url(base: &str, method: &str) -> String {
     format!("{}/api/{method}", base.trim().trim_end_matches('/'))
 }
 
-/// The admins of one executor, tried in order.
+/// The admins of one executor, tried in order; a pull executor's connection first while it
+/// is up.
 pub(crate) struct AdminClient {
     http: reqwest::Client,
     bases: Vec<String>,
     token: String,
+    timeout: std::time::Duration,
+    pull: Option<Arc<crate::pull::PullCalls>>,
 }
 
 impl AdminClient {
@@ -42,12 +45,40 @@ impl AdminClient {
             http,
             bases: config.admin_addresses.clone(),
             token: config.access_token.trim().to_owned(),
+            timeout: config.admin_timeout,
+            pull: None,
         })
+    }
+
+    /// Makes calls over a pull connection while one is up.
+    pub(crate) fn with_pull(mut self, calls: Arc<crate::pull::PullCalls>) -> Self {
+        self.pull = Some(calls);
+        self
     }
 
     /// Posts `body` to each admin in turn until one answers code 200; returns the URL that
     /// accepted, or every admin's reason.
     pub(crate) async fn call(&self, method: &'static str, body: Bytes) -> Result<String, Error> {
+        if let Some(pull) = &self.pull
+            && let Some(answer) = pull.call(method, &body, self.timeout).await
+        {
+            let bytes = serde_json::to_vec(&answer).unwrap_or_default();
+            return match tickwork_protocol::decode::<Envelope>(&bytes) {
+                Ok(envelope) if envelope.is_success() => Ok("the pull connection".to_owned()),
+                Ok(envelope) => Err(Error::Admin {
+                    method,
+                    reasons: format!(
+                        "the pull connection: code {}: {}",
+                        envelope.code,
+                        envelope.msg.as_deref().unwrap_or("")
+                    ),
+                }),
+                Err(e) => Err(Error::Admin {
+                    method,
+                    reasons: format!("the pull connection: unreadable answer: {e}"),
+                }),
+            };
+        }
         if self.bases.is_empty() {
             return Err(Error::Admin {
                 method,

@@ -318,7 +318,12 @@ impl ExecutorBuilder {
             (Some(address), false) => address.trim().to_owned(),
             (None, false) => default_address(local_addr, &config.admin_addresses).await,
         };
-        let admin = Arc::new(AdminClient::new(&config)?);
+        let pull_calls = Arc::new(crate::pull::PullCalls::default());
+        let admin = match config.pull {
+            true => AdminClient::new(&config)?.with_pull(Arc::clone(&pull_calls)),
+            false => AdminClient::new(&config)?,
+        };
+        let admin = Arc::new(admin);
         let counters = Arc::new(Counters::default());
         let (ended_tx, ended_rx) = tokio::sync::mpsc::unbounded_channel();
         let ended_tx = config.pull.then_some(ended_tx);
@@ -377,6 +382,7 @@ impl ExecutorBuilder {
                     connect_timeout: config.admin_timeout,
                     ended: ended_rx,
                     connected: Arc::clone(&pull_connected),
+                    calls: pull_calls,
                 };
                 let (drain, stop) = (pull_drain.clone(), server_stop.clone());
                 tokio::spawn(async move {

@@ -3,17 +3,18 @@
 //! instance id, its free slots and the runs it holds, and answers the admin's calls (`/run`,
 //! `/kill`, `/log`, ...) read from that connection exactly as the HTTP server answers them.
 //! It gives a credit back for each run that ends or that a `/run` did not queue, beats with
-//! the runs it holds, and says it drains when it shuts down.
+//! the runs it holds, sends its results as `callback` calls over the same connection while it
+//! is up ([`PullCalls`]; by HTTP otherwise), and says it drains when it shuts down.
 
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use tickwork_protocol::pull::{Frame, MAX_FRAME_BYTES, PULL_PATH};
 use tickwork_protocol::{ACCESS_TOKEN_HEADER, APP_NAME_HEADER, Envelope, msg};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
@@ -32,6 +33,50 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// How long the admin has for its welcome.
 const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A call of the admin's API to make over the pull connection.
+struct OutCall {
+    path: String,
+    body: serde_json::Value,
+    answer: oneshot::Sender<serde_json::Value>,
+}
+
+/// The executor's calls of the admin (its results) over the pull connection, while one is up.
+#[derive(Default)]
+pub(crate) struct PullCalls {
+    current: Mutex<Option<mpsc::Sender<OutCall>>>,
+}
+
+impl PullCalls {
+    /// Makes `path` with `body` over the connection and returns the admin's envelope; `None`
+    /// when no connection is up or it ended before the answer (the caller goes by HTTP).
+    pub(crate) async fn call(
+        &self,
+        path: &str,
+        body: &[u8],
+        timeout: Duration,
+    ) -> Option<serde_json::Value> {
+        let sender = self.current.lock().expect("pull calls lock").clone()?;
+        let body = serde_json::from_slice(body).ok()?;
+        let (answer, rx) = oneshot::channel();
+        let call = OutCall {
+            path: path.to_owned(),
+            body,
+            answer,
+        };
+        tokio::time::timeout(timeout, async {
+            sender.send(call).await.ok()?;
+            rx.await.ok()
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    fn set(&self, sender: Option<mpsc::Sender<OutCall>>) {
+        *self.current.lock().expect("pull calls lock") = sender;
+    }
+}
+
 /// What the pull loop needs.
 pub(crate) struct Pull {
     pub(crate) runtime: Arc<Runtime>,
@@ -45,6 +90,8 @@ pub(crate) struct Pull {
     pub(crate) ended: mpsc::UnboundedReceiver<i64>,
     /// Whether a connection is up now (for [`crate::ExecutorStats`]).
     pub(crate) connected: Arc<AtomicBool>,
+    /// The results sent over the connection.
+    pub(crate) calls: Arc<PullCalls>,
 }
 
 /// `ws://<host>/<context>/api/pull` for an admin base `http://<host>/<context>`.
@@ -169,7 +216,31 @@ impl Pull {
             Err(_) => return "no welcome in time".into(),
         };
         self.connected.store(true, Ordering::SeqCst);
+        let (calls_tx, calls) = mpsc::channel::<OutCall>(16);
+        self.calls.set(Some(calls_tx));
+        let why = self
+            .serve((sink, stream), held, beat_every, calls, (drain, stop))
+            .await;
+        // Calls waiting for an answer fail now, and their callers go by HTTP.
+        self.calls.set(None);
+        why
+    }
+
+    /// The connection after the welcome, until it ends; returns why it ended.
+    async fn serve(
+        &mut self,
+        (mut sink, mut stream): (
+            futures::stream::SplitSink<Socket, Message>,
+            futures::stream::SplitStream<Socket>,
+        ),
+        held: &mut HashSet<i64>,
+        beat_every: Duration,
+        mut calls: mpsc::Receiver<OutCall>,
+        (drain, stop): (&CancellationToken, &CancellationToken),
+    ) -> String {
         let mut drained = false;
+        let mut next_id = 0u64;
+        let mut pending: HashMap<u64, oneshot::Sender<serde_json::Value>> = HashMap::new();
         let mut beat = tokio::time::interval(beat_every);
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Answers of the calls that take a while (a log page) come back through here.
@@ -193,6 +264,11 @@ impl Pull {
                     Frame::Credit { n: 1 }
                 }
                 Some(frame) = answers.recv() => frame,
+                Some(call) = calls.recv() => {
+                    next_id += 1;
+                    pending.insert(next_id, call.answer);
+                    Frame::Call { id: next_id, path: call.path, body: call.body }
+                }
                 message = stream.next() => match message {
                     None => return "connection closed".into(),
                     Some(Err(e)) => return error_chain(&e),
@@ -211,7 +287,12 @@ impl Pull {
                                 None => continue,
                             }
                         }
-                        Ok(Frame::Answer { .. }) => continue,
+                        Ok(Frame::Answer { id, body }) => {
+                            if let Some(waiter) = pending.remove(&id) {
+                                let _ = waiter.send(body);
+                            }
+                            continue;
+                        }
                         Ok(other) => return format!("unexpected frame from the admin: {other:?}"),
                         Err(e) => return format!("unreadable frame from the admin: {e}"),
                     },

@@ -177,6 +177,32 @@ async fn a_pull_executor_with_no_port_runs_cron_manual_broadcast_kill_and_timeou
     let run = api.trigger(echo, Some("after the drain"), None).await;
     let run = api.wait_final(run.id).await;
     assert_eq!(run.address(), b.address, "{run:?}");
+
+    // The results came over the executors' connections, not by HTTP callbacks.
+    let metrics = reqwest::get(format!("{}/metrics", api.base()))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    let results: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("tickwork_pull_results_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no pull results counter in {metrics}"));
+    let mut succeeded = 0;
+    for job in [cron, echo, shards, short] {
+        succeeded += api
+            .runs(job)
+            .await
+            .iter()
+            .filter(|r| r.state == "succeeded")
+            .count() as u64;
+    }
+    assert!(
+        results >= succeeded,
+        "{results} results over pull connections for {succeeded} succeeded runs"
+    );
 }
 
 /// A pull executor with one slot: a second run waits for the first to end (its credit comes

@@ -189,7 +189,14 @@ async fn call(
                     .map_err(|e| Error::invalid(e.to_string()))
             });
         let recorded = match items {
-            Ok(items) => scheduler.executor_api().callbacks(auth, items).await,
+            Ok(items) => {
+                let n = items.len();
+                let recorded = scheduler.executor_api().callbacks(auth, items).await;
+                if recorded.is_ok() {
+                    scheduler.inner.client.pull_links().count_results(n);
+                }
+                recorded
+            }
             Err(e) => Err(e),
         };
         match recorded {
