@@ -401,17 +401,19 @@ impl PullLinks {
         }
     }
 
-    /// Lets go of `link` if its address still has it (not a newer connection of the executor).
-    pub(crate) fn remove(&self, link: &Arc<Link>) {
+    /// Lets go of `link` if its address still has it (not a newer connection of the
+    /// executor); whether it had.
+    pub(crate) fn remove(&self, link: &Arc<Link>) -> bool {
         let mut links = self.links.lock().expect("links lock");
-        if links
+        let current = links
             .get(&link.address)
-            .is_some_and(|l| Arc::ptr_eq(l, link))
-        {
+            .is_some_and(|l| Arc::ptr_eq(l, link));
+        if current {
             links.remove(&link.address);
         }
         drop(links);
         link.close();
+        current
     }
 
     /// The link of `address`, when this admin holds it and it serves `app` (a group's calls

@@ -56,9 +56,7 @@ impl CallbackQueue {
     }
 
     pub(crate) fn push(&self, callback: HandleCallbackParam) {
-        self.counters
-            .callbacks_queued
-            .fetch_add(1, Ordering::Relaxed);
+        self.counters.result_queued(callback.log_id);
         if let Some(ended) = &self.ended {
             let _ = ended.send(callback.log_id);
         }
@@ -203,11 +201,7 @@ async fn deliver(
     }
     let body = Bytes::from(tickwork_protocol::encode(&batch));
     match admin.call("callback", body).await {
-        Ok(_) => {
-            counters
-                .callbacks_sent
-                .fetch_add(batch.len() as u64, Ordering::Relaxed);
-        }
+        Ok(_) => counters.results_delivered(&batch),
         Err(e) => {
             tracing::warn!(error = %e, count = batch.len(), "callback not accepted; spooling");
             spool.keep(batch, counters).await;
@@ -329,9 +323,7 @@ async fn resend_pass(admin: &AdminClient, spool: &Arc<Spool>, counters: &Counter
             memory.extend(leftovers.into_iter().skip(i));
             return false;
         }
-        counters
-            .callbacks_sent
-            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        counters.results_delivered(batch);
     }
     let files = match spool.files() {
         Ok(files) => files,
@@ -356,9 +348,7 @@ async fn resend_pass(admin: &AdminClient, spool: &Arc<Spool>, counters: &Counter
             tracing::debug!(error = %e, "callback resend refused");
             return false;
         }
-        counters
-            .callbacks_sent
-            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        counters.results_delivered(&batch);
         if let Err(e) = fs::remove_file(&path) {
             // Sending the batch again later is harmless: the admin ignores repeat callbacks.
             tracing::warn!(path = %path.display(), error = %e, "cannot delete a resent spool file");

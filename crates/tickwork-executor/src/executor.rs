@@ -52,6 +52,38 @@ pub(crate) struct Counters {
     pub(crate) callbacks_queued: AtomicU64,
     pub(crate) callbacks_sent: AtomicU64,
     pub(crate) callbacks_spooled: AtomicU64,
+    /// Pull mode: the runs that ended whose results no admin accepted yet (a reconnecting
+    /// executor still holds them: their results are on the way).
+    pub(crate) unreported: Option<std::sync::Mutex<std::collections::HashSet<i64>>>,
+}
+
+impl Counters {
+    /// A run ended; its result is queued.
+    pub(crate) fn result_queued(&self, run_id: i64) {
+        self.callbacks_queued.fetch_add(1, Ordering::Relaxed);
+        if let Some(unreported) = &self.unreported {
+            unreported.lock().expect("unreported lock").insert(run_id);
+        }
+    }
+
+    /// An admin accepted these results.
+    pub(crate) fn results_delivered(&self, batch: &[tickwork_protocol::HandleCallbackParam]) {
+        self.callbacks_sent
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        if let Some(unreported) = &self.unreported {
+            let mut unreported = unreported.lock().expect("unreported lock");
+            for result in batch {
+                unreported.remove(&result.log_id);
+            }
+        }
+    }
+
+    /// The runs whose results are not delivered yet.
+    pub(crate) fn unreported(&self) -> Vec<i64> {
+        self.unreported.as_ref().map_or_else(Vec::new, |u| {
+            u.lock().expect("unreported lock").iter().copied().collect()
+        })
+    }
 }
 
 /// A snapshot of what an executor is doing.
@@ -324,7 +356,10 @@ impl ExecutorBuilder {
             false => AdminClient::new(&config)?,
         };
         let admin = Arc::new(admin);
-        let counters = Arc::new(Counters::default());
+        let counters = Arc::new(Counters {
+            unreported: config.pull.then(Default::default),
+            ..Counters::default()
+        });
         let (ended_tx, ended_rx) = tokio::sync::mpsc::unbounded_channel();
         let ended_tx = config.pull.then_some(ended_tx);
         let (callbacks, callback_rx) = CallbackQueue::new(Arc::clone(&counters), ended_tx);
@@ -383,6 +418,7 @@ impl ExecutorBuilder {
                     ended: ended_rx,
                     connected: Arc::clone(&pull_connected),
                     calls: pull_calls,
+                    counters: Arc::clone(&counters),
                 };
                 let (drain, stop) = (pull_drain.clone(), server_stop.clone());
                 tokio::spawn(async move {

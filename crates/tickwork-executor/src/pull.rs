@@ -92,6 +92,8 @@ pub(crate) struct Pull {
     pub(crate) connected: Arc<AtomicBool>,
     /// The results sent over the connection.
     pub(crate) calls: Arc<PullCalls>,
+    /// The runs whose results are on the way (listed in the hello as held).
+    pub(crate) counters: Arc<crate::executor::Counters>,
 }
 
 /// `ws://<host>/<context>/api/pull` for an admin base `http://<host>/<context>`.
@@ -189,11 +191,15 @@ impl Pull {
         while let Ok(id) = self.ended.try_recv() {
             held.remove(&id);
         }
+        // Held: queued or running, or ended with the result still on its way; the admin
+        // counts every other run it dispatched here as lost.
+        let mut running: HashSet<i64> = held.iter().copied().collect();
+        running.extend(self.counters.unreported());
         let hello = Frame::Hello {
             app: self.app.clone(),
             instance: self.instance.clone(),
             credits: self.slots.saturating_sub(held.len() as u32),
-            running: held.iter().copied().collect(),
+            running: running.into_iter().collect(),
         };
         if let Err(e) = sink.send(Message::text(hello.to_text())).await {
             return format!("cannot send the hello: {}", error_chain(&e));

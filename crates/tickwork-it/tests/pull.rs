@@ -391,3 +391,42 @@ async fn a_saturated_pull_executor_takes_a_manual_run_first_then_higher_priority
     })
     .await;
 }
+
+/// An admin restart under a pull executor: the executor dials again and lists what it still
+/// holds, a run still running and one whose result waits in its spool, so neither is taken
+/// for lost; both end with their results.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_executor_keeps_its_runs_across_an_admin_restart() {
+    tickwork_it::run(Backend::Sqlite, |mut c: Cluster| async move {
+        let api = c.start_admin().await;
+        let group = api.create_group("stay-app").await;
+        let e = c.start_pull_executor("stay-app", &[]).await;
+        api.wait_live(group, std::slice::from_ref(&e.address)).await;
+        let sleeper = |secs: u32| {
+            json!({ "glue_type": "GLUE_SHELL",
+                    "glue_source": format!("#!/bin/sh\necho begun\nsleep {secs}\n") })
+        };
+        let (long, short) = (
+            job(&api, group, sleeper(6)).await,
+            job(&api, group, sleeper(1)).await,
+        );
+        let long_run = api.trigger(long, None, None).await;
+        let short_run = api.trigger(short, None, None).await;
+        for id in [long_run.id, short_run.id] {
+            api.wait_dispatched(id).await;
+        }
+
+        c.stop_admin().await;
+        // The short run ends while no admin listens: its result goes to the spool.
+        wait_until("the short run's result to be spooled", WAIT, || async {
+            c.executor_log(&e).contains("spooling").then_some(())
+        })
+        .await;
+        let api = c.start_admin().await;
+        for id in [long_run.id, short_run.id] {
+            let run = api.wait_final(id).await;
+            assert_eq!(run.state, "succeeded", "{run:?}");
+        }
+    })
+    .await;
+}

@@ -306,6 +306,10 @@ pub trait RunLedger: Send + Sync {
     /// completes them as `lost` through the usual completion path.
     async fn runs_find_lost(&self, query: LostQuery) -> Result<Vec<Run>, Error>;
 
+    /// The runs dispatched to one executor address before an instant, oldest dispatch first
+    /// (a pull executor that reconnects says which of them it still holds).
+    async fn runs_dispatched_to(&self, query: DispatchedTo) -> Result<Vec<Run>, Error>;
+
     // ---- retention ----
 
     /// Deletes one batch of final runs scheduled before `before` (see [`RunPurge`]); how

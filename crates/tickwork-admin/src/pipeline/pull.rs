@@ -7,8 +7,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tickwork_core::run::RunState;
 use tickwork_protocol::pull::{self, Frame};
 use tickwork_protocol::{Envelope, RegistryParam, msg};
+use tickwork_store::RunComplete;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
@@ -51,8 +53,9 @@ pub(crate) async fn serve(
     };
     info!(app = %link.app, address = %link.address, "pull executor connected");
     let goodbye = frames(&scheduler, &auth, &link, &mut incoming, &outgoing).await;
-    scheduler.inner.client.pull_links().remove(&link);
-    if !link.is_draining() {
+    // A newer connection of the executor (here) keeps its registration.
+    let current = scheduler.inner.client.pull_links().remove(&link);
+    if current && !link.is_draining() {
         unregister(&scheduler, &auth, &link).await;
     }
     info!(app = %link.app, address = %link.address, reason = %goodbye.0, "pull executor disconnected");
@@ -67,11 +70,12 @@ async fn welcome(
     text: &str,
     outgoing: &mpsc::Sender<Frame>,
 ) -> Result<Arc<Link>, Error> {
+    let hello_at = scheduler.inner.clock.now_ms();
     let Ok(Frame::Hello {
         app,
         instance,
         credits,
-        running: _,
+        running,
     }) = Frame::from_text(text)
     else {
         return Err(Error::invalid("the first frame must be a hello"));
@@ -104,7 +108,7 @@ async fn welcome(
         return Err(e);
     }
     let welcome = Frame::Welcome {
-        address,
+        address: address.clone(),
         beat_interval_ms: BEAT_INTERVAL.as_millis() as u64,
     };
     if outgoing.send(welcome).await.is_err() {
@@ -112,7 +116,58 @@ async fn welcome(
         unregister(scheduler, auth, &link).await;
         return Err(Error::invalid("closed before the welcome"));
     }
+    if let Err(e) = reconcile(scheduler, &address, &running, hello_at).await {
+        warn!(%address, error = %e, "pull executor's runs not reconciled");
+    }
     Ok(link)
+}
+
+/// Most runs one hello reconciles; the lost-run monitor takes any beyond.
+const RECONCILE_LIMIT: u32 = 10_000;
+
+/// Ends as lost the runs dispatched to `address` before the hello that the executor does not
+/// hold any more (it lists the runs it queued or runs, and those whose results are on their
+/// way): they ended without a result, or the executor forgot them. Each is ended once, by the
+/// state machine.
+async fn reconcile(
+    scheduler: &Scheduler,
+    address: &str,
+    running: &[i64],
+    hello_at: i64,
+) -> Result<usize, Error> {
+    let query = tickwork_store::DispatchedTo {
+        address: address.to_owned(),
+        dispatched_before: hello_at,
+        limit: RECONCILE_LIMIT,
+    };
+    let dispatched = scheduler.inner.store.runs_dispatched_to(query).await?;
+    let held: std::collections::HashSet<i64> = running.iter().copied().collect();
+    let lost: Vec<RunComplete> = dispatched
+        .iter()
+        .filter(|r| !held.contains(&r.id))
+        .map(|r| {
+            warn!(run_id = r.id, job_id = r.job_id, %address, "run lost: the pull executor no longer holds it");
+            RunComplete {
+                run_id: r.id,
+                handle_code: tickwork_protocol::CODE_FAIL,
+                handle_msg: Some(format!(
+                    "lost: the pull executor {address} reconnected without this run"
+                )),
+                state: RunState::Lost,
+                at: hello_at,
+            }
+        })
+        .collect();
+    if lost.is_empty() {
+        return Ok(0);
+    }
+    let ended = scheduler.complete_many(&lost).await?.len();
+    scheduler
+        .inner
+        .stats
+        .runs_lost
+        .fetch_add(ended as u64, std::sync::atomic::Ordering::Relaxed);
+    Ok(ended)
 }
 
 /// Reads the executor's frames until the connection ends.

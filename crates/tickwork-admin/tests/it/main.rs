@@ -32,6 +32,7 @@ mod log_checkpoint;
 mod lost_runs;
 mod operations;
 mod outage;
+mod pull_protocol;
 mod scripts;
 mod support;
 mod xxl_job_35;

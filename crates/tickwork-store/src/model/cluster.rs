@@ -87,6 +87,15 @@ pub struct LostQuery {
     pub limit: u32,
 }
 
+/// Runs in state `dispatched` at `address`, dispatched before `dispatched_before`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DispatchedTo {
+    pub address: String,
+    pub dispatched_before: i64,
+    /// At most this many, oldest dispatch first.
+    pub limit: u32,
+}
+
 /// One retention batch: at most `limit` final runs scheduled before `before`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunPurge {

@@ -514,6 +514,21 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         convert(self.fetch_all::<RunRow>(q).await?)
     }
 
+    async fn runs_dispatched_to(&self, query: DispatchedTo) -> Result<Vec<Run>, Error> {
+        if query.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let q = Query::new(format!(
+            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE state{} AND executor_address = ? \
+             AND dispatched_at < ? ORDER BY dispatched_at, id LIMIT ?",
+            state_in(&[RunMove::Dispatch.to()])
+        ))
+        .bind(query.address)
+        .bind(query.dispatched_before)
+        .bind(i64::from(query.limit));
+        convert(self.fetch_all::<RunRow>(q).await?)
+    }
+
     async fn runs_purge(&self, purge: RunPurge) -> Result<u64, Error> {
         if purge.limit == 0 {
             return Ok(0);

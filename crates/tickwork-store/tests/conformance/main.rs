@@ -378,6 +378,7 @@ conformance! {
         misfire_marking_catch_up_and_ownership,
         one_catch_up_per_job_between_claims_and_takeovers,
         lost_run_selection,
+        runs_dispatched_to_one_address,
         callbacks_racing_the_ledger_are_never_lost,
         callbacks_racing_the_ledger_and_a_claim_are_never_lost,
     ],

@@ -597,3 +597,45 @@ pub(crate) async fn callbacks_racing_the_ledger_and_a_claim_are_never_lost(ctx: 
     other.close().await;
     third.close().await;
 }
+
+/// The runs dispatched to one address before an instant: not another address's, not a later
+/// one, not one that ended or is still being sent.
+pub(crate) async fn runs_dispatched_to_one_address(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "pulled").await;
+    let job = running_job(store, g.id, "pulled", NOW).await;
+    let here = "pull://inst-1";
+    let mut expected = Vec::new();
+    for (address, at, listed) in [
+        (here, NOW - 30, true),
+        ("pull://inst-2", NOW - 20, false),
+        (here, NOW + 5, false),
+        (here, NOW - 40, true),
+    ] {
+        let run = planned(store, job.id, Some("n"), at).await;
+        dispatch(store, run.id, address, at).await;
+        if listed {
+            expected.push((at, run.id));
+        }
+    }
+    let ended = planned(store, job.id, Some("n"), NOW - 50).await;
+    dispatch(store, ended.id, here, NOW - 50).await;
+    complete(store, ended.id, RunState::Succeeded).await;
+    let sending = planned(store, job.id, Some("n"), NOW - 60).await;
+    begin_send(store, sending.id).await;
+    expected.sort_unstable();
+    let query = DispatchedTo {
+        address: here.to_owned(),
+        dispatched_before: NOW,
+        limit: 100,
+    };
+    let found = store.runs_dispatched_to(query.clone()).await.unwrap();
+    let ids: Vec<i64> = found.iter().map(|r| r.id).collect();
+    assert_eq!(ids, expected.iter().map(|&(_, id)| id).collect::<Vec<_>>());
+    let one = store
+        .runs_dispatched_to(DispatchedTo { limit: 1, ..query })
+        .await
+        .unwrap();
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0].id, expected[0].1);
+}
