@@ -284,9 +284,13 @@ pub(crate) enum RelayAnswer {
     Failure(LinkFailure),
 }
 
-/// How often a relayed call's writer looks for the answer, and its holder for calls: the
-/// issue's bound for polling where the database has no notifications.
+/// How often a relayed call's writer looks for the answer, and its holder for calls, where
+/// the database has no notifications.
 pub(crate) const RELAY_POLL: Duration = Duration::from_millis(100);
+
+/// The same where the database notifies (PostgreSQL): only for a notification missed while
+/// the listening connection was lost.
+pub(crate) const RELAY_POLL_NOTIFIED: Duration = Duration::from_secs(1);
 
 /// How long after its deadline a call the holder took may still be answered: the holder makes
 /// no call after the deadline, but one under way finishes.
@@ -295,6 +299,10 @@ const RELAY_GRACE: Duration = Duration::from_secs(2);
 /// Calls for pull executors another node holds, through the database.
 pub(crate) struct Relay {
     store: Arc<dyn Store>,
+    /// The database notifies answers (see [`PullLinks::wake`]): poll slowly.
+    notified: AtomicBool,
+    /// The writers waiting for an answer, by call id.
+    answers: Mutex<HashMap<i64, Arc<tokio::sync::Notify>>>,
     /// The most a relayed `/run` may wait for its holder: this node's fence is open when the
     /// call is written, and no other node adopts the run before this node's heartbeat is
     /// older than `node_dead_after`, so a deadline within half of it (less a margin) is never
@@ -307,7 +315,20 @@ impl Relay {
         let run_horizon = (node_dead_after / 2)
             .saturating_sub(Duration::from_millis(500))
             .max(Duration::from_millis(200));
-        Relay { store, run_horizon }
+        Relay {
+            store,
+            notified: AtomicBool::new(false),
+            answers: Mutex::default(),
+            run_horizon,
+        }
+    }
+
+    fn poll(&self) -> Duration {
+        if self.notified.load(Ordering::Relaxed) {
+            RELAY_POLL_NOTIFIED
+        } else {
+            RELAY_POLL
+        }
     }
 
     /// Makes `path` at `address` through the node that holds it, waiting at most `timeout`
@@ -339,10 +360,37 @@ impl Relay {
             tracing::warn!(error = %e, "pull call not written for relay");
             LinkFailure::Relay
         })?;
+        let answered = Arc::new(tokio::sync::Notify::new());
+        self.answers
+            .lock()
+            .expect("answers lock")
+            .insert(id, answered.clone());
+        let outcome = self.collect(id, wait, &answered).await;
+        self.answers.lock().expect("answers lock").remove(&id);
+        outcome
+    }
+
+    /// Waits for the answer of call `id` (woken by its notification, or polling).
+    async fn collect(
+        &self,
+        id: i64,
+        wait: Duration,
+        answered: &tokio::sync::Notify,
+    ) -> Result<Value, LinkFailure> {
         let deadline = tokio::time::Instant::now() + wait;
         let mut withdrawn = false;
         loop {
-            tokio::time::sleep(RELAY_POLL).await;
+            // Up to the deadline, then (withdrawn, or taken and under way) each poll interval.
+            let now = tokio::time::Instant::now();
+            let next_look = if withdrawn {
+                now + self.poll()
+            } else {
+                (now + self.poll()).min(deadline)
+            };
+            tokio::select! {
+                _ = answered.notified() => {}
+                _ = tokio::time::sleep_until(next_look) => {}
+            }
             let late = tokio::time::Instant::now() >= deadline;
             let state = if late && !withdrawn {
                 withdrawn = true;
@@ -385,6 +433,8 @@ pub(crate) struct PullLinks {
     relay: OnceLock<Relay>,
     /// Results the executors sent over their connections, recorded.
     results: AtomicU64,
+    /// Wakes the holder's loop: a call for an executor here was written.
+    calls_written: tokio::sync::Notify,
 }
 
 impl PullLinks {
@@ -430,6 +480,47 @@ impl PullLinks {
     /// Sets the relay to other nodes' links (once, when the pipeline starts).
     pub(crate) fn set_relay(&self, relay: Relay) {
         let _ = self.relay.set(relay);
+    }
+
+    /// A notification of the database: a call for one of the executors here was written
+    /// (the holder's loop takes it now), or a call was answered (its writer collects it).
+    pub(crate) fn wake(&self, wake: tickwork_store::PullWake) {
+        let Some(relay) = self.relay.get() else {
+            return;
+        };
+        relay.notified.store(true, Ordering::Relaxed);
+        match wake {
+            tickwork_store::PullWake::Call(address) => {
+                if self
+                    .links
+                    .lock()
+                    .expect("links lock")
+                    .contains_key(&address)
+                {
+                    self.calls_written.notify_one();
+                }
+            }
+            tickwork_store::PullWake::Answer(id) => {
+                let waiter = relay
+                    .answers
+                    .lock()
+                    .expect("answers lock")
+                    .get(&id)
+                    .cloned();
+                if let Some(waiter) = waiter {
+                    waiter.notify_one();
+                }
+            }
+        }
+    }
+
+    /// Waits until a call for an executor here is notified, or the poll interval passed.
+    pub(crate) async fn calls_or_poll(&self) {
+        let poll = self.relay.get().map_or(RELAY_POLL, Relay::poll);
+        tokio::select! {
+            _ = self.calls_written.notified() => {}
+            _ = tokio::time::sleep(poll) => {}
+        }
     }
 
     /// Makes `path` at `address` through the node that holds it (this one does not).

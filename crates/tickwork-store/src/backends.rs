@@ -242,6 +242,44 @@ impl Backend for PostgresBackend {
 
     // PostgreSQL reports inserted ids only through RETURNING, which the store uses instead.
     query_methods!(Postgres, numbered, |_done| 0);
+
+    async fn listen(
+        pool: &Pool<Postgres>,
+        channels: &'static [&'static str],
+    ) -> Result<Option<tokio::sync::mpsc::Receiver<(String, String)>>, Error> {
+        // A pool of its own: a listener keeps its connection for good, which must not shrink
+        // the store's pool.
+        let own = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with((*pool.connect_options()).clone())
+            .await?;
+        let mut listener = sqlx::postgres::PgListener::connect_with(&own).await?;
+        listener.listen_all(channels.iter().copied()).await?;
+        let (tx, rx) = tokio::sync::mpsc::channel(1024);
+        tokio::spawn(async move {
+            loop {
+                // A lost connection is opened again by the next `recv` (what was notified
+                // meanwhile is missed: the listeners poll slowly as well).
+                let notification = tokio::select! {
+                    _ = tx.closed() => return,
+                    n = listener.recv() => n,
+                };
+                match notification {
+                    Ok(n) => {
+                        let item = (n.channel().to_owned(), n.payload().to_owned());
+                        if tx.try_send(item).is_err() && tx.is_closed() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "notification listener lost its connection");
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        });
+        Ok(Some(rx))
+    }
 }
 
 /// MySQL 8 and MariaDB >= 10.6 (both have `SKIP LOCKED`).

@@ -322,6 +322,18 @@ pub(crate) trait Backend: Send + Sync + 'static {
         conn: &mut Conn<Self>,
         query: Query,
     ) -> impl Future<Output = Result<Option<T>, sqlx::Error>> + Send;
+
+    /// The notifications of `channels` (PostgreSQL's `LISTEN`), each as (channel, payload),
+    /// read by a task of its own until the receiver is dropped; `None` where the database has
+    /// none.
+    fn listen(
+        pool: &Pool<Self::Db>,
+        channels: &'static [&'static str],
+    ) -> impl Future<Output = Result<Option<tokio::sync::mpsc::Receiver<(String, String)>>, Error>> + Send
+    {
+        let _ = (pool, channels);
+        async { Ok(None) }
+    }
 }
 
 /// Rewrites `?` placeholders as PostgreSQL's `$1, $2, ...`, leaving quoted text alone.

@@ -370,6 +370,11 @@ pub trait ClusterStore: Send + Sync {
     /// Deletes a call nobody took yet ([`PullCallState::Withdrawn`]); a taken one stays and
     /// its state is returned.
     async fn pull_call_withdraw(&self, id: i64) -> Result<PullCallState, Error>;
+
+    /// News of pull calls written and answered by any node, as the database notifies them
+    /// (PostgreSQL's `LISTEN`/`NOTIFY`); `None` where it cannot (the nodes poll). Notifications
+    /// sent while the listening connection is lost are missed.
+    async fn pull_wakeups(&self) -> Result<Option<tokio::sync::mpsc::Receiver<PullWake>>, Error>;
 }
 
 /// Alarms: the runs' alarm status, the channels, and the deliveries to them. Queueing a

@@ -339,6 +339,15 @@ impl Scheduler {
                     s.inner.config.cluster.node_dead_after,
                 ));
             cluster.spawn(pull_relay::relay_loop(s.clone()));
+            match s.inner.store.pull_wakeups().await {
+                Ok(Some(wakes)) => {
+                    cluster.spawn(pull_relay::wake_loop(s.clone(), wakes));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "no notifications of relayed pull calls; polling")
+                }
+            }
         }
         let tasks = Tasks {
             pipeline,

@@ -1,5 +1,6 @@
 //! The holder's side of relayed pull calls: while this node holds pull connections, it takes
-//! the calls other nodes wrote for them (every [`RELAY_POLL`]), makes each over its connection
+//! the calls other nodes wrote for them (when the database notifies one, PostgreSQL, or
+//! polling every 100 ms), makes each over its connection
 //! (a `/run` with one of the executor's credits, and never after the call's deadline) and
 //! writes the answer back.
 
@@ -8,10 +9,28 @@ use tickwork_store::{PullCall, PullCallAnswer, PullCallsTake};
 use tracing::{debug, warn};
 
 use super::Scheduler;
-use crate::pull_links::{LinkFailure, RELAY_POLL, RelayAnswer, wall_ms};
+use crate::pull_links::{LinkFailure, RelayAnswer, wall_ms};
 
 /// Calls older than this are deleted by the takes (their writer died waiting).
 const STALE_MS: i64 = 10 * 60 * 1000;
+
+/// Hands the database's notifications of relayed calls to the links until the cluster stops.
+pub(crate) async fn wake_loop(
+    scheduler: Scheduler,
+    mut wakes: tokio::sync::mpsc::Receiver<tickwork_store::PullWake>,
+) {
+    let stop = scheduler.inner.cluster_stop.clone();
+    let links = scheduler.inner.client.pull_links().clone();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            wake = wakes.recv() => match wake {
+                Some(wake) => links.wake(wake),
+                None => return,
+            },
+        }
+    }
+}
 
 /// Takes and makes relayed calls until the cluster stops.
 pub(crate) async fn relay_loop(scheduler: Scheduler) {
@@ -20,7 +39,7 @@ pub(crate) async fn relay_loop(scheduler: Scheduler) {
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(RELAY_POLL) => {}
+            _ = links.calls_or_poll() => {}
         }
         // No connection here: no call can be for this node.
         let addresses = links.addresses();

@@ -169,3 +169,12 @@ pub enum PullCallState {
     /// Withdrawn by its writer before anyone took it (or gone): it was never made.
     Withdrawn,
 }
+
+/// A relayed pull call's news, from the database's notifications (PostgreSQL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PullWake {
+    /// A call was written for the executor at this address.
+    Call(String),
+    /// The call with this id was answered.
+    Answer(i64),
+}

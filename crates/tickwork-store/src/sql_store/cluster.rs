@@ -1,6 +1,11 @@
-//! Admin nodes and leases.
+//! Admin nodes and leases, and the calls relayed between nodes for pull executors.
 
 use super::*;
+
+/// PostgreSQL's notification channel of written pull calls (the payload: the address).
+const PULL_CALLS_CHANNEL: &str = "tw_pull_calls";
+/// PostgreSQL's notification channel of answered pull calls (the payload: the call's id).
+const PULL_ANSWERS_CHANNEL: &str = "tw_pull_answers";
 
 #[async_trait]
 impl<B: Backend> ClusterStore for SqlStore<B> {
@@ -85,6 +90,7 @@ impl<B: Backend> ClusterStore for SqlStore<B> {
 
     async fn pull_call_put(&self, call: PullCallNew) -> Result<i64, Error> {
         check_required("address", &call.address, ADDRESS_MAX)?;
+        let address = call.address.clone();
         check_required("app name", &call.app, APP_NAME_MAX)?;
         check_required("path", &call.path, ADDRESS_MAX)?;
         let q = Query::new(
@@ -99,9 +105,16 @@ impl<B: Backend> ClusterStore for SqlStore<B> {
         .bind(call.now)
         .bind(call.deadline_at);
         let mut conn = self.writes.acquire().await?;
-        Self::insert_id(&mut conn, q)
+        let id = Self::insert_id(&mut conn, q)
             .await?
-            .ok_or_else(|| Error::corrupt("the pull call insert wrote no row".to_owned()))
+            .ok_or_else(|| Error::corrupt("the pull call insert wrote no row".to_owned()))?;
+        if B::KIND == Kind::Postgres {
+            let notify = Query::new("SELECT pg_notify(?, ?)")
+                .bind(PULL_CALLS_CHANNEL)
+                .bind(address);
+            B::execute(&mut *conn, notify).await?;
+        }
+        Ok(id)
     }
 
     async fn pull_calls_take(&self, take: PullCallsTake) -> Result<Vec<PullCall>, Error> {
@@ -160,7 +173,15 @@ impl<B: Backend> ClusterStore for SqlStore<B> {
         .bind(answer.answer)
         .bind(answer.now)
         .bind(answer.id);
-        Ok(self.execute(q).await? > 0)
+        let mut conn = self.writes.acquire().await?;
+        let answered = B::execute(&mut *conn, q).await?.rows > 0;
+        if answered && B::KIND == Kind::Postgres {
+            let notify = Query::new("SELECT pg_notify(?, ?)")
+                .bind(PULL_ANSWERS_CHANNEL)
+                .bind(answer.id.to_string());
+            B::execute(&mut *conn, notify).await?;
+        }
+        Ok(answered)
     }
 
     async fn pull_call_collect(&self, id: i64) -> Result<PullCallState, Error> {
@@ -178,6 +199,30 @@ impl<B: Backend> ClusterStore for SqlStore<B> {
             Some((Some(_), None)) => PullCallState::Taken,
             Some((None, None)) => PullCallState::Waiting,
         })
+    }
+
+    async fn pull_wakeups(&self) -> Result<Option<tokio::sync::mpsc::Receiver<PullWake>>, Error> {
+        let Some(mut notes) =
+            B::listen(&self.writes, &[PULL_CALLS_CHANNEL, PULL_ANSWERS_CHANNEL]).await?
+        else {
+            return Ok(None);
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel(1024);
+        tokio::spawn(async move {
+            while let Some((channel, payload)) = notes.recv().await {
+                let wake = match channel.as_str() {
+                    PULL_CALLS_CHANNEL => PullWake::Call(payload),
+                    _ => match payload.parse() {
+                        Ok(id) => PullWake::Answer(id),
+                        Err(_) => continue,
+                    },
+                };
+                if tx.send(wake).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Some(rx))
     }
 
     async fn pull_call_withdraw(&self, id: i64) -> Result<PullCallState, Error> {

@@ -234,3 +234,50 @@ pub(crate) async fn pull_calls_are_taken_once_answered_and_collected(ctx: Ctx) {
         );
     }
 }
+
+/// PostgreSQL notifies written and answered pull calls; the other databases have no
+/// notifications (their nodes poll).
+pub(crate) async fn pull_calls_are_notified_where_the_database_can(ctx: Ctx) {
+    let store = &*ctx.store;
+    let Some(mut wakes) = store.pull_wakeups().await.unwrap() else {
+        assert_ne!(store.backend(), "postgres", "PostgreSQL notifies");
+        return;
+    };
+    let id = store
+        .pull_call_put(PullCallNew {
+            address: "pull://noted".to_owned(),
+            app: "app".to_owned(),
+            path: "/beat".to_owned(),
+            body: "null".to_owned(),
+            rank: 0,
+            now: NOW,
+            deadline_at: NOW + 3000,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        next_wake(&mut wakes).await,
+        PullWake::Call("pull://noted".to_owned())
+    );
+    let take = PullCallsTake {
+        addresses: vec!["pull://noted".to_owned()],
+        now: NOW + 1,
+        stale_before: 0,
+        limit: 10,
+    };
+    assert_eq!(store.pull_calls_take(take).await.unwrap().len(), 1);
+    let answer = PullCallAnswer {
+        id,
+        answer: "{}".to_owned(),
+        now: NOW + 2,
+    };
+    assert!(store.pull_call_answer(answer).await.unwrap());
+    assert_eq!(next_wake(&mut wakes).await, PullWake::Answer(id));
+}
+
+async fn next_wake(wakes: &mut tokio::sync::mpsc::Receiver<PullWake>) -> PullWake {
+    tokio::time::timeout(std::time::Duration::from_secs(30), wakes.recv())
+        .await
+        .expect("a notification in time")
+        .expect("the listener is open")
+}

@@ -371,6 +371,7 @@ conformance! {
         lease_acquire_renew_and_steal_after_expiry,
         node_leave_and_sweep,
         pull_calls_are_taken_once_answered_and_collected,
+        pull_calls_are_notified_where_the_database_can,
     ],
     recovery: [
         adopt_orphaned_takes_runs_of_dead_and_departed_nodes,
