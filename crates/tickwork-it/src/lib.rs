@@ -185,12 +185,18 @@ impl Cluster {
         assert!(status.success(), "{name} exited with {status} on SIGTERM");
     }
 
-    /// Starts an executor of `app` registering with the admin (scripts enabled).
-    pub async fn start_executor(&mut self, app: &str) -> Executor {
+    /// The next executor's index, the test's folder and the executor's logs folder.
+    fn next_executor(&self) -> (usize, PathBuf, PathBuf) {
         let index = self.executors.len();
         let dir = self.dir();
         let logs = dir.join(format!("executor-{index}"));
-        let args: Vec<OsString> = vec![
+        (index, dir, logs)
+    }
+
+    /// `tickwork executor` of `app` with the admin, its token, `logs`, scripts enabled, and
+    /// `mode`'s flags.
+    fn executor_args(&self, app: &str, logs: &std::path::Path, mode: &[&str]) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec![
             "executor".into(),
             "--app".into(),
             app.into(),
@@ -198,14 +204,20 @@ impl Cluster {
             self.admin_url().into(),
             "--token".into(),
             self.access_token.clone().into(),
-            "--listen".into(),
-            "127.0.0.1:0".into(),
             "--logs".into(),
-            logs.clone().into(),
+            logs.into(),
             "--enable-scripts".into(),
             "--shutdown-timeout".into(),
             "30s".into(),
         ];
+        args.extend(mode.iter().map(OsString::from));
+        args
+    }
+
+    /// Starts an executor of `app` registering with the admin (scripts enabled).
+    pub async fn start_executor(&mut self, app: &str) -> Executor {
+        let (index, dir, logs) = self.next_executor();
+        let args = self.executor_args(app, &logs, &["--listen", "127.0.0.1:0"]);
         let log = dir.join(format!("executor-{index}.log"));
         let (process, addr) =
             start_tickwork(&format!("executor #{index} ({app})"), &args, log).await;
@@ -221,25 +233,10 @@ impl Cluster {
     /// Starts a pull executor of `app` (`--pull`: no port of its own; it dials the admin) with
     /// `extra` flags; its address is the one the admin registers it under.
     pub async fn start_pull_executor(&mut self, app: &str, extra: &[&str]) -> Executor {
-        let index = self.executors.len();
-        let dir = self.dir();
-        let logs = dir.join(format!("executor-{index}"));
-        let mut args: Vec<OsString> = vec![
-            "executor".into(),
-            "--pull".into(),
-            "--app".into(),
-            app.into(),
-            "--admin".into(),
-            self.admin_url().into(),
-            "--token".into(),
-            self.access_token.clone().into(),
-            "--logs".into(),
-            logs.clone().into(),
-            "--enable-scripts".into(),
-            "--shutdown-timeout".into(),
-            "30s".into(),
-        ];
-        args.extend(extra.iter().map(OsString::from));
+        let (index, dir, logs) = self.next_executor();
+        let mut mode = vec!["--pull"];
+        mode.extend_from_slice(extra);
+        let args = self.executor_args(app, &logs, &mode);
         let log = dir.join(format!("executor-{index}.log"));
         let (process, address) = start_tickwork_until(
             &format!("pull executor #{index} ({app})"),
