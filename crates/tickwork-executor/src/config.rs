@@ -182,6 +182,13 @@ impl ExecutorConfig {
                         .into(),
                 ));
             }
+            if self.access_token.trim().is_empty() {
+                return Err(Error::Config(
+                    "pull mode needs the access token: an admin refuses a pull connection \
+                     without one"
+                        .into(),
+                ));
+            }
             if let Some(admin) = self
                 .admin_addresses
                 .iter()
@@ -335,6 +342,41 @@ mod tests {
                     .contains("accepted runs capacity"),
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    fn pull_mode_settings_are_checked() {
+        let pull = || {
+            let mut c = ExecutorConfig::new("app");
+            c.pull = true;
+            c.admin_addresses = vec!["http://admin:8080".into()];
+            c.access_token = "secret-token".into();
+            c
+        };
+        assert!(pull().validate().is_ok());
+        // Scripts without a listening port need no loopback rule.
+        let mut scripts = pull();
+        scripts.scripts_enabled = true;
+        assert!(scripts.validate().is_ok());
+        type Change = fn(&mut ExecutorConfig);
+        let cases: [(&str, Change); 6] = [
+            ("at least one admin", |c| c.admin_addresses.clear()),
+            ("advertised address", |c| {
+                c.advertised_address = Some("http://me/".into())
+            }),
+            ("access token", |c| c.access_token.clear()),
+            ("http:// admins only", |c| {
+                c.admin_addresses = vec!["https://admin".into()]
+            }),
+            ("pull slots", |c| c.pull_slots = 0),
+            ("pull slots", |c| c.pull_slots = MAX_PULL_SLOTS + 1),
+        ];
+        for (says, change) in cases {
+            let mut c = pull();
+            change(&mut c);
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains(says), "{says}: {e}");
         }
     }
 

@@ -335,6 +335,34 @@ mod tests {
     }
 
     #[test]
+    fn pull_mode_from_a_flag_or_the_file_and_never_with_a_port() {
+        let base = ["--app", "a", "--token", "t", "--admin", "http://admin:8080"];
+        let s = resolve(
+            args(&[&base[..], &["--pull", "--pull-slots", "3"]].concat()),
+            FileConfig::default(),
+        )
+        .unwrap();
+        assert!(s.config.pull);
+        assert_eq!(s.config.pull_slots, 3);
+        let s = resolve(args(&base), file("pull = true\npull_slots = 9")).unwrap();
+        assert!(s.config.pull);
+        assert_eq!(s.config.pull_slots, 9);
+        for (flags, text) in [
+            (&["--pull", "--listen", "127.0.0.1:9"][..], ""),
+            (&["--pull"][..], "listen = \"127.0.0.1:9\""),
+        ] {
+            let e = resolve(args(&[&base[..], flags].concat()), file(text)).unwrap_err();
+            assert!(e.to_string().contains("listens on no port"), "{e}");
+        }
+        let e = resolve(
+            args(&[&base[..], &["--pull", "--pull-slots", "0"]].concat()),
+            FileConfig::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("pull slots"), "{e}");
+    }
+
+    #[test]
     fn defaults_apply_without_file() {
         let s = resolve(
             args(&[
