@@ -189,15 +189,6 @@ impl ExecutorConfig {
                         .into(),
                 ));
             }
-            if let Some(admin) = self
-                .admin_addresses
-                .iter()
-                .find(|a| a.starts_with("https://"))
-            {
-                return Err(Error::Config(format!(
-                    "admin address {admin:?}: pull mode dials http:// admins only for now"
-                )));
-            }
             if !(1..=MAX_PULL_SLOTS).contains(&self.pull_slots) {
                 return Err(Error::Config(format!(
                     "pull slots {} must be between 1 and {MAX_PULL_SLOTS}",
@@ -360,15 +351,12 @@ mod tests {
         scripts.scripts_enabled = true;
         assert!(scripts.validate().is_ok());
         type Change = fn(&mut ExecutorConfig);
-        let cases: [(&str, Change); 6] = [
+        let cases: [(&str, Change); 5] = [
             ("at least one admin", |c| c.admin_addresses.clear()),
             ("advertised address", |c| {
                 c.advertised_address = Some("http://me/".into())
             }),
             ("access token", |c| c.access_token.clear()),
-            ("http:// admins only", |c| {
-                c.admin_addresses = vec!["https://admin".into()]
-            }),
             ("pull slots", |c| c.pull_slots = 0),
             ("pull slots", |c| c.pull_slots = MAX_PULL_SLOTS + 1),
         ];

@@ -96,15 +96,17 @@ pub(crate) struct Pull {
     pub(crate) counters: Arc<crate::executor::Counters>,
 }
 
-/// `ws://<host>/<context>/api/pull` for an admin base `http://<host>/<context>`.
+/// `ws://<host>/<context>/api/pull` for an admin base `http://<host>/<context>`, `wss://` for
+/// `https://` (TLS with rustls, the system's root certificates, or the file `SSL_CERT_FILE`
+/// names).
 pub(crate) fn ws_url(base: &str) -> Result<String, String> {
     let base = base.trim().trim_end_matches('/');
     if let Some(rest) = base.strip_prefix("http://") {
         Ok(format!("ws://{rest}{PULL_PATH}"))
-    } else if base.starts_with("https://") {
-        Err("pull mode does not dial https admins yet: use http:// (a TLS-terminating proxy in front of the executor's way out works)".into())
+    } else if let Some(rest) = base.strip_prefix("https://") {
+        Ok(format!("wss://{rest}{PULL_PATH}"))
     } else {
-        Err(format!("{base:?} is not an http:// address"))
+        Err(format!("{base:?} is not an http:// or https:// address"))
     }
 }
 
@@ -376,10 +378,10 @@ mod tests {
             ("http://h:8080", "ws://h:8080/api/pull"),
             ("http://h:8080/", "ws://h:8080/api/pull"),
             ("http://h/xxl-job-admin/", "ws://h/xxl-job-admin/api/pull"),
+            ("https://h:8443", "wss://h:8443/api/pull"),
         ] {
             assert_eq!(ws_url(base).unwrap(), url);
         }
-        assert!(ws_url("https://h/").is_err());
         assert!(ws_url("ftp://h/").is_err());
     }
 }

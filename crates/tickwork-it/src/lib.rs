@@ -193,15 +193,21 @@ impl Cluster {
         (index, dir, logs)
     }
 
-    /// `tickwork executor` of `app` with the admin, its token, `logs`, scripts enabled, and
-    /// `mode`'s flags.
-    fn executor_args(&self, app: &str, logs: &std::path::Path, mode: &[&str]) -> Vec<OsString> {
+    /// `tickwork executor` of `app` with `admin`, the access token, `logs`, scripts enabled,
+    /// and `mode`'s flags.
+    fn executor_args(
+        &self,
+        app: &str,
+        admin: &str,
+        logs: &std::path::Path,
+        mode: &[&str],
+    ) -> Vec<OsString> {
         let mut args: Vec<OsString> = vec![
             "executor".into(),
             "--app".into(),
             app.into(),
             "--admin".into(),
-            self.admin_url().into(),
+            admin.into(),
             "--token".into(),
             self.access_token.clone().into(),
             "--logs".into(),
@@ -217,7 +223,8 @@ impl Cluster {
     /// Starts an executor of `app` registering with the admin (scripts enabled).
     pub async fn start_executor(&mut self, app: &str) -> Executor {
         let (index, dir, logs) = self.next_executor();
-        let args = self.executor_args(app, &logs, &["--listen", "127.0.0.1:0"]);
+        let admin = self.admin_url();
+        let args = self.executor_args(app, &admin, &logs, &["--listen", "127.0.0.1:0"]);
         let log = dir.join(format!("executor-{index}.log"));
         let (process, addr) =
             start_tickwork(&format!("executor #{index} ({app})"), &args, log).await;
@@ -233,14 +240,28 @@ impl Cluster {
     /// Starts a pull executor of `app` (`--pull`: no port of its own; it dials the admin) with
     /// `extra` flags; its address is the one the admin registers it under.
     pub async fn start_pull_executor(&mut self, app: &str, extra: &[&str]) -> Executor {
+        let admin = self.admin_url();
+        self.start_pull_executor_at(app, &admin, extra, &[]).await
+    }
+
+    /// As [`Cluster::start_pull_executor`], dialling `admin` with `env` set.
+    pub async fn start_pull_executor_at(
+        &mut self,
+        app: &str,
+        admin: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Executor {
         let (index, dir, logs) = self.next_executor();
         let mut mode = vec!["--pull"];
         mode.extend_from_slice(extra);
-        let args = self.executor_args(app, &logs, &mode);
+        let mut cmd = std::process::Command::new(tickwork_bin());
+        cmd.args(self.executor_args(app, admin, &logs, &mode));
+        cmd.envs(env.iter().copied());
         let log = dir.join(format!("executor-{index}.log"));
         let (process, address) = start_tickwork_until(
             &format!("pull executor #{index} ({app})"),
-            &args,
+            cmd,
             log,
             "its pulling line",
             |line| {

@@ -38,24 +38,26 @@ pub fn tickwork_bin() -> PathBuf {
 /// The process prints nothing of its own when a test fails: the [`crate::Cluster`] shows the
 /// logs of all its processes together.
 pub async fn start_tickwork(name: &str, args: &[OsString], log: PathBuf) -> (Process, SocketAddr) {
-    start_tickwork_until(name, args, log, "its listening line", |line| {
+    let mut cmd = Command::new(tickwork_bin());
+    cmd.args(args);
+    start_tickwork_until(name, cmd, log, "its listening line", |line| {
         let (_, addr) = line.split_once(" listening on ")?;
         addr.trim().parse::<SocketAddr>().ok()
     })
     .await
 }
 
-/// As [`start_tickwork`], waiting for the first line `ready` makes something of (`what` names
-/// it in the panic).
+/// As [`start_tickwork`] for a `tickwork` command made by the caller (its arguments and
+/// environment), waiting for the first line `ready` makes something of (`what` names it in the
+/// panic).
 pub async fn start_tickwork_until<T>(
     name: &str,
-    args: &[OsString],
+    mut cmd: Command,
     log: PathBuf,
     what: &str,
     ready: impl FnMut(&str) -> Option<T>,
 ) -> (Process, T) {
-    let mut cmd = Command::new(tickwork_bin());
-    cmd.args(args).env("NO_COLOR", "1").env(
+    cmd.env("NO_COLOR", "1").env(
         "RUST_LOG",
         std::env::var("RUST_LOG").unwrap_or("info".into()),
     );

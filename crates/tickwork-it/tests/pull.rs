@@ -430,3 +430,92 @@ async fn a_pull_executor_keeps_its_runs_across_an_admin_restart() {
     })
     .await;
 }
+
+/// A TLS front on `localhost` for the admin at `admin` (a `host:port`), with the test's own
+/// certificate (`tests/tls`, issued by the test CA `tests/tls/ca.pem` for `localhost` and
+/// 127.0.0.1): every connection is decrypted and forwarded. Its `https://` URL.
+async fn tls_front(admin: String) -> String {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tls");
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(dir.join("admin.pem"))
+        .expect("the certificate file")
+        .collect::<Result<_, _>>()
+        .expect("the certificate");
+    let key = PrivateKeyDer::from_pem_file(dir.join("admin.key")).expect("the key");
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .expect("the server's certificate");
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("the front's listener");
+    let port = listener.local_addr().expect("its address").port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let (acceptor, admin) = (acceptor.clone(), admin.clone());
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let Ok(mut plain) = tokio::net::TcpStream::connect(&admin).await else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+            });
+        }
+    });
+    format!("https://localhost:{port}")
+}
+
+/// A pull executor dials an `https://` admin: the WebSocket runs over TLS, verified against the
+/// roots the system would use (here the test's CA, named by `SSL_CERT_FILE`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_executor_dials_an_https_admin() {
+    tickwork_it::run(Backend::Sqlite, |mut c: Cluster| async move {
+        let api = c.start_admin().await;
+        let group = api.create_group("tls-app").await;
+        let admin = api.base().trim_start_matches("http://").to_owned();
+        let front = tls_front(admin).await;
+        let ca = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tls/ca.pem");
+        let ca = ca.to_str().expect("a UTF-8 path").to_owned();
+        let e = c
+            .start_pull_executor_at("tls-app", &front, &[], &[("SSL_CERT_FILE", &ca)])
+            .await;
+        api.wait_live(group, std::slice::from_ref(&e.address)).await;
+        let echo = job(&api, group, json!({ "handler": "echo" })).await;
+        let run = api.trigger(echo, Some("over TLS"), None).await;
+        let run = api.wait_final(run.id).await;
+        assert_eq!(run.state, "succeeded", "{run:?}");
+        assert_eq!(run.handle_msg(), "over TLS", "{run:?}");
+
+        // Without the CA the certificate is refused, and nothing connects.
+        let stranger = c.start_pull_executor_at("tls-app", &front, &[], &[]).await;
+        wait_until("the refused certificate in the log", WAIT, || async {
+            let log = c.executor_log(&stranger);
+            log.contains("cannot dial the admin").then_some(())
+        })
+        .await;
+        assert!(
+            c.executor_log(&stranger)
+                .to_lowercase()
+                .contains("certificate"),
+            "{}",
+            c.executor_log(&stranger)
+        );
+        assert_eq!(
+            api.live_addresses(group).await,
+            std::slice::from_ref(&e.address)
+        );
+    })
+    .await;
+}
