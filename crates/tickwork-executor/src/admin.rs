@@ -63,21 +63,12 @@ impl AdminClient {
             && let Some(answer) = pull.call(method, &body, self.timeout).await
         {
             let bytes = serde_json::to_vec(&answer).unwrap_or_default();
-            return match tickwork_protocol::decode::<Envelope>(&bytes) {
-                Ok(envelope) if envelope.is_success() => Ok("the pull connection".to_owned()),
-                Ok(envelope) => Err(Error::Admin {
+            return accepted(&bytes)
+                .map(|()| "the pull connection".to_owned())
+                .map_err(|reason| Error::Admin {
                     method,
-                    reasons: format!(
-                        "the pull connection: code {}: {}",
-                        envelope.code,
-                        envelope.msg.as_deref().unwrap_or("")
-                    ),
-                }),
-                Err(e) => Err(Error::Admin {
-                    method,
-                    reasons: format!("the pull connection: unreadable answer: {e}"),
-                }),
-            };
+                    reasons: format!("the pull connection: {reason}"),
+                });
         }
         if self.bases.is_empty() {
             return Err(Error::Admin {
@@ -115,17 +106,22 @@ impl AdminClient {
         if status != reqwest::StatusCode::OK {
             return Err(format!("http status {}", status.as_u16()));
         }
-        let envelope: Envelope =
-            tickwork_protocol::decode(&text).map_err(|e| format!("unreadable answer: {e}"))?;
-        if envelope.is_success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "code {}: {}",
-                envelope.code,
-                envelope.msg.as_deref().unwrap_or("")
-            ))
-        }
+        accepted(&text)
+    }
+}
+
+/// Whether an admin's answer `body` is an envelope of code 200; otherwise why not.
+fn accepted(body: &[u8]) -> Result<(), String> {
+    let envelope: Envelope =
+        tickwork_protocol::decode(body).map_err(|e| format!("unreadable answer: {e}"))?;
+    if envelope.is_success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "code {}: {}",
+            envelope.code,
+            envelope.msg.as_deref().unwrap_or("")
+        ))
     }
 }
 

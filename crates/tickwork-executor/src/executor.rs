@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -392,7 +392,6 @@ impl ExecutorBuilder {
 
         let server_stop = CancellationToken::new();
         let pull_drain = CancellationToken::new();
-        let pull_connected = Arc::new(AtomicBool::new(false));
         let server = match listener {
             Some(listener) => {
                 let app = router(Arc::new(ServerState {
@@ -416,8 +415,7 @@ impl ExecutorBuilder {
                     slots: config.pull_slots,
                     connect_timeout: config.admin_timeout,
                     ended: ended_rx,
-                    connected: Arc::clone(&pull_connected),
-                    calls: pull_calls,
+                    calls: Arc::clone(&pull_calls),
                     counters: Arc::clone(&counters),
                 };
                 let (drain, stop) = (pull_drain.clone(), server_stop.clone());
@@ -503,7 +501,7 @@ impl ExecutorBuilder {
             runtime,
             counters,
             spool,
-            pull_connected,
+            pull_calls,
         })
     }
 }
@@ -598,7 +596,7 @@ pub struct RunningExecutor {
     runtime: Arc<Runtime>,
     counters: Arc<Counters>,
     spool: Arc<Spool>,
-    pull_connected: Arc<AtomicBool>,
+    pull_calls: Arc<crate::pull::PullCalls>,
 }
 
 impl RunningExecutor {
@@ -639,7 +637,7 @@ impl RunningExecutor {
             spooled_batches: self.spool.pending(),
             registry_ok: c.registry_ok.load(Ordering::Relaxed),
             registry_failed: c.registry_failed.load(Ordering::Relaxed),
-            pull_connected: self.pull_connected.load(Ordering::SeqCst),
+            pull_connected: self.pull_calls.is_up(),
         }
     }
 

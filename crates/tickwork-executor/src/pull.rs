@@ -7,7 +7,6 @@
 //! is up ([`PullCalls`]; by HTTP otherwise), and says it drains when it shuts down.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,6 +33,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A call of the admin's API to make over the pull connection.
+#[derive(Debug)]
 struct OutCall {
     path: String,
     body: serde_json::Value,
@@ -41,7 +41,7 @@ struct OutCall {
 }
 
 /// The executor's calls of the admin (its results) over the pull connection, while one is up.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(crate) struct PullCalls {
     current: Mutex<Option<mpsc::Sender<OutCall>>>,
 }
@@ -75,6 +75,11 @@ impl PullCalls {
     fn set(&self, sender: Option<mpsc::Sender<OutCall>>) {
         *self.current.lock().expect("pull calls lock") = sender;
     }
+
+    /// Whether a connection is up now (from its welcome to its end).
+    pub(crate) fn is_up(&self) -> bool {
+        self.current.lock().expect("pull calls lock").is_some()
+    }
 }
 
 /// What the pull loop needs.
@@ -88,9 +93,7 @@ pub(crate) struct Pull {
     pub(crate) connect_timeout: Duration,
     /// The run id of each result the workers produce.
     pub(crate) ended: mpsc::UnboundedReceiver<i64>,
-    /// Whether a connection is up now (for [`crate::ExecutorStats`]).
-    pub(crate) connected: Arc<AtomicBool>,
-    /// The results sent over the connection.
+    /// The results sent over the connection (up while a connection is).
     pub(crate) calls: Arc<PullCalls>,
     /// The runs whose results are on the way (listed in the hello as held).
     pub(crate) counters: Arc<crate::executor::Counters>,
@@ -123,7 +126,6 @@ pub(crate) async fn pull_loop(mut pull: Pull, drain: CancellationToken, stop: Ca
         match pull.dial(&base).await {
             Ok(socket) => {
                 let why = pull.session(socket, &mut held, &drain, &stop).await;
-                pull.connected.store(false, Ordering::SeqCst);
                 if stop.is_cancelled() {
                     tracing::info!(admin = %base, "pull connection closed");
                     return;
@@ -223,7 +225,6 @@ impl Pull {
             Ok(None) => return "closed before the welcome".into(),
             Err(_) => return "no welcome in time".into(),
         };
-        self.connected.store(true, Ordering::SeqCst);
         let (calls_tx, calls) = mpsc::channel::<OutCall>(16);
         self.calls.set(Some(calls_tx));
         let why = self
@@ -283,17 +284,12 @@ impl Pull {
                     Some(Ok(Message::Close(frame))) => return refused(frame),
                     Some(Ok(Message::Text(text))) => match Frame::from_text(text.as_str()) {
                         Ok(Frame::Call { id, path, body }) => {
-                            match self.call(id, &path, body, held, &answers_tx).await {
-                                Some(frames) => {
-                                    for frame in frames {
-                                        if let Err(e) = sink.send(Message::text(frame.to_text())).await {
-                                            return error_chain(&e);
-                                        }
-                                    }
-                                    continue;
+                            for frame in self.call(id, &path, body, held, &answers_tx).await {
+                                if let Err(e) = sink.send(Message::text(frame.to_text())).await {
+                                    return error_chain(&e);
                                 }
-                                None => continue,
                             }
+                            continue;
                         }
                         Ok(Frame::Answer { id, body }) => {
                             if let Some(waiter) = pending.remove(&id) {
@@ -313,9 +309,9 @@ impl Pull {
         }
     }
 
-    /// Answers one call of the admin. A `/run` is answered here and now (with a credit back
-    /// when it queued nothing), so the set of held runs changes in one place; other calls are
-    /// answered from a task of their own through `answers`.
+    /// Answers one call of the admin: the frames to send now. A `/run` is answered here and
+    /// now (with a credit back when it queued nothing), so the set of held runs changes in one
+    /// place; other calls are answered from a task of their own through `answers`.
     async fn call(
         &self,
         id: u64,
@@ -323,11 +319,11 @@ impl Pull {
         body: serde_json::Value,
         held: &mut HashSet<i64>,
         answers: &mpsc::Sender<Frame>,
-    ) -> Option<Vec<Frame>> {
+    ) -> Vec<Frame> {
         let Some(endpoint) = Endpoint::from_path(path) else {
             let fail = Envelope::<()>::fail(msg::uri_not_found(path));
             let body = serde_json::to_value(fail).expect("an envelope is always serializable");
-            return Some(vec![Frame::Answer { id, body }]);
+            return vec![Frame::Answer { id, body }];
         };
         let bytes = serde_json::to_vec(&body).expect("a JSON value is always serializable");
         if endpoint == Endpoint::Run {
@@ -344,7 +340,7 @@ impl Pull {
                 }
                 frames.push(Frame::Credit { n: 1 });
             }
-            return Some(frames);
+            return frames;
         }
         let runtime = self.runtime.clone();
         let answers = answers.clone();
@@ -353,7 +349,7 @@ impl Pull {
             let body = value_of(&answered.body);
             let _ = answers.send(Frame::Answer { id, body }).await;
         });
-        None
+        Vec::new()
     }
 }
 
