@@ -476,12 +476,12 @@ impl ExecutorClient {
         rank: i64,
     ) -> CallOutcome {
         let url = join(address, "run");
+        let body = serde_json::to_value(param).expect("a trigger param is always serializable");
         let Some(link) = self.pull.get(address, self.app_name.as_deref()) else {
             // Held by another node: the gate is asked before the call is written there.
             if !gate() {
                 return pull_held_back(&url);
             }
-            let body = serde_json::to_value(param).expect("a trigger param is always serializable");
             let relayed = self
                 .pull
                 .relay(
@@ -492,7 +492,7 @@ impl ExecutorClient {
                     (self.timeout, rank),
                 )
                 .await;
-            return self.answer_of(&url, relayed);
+            return pull_outcome(&url, relayed);
         };
         if let Err(e) = link.take_credit(rank, self.timeout).await {
             return pull_failure(&url, e);
@@ -501,8 +501,7 @@ impl ExecutorClient {
             link.return_credit();
             return pull_held_back(&url);
         }
-        let body = serde_json::to_value(param).expect("a trigger param is always serializable");
-        self.answer_of(&url, link.call("/run", body, self.timeout).await)
+        pull_outcome(&url, link.call("/run", body, self.timeout).await)
     }
 
     /// Any other call down a pull executor's connection.
@@ -528,31 +527,7 @@ impl ExecutorClient {
                     .await
             }
         };
-        self.answer_of(&url, answer)
-    }
-
-    fn answer_of<T: DeserializeOwned>(
-        &self,
-        url: &str,
-        answer: Result<serde_json::Value, LinkFailure>,
-    ) -> CallOutcome<T> {
-        let body = match answer {
-            Ok(body) => body,
-            Err(e) => return pull_failure(url, e),
-        };
-        match serde_json::to_vec(&body)
-            .ok()
-            .and_then(|bytes| tickwork_protocol::decode::<Envelope<T>>(&bytes).ok())
-        {
-            Some(env) => CallOutcome {
-                code: env.code,
-                msg: env.msg,
-                payload: env.payload,
-                transport: false,
-                held_back: false,
-            },
-            None => CallOutcome::transport(format!("{url}: executor answered an unreadable body")),
-        }
+        pull_outcome(&url, answer)
     }
 
     async fn call_with<T: DeserializeOwned>(
@@ -617,18 +592,23 @@ impl ExecutorClient {
                 Err(e) => return no_answer(&url, &e),
             }
         }
-        match tickwork_protocol::decode::<Envelope<T>>(&bytes) {
-            Ok(env) => CallOutcome {
-                code: env.code,
-                msg: env.msg,
-                payload: env.payload,
-                transport: false,
-                held_back: false,
-            },
-            Err(e) => {
-                debug!(url = %url, error = %e, "unreadable executor answer");
-                CallOutcome::transport(format!("{url}: executor answered an unreadable body"))
-            }
+        outcome_of(&url, &bytes)
+    }
+}
+
+/// The outcome an executor's answer `bytes` (its envelope) gives a call to `url`.
+fn outcome_of<T: DeserializeOwned>(url: &str, bytes: &[u8]) -> CallOutcome<T> {
+    match tickwork_protocol::decode::<Envelope<T>>(bytes) {
+        Ok(env) => CallOutcome {
+            code: env.code,
+            msg: env.msg,
+            payload: env.payload,
+            transport: false,
+            held_back: false,
+        },
+        Err(e) => {
+            debug!(url = %url, error = %e, "unreadable executor answer");
+            CallOutcome::transport(format!("{url}: executor answered an unreadable body"))
         }
     }
 }
@@ -667,6 +647,17 @@ pub fn join(address: &str, method: &str) -> String {
     let base = address.trim();
     let base = base.strip_suffix('/').unwrap_or(base);
     format!("{base}/{method}")
+}
+
+/// The outcome of a call down a pull connection: the executor's envelope, or why none came.
+fn pull_outcome<T: DeserializeOwned>(
+    url: &str,
+    answer: Result<serde_json::Value, LinkFailure>,
+) -> CallOutcome<T> {
+    match answer {
+        Ok(body) => outcome_of(url, &serde_json::to_vec(&body).unwrap_or_default()),
+        Err(e) => pull_failure(url, e),
+    }
 }
 
 /// A call down a pull connection that got no answer; the reason is the admin's own, so it is

@@ -17,8 +17,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
+use tickwork_core::Delivery;
 use tickwork_core::run::RunState;
-use tickwork_core::{Delivery, HANDLE_CODE_FAIL};
 use tickwork_protocol::{CODE_SUCCESS, LogParam};
 use tickwork_store::{Dispatched, MarkDispatched, Run, RunComplete, Unsend};
 use tracing::{info, warn};
@@ -177,16 +177,10 @@ impl Adoption {
         let now = self.inner.clock.now_ms();
         let lost: Vec<RunComplete> = runs
             .iter()
-            .map(|run| RunComplete {
-                run_id: run.id,
-                handle_code: HANDLE_CODE_FAIL,
-                handle_msg: Some(
-                    "maybe sent: its admin went away while sending it, and no executor could \
-                     say whether it has it; not sent again (AT_MOST_ONCE)"
-                        .to_owned(),
-                ),
-                state: RunState::Lost,
-                at: now,
+            .map(|run| {
+                let reason = "maybe sent: its admin went away while sending it, and no executor \
+                              could say whether it has it; not sent again (AT_MOST_ONCE)";
+                RunComplete::lost(run.id, reason.to_owned(), now)
             })
             .collect();
         let n = lost.len();

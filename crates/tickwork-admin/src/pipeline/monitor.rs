@@ -193,23 +193,13 @@ impl Maintenance {
                 executor = %address,
                 "run lost: its executor is gone and sent no result"
             );
-            lost.push(RunComplete {
-                run_id: run.id,
-                handle_code: tickwork_protocol::CODE_FAIL,
-                handle_msg: Some(format!(
-                    "lost: executor {address} stopped beating and sent no result within {} s",
-                    timeout.as_secs()
-                )),
-                state: RunState::Lost,
-                at: now,
-            });
+            let reason = format!(
+                "lost: executor {address} stopped beating and sent no result within {} s",
+                timeout.as_secs()
+            );
+            lost.push(RunComplete::lost(run.id, reason, now));
         }
-        let n = self.scheduler().complete_many(&lost).await?.len();
-        self.inner
-            .stats
-            .runs_lost
-            .fetch_add(n as u64, Ordering::Relaxed);
-        Ok(n)
+        super::complete::end_lost(&self.scheduler(), &lost).await
     }
 
     /// Queues failed runs for an alarm, once each (their `alarm_status`); `queue_deliveries`

@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tickwork_core::run::RunState;
 use tickwork_protocol::pull::{self, Frame};
 use tickwork_protocol::{Envelope, RegistryParam, msg};
 use tickwork_store::RunComplete;
@@ -147,27 +146,11 @@ async fn reconcile(
         .filter(|r| !held.contains(&r.id))
         .map(|r| {
             warn!(run_id = r.id, job_id = r.job_id, %address, "run lost: the pull executor no longer holds it");
-            RunComplete {
-                run_id: r.id,
-                handle_code: tickwork_protocol::CODE_FAIL,
-                handle_msg: Some(format!(
-                    "lost: the pull executor {address} reconnected without this run"
-                )),
-                state: RunState::Lost,
-                at: hello_at,
-            }
+            let reason = format!("lost: the pull executor {address} reconnected without this run");
+            RunComplete::lost(r.id, reason, hello_at)
         })
         .collect();
-    if lost.is_empty() {
-        return Ok(0);
-    }
-    let ended = scheduler.complete_many(&lost).await?.len();
-    scheduler
-        .inner
-        .stats
-        .runs_lost
-        .fetch_add(ended as u64, std::sync::atomic::Ordering::Relaxed);
-    Ok(ended)
+    super::complete::end_lost(scheduler, &lost).await
 }
 
 /// Reads the executor's frames until the connection ends.

@@ -164,6 +164,19 @@ pub struct RunComplete {
     pub at: i64,
 }
 
+impl RunComplete {
+    /// Run `run_id` ended `lost` at `at` (the handle code of a failure), for `reason`.
+    pub fn lost(run_id: i64, reason: String, at: i64) -> Self {
+        RunComplete {
+            run_id,
+            handle_code: tickwork_core::HANDLE_CODE_FAIL,
+            handle_msg: Some(reason),
+            state: RunState::Lost,
+            at,
+        }
+    }
+}
+
 /// What follows one run that has just ended, as the admin's follow-up planner decides it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FollowUpPlan {
