@@ -243,10 +243,11 @@ impl Backend for PostgresBackend {
     // PostgreSQL reports inserted ids only through RETURNING, which the store uses instead.
     query_methods!(Postgres, numbered, |_done| 0);
 
-    async fn listen(
+    async fn listen<T: Send + 'static>(
         pool: &Pool<Postgres>,
         channels: &'static [&'static str],
-    ) -> Result<Option<tokio::sync::mpsc::Receiver<(String, String)>>, Error> {
+        read: fn(&str, &str) -> Option<T>,
+    ) -> Result<Option<tokio::sync::mpsc::Receiver<T>>, Error> {
         // A pool of its own: a listener keeps its connection for good, which must not shrink
         // the store's pool.
         let own = PgPoolOptions::new()
@@ -266,7 +267,9 @@ impl Backend for PostgresBackend {
                 };
                 match notification {
                     Ok(n) => {
-                        let item = (n.channel().to_owned(), n.payload().to_owned());
+                        let Some(item) = read(n.channel(), n.payload()) else {
+                            continue;
+                        };
                         if tx.try_send(item).is_err() && tx.is_closed() {
                             return;
                         }

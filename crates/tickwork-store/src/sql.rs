@@ -323,15 +323,15 @@ pub(crate) trait Backend: Send + Sync + 'static {
         query: Query,
     ) -> impl Future<Output = Result<Option<T>, sqlx::Error>> + Send;
 
-    /// The notifications of `channels` (PostgreSQL's `LISTEN`), each as (channel, payload),
-    /// read by a task of its own until the receiver is dropped; `None` where the database has
-    /// none.
-    fn listen(
+    /// The notifications of `channels` (PostgreSQL's `LISTEN`), each turned by `read` from
+    /// (channel, payload) into an item (or dropped), read by a task of its own until the
+    /// receiver is dropped; `None` where the database has none.
+    fn listen<T: Send + 'static>(
         pool: &Pool<Self::Db>,
         channels: &'static [&'static str],
-    ) -> impl Future<Output = Result<Option<tokio::sync::mpsc::Receiver<(String, String)>>, Error>> + Send
-    {
-        let _ = (pool, channels);
+        read: fn(&str, &str) -> Option<T>,
+    ) -> impl Future<Output = Result<Option<tokio::sync::mpsc::Receiver<T>>, Error>> + Send {
+        let _ = (pool, channels, read);
         async { Ok(None) }
     }
 }

@@ -202,27 +202,12 @@ impl<B: Backend> ClusterStore for SqlStore<B> {
     }
 
     async fn pull_wakeups(&self) -> Result<Option<tokio::sync::mpsc::Receiver<PullWake>>, Error> {
-        let Some(mut notes) =
-            B::listen(&self.writes, &[PULL_CALLS_CHANNEL, PULL_ANSWERS_CHANNEL]).await?
-        else {
-            return Ok(None);
-        };
-        let (tx, rx) = tokio::sync::mpsc::channel(1024);
-        tokio::spawn(async move {
-            while let Some((channel, payload)) = notes.recv().await {
-                let wake = match channel.as_str() {
-                    PULL_CALLS_CHANNEL => PullWake::Call(payload),
-                    _ => match payload.parse() {
-                        Ok(id) => PullWake::Answer(id),
-                        Err(_) => continue,
-                    },
-                };
-                if tx.send(wake).await.is_err() {
-                    return;
-                }
-            }
-        });
-        Ok(Some(rx))
+        B::listen(
+            &self.writes,
+            &[PULL_CALLS_CHANNEL, PULL_ANSWERS_CHANNEL],
+            pull_wake,
+        )
+        .await
     }
 
     async fn pull_call_withdraw(&self, id: i64) -> Result<PullCallState, Error> {
@@ -231,5 +216,13 @@ impl<B: Backend> ClusterStore for SqlStore<B> {
             return Ok(PullCallState::Withdrawn);
         }
         self.pull_call_collect(id).await
+    }
+}
+
+/// A notification of [`PULL_CALLS_CHANNEL`] or [`PULL_ANSWERS_CHANNEL`] as the admins read it.
+fn pull_wake(channel: &str, payload: &str) -> Option<PullWake> {
+    match channel {
+        PULL_CALLS_CHANNEL => Some(PullWake::Call(payload.to_owned())),
+        _ => payload.parse().ok().map(PullWake::Answer),
     }
 }
