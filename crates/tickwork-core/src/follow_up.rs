@@ -1,5 +1,5 @@
 //! What follows the end of a run: a retry after a failure, the child jobs after a success, and
-//! the next fire of a fixed-delay job that waited for the run.
+//! the next fire of a job that waited for the run (fixed delay, cron after end).
 //!
 //! The admin asks this inside the transaction that ends the run, so that the run's end and
 //! what follows it are written together or not at all.
@@ -28,7 +28,7 @@ pub struct EndedRun {
     /// 0 for a first run, n for the n-th retry.
     pub attempt: i32,
     pub trigger_type: TriggerType,
-    /// When it ended: retries and the next fixed-delay fire count from here.
+    /// When it ended: retries and the next fire of a job waiting for it count from here.
     pub at: i64,
 }
 
@@ -43,7 +43,7 @@ pub struct JobRules<'a> {
     /// Jobs fired when a run succeeds.
     pub child_job_ids: &'a [i64],
     /// The job is running and its next fire waits for the end of its current run (a
-    /// fixed-delay job between a fire and the end of that fire).
+    /// fixed-delay or cron-after-end job between a fire and the end of that fire).
     pub waits_for_a_run: bool,
 }
 
@@ -54,7 +54,7 @@ pub struct FollowUps {
     pub retry_at: Option<i64>,
     /// Jobs to fire now, each once, never the run's own job.
     pub children: Vec<i64>,
-    /// The job's schedule moves on: a fixed-delay job fires next a delay after `at`.
+    /// The job's schedule moves on: its next fire is the schedule's first after `at`.
     pub next_fire: bool,
 }
 
@@ -62,8 +62,9 @@ pub struct FollowUps {
 /// - a failed, timed-out or lost run is retried while `attempt < retry_count` (a killed run
 ///   never: the kill was meant);
 /// - a succeeded run fires its job's children;
-/// - a scheduled run of a fixed-delay job (its own fire or its misfire catch-up) moves the
-///   schedule on, whatever its end (misfired and skipped too), when the job waits for it.
+/// - a scheduled run of a job that waits for its runs' ends (`FIX_DELAY`, `CRON_AFTER_END`:
+///   its own fire or its misfire catch-up) moves the schedule on, whatever its end (misfired
+///   and skipped too), when the job waits for it.
 pub fn follow_ups(run: &EndedRun, job: &JobRules<'_>) -> FollowUps {
     let retry_at = match run.state {
         RunState::Failed | RunState::TimedOut | RunState::Lost if run.attempt < job.retry_count => {
@@ -82,11 +83,9 @@ pub fn follow_ups(run: &EndedRun, job: &JobRules<'_>) -> FollowUps {
             }
         }
     }
-    let scheduled = matches!(
-        run.trigger_type,
-        TriggerType::FixDelay | TriggerType::Misfire
-    );
-    let next_fire = job.schedule_type == ScheduleType::FixDelay
+    let scheduled = run.trigger_type == job.schedule_type.trigger_type()
+        || run.trigger_type == TriggerType::Misfire;
+    let next_fire = job.schedule_type.waits_for_end()
         && scheduled
         && run.state.is_final()
         && job.waits_for_a_run;

@@ -17,6 +17,7 @@
 //! | `CRON` | every match of the expression, under the DST policy of [`crate::cron`] |
 //! | `FIX_RATE` | `anchor + k * interval` for every whole `k`: the job's phase, before and after its next fire |
 //! | `FIX_DELAY` | `anchor + k * delay` for `k >= 0`, as if runs took no time (the preview's assumption) |
+//! | `CRON_AFTER_END` | every match of the expression, as if runs took no time |
 //! | `ONCE` | its instant |
 //! | `NONE` | nothing |
 

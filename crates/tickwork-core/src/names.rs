@@ -80,6 +80,10 @@ named_enum! {
         FixDelay = "FIX_DELAY",
         /// One instant.
         Once = "ONCE",
+        /// A cron expression whose next fire is its first match after the previous run ended:
+        /// one run at a time, the matches passed while it ran skipped (LTS's
+        /// `relyOnPrevCycle`).
+        CronAfterEnd = "CRON_AFTER_END",
     }
 }
 
@@ -194,13 +198,19 @@ impl ScheduleType {
     /// The trigger type a job's own schedule gives its runs.
     pub const fn trigger_type(self) -> TriggerType {
         match self {
-            ScheduleType::Cron => TriggerType::Cron,
+            ScheduleType::Cron | ScheduleType::CronAfterEnd => TriggerType::Cron,
             ScheduleType::FixRate => TriggerType::FixRate,
             ScheduleType::FixDelay => TriggerType::FixDelay,
             ScheduleType::Once => TriggerType::Once,
             // A job with no schedule is never claimed; if it is, it fires nothing.
             ScheduleType::None => TriggerType::Manual,
         }
+    }
+
+    /// Whether the next fire is counted from the end of the previous run: the job has one
+    /// scheduled run live at a time and waits for it.
+    pub const fn waits_for_end(self) -> bool {
+        matches!(self, ScheduleType::FixDelay | ScheduleType::CronAfterEnd)
     }
 }
 

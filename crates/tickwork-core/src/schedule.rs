@@ -8,6 +8,7 @@
 //! | `CRON` | a Quartz expression ([`CronExpr`]) | the first match after `t`, in the job's zone |
 //! | `FIX_RATE` | an interval ([`parse_interval_ms`]) | `t + interval` (`t` = the previous scheduled fire) |
 //! | `FIX_DELAY` | an interval | `t + delay` (`t` = the completion of the previous run) |
+//! | `CRON_AFTER_END` | a Quartz expression | the first match after `t` (`t` = the completion of the previous run) |
 //! | `ONCE` | RFC 3339, or a civil date-time in the job's zone | the instant, if after `t` |
 //! | `NONE` | ignored | never: fires only by hand or by API |
 //!
@@ -56,7 +57,7 @@ impl Schedule {
     ) -> Result<Schedule, Error> {
         let rule = match kind {
             ScheduleType::None => Rule::None,
-            ScheduleType::Cron => Rule::Cron(CronExpr::parse(conf)?),
+            ScheduleType::Cron | ScheduleType::CronAfterEnd => Rule::Cron(CronExpr::parse(conf)?),
             ScheduleType::FixRate => Rule::FixRate(parse_interval_ms(conf)?),
             ScheduleType::FixDelay => Rule::FixDelay(parse_interval_ms(conf)?),
             ScheduleType::Once => Rule::Once(parse_instant_ms(conf, &time_zone)?),
@@ -78,7 +79,7 @@ impl Schedule {
         &self.time_zone
     }
 
-    /// The cron expression of a `CRON` schedule.
+    /// The cron expression of a `CRON` or `CRON_AFTER_END` schedule.
     pub fn cron(&self) -> Option<&CronExpr> {
         match &self.rule {
             Rule::Cron(expr) => Some(expr),
@@ -105,6 +106,7 @@ impl Schedule {
     /// The first fire strictly after `after_ms`.
     ///
     /// - `CRON`: the first match after `after_ms` (whole seconds, in the schedule's zone);
+    /// - `CRON_AFTER_END`: the same; pass the completion time of the previous run;
     /// - `FIX_RATE`: `after_ms + interval`; pass the previous scheduled fire;
     /// - `FIX_DELAY`: `after_ms + delay`; pass the completion time of the previous run;
     /// - `ONCE`: the instant, if it is after `after_ms`;
@@ -119,7 +121,7 @@ impl Schedule {
     }
 
     /// The next `n` fires after `after_ms`, each computed from the one before: the preview of a
-    /// schedule. For `FIX_DELAY` that assumes runs that take no time.
+    /// schedule. For `FIX_DELAY` and `CRON_AFTER_END` that assumes runs that take no time.
     pub fn next_fires(&self, after_ms: i64, n: usize) -> Vec<i64> {
         let mut fires = Vec::with_capacity(n.min(1024));
         let mut at = after_ms;
@@ -136,19 +138,22 @@ impl Schedule {
     /// Every fire in `(after_ms, until_ms]`, at most `limit` of them, in order: what the admin
     /// claims for a look-ahead window.
     ///
-    /// A `FIX_DELAY` schedule yields at most one fire: the ones after it depend on when that
-    /// run completes.
+    /// A `FIX_DELAY` or `CRON_AFTER_END` schedule yields at most one fire: the ones after it
+    /// depend on when that run completes.
     pub fn fires_between(&self, after_ms: i64, until_ms: i64, limit: usize) -> Vec<i64> {
         let mut fires = Vec::new();
+        if self.kind.waits_for_end() {
+            if limit > 0 {
+                fires.extend(self.next_after(after_ms).filter(|at| *at <= until_ms));
+            }
+            return fires;
+        }
         match self.rule {
             Rule::FixRate(ms) => {
                 // Arithmetic rather than repeated calls: a 100 ms job has many fires per window.
                 let limit = i64::try_from(limit).unwrap_or(i64::MAX);
                 let count = (until_ms.saturating_sub(after_ms) / ms).clamp(0, limit);
                 fires.extend((1..=count).map(|k| after_ms + k * ms));
-            }
-            Rule::FixDelay(_) if limit > 0 => {
-                fires.extend(self.next_after(after_ms).filter(|at| *at <= until_ms));
             }
             _ => {
                 let mut at = after_ms;

@@ -59,9 +59,8 @@ pub struct Plan {
 /// Turns `when` into a job schedule at `now`, read in `time_zone` (an IANA name).
 ///
 /// `rely_on_prev_cycle` asks for one live run at a time, the next fire counted from the end of
-/// the last: a repeat becomes a fixed delay (`FIX_DELAY`) instead of a fixed rate. A cron that
-/// relies on its previous cycle is refused for now: the admin counts the next fire from a
-/// run's end only for fixed delays.
+/// the last: a repeat becomes a fixed delay (`FIX_DELAY`) instead of a fixed rate, a cron a
+/// `CRON_AFTER_END` (its first match after the end; the matches passed while it ran skipped).
 pub fn plan(
     when: &When,
     rely_on_prev_cycle: bool,
@@ -115,18 +114,16 @@ pub fn plan(
             })
         }
         When::Cron { cron } => {
-            if rely_on_prev_cycle {
-                return Err(invalid(
-                    "rely_on_prev_cycle",
-                    "is not supported with a cron schedule yet; use a repeat, or false",
-                ));
-            }
             let expr = CronExpr::parse(cron)?;
             let first_fire = expr
                 .next_after(now, &tz)
                 .ok_or_else(|| invalid("cron", "has no fire in the future"))?;
             Ok(Plan {
-                schedule_type: ScheduleType::Cron,
+                schedule_type: if rely_on_prev_cycle {
+                    ScheduleType::CronAfterEnd
+                } else {
+                    ScheduleType::Cron
+                },
                 schedule_conf: cron.trim().to_owned(),
                 first_fire,
                 fires_left: None,
@@ -195,6 +192,15 @@ mod tests {
                 1_796_000_000_000 + 400_000,
                 None,
             ),
+            (
+                When::Cron {
+                    cron: "0 0 * * * ?".into(),
+                },
+                true,
+                ScheduleType::CronAfterEnd,
+                1_796_000_000_000 + 400_000,
+                None,
+            ),
         ];
         for (when, rely, kind, first, left) in cases {
             let plan = plan(&when, rely, "UTC", NOW).unwrap();
@@ -239,14 +245,6 @@ mod tests {
                 false,
                 "UTC",
                 "count",
-            ),
-            (
-                When::Cron {
-                    cron: "0 0 * * * ?".into(),
-                },
-                true,
-                "UTC",
-                "rely_on_prev_cycle",
             ),
             (
                 When::Cron {

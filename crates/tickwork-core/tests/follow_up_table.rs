@@ -1,5 +1,5 @@
 //! What follows a run's end, as tables: retry delays, and retries, children and the next
-//! fixed-delay fire for every kind of end.
+//! fire of a job waiting for its run (fixed delay, cron after end) for every kind of end.
 
 use tickwork_core::follow_up::{EndedRun, FollowUps, JobRules, follow_ups, retry_delay_ms};
 use tickwork_core::run::RunState::{self, *};
@@ -118,7 +118,7 @@ fn a_fixed_delay_job_moves_on_when_its_own_fire_ends() {
         );
         assert_eq!(got.next_fire, moves, "{state} {trigger} waits {waits}");
     }
-    // Only a fixed-delay job waits for its runs.
+    // Only a fixed-delay or cron-after-end job waits for its runs.
     for kind in [
         ScheduleType::Cron,
         ScheduleType::FixRate,
@@ -126,5 +126,33 @@ fn a_fixed_delay_job_moves_on_when_its_own_fire_ends() {
     ] {
         let got = follow_ups(&ended(Succeeded, 0, FixDelay), &rules(kind, true));
         assert!(!got.next_fire, "{kind}");
+    }
+}
+
+#[test]
+fn a_cron_after_end_job_moves_on_when_its_own_fire_ends() {
+    use TriggerType::{Api, Cron, FixDelay, Manual, Misfire, Retry};
+    // (state, trigger, job waits, schedule moves on)
+    let table: &[(RunState, TriggerType, bool, bool)] = &[
+        // Its runs carry the cron trigger.
+        (Succeeded, Cron, true, true),
+        (Failed, Cron, true, true),
+        (TimedOut, Cron, true, true),
+        (Misfired, Cron, true, true),
+        (Succeeded, Misfire, true, true),
+        (Succeeded, Manual, true, false),
+        (Succeeded, Api, true, false),
+        (Failed, Retry, true, false),
+        // Another schedule's trigger is not its own fire.
+        (Succeeded, FixDelay, true, false),
+        (Succeeded, Cron, false, false),
+        (Dispatched, Cron, true, false),
+    ];
+    for &(state, trigger, waits, moves) in table {
+        let got = follow_ups(
+            &ended(state, 0, trigger),
+            &rules(ScheduleType::CronAfterEnd, waits),
+        );
+        assert_eq!(got.next_fire, moves, "{state} {trigger} waits {waits}");
     }
 }

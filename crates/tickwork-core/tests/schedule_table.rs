@@ -137,6 +137,32 @@ fn fix_delay() {
 }
 
 #[test]
+fn cron_after_end() {
+    let s = Schedule::parse(ScheduleType::CronAfterEnd, "*/5 * * * * ?", "UTC").unwrap();
+    assert_eq!(s.kind(), ScheduleType::CronAfterEnd);
+    assert!(ScheduleType::CronAfterEnd.waits_for_end());
+    assert_eq!(s.cron().map(|c| c.as_str()), Some("*/5 * * * * ?"));
+    let base = ms("2026-01-01T00:00:00Z");
+    // From the completion time of the previous run: the matches it ran over are passed.
+    assert_eq!(s.next_after(base + 12_345), Some(base + 15_000));
+    // A window holds one fire at most, as for a fixed delay.
+    assert_eq!(
+        s.fires_between(base, base + 60_000, 100),
+        vec![base + 5_000]
+    );
+    assert_eq!(s.fires_between(base, base + 4_999, 100), Vec::<i64>::new());
+    assert_eq!(s.fires_between(base, base + 60_000, 0), Vec::<i64>::new());
+    // The preview assumes runs that take no time.
+    assert_eq!(s.next_fires(base, 2), vec![base + 5_000, base + 10_000]);
+    let err = Schedule::parse(ScheduleType::CronAfterEnd, "0 0 25 * * ?", "UTC").unwrap_err();
+    assert!(err.to_string().starts_with("hours"), "{err}");
+    assert_eq!(
+        ScheduleType::CronAfterEnd.trigger_type(),
+        tickwork_core::TriggerType::Cron
+    );
+}
+
+#[test]
 fn once_instants() {
     let shanghai = TimeZone::get("Asia/Shanghai").unwrap();
     let ny = TimeZone::get("America/New_York").unwrap();

@@ -12,6 +12,7 @@ e2e!(
     a_repeat_with_a_count_fires_exactly_that_many_times_then_finishes,
     now_and_at_fire_once_and_cron_until_cancelled,
     relying_on_the_previous_cycle_counts_from_the_end_of_each_run,
+    a_cron_relying_on_the_previous_cycle_fires_at_its_first_match_after_each_end,
     a_running_submission_is_cancelled_only_with_kill,
     bad_submissions_are_refused_and_change_nothing,
     the_cli_submits_shows_and_cancels_by_key,
@@ -216,6 +217,59 @@ async fn relying_on_the_previous_cycle_counts_from_the_end_of_each_run(mut c: Cl
     }
 }
 
+async fn a_cron_relying_on_the_previous_cycle_fires_at_its_first_match_after_each_end(
+    mut c: Cluster,
+) {
+    let api = c.start_admin().await;
+    c.executor_group(APP, 1).await;
+    // Every second, each run taking 1.5 s: the matches it runs over are passed.
+    let put = api
+        .put(
+            &path("nightly"),
+            json!({
+                "handler": "sleep", "params": "1500ms", "rely_on_prev_cycle": true,
+                "schedule": { "kind": "cron", "cron": "* * * * * ?" },
+            }),
+        )
+        .await;
+    assert_eq!(put["outcome"], "created", "{put}");
+    assert_eq!(put["submission"]["rely_on_prev_cycle"], true, "{put}");
+    let job_id = put["submission"]["job_id"].as_i64().unwrap();
+    let job = api.get(&format!("/jobs/{job_id}")).await;
+    assert_eq!(job["schedule_type"], "CRON_AFTER_END", "{job}");
+
+    let runs = api.wait_runs_in(job_id, "succeeded", 3).await;
+    let ended: Vec<&Run> = scheduled(&runs)
+        .into_iter()
+        .filter(|r| r.finished_at.is_some())
+        .collect();
+    assert!(ended.len() >= 3, "{runs:#?}");
+    for w in ended.windows(2) {
+        let finished = w[0].finished_at.unwrap();
+        // The next fire is the first whole second after the end: never while a run is live,
+        // and no match skipped beyond those it ran over.
+        assert_eq!(w[1].scheduled_at % 1000, 0, "{ended:#?}");
+        assert!(
+            w[1].scheduled_at > finished && w[1].scheduled_at <= finished + 1000,
+            "not the first match after the end: {ended:#?}"
+        );
+    }
+    let live = runs
+        .iter()
+        .filter(|r| r.state == "dispatched" || r.state == "running")
+        .count();
+    assert!(live <= 1, "one live run at a time: {runs:#?}");
+
+    let cancelled = api
+        .call(
+            Method::DELETE,
+            &format!("{}?kill=true", path("nightly")),
+            None,
+        )
+        .await;
+    assert_eq!(cancelled.status, 200, "{}", cancelled.body);
+}
+
 async fn a_running_submission_is_cancelled_only_with_kill(mut c: Cluster) {
     let api = c.start_admin().await;
     c.executor_group(APP, 1).await;
@@ -272,8 +326,6 @@ async fn bad_submissions_are_refused_and_change_nothing(mut c: Cluster) {
         b
     };
     let long_key = "k".repeat(101);
-    let mut relying_cron = with("rely_on_prev_cycle", json!(true));
-    relying_cron["schedule"] = json!({ "kind": "cron", "cron": "0 * * * * ?" });
     let cases: Vec<(String, Value, u16, &str)> = vec![
         ("/submissions/no-such-app/k".into(), good.clone(), 404, ""),
         (
@@ -320,7 +372,6 @@ async fn bad_submissions_are_refused_and_change_nothing(mut c: Cluster) {
         ),
         (path("k"), with("handler", json!(" ")), 400, "handler"),
         (path("k"), with("colour", json!("blue")), 400, ""),
-        (path("k"), relying_cron, 400, "rely_on_prev_cycle"),
         (path(&long_key), good.clone(), 400, "key"),
         (path("a%20b"), good.clone(), 400, "key"),
     ];

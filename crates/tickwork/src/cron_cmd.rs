@@ -33,7 +33,7 @@ pub(crate) struct NextArgs {
     /// How many fire times to print.
     #[arg(short = 'n', long = "count", value_name = "N", default_value_t = 5)]
     n: usize,
-    /// The schedule type: CRON, FIX_RATE, FIX_DELAY, ONCE or NONE.
+    /// The schedule type: CRON, CRON_AFTER_END, FIX_RATE, FIX_DELAY, ONCE or NONE.
     #[arg(long = "type", value_name = "TYPE", default_value = "CRON", value_parser = parse_kind)]
     kind: ScheduleType,
 }

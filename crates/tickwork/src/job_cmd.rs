@@ -103,7 +103,7 @@ pub(crate) struct JobFields {
     description: Option<String>,
     #[arg(long)]
     owner: Option<String>,
-    /// CRON, FIX_RATE, FIX_DELAY, ONCE or NONE.
+    /// CRON, CRON_AFTER_END, FIX_RATE, FIX_DELAY, ONCE or NONE.
     #[arg(long = "type")]
     schedule_type: Option<ScheduleType>,
     /// Cron expression, interval (`30`, `500ms`, `5m`) or instant, per the type.

@@ -6,8 +6,8 @@ use tickwork_core::schedule::Schedule;
 use tickwork_core::{ScheduleType, misfire};
 use tickwork_store::{Job, JobPlan, PlannedFire};
 
-/// `next_fire_at` of a fixed-delay job whose run is under way: the completion sets the real
-/// one. The claim query never reaches it.
+/// `next_fire_at` of a job that waits for its run's end (fixed delay, cron after end) while
+/// the run is under way: the completion sets the real one. The claim query never reaches it.
 pub const WAITING_FOR_COMPLETION: i64 = i64::MAX;
 
 /// Planning settings, from the scheduler configuration.
@@ -41,7 +41,7 @@ pub fn plan_job(job: &Job, schedule: Option<&Schedule>, now: i64, limits: PlanLi
     };
     if first <= until && cap > 0 {
         fires.push(first);
-        if kind != ScheduleType::FixDelay && kind != ScheduleType::Once {
+        if !kind.waits_for_end() && kind != ScheduleType::Once {
             fires.extend(schedule.fires_between(first, until, cap - 1));
         }
     }
@@ -71,7 +71,7 @@ pub fn plan_job(job: &Job, schedule: Option<&Schedule>, now: i64, limits: PlanLi
     let next_fire_at = match kind {
         _ if exhausted => None,
         // The next fire counts from the completion of this one, unless it did not run.
-        ScheduleType::FixDelay => {
+        _ if kind.waits_for_end() => {
             if plan.run_count() > 0 {
                 Some(WAITING_FOR_COMPLETION)
             } else {
@@ -192,6 +192,26 @@ mod tests {
         let plan = plan_job(&j, Some(&s), 1_000, LIMITS);
         assert_eq!(plan.fires.len(), 1);
         assert_eq!(plan.next_fire_at, Some(WAITING_FOR_COMPLETION));
+    }
+
+    #[test]
+    fn cron_after_end_plans_one_fire_and_waits_for_completion() {
+        // Every second: a cron job would plan the window's four fires.
+        let (j, s) = job(
+            ScheduleType::CronAfterEnd,
+            "* * * * * ?",
+            1_000,
+            MisfireStrategy::DoNothing,
+        );
+        let plan = plan_job(&j, Some(&s), 1_000, LIMITS);
+        let keys: Vec<i64> = plan.fires.iter().map(|f| f.fire_key).collect();
+        assert_eq!(keys, [1_000]);
+        assert_eq!(plan.fires[0].trigger_type, TriggerType::Cron);
+        assert_eq!(plan.next_fire_at, Some(WAITING_FOR_COMPLETION));
+        // Too late to run: it does not wait, the next match comes after now.
+        let plan = plan_job(&j, Some(&s), 9_500, LIMITS);
+        assert_eq!(plan.fires[0].state, RunState::Misfired);
+        assert_eq!(plan.next_fire_at, Some(10_000));
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //! (now, at an instant, a repeat with or without a count, a cron), idempotent under that key,
 //! and the admin keeps the job that carries it out. Cancelled by key.
 
+use tickwork_core::RouteStrategy;
 use tickwork_core::job::Limits;
 use tickwork_core::submission::{self, When};
-use tickwork_core::{RouteStrategy, ScheduleType};
 use tickwork_protocol::api::ErrorDetail;
 use tickwork_protocol::submissions::{
     Completion, Completions, CompletionsAck, CompletionsAcked, SUBMISSIONS_BATCH_MAX,
@@ -354,7 +354,7 @@ impl Submissions<'_> {
             job_id: job.id,
             schedule,
             time_zone: job.spec.time_zone,
-            rely_on_prev_cycle: job.spec.schedule_type == ScheduleType::FixDelay,
+            rely_on_prev_cycle: job.spec.schedule_type.waits_for_end(),
             state: match job.status {
                 JobStatus::Running => "active",
                 JobStatus::Stopped => "finished",
@@ -389,9 +389,6 @@ impl Submissions<'_> {
 fn schedule_error(e: tickwork_core::Error) -> Error {
     use tickwork_core::Error as Core;
     match e {
-        Core::Invalid { field, message } if field == "rely_on_prev_cycle" => {
-            Error::invalid_field(field, message)
-        }
         Core::Invalid { field, message } => {
             Error::invalid_field(format!("schedule.{field}"), message)
         }
