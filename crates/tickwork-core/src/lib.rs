@@ -1,7 +1,7 @@
 //! Tickwork's pure domain logic: job definitions and their limits, schedules and time zones,
 //! the schedule ahead (fires per bucket and their peaks), misfire decisions, the ledger's check
-//! of fires (missed, late, doubled), routing, block policies, run states, alarm statuses and
-//! what follows a run's end.
+//! of fires (missed, late, doubled), routing, block policies, run states, alarm statuses,
+//! what follows a run's end, and workflows (a DAG's checks and an instance's rules).
 //!
 //! This crate knows nothing about SQL, HTTP or async runtimes: every function here is a plain
 //! computation over its arguments, so that it can be tested with tables of cases.
@@ -23,6 +23,7 @@ pub mod routing;
 pub mod run;
 pub mod schedule;
 pub mod submission;
+pub mod workflow;
 
 pub use error::Error;
 pub use names::{
