@@ -191,6 +191,8 @@ named_enum! {
         Retry = "RETRY",
         Parent = "PARENT",
         Misfire = "MISFIRE",
+        /// A node of a workflow instance.
+        Workflow = "WORKFLOW",
     }
 }
 

@@ -30,7 +30,7 @@ pub use error::Error;
 pub use model::*;
 pub use store::{
     AccountStore, AlarmStore, AuditStore, ClusterStore, FireCheckStore, GroupStore, JobStore,
-    RunLedger, ScriptStore, Store, SubmissionStore,
+    RunLedger, ScriptStore, Store, SubmissionStore, WorkflowStore,
 };
 pub use tickwork_core::alarm::AlarmStatus;
 pub use tickwork_core::run::RunState;

@@ -25,6 +25,7 @@ pub trait Store:
     + AuditStore
     + ScriptStore
     + SubmissionStore
+    + WorkflowStore
     + Send
     + Sync
     + 'static
@@ -634,4 +635,44 @@ pub trait SubmissionStore: Send + Sync {
 
     /// Records a failed post of an end: one more attempt, the error, the next try.
     async fn submission_end_retry(&self, retry: SubmissionEndRetry) -> Result<(), Error>;
+}
+
+/// Workflows and their instances. An instance's nodes run as ordinary runs of the ledger; a
+/// run's link to its node is written with the run (a retry's with the retry).
+#[async_trait]
+pub trait WorkflowStore: Send + Sync {
+    /// Creates a workflow; a taken key is a `Conflict`.
+    async fn workflow_create(&self, new: WorkflowNew) -> Result<Workflow, Error>;
+
+    /// Rewrites a workflow's definition; its instances keep their snapshots.
+    async fn workflow_update(&self, update: WorkflowUpdate) -> Result<Workflow, Error>;
+
+    /// Deletes a workflow with its ended instances (their runs stay in the ledger); a
+    /// `Conflict` while an instance is running or queued.
+    async fn workflow_delete(&self, id: i64) -> Result<Workflow, Error>;
+
+    /// One workflow by id.
+    async fn workflow_get(&self, id: i64) -> Result<Workflow, Error>;
+
+    /// One workflow by key.
+    async fn workflow_get_by_key(&self, key: &str) -> Result<Workflow, Error>;
+
+    /// Every workflow, by key.
+    async fn workflows_list(&self) -> Result<Vec<Workflow>, Error>;
+
+    /// Fires a workflow (see [`InstanceStart`]).
+    async fn workflow_instance_start(&self, start: InstanceStart)
+    -> Result<InstanceStarted, Error>;
+
+    /// Steps an instance (see [`InstanceStep`]).
+    async fn workflow_instance_step(&self, step: InstanceStep) -> Result<Stepped, Error>;
+
+    /// One instance with its nodes' runs.
+    async fn workflow_instance_get(&self, id: i64) -> Result<InstanceWithRuns, Error>;
+
+    /// Instances matching the query, newest first.
+    async fn workflow_instances_list(&self, query: InstancesQuery) -> Result<Vec<Instance>, Error>;
+
+    /// The instances that `run_ids` belong to, each once.
+    async fn workflow_instances_of_runs(&self, run_ids: &[i64]) -> Result<Vec<i64>, Error>;
 }

@@ -114,6 +114,7 @@ mod jobs;
 mod runs;
 mod scripts;
 mod submissions;
+mod workflows;
 
 pub use accounts::*;
 pub use alarms::*;
@@ -125,3 +126,4 @@ pub use jobs::*;
 pub use runs::*;
 pub use scripts::*;
 pub use submissions::*;
+pub use workflows::*;

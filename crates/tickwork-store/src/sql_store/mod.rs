@@ -14,6 +14,7 @@ mod runs;
 mod scripts;
 mod submissions;
 mod transitions;
+mod workflows;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::marker::PhantomData;

@@ -470,6 +470,8 @@ impl<B: Backend> SqlStore<B> {
             }
         }
         let mut ids = Vec::new();
+        // (retry, the run it retries): a retry of a workflow node's run runs for that node.
+        let mut retries = Vec::new();
         let mut advanced_jobs = Vec::new();
         for run in &ended {
             // The job was deleted meanwhile: nothing follows.
@@ -479,8 +481,12 @@ impl<B: Backend> SqlStore<B> {
             let plan = follow(run, job);
             for new in plan.runs {
                 check_run_new(&new)?;
+                let retry = new.trigger_type == TriggerType::Retry;
                 if let Some(id) = Self::insert_id(&mut *conn, insert_run(new)).await? {
                     ids.push(id);
+                    if retry {
+                        retries.push((id, run.id));
+                    }
                 }
             }
             let Some(next) = plan.next_fire_at else {
@@ -507,6 +513,7 @@ impl<B: Backend> SqlStore<B> {
                 advanced_jobs.push(job.id);
             }
         }
+        workflows::link_retries::<B>(&mut *conn, &retries).await?;
         let mut follow_ups = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(ROWS_PER_STATEMENT) {
             let mut read =

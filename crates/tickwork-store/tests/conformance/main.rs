@@ -23,6 +23,7 @@ mod scripts;
 mod send_fence;
 mod state_machine;
 mod submissions;
+mod workflows;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -425,5 +426,11 @@ conformance! {
         completion_writes_retries_and_children_in_its_transaction,
         a_follow_up_that_cannot_be_written_leaves_the_run_pending,
         misfiring_a_fixed_delay_fire_moves_its_job_on,
+    ],
+    workflows: [
+        workflows_are_created_changed_and_deleted_by_key,
+        fires_are_admitted_under_the_cap_started_queued_or_skipped,
+        an_instance_steps_only_from_the_version_it_was_read_at,
+        a_retry_of_a_node_run_is_linked_to_the_same_node,
     ],
 }
