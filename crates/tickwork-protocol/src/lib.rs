@@ -13,6 +13,7 @@ mod lenient;
 mod messages;
 pub mod pull;
 pub mod submissions;
+pub mod workflows;
 
 pub use envelope::Envelope;
 pub use messages::{

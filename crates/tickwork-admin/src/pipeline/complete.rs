@@ -90,6 +90,11 @@ impl Scheduler {
             );
         }
         self.arm_all(ended.follow_ups, 0);
+        let node_runs = super::workflows::node_run_ids(&ended.runs);
+        if !node_runs.is_empty() {
+            // The loop stops with the pipeline; a step lost then is the sweep's.
+            let _ = self.inner.workflow_ends.send(node_runs);
+        }
         for &job_id in &ended.advanced_jobs {
             self.forget_job(job_id);
         }

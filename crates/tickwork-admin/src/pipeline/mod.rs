@@ -31,6 +31,7 @@ pub(crate) mod pull;
 mod pull_relay;
 mod results;
 pub mod timer;
+pub(crate) mod workflows;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -181,6 +182,8 @@ pub(crate) struct Inner {
     ledger: mpsc::UnboundedSender<(Run, DispatchOutcome)>,
     /// Callback requests for the results writer.
     results: mpsc::UnboundedSender<results::ResultsRequest>,
+    /// Ended node runs, to the workflow loop.
+    workflow_ends: mpsc::UnboundedSender<Vec<i64>>,
     /// Runs taken out of the flow (fence closed, database unreachable); the claim loop checks
     /// their ownership and fires them again, under the misfire policy.
     pub(crate) held: Mutex<Vec<Run>>,
@@ -252,6 +255,7 @@ impl Scheduler {
         let (slow_tx, slow_rx) = mpsc::unbounded_channel();
         let (ledger_tx, ledger_rx) = mpsc::unbounded_channel();
         let (results_tx, results_rx) = mpsc::unbounded_channel();
+        let (workflow_tx, workflow_rx) = mpsc::unbounded_channel();
         let addresses = Arc::new(AddressCache::new(
             store.clone(),
             client.clone(),
@@ -275,6 +279,7 @@ impl Scheduler {
             slow_lane: slow_tx,
             ledger: ledger_tx,
             results: results_tx,
+            workflow_ends: workflow_tx,
             held: Mutex::new(Vec::new()),
             membership: Membership::new(store.backend() == "sqlite"),
             metrics,
@@ -318,6 +323,7 @@ impl Scheduler {
             pipeline.spawn(s.maintenance().monitor_loop(monitor));
         }
         pipeline.spawn(s.maintenance().alarm_loop());
+        pipeline.spawn(workflows::workflow_loop(s.clone(), workflow_rx));
         if s.inner.store.backend() == "sqlite" {
             pipeline.spawn(log_checkpoint::log_checkpoint_loop(s.inner.clone()));
         }

@@ -29,6 +29,8 @@ pub(crate) enum Target {
     User(i64),
     ApiToken(i64),
     AlarmChannel(i64),
+    Workflow(i64),
+    WorkflowInstance(i64),
 }
 
 impl Target {
@@ -41,6 +43,8 @@ impl Target {
             Target::User(id) => ("user", id.to_string()),
             Target::ApiToken(id) => ("api_token", id.to_string()),
             Target::AlarmChannel(id) => ("alarm_channel", id.to_string()),
+            Target::Workflow(id) => ("workflow", id.to_string()),
+            Target::WorkflowInstance(id) => ("workflow_instance", id.to_string()),
         }
     }
 }

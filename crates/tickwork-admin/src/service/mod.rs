@@ -20,6 +20,7 @@ mod scripts;
 mod submissions;
 mod tokens;
 mod users;
+mod workflows;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -37,6 +38,7 @@ use crate::executor_client::ExecutorClient;
 use crate::metrics::Metrics;
 use submissions::Submissions;
 pub(crate) use submissions::completion;
+use workflows::Workflows;
 
 /// What the service may ask of the pipeline. The admin's [`crate::Scheduler`] is one; tests
 /// of the service and its HTTP layer use one that records the calls.
@@ -292,6 +294,10 @@ impl Service {
 
     pub fn submissions(&self) -> Submissions<'_> {
         Submissions { inner: &self.inner }
+    }
+
+    pub fn workflows(&self) -> Workflows<'_> {
+        Workflows { inner: &self.inner }
     }
 
     pub fn dashboard(&self) -> Dashboard<'_> {

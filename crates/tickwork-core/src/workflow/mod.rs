@@ -149,6 +149,18 @@ impl Edge {
     }
 }
 
+/// What an instance follows: the DAG as it was when the workflow fired, each node's job id
+/// (resolved from its key then) and the failure policy. Editing the workflow later changes
+/// none of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshot {
+    pub dag: Dag,
+    /// By node index.
+    pub job_ids: Vec<i64>,
+    pub failure_policy: FailurePolicy,
+}
+
 /// A checked DAG by node index (the nodes' order in the [`Dag`]): each node's incoming edges,
 /// its children, and an order in which every parent comes before its children.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,401 @@
+//! Workflow instances move on as their nodes' runs end. A step reads the instance and its
+//! nodes' runs, asks `tickwork_core::workflow::step` what follows, and writes it at the
+//! version it read (another admin that stepped first wins; this one reads again), so a node
+//! never starts twice. The loop steps the instances of the node runs that just ended, and
+//! sweeps every running instance now and then: a step lost to a crash is taken up by any
+//! admin's sweep.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tickwork_core::TriggerType;
+use tickwork_core::job::Limits;
+use tickwork_core::run::RunState;
+use tickwork_core::workflow::context::{self, Context};
+use tickwork_core::workflow::step::{self, InstanceState, NodeState, Step};
+use tickwork_core::workflow::{Graph, Snapshot};
+use tickwork_store::{
+    Instance, InstanceStep, InstancesQuery, NodeRunNew, Run, RunKillIntent, RunNew, Store,
+};
+use tokio::sync::mpsc;
+use tracing::{debug, warn};
+
+use super::Scheduler;
+use crate::Error;
+
+/// How often every running instance is looked at, whatever ended.
+const SWEEP_EVERY: Duration = Duration::from_secs(2);
+/// Steps tried on one instance before giving up until the next sweep (each lost to another
+/// writer).
+const STEP_TRIES: usize = 10;
+/// Instances looked at per sweep.
+const SWEEP_LIMIT: u64 = 1000;
+
+/// What one step wrote: runs to arm, runs to kill, and the workflow whose instance ended.
+#[derive(Debug, Default)]
+pub(crate) struct Stepped {
+    pub runs: Vec<Run>,
+    pub kill: Vec<Run>,
+    pub ended: Option<i64>,
+}
+
+/// The instance's snapshot and graph, read back; an unreadable one is an internal error (the
+/// service checked it when the instance was written).
+fn graph_of(instance: &Instance) -> Result<(Snapshot, Graph), Error> {
+    let snapshot: Snapshot = serde_json::from_str(&instance.snapshot).map_err(|e| {
+        Error::Internal(format!(
+            "workflow instance {} has an unreadable snapshot: {e}",
+            instance.id
+        ))
+    })?;
+    let graph = Graph::new(&snapshot.dag, &Limits::STANDARD)
+        .map_err(|e| Error::Internal(format!("workflow instance {}: {e}", instance.id)))?;
+    if graph.len() != instance.nodes.len() || graph.len() != snapshot.job_ids.len() {
+        return Err(Error::Internal(format!(
+            "workflow instance {} has {} node states for {} nodes",
+            instance.id,
+            instance.nodes.len(),
+            graph.len()
+        )));
+    }
+    Ok((snapshot, graph))
+}
+
+/// The runs to write for the nodes `step` starts, owned by `node_id`, their params read
+/// from the context.
+pub(crate) fn node_runs(
+    snapshot: &Snapshot,
+    step: &Step,
+    ctx: &Context,
+    node_id: &str,
+    now: i64,
+) -> Vec<NodeRunNew> {
+    step.start
+        .iter()
+        .map(|&i| NodeRunNew {
+            node: i,
+            run: RunNew {
+                params: snapshot.dag.nodes[i]
+                    .params
+                    .as_deref()
+                    .map(|p| context::render(p, ctx)),
+                owner_node: Some(node_id.to_owned()),
+                ..RunNew::new(snapshot.job_ids[i], TriggerType::Workflow, now)
+            },
+        })
+        .collect()
+}
+
+/// `nodes` with `step` applied: started nodes running, skipped skipped, the ones the end
+/// leaves (waiting or killed) stopped.
+pub(crate) fn apply(nodes: &mut [NodeState], step: &Step) {
+    for &i in &step.start {
+        nodes[i] = NodeState::Running;
+    }
+    for &i in &step.skip {
+        nodes[i] = NodeState::Skipped;
+    }
+    for &i in step.stop.iter().chain(&step.kill) {
+        nodes[i] = NodeState::Stopped;
+    }
+}
+
+/// Steps instance `id` once it reads what its runs say; nothing when it is not running or
+/// nothing changed.
+pub(crate) async fn step_instance(
+    store: &dyn Store,
+    node_id: &str,
+    now: i64,
+    id: i64,
+) -> Result<Stepped, Error> {
+    for _ in 0..STEP_TRIES {
+        let read = store.workflow_instance_get(id).await?;
+        let instance = read.instance;
+        match instance.state {
+            InstanceState::Running => {}
+            InstanceState::Queued => return promote(store, node_id, now, instance).await,
+            _ => return Ok(Stepped::default()),
+        }
+        let (snapshot, graph) = graph_of(&instance)?;
+        // A node's current run is its newest: a retry is linked after the run it retries.
+        let mut current: HashMap<usize, &Run> = HashMap::new();
+        for r in &read.runs {
+            current.insert(r.node, &r.run);
+        }
+        let mut nodes = instance.nodes.clone();
+        let mut ctx = context::from_json(&instance.context);
+        for (i, state) in nodes.iter_mut().enumerate() {
+            if *state != NodeState::Running {
+                continue;
+            }
+            let Some(run) = current.get(&i) else {
+                // Its run went with its job.
+                *state = NodeState::Failed;
+                continue;
+            };
+            match run.state {
+                RunState::Planned | RunState::Sending | RunState::Dispatched => {}
+                RunState::Succeeded => {
+                    *state = NodeState::Succeeded;
+                    ctx = added(ctx, run);
+                }
+                _ => *state = NodeState::Failed,
+            }
+        }
+        let step = step::advance(&snapshot.dag, &graph, &nodes, snapshot.failure_policy);
+        apply(&mut nodes, &step);
+        let state = step.end.unwrap_or(InstanceState::Running);
+        let ctx_json = context::to_json(&ctx);
+        if nodes == instance.nodes && state == instance.state && ctx_json == instance.context {
+            return Ok(Stepped::default());
+        }
+        let kill: Vec<Run> = step
+            .kill
+            .iter()
+            .filter_map(|i| current.get(i).map(|r| (*r).clone()))
+            .collect();
+        let runs = node_runs(&snapshot, &step, &ctx, node_id, now);
+        let write = InstanceStep {
+            id,
+            expected_version: instance.version,
+            state,
+            nodes,
+            context: ctx_json,
+            ended_at: step.end.map(|_| now),
+            runs,
+        };
+        match store.workflow_instance_step(write).await {
+            Ok(stepped) => {
+                debug!(
+                    instance = id,
+                    started = stepped.runs.len(),
+                    state = state.as_str(),
+                    "workflow instance stepped"
+                );
+                return Ok(Stepped {
+                    runs: stepped.runs,
+                    kill,
+                    ended: step.end.map(|_| instance.workflow_id),
+                });
+            }
+            Err(tickwork_store::Error::Conflict(_)) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Stepped::default())
+}
+
+/// The context with what `run`'s result message adds; a bad addition is logged and left out
+/// (the run succeeded; its children still run).
+fn added(ctx: Context, run: &Run) -> Context {
+    let Some(message) = run.handle_msg.as_deref() else {
+        return ctx;
+    };
+    match context::from_message(message).and_then(|add| match add {
+        Some(add) => context::merge(&ctx, add).map(Some),
+        None => Ok(None),
+    }) {
+        Ok(Some(merged)) => merged,
+        Ok(None) => ctx,
+        Err(e) => {
+            warn!(run_id = run.id, error = %e, "a node's context was not added");
+            ctx
+        }
+    }
+}
+
+/// Starts a queued instance if its workflow is under its cap and it is the oldest queued.
+async fn promote(
+    store: &dyn Store,
+    node_id: &str,
+    now: i64,
+    instance: Instance,
+) -> Result<Stepped, Error> {
+    let workflow = store.workflow_get(instance.workflow_id).await?;
+    let live = store
+        .workflow_instances_list(InstancesQuery {
+            workflow_id: Some(workflow.id),
+            states: vec![InstanceState::Running, InstanceState::Queued],
+            limit: SWEEP_LIMIT,
+        })
+        .await?;
+    let running = live
+        .iter()
+        .filter(|i| i.state == InstanceState::Running)
+        .count();
+    let oldest = live
+        .iter()
+        .filter(|i| i.state == InstanceState::Queued)
+        .map(|i| i.id)
+        .min();
+    if running >= usize::try_from(workflow.def.max_instances).unwrap_or(1)
+        || oldest != Some(instance.id)
+    {
+        return Ok(Stepped::default());
+    }
+    let (snapshot, graph) = graph_of(&instance)?;
+    let mut nodes = instance.nodes.clone();
+    let step = step::advance(&snapshot.dag, &graph, &nodes, snapshot.failure_policy);
+    apply(&mut nodes, &step);
+    let ctx = context::from_json(&instance.context);
+    let runs = node_runs(&snapshot, &step, &ctx, node_id, now);
+    let write = InstanceStep {
+        id: instance.id,
+        expected_version: instance.version,
+        state: step.end.unwrap_or(InstanceState::Running),
+        nodes,
+        context: instance.context.clone(),
+        ended_at: step.end.map(|_| now),
+        runs,
+    };
+    match store.workflow_instance_step(write).await {
+        Ok(stepped) => Ok(Stepped {
+            runs: stepped.runs,
+            kill: Vec::new(),
+            ended: step.end.map(|_| instance.workflow_id),
+        }),
+        // Another admin started it (or stepped it) first.
+        Err(tickwork_store::Error::Conflict(_)) => Ok(Stepped::default()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+impl Stepped {
+    /// Arms the runs written, kills the ones left running, and starts the oldest queued
+    /// instance of a workflow whose instance ended.
+    pub(crate) async fn settle(self, scheduler: &Scheduler) {
+        let inner = &scheduler.inner;
+        scheduler.arm_all(self.runs, 0);
+        for run in self.kill {
+            kill(scheduler, &run).await;
+        }
+        let Some(workflow_id) = self.ended else {
+            return;
+        };
+        let queued = inner
+            .store
+            .workflow_instances_list(InstancesQuery {
+                workflow_id: Some(workflow_id),
+                states: vec![InstanceState::Queued],
+                limit: SWEEP_LIMIT,
+            })
+            .await;
+        match queued {
+            Ok(q) => {
+                if let Some(oldest) = q.iter().map(|i| i.id).min() {
+                    let now = inner.clock.now_ms();
+                    match step_instance(&*inner.store, &inner.config.node_id, now, oldest).await {
+                        Ok(s) => scheduler.arm_all(s.runs, 0),
+                        Err(e) => {
+                            warn!(instance = oldest, error = %e, "a queued instance did not start")
+                        }
+                    }
+                }
+            }
+            Err(e) => warn!(workflow_id, error = %e, "queued instances unread"),
+        }
+    }
+}
+
+/// Kills a node's run the instance's end left running: its kill intent, then `/kill`.
+async fn kill(scheduler: &Scheduler, run: &Run) {
+    let inner = &scheduler.inner;
+    if run.state != RunState::Dispatched {
+        return;
+    }
+    let Some(address) = run.executor_address.as_deref() else {
+        return;
+    };
+    let intent = RunKillIntent {
+        run_id: run.id,
+        at: Some(inner.clock.now_ms()),
+    };
+    match inner.store.run_kill_intent(intent).await {
+        Ok(true) => {}
+        Ok(false) => return,
+        Err(e) => {
+            warn!(run_id = run.id, error = %e, "kill intent not recorded");
+            return;
+        }
+    }
+    let client = match inner.store.group_get(run.group_id).await {
+        Ok(g) => inner.client.for_group(&g),
+        Err(_) => inner.client.clone(),
+    };
+    let out = client.kill(address, run.job_id as i32).await;
+    if !out.is_success() {
+        warn!(
+            run_id = run.id,
+            msg = out.msg.as_deref().unwrap_or(""),
+            "a node's run was not killed"
+        );
+        return;
+    }
+    let killed = tickwork_store::RunComplete {
+        run_id: run.id,
+        handle_code: tickwork_protocol::CODE_FAIL,
+        handle_msg: Some("killed: its workflow instance ended".to_owned()),
+        state: RunState::Killed,
+        at: inner.clock.now_ms(),
+    };
+    if let Err(e) = scheduler.complete(killed).await {
+        warn!(run_id = run.id, error = %e, "a killed node's run not recorded");
+    }
+}
+
+/// Steps the instances of node runs that ended (sent by the completion path) and sweeps
+/// every running instance each [`SWEEP_EVERY`]; stops with the pipeline.
+pub(crate) async fn workflow_loop(
+    scheduler: Scheduler,
+    mut ended: mpsc::UnboundedReceiver<Vec<i64>>,
+) {
+    let inner = scheduler.inner.clone();
+    let mut sweep = tokio::time::interval(SWEEP_EVERY);
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let ids = tokio::select! {
+            _ = inner.stop.cancelled() => return,
+            got = ended.recv() => match got {
+                Some(mut ids) => {
+                    // Whatever else ended meanwhile goes in the same round.
+                    while let Ok(more) = ended.try_recv() {
+                        ids.extend(more);
+                    }
+                    inner.store.workflow_instances_of_runs(&ids).await
+                }
+                None => return,
+            },
+            _ = sweep.tick() => inner
+                .store
+                .workflow_instances_list(InstancesQuery {
+                    workflow_id: None,
+                    states: vec![InstanceState::Running],
+                    limit: SWEEP_LIMIT,
+                })
+                .await
+                .map(|list| list.into_iter().map(|i| i.id).collect()),
+        };
+        let ids = match ids {
+            Ok(ids) => ids,
+            Err(e) => {
+                warn!(error = %e, "workflow instances unread");
+                continue;
+            }
+        };
+        for id in ids {
+            let now = inner.clock.now_ms();
+            match step_instance(&*inner.store, &inner.config.node_id, now, id).await {
+                Ok(stepped) => stepped.settle(&scheduler).await,
+                Err(e) => warn!(instance = id, error = %e, "workflow instance not stepped"),
+            }
+        }
+    }
+}
+
+/// The ended runs that may be a workflow node's: node runs and retries.
+pub(crate) fn node_run_ids(runs: &[Run]) -> Vec<i64> {
+    runs.iter()
+        .filter(|r| matches!(r.trigger_type, TriggerType::Workflow | TriggerType::Retry))
+        .map(|r| r.id)
+        .collect()
+}

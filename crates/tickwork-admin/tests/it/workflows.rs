@@ -1,0 +1,315 @@
+//! Workflows end to end in one admin with a real executor, on SQLite, PostgreSQL and MariaDB:
+//! a diamond runs its join once after both branches, a failure ends the instance or lets the
+//! other branches go on as the workflow's policy says, a failure edge takes its error branch,
+//! a fire past the cap is skipped, and bad definitions are refused with nothing saved.
+
+use crate::support;
+
+use std::time::Duration;
+
+use support::{Backend, CountingExecutor, InProcessAdmin, TestDb};
+use tickwork_admin::Principal;
+use tickwork_core::TriggerType;
+use tickwork_protocol::workflows::{
+    Dag, Edge, EdgeOn, FailurePolicy, InstanceState, InstanceView, Node, NodeState, Overflow,
+    WorkflowInput,
+};
+use tickwork_store::{AddressMode, GroupNew, JobNew, JobSpec, JobStatus, Store};
+use tickwork_testkit::wait_until;
+
+const WAIT: Duration = Duration::from_secs(30);
+const APP: &str = "wf-exec";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_workflows_run_their_dags() {
+    workflows_run_their_dags(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_workflows_run_their_dags() {
+    workflows_run_their_dags(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_workflows_run_their_dags() {
+    workflows_run_their_dags(Backend::MySql).await;
+}
+
+/// A job of the test group running `handler`, under `key`.
+async fn job(store: &dyn Store, group_id: i64, key: &str, handler: &str) -> i64 {
+    store
+        .job_create(JobNew {
+            key: key.to_owned(),
+            spec: JobSpec::new(group_id, handler),
+            status: JobStatus::Stopped,
+            next_fire_at: None,
+            now: support::now_ms(),
+        })
+        .await
+        .expect("create job")
+        .id
+}
+
+fn input(key: &str, nodes: &[(&str, &str)], edges: &[(&str, &str, EdgeOn)]) -> WorkflowInput {
+    WorkflowInput {
+        key: key.to_owned(),
+        name: format!("workflow {key}"),
+        group: APP.to_owned(),
+        dag: Dag {
+            nodes: nodes.iter().map(|(k, job)| Node::new(*k, *job)).collect(),
+            edges: edges
+                .iter()
+                .map(|(f, t, on)| Edge::new(*f, *t, *on))
+                .collect(),
+        },
+        failure_policy: FailurePolicy::End,
+        max_instances: 1,
+        overflow: Overflow::Skip,
+    }
+}
+
+/// Waits until instance `id` has ended; the instance.
+async fn ended(admin: &InProcessAdmin, id: i64) -> InstanceView {
+    let workflows = admin.admin.service.workflows();
+    wait_until(&format!("instance {id} ended"), WAIT, || async move {
+        let i = workflows.instance(id).await.expect("read instance");
+        if matches!(
+            i.state,
+            InstanceState::Succeeded | InstanceState::Failed | InstanceState::Stopped
+        ) {
+            Some(i)
+        } else {
+            None
+        }
+    })
+    .await
+}
+
+fn states(i: &InstanceView) -> Vec<(&str, NodeState)> {
+    i.nodes.iter().map(|n| (n.key.as_str(), n.state)).collect()
+}
+
+async fn workflows_run_their_dags(backend: Backend) {
+    let Some(db) = TestDb::create(backend).await else {
+        return;
+    };
+    let admin = InProcessAdmin::start(&db, "wf-1", "").await;
+    let executor =
+        CountingExecutor::start(APP, std::slice::from_ref(&admin.address), &db.token).await;
+    let store = &*admin.store;
+    let group = store
+        .group_create(GroupNew {
+            app_name: APP.to_owned(),
+            title: APP.to_owned(),
+            address_mode: AddressMode::Manual,
+            addresses: vec![executor.address()],
+            now: support::now_ms(),
+        })
+        .await
+        .expect("create group");
+    for (key, handler) in [
+        ("a", "count"),
+        ("b", "count"),
+        ("c", "slow"),
+        ("d", "count"),
+        ("f", "fail"),
+    ] {
+        job(store, group.id, &format!("job-{key}"), handler).await;
+    }
+    let workflows = admin.admin.service.workflows();
+    let by = Principal::system();
+    use EdgeOn::{Always, Failure, Success};
+
+    // A diamond: D once, after B and after the slower C.
+    let diamond = input(
+        "diamond",
+        &[
+            ("A", "job-a"),
+            ("B", "job-b"),
+            ("C", "job-c"),
+            ("D", "job-d"),
+        ],
+        &[
+            ("A", "B", Success),
+            ("A", "C", Success),
+            ("B", "D", Success),
+            ("C", "D", Success),
+        ],
+    );
+    workflows
+        .create(&by, diamond)
+        .await
+        .expect("create diamond");
+    let started = workflows
+        .run(&by, "diamond", "day=2026-11-28", TriggerType::Api)
+        .await
+        .expect("run diamond");
+    assert_eq!(started.admitted.as_deref(), Some("started"));
+    assert_eq!(started.nodes[0].state, NodeState::Running, "{started:?}");
+    assert!(
+        started.nodes[1..]
+            .iter()
+            .all(|n| n.state == NodeState::Waiting)
+    );
+    // One instance at a time: a second fire now is skipped, and says so.
+    let skipped = workflows.run(&by, "diamond", "", TriggerType::Api).await;
+    assert!(
+        skipped
+            .unwrap_err()
+            .to_string()
+            .contains("this fire is skipped"),
+        "a fire past the cap"
+    );
+    let done = ended(&admin, started.id).await;
+    assert_eq!(done.state, InstanceState::Succeeded, "{done:?}");
+    assert_eq!(
+        done.context.get("params").map(String::as_str),
+        Some("day=2026-11-28")
+    );
+    let mut runs = Vec::new();
+    for node in &done.nodes {
+        assert_eq!(node.run_ids.len(), 1, "each node ran once: {done:?}");
+        let run = store.run_get(node.run_ids[0]).await.expect("node run");
+        assert_eq!(run.trigger_type, TriggerType::Workflow);
+        assert_eq!(executor.count(run.id), 1, "run {} executed once", run.id);
+        runs.push(run);
+    }
+    let (b, c, d) = (&runs[1], &runs[2], &runs[3]);
+    let join = d.scheduled_at;
+    for parent in [b, c] {
+        assert!(
+            parent.finished_at.expect("ended") <= join,
+            "D was planned at {join} before a parent ended: {parent:?}"
+        );
+    }
+
+    // END: the failed node ends the instance at once; CONTINUE: the other branch goes on.
+    for (policy, other) in [
+        (FailurePolicy::End, NodeState::Stopped),
+        (FailurePolicy::Continue, NodeState::Succeeded),
+    ] {
+        let key = format!("fails-{policy}").to_lowercase();
+        let mut wf = input(
+            &key,
+            &[
+                ("A", "job-a"),
+                ("F", "job-f"),
+                ("after-f", "job-b"),
+                ("S", "job-c"),
+                ("after-s", "job-d"),
+            ],
+            &[
+                ("A", "F", Success),
+                ("F", "after-f", Success),
+                ("A", "S", Success),
+                ("S", "after-s", Success),
+            ],
+        );
+        wf.failure_policy = policy;
+        workflows.create(&by, wf).await.expect("create");
+        let id = workflows
+            .run(&by, &key, "", TriggerType::Api)
+            .await
+            .expect("run")
+            .id;
+        let done = ended(&admin, id).await;
+        assert_eq!(done.state, InstanceState::Failed, "{done:?}");
+        let got = states(&done);
+        assert_eq!(got[1], ("F", NodeState::Failed), "{got:?}");
+        assert_eq!(
+            got[2].1,
+            if policy == FailurePolicy::End {
+                NodeState::Stopped
+            } else {
+                NodeState::Skipped
+            },
+            "{got:?}"
+        );
+        assert_eq!(got[4], ("after-s", other), "{got:?}");
+    }
+
+    // A failure edge takes the error branch, and the planned-for failure does not fail it.
+    let recover = input(
+        "recover",
+        &[
+            ("F", "job-f"),
+            ("ok", "job-a"),
+            ("fix", "job-b"),
+            ("log", "job-d"),
+        ],
+        &[
+            ("F", "ok", Success),
+            ("F", "fix", Failure),
+            ("F", "log", Always),
+        ],
+    );
+    workflows
+        .create(&by, recover)
+        .await
+        .expect("create recover");
+    let id = workflows
+        .run(&by, "recover", "", TriggerType::Api)
+        .await
+        .expect("run")
+        .id;
+    let done = ended(&admin, id).await;
+    assert_eq!(done.state, InstanceState::Succeeded, "{done:?}");
+    assert_eq!(
+        states(&done),
+        [
+            ("F", NodeState::Failed),
+            ("ok", NodeState::Skipped),
+            ("fix", NodeState::Succeeded),
+            ("log", NodeState::Succeeded),
+        ]
+    );
+
+    // Bad definitions: refused with the field named, nothing saved.
+    let before = workflows.list().await.expect("list").len();
+    let cases = [
+        (
+            input(
+                "cycle",
+                &[("A", "job-a"), ("B", "job-b")],
+                &[("A", "B", Success), ("B", "A", Success)],
+            ),
+            "dag.edges",
+            "cycle",
+        ),
+        (
+            input("dangling", &[("A", "job-a")], &[("A", "Z", Success)]),
+            "dag.edges",
+            "no node \"Z\"",
+        ),
+        (
+            input("nojob", &[("A", "job-gone")], &[]),
+            "dag",
+            "no job has the key \"job-gone\"",
+        ),
+        (
+            input("bad key!", &[("A", "job-a")], &[]),
+            "key",
+            "workflow key",
+        ),
+        (input("diamond", &[("A", "job-a")], &[]), "", "taken"),
+    ];
+    for (wf, field, words) in cases {
+        let e = workflows.create(&by, wf).await.unwrap_err().to_string();
+        assert!(
+            e.contains(field) && e.contains(words),
+            "{e} lacks {field} / {words}"
+        );
+    }
+    let mut other_group = input("elsewhere", &[("A", "job-a")], &[]);
+    other_group.group = "no-such-app".to_owned();
+    let e = workflows
+        .create(&by, other_group)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no executor group"), "{e}");
+    assert_eq!(workflows.list().await.expect("list").len(), before);
+
+    assert!(executor.doubles().is_empty(), "{:?}", executor.doubles());
+    admin.shutdown().await;
+}
