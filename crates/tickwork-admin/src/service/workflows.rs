@@ -6,14 +6,17 @@
 use std::collections::HashMap;
 
 use tickwork_core::job::Limits;
+use tickwork_core::run::RunState;
 use tickwork_core::workflow::context;
-use tickwork_core::workflow::step::{self, NodeState};
+use tickwork_core::workflow::step::{self, InstanceState, NodeState};
 use tickwork_core::workflow::{Dag, Graph, Snapshot};
 use tickwork_core::{TriggerType, job};
 use tickwork_protocol::workflows::{InstanceNode, InstanceView, WorkflowInput, WorkflowView};
 use tickwork_store::{
-    Group, InstanceStart, InstanceWithRuns, Workflow, WorkflowDef, WorkflowNew, WorkflowUpdate,
+    Group, InstanceStart, InstanceStep, InstanceWithRuns, Run, RunSkip, Workflow, WorkflowDef,
+    WorkflowNew, WorkflowUpdate,
 };
+use tracing::warn;
 
 use super::Inner;
 use super::audit::Target;
@@ -221,6 +224,239 @@ impl Workflows<'_> {
         instance_view(read)
     }
 
+    /// Stops instance `id`: its running nodes' runs are killed (a planned one skipped), the
+    /// nodes not started stopped, the instance `STOPPED`.
+    pub async fn stop(self, by: &Principal, id: i64) -> Result<InstanceView, Error> {
+        let (read, _) = self.for_change(by, id).await?;
+        let i = &read.instance;
+        if i.state.is_final() {
+            return Err(Error::Conflict(format!(
+                "workflow instance {id} is {}, not running",
+                i.state
+            )));
+        }
+        let halt = step::stop(&i.nodes);
+        let mut nodes = i.nodes.clone();
+        apply(&mut nodes, &halt);
+        let current = current_runs(&read);
+        let before = instance_view(read.clone())?;
+        self.write(&read, InstanceState::Stopped, nodes, None, Vec::new())
+            .await?;
+        for n in halt.kill {
+            if let Some(run) = current.get(&n) {
+                self.end_run(by, run).await;
+            }
+        }
+        let view = self.instance(id).await?;
+        self.inner
+            .audit(
+                by,
+                "workflow.stop",
+                Target::WorkflowInstance(id),
+                Some(&before),
+                Some(&view),
+            )
+            .await?;
+        Ok(view)
+    }
+
+    /// Resumes a failed or stopped instance: its succeeded nodes (runs and context) are kept,
+    /// the others decided anew, the ones whose parents are done started now.
+    pub async fn resume(self, by: &Principal, id: i64) -> Result<InstanceView, Error> {
+        let (read, snapshot) = self.for_change(by, id).await?;
+        let nodes = step::resume(read.instance.state, &read.instance.nodes)
+            .map_err(|e| Error::Conflict(e.to_string()))?;
+        self.go_on(by, "workflow.resume", read, snapshot, nodes)
+            .await
+    }
+
+    /// Marks node `node` of instance `id` succeeded (a failed, skipped or stopped one); in a
+    /// running instance the nodes after it go on at once, in an ended one when resumed.
+    pub async fn mark_succeeded(
+        self,
+        by: &Principal,
+        id: i64,
+        node: &str,
+    ) -> Result<InstanceView, Error> {
+        let (read, snapshot) = self.for_change(by, id).await?;
+        let i = node_index(&snapshot, node)?;
+        let nodes = step::mark_succeeded(read.instance.state, &read.instance.nodes, i)
+            .map_err(|e| Error::Conflict(e.to_string()))?;
+        if read.instance.state.is_final() {
+            let before = instance_view(read.clone())?;
+            let state = read.instance.state;
+            let view = self
+                .write(&read, state, nodes, read.instance.ended_at, Vec::new())
+                .await?;
+            self.inner
+                .audit(
+                    by,
+                    "workflow.mark",
+                    Target::WorkflowInstance(id),
+                    Some(&before),
+                    Some(&view),
+                )
+                .await?;
+            return Ok(view);
+        }
+        self.go_on(by, "workflow.mark", read, snapshot, nodes).await
+    }
+
+    /// Runs node `node` of an ended instance again; the nodes after it that did not succeed
+    /// wait for it again, and the instance runs until they are done.
+    pub async fn rerun(self, by: &Principal, id: i64, node: &str) -> Result<InstanceView, Error> {
+        let (read, snapshot) = self.for_change(by, id).await?;
+        let graph = Graph::new(&snapshot.dag, &Limits::STANDARD)?;
+        let i = node_index(&snapshot, node)?;
+        let nodes = step::rerun(&graph, read.instance.state, &read.instance.nodes, i)
+            .map_err(|e| Error::Conflict(e.to_string()))?;
+        let ctx = context::from_json(&read.instance.context);
+        let now = self.inner.clock.now_ms();
+        let start = step::Step {
+            start: vec![i],
+            ..step::Step::default()
+        };
+        let runs = node_runs(&snapshot, &start, &ctx, &self.inner.config.node_id, now);
+        let before = instance_view(read.clone())?;
+        let view = self
+            .write(&read, InstanceState::Running, nodes, None, runs)
+            .await?;
+        self.inner
+            .audit(
+                by,
+                "workflow.rerun",
+                Target::WorkflowInstance(id),
+                Some(&before),
+                Some(&view),
+            )
+            .await?;
+        Ok(view)
+    }
+
+    /// Writes `nodes` into the instance, running, and starts what follows from them.
+    async fn go_on(
+        self,
+        by: &Principal,
+        action: &str,
+        read: InstanceWithRuns,
+        snapshot: Snapshot,
+        mut nodes: Vec<NodeState>,
+    ) -> Result<InstanceView, Error> {
+        let graph = Graph::new(&snapshot.dag, &Limits::STANDARD)?;
+        let next = step::advance(&snapshot.dag, &graph, &nodes, snapshot.failure_policy);
+        apply(&mut nodes, &next);
+        let ctx = context::from_json(&read.instance.context);
+        let now = self.inner.clock.now_ms();
+        let runs = node_runs(&snapshot, &next, &ctx, &self.inner.config.node_id, now);
+        let state = next.end.unwrap_or(InstanceState::Running);
+        let before = instance_view(read.clone())?;
+        let view = self
+            .write(&read, state, nodes, next.end.map(|_| now), runs)
+            .await?;
+        let id = view.id;
+        self.inner
+            .audit(
+                by,
+                action,
+                Target::WorkflowInstance(id),
+                Some(&before),
+                Some(&view),
+            )
+            .await?;
+        Ok(view)
+    }
+
+    /// Writes an operator's step at the version read and arms its runs; the instance now.
+    async fn write(
+        self,
+        read: &InstanceWithRuns,
+        state: InstanceState,
+        nodes: Vec<NodeState>,
+        ended_at: Option<i64>,
+        runs: Vec<tickwork_store::NodeRunNew>,
+    ) -> Result<InstanceView, Error> {
+        let i = &read.instance;
+        let ended_at = if state.is_final() {
+            ended_at.or(Some(self.inner.clock.now_ms()))
+        } else {
+            None
+        };
+        let stepped = match self
+            .inner
+            .store
+            .workflow_instance_step(InstanceStep {
+                id: i.id,
+                expected_version: i.version,
+                state,
+                nodes,
+                context: i.context.clone(),
+                ended_at,
+                runs,
+            })
+            .await
+        {
+            Err(tickwork_store::Error::Conflict(_)) => {
+                return Err(Error::Conflict(format!(
+                    "workflow instance {} changed meanwhile; read it and try again",
+                    i.id
+                )));
+            }
+            other => other?,
+        };
+        for run in stepped.runs {
+            self.inner.pipeline.arm(run);
+        }
+        self.instance(i.id).await
+    }
+
+    /// Ends a node's run that its instance no longer waits for: kills a dispatched one, skips
+    /// one not sent yet. A run that ended meanwhile is left as it is.
+    async fn end_run(self, by: &Principal, run: &Run) {
+        let outcome = match run.state {
+            RunState::Dispatched => self.inner.runs().kill(by, run.id).await.map(|_| ()),
+            RunState::Planned => {
+                let skip = RunSkip {
+                    run_id: run.id,
+                    node_id: run.owner_node.clone().unwrap_or_default(),
+                    reason: "its workflow instance was stopped".to_owned(),
+                    at: self.inner.clock.now_ms(),
+                };
+                self.inner
+                    .store
+                    .run_skip(skip)
+                    .await
+                    .map(|_| ())
+                    .map_err(Error::from)
+            }
+            _ => Ok(()),
+        };
+        if let Err(e) = outcome {
+            warn!(run_id = run.id, error = %e, "a stopped instance's run was not ended");
+        }
+    }
+
+    /// Instance `id` with its snapshot, its workflow's group one `by` may change.
+    async fn for_change(
+        self,
+        by: &Principal,
+        id: i64,
+    ) -> Result<(InstanceWithRuns, Snapshot), Error> {
+        let read = match self.inner.store.workflow_instance_get(id).await {
+            Err(tickwork_store::Error::NotFound { .. }) => {
+                return Err(Error::NotFound(format!("workflow instance {id} not found")));
+            }
+            other => other?,
+        };
+        let wf = self
+            .inner
+            .store
+            .workflow_get(read.instance.workflow_id)
+            .await?;
+        by.require_group(wf.def.group_id)?;
+        let snapshot = snapshot_of(&read.instance)?;
+        Ok((read, snapshot))
+    }
+
     /// The id of `job_key`'s job for node `node` (its group one `by` may change).
     async fn node_job(self, by: &Principal, node: &str, job_key: &str) -> Result<i64, Error> {
         match self.inner.store.job_get_by_key(job_key).await {
@@ -338,14 +574,33 @@ fn view(wf: Workflow, group: &Group) -> Result<WorkflowView, Error> {
     })
 }
 
-fn instance_view(read: InstanceWithRuns) -> Result<InstanceView, Error> {
-    let i = read.instance;
-    let snapshot: Snapshot = serde_json::from_str(&i.snapshot).map_err(|e| {
+fn snapshot_of(i: &tickwork_store::Instance) -> Result<Snapshot, Error> {
+    serde_json::from_str(&i.snapshot).map_err(|e| {
         Error::Internal(format!(
             "workflow instance {} has an unreadable snapshot: {e}",
             i.id
         ))
-    })?;
+    })
+}
+
+/// Each node's current run: its newest.
+fn current_runs(read: &InstanceWithRuns) -> HashMap<usize, Run> {
+    read.runs.iter().map(|r| (r.node, r.run.clone())).collect()
+}
+
+/// The index of the node keyed `key` in the instance's snapshot.
+fn node_index(snapshot: &Snapshot, key: &str) -> Result<usize, Error> {
+    snapshot
+        .dag
+        .nodes
+        .iter()
+        .position(|n| n.key == key)
+        .ok_or_else(|| Error::NotFound(format!("no node {key:?} in this instance")))
+}
+
+fn instance_view(read: InstanceWithRuns) -> Result<InstanceView, Error> {
+    let snapshot = snapshot_of(&read.instance)?;
+    let i = read.instance;
     let mut run_ids: Vec<Vec<i64>> = vec![Vec::new(); snapshot.dag.nodes.len()];
     for r in &read.runs {
         if let Some(ids) = run_ids.get_mut(r.node) {

@@ -21,6 +21,21 @@ const WAIT: Duration = Duration::from_secs(30);
 const APP: &str = "wf-exec";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_workflow_instances_are_stopped_resumed_marked_and_rerun() {
+    operations(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_workflow_instances_are_stopped_resumed_marked_and_rerun() {
+    operations(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_workflow_instances_are_stopped_resumed_marked_and_rerun() {
+    operations(Backend::MySql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_workflows_run_their_dags() {
     workflows_run_their_dags(Backend::Sqlite).await;
 }
@@ -89,10 +104,10 @@ fn states(i: &InstanceView) -> Vec<(&str, NodeState)> {
     i.nodes.iter().map(|n| (n.key.as_str(), n.state)).collect()
 }
 
-async fn workflows_run_their_dags(backend: Backend) {
-    let Some(db) = TestDb::create(backend).await else {
-        return;
-    };
+/// An admin, an executor with every handler, and a job per handler in the executor's group
+/// (`job-a`, `job-b`, `job-d`: count; `job-c`: slow; `job-f`: fail; `job-long`, `job-ctx`).
+async fn setup(backend: Backend) -> Option<(TestDb, InProcessAdmin, CountingExecutor)> {
+    let db = TestDb::create(backend).await?;
     let admin = InProcessAdmin::start(&db, "wf-1", "").await;
     let executor =
         CountingExecutor::start(APP, std::slice::from_ref(&admin.address), &db.token).await;
@@ -113,9 +128,19 @@ async fn workflows_run_their_dags(backend: Backend) {
         ("c", "slow"),
         ("d", "count"),
         ("f", "fail"),
+        ("long", "long"),
+        ("ctx", "context"),
     ] {
         job(store, group.id, &format!("job-{key}"), handler).await;
     }
+    Some((db, admin, executor))
+}
+
+async fn workflows_run_their_dags(backend: Backend) {
+    let Some((_db, admin, executor)) = setup(backend).await else {
+        return;
+    };
+    let store = &*admin.store;
     let workflows = admin.admin.service.workflows();
     let by = Principal::system();
     use EdgeOn::{Always, Failure, Success};
@@ -310,6 +335,147 @@ async fn workflows_run_their_dags(backend: Backend) {
     assert!(e.contains("no executor group"), "{e}");
     assert_eq!(workflows.list().await.expect("list").len(), before);
 
+    assert!(executor.doubles().is_empty(), "{:?}", executor.doubles());
+    admin.shutdown().await;
+}
+
+/// The runs of each node of `i`, as counts.
+fn run_counts(i: &InstanceView) -> Vec<usize> {
+    i.nodes.iter().map(|n| n.run_ids.len()).collect()
+}
+
+async fn operations(backend: Backend) {
+    let Some((_db, admin, executor)) = setup(backend).await else {
+        return;
+    };
+    let store = &*admin.store;
+    let workflows = admin.admin.service.workflows();
+    let by = Principal::system();
+    use EdgeOn::Success;
+
+    // The context: the trigger's params and what a node added, read by the next one's params.
+    let mut ctx = input(
+        "ctx",
+        &[("load", "job-ctx"), ("report", "job-b")],
+        &[("load", "report", Success)],
+    );
+    ctx.dag.nodes[1].params = Some("--rows ${ctx.rows} --day ${ctx.params} ${ctx.nope}".to_owned());
+    workflows.create(&by, ctx).await.expect("create ctx");
+    let id = workflows
+        .run(&by, "ctx", "2026-11-28", TriggerType::Api)
+        .await
+        .expect("run")
+        .id;
+    let done = ended(&admin, id).await;
+    assert_eq!(done.state, InstanceState::Succeeded, "{done:?}");
+    assert_eq!(
+        done.context.get("rows").map(String::as_str),
+        Some("42"),
+        "{done:?}"
+    );
+    let report = store.run_get(done.nodes[1].run_ids[0]).await.expect("run");
+    assert_eq!(report.params, "--rows 42 --day 2026-11-28 ${ctx.nope}");
+
+    // Stop: the running node's run is killed, the rest stopped.
+    workflows
+        .create(
+            &by,
+            input(
+                "long",
+                &[("L", "job-long"), ("after", "job-a")],
+                &[("L", "after", Success)],
+            ),
+        )
+        .await
+        .expect("create long");
+    let id = workflows
+        .run(&by, "long", "", TriggerType::Api)
+        .await
+        .expect("run")
+        .id;
+    let run_id = wait_until("the long node dispatched", WAIT, || async {
+        let i = workflows.instance(id).await.expect("read");
+        let run = store.run_get(*i.nodes[0].run_ids.first()?).await.ok()?;
+        (run.state == tickwork_store::RunState::Dispatched).then_some(run.id)
+    })
+    .await;
+    let stopped = workflows.stop(&by, id).await.expect("stop");
+    assert_eq!(stopped.state, InstanceState::Stopped);
+    assert_eq!(
+        states(&stopped),
+        [("L", NodeState::Stopped), ("after", NodeState::Stopped)]
+    );
+    let killed = store.run_get(run_id).await.expect("run");
+    assert_eq!(killed.state, tickwork_store::RunState::Killed, "{killed:?}");
+    let again = workflows.stop(&by, id).await.unwrap_err().to_string();
+    assert!(again.contains("not running"), "{again}");
+
+    // Resume from failed keeps the succeeded node's run; mark succeeded unblocks the rest.
+    workflows
+        .create(
+            &by,
+            input(
+                "flaky",
+                &[("A", "job-a"), ("F", "job-f"), ("X", "job-d")],
+                &[("A", "F", Success), ("F", "X", Success)],
+            ),
+        )
+        .await
+        .expect("create flaky");
+    let id = workflows
+        .run(&by, "flaky", "", TriggerType::Api)
+        .await
+        .expect("run")
+        .id;
+    let failed = ended(&admin, id).await;
+    assert_eq!(failed.state, InstanceState::Failed);
+    assert_eq!(run_counts(&failed), [1, 1, 0]);
+    let resumed = workflows.resume(&by, id).await.expect("resume");
+    assert_eq!(resumed.state, InstanceState::Running);
+    assert_eq!(states(&resumed)[0], ("A", NodeState::Succeeded));
+    let failed = ended(&admin, id).await;
+    assert_eq!(failed.state, InstanceState::Failed, "F fails again");
+    assert_eq!(run_counts(&failed), [1, 2, 0], "A was not run again");
+    let marked = workflows.mark_succeeded(&by, id, "F").await.expect("mark");
+    assert_eq!(
+        marked.state,
+        InstanceState::Failed,
+        "an ended instance stays ended"
+    );
+    assert_eq!(states(&marked)[1], ("F", NodeState::Succeeded));
+    workflows.resume(&by, id).await.expect("resume");
+    let done = ended(&admin, id).await;
+    assert_eq!(done.state, InstanceState::Succeeded, "{done:?}");
+    assert_eq!(run_counts(&done), [1, 2, 1]);
+
+    // Rerun one node of an ended instance.
+    let rerun = workflows.rerun(&by, id, "A").await.expect("rerun");
+    assert_eq!(rerun.state, InstanceState::Running);
+    let done = ended(&admin, id).await;
+    assert_eq!(done.state, InstanceState::Succeeded);
+    assert_eq!(run_counts(&done), [2, 2, 1]);
+
+    // Refused, nothing changed.
+    let before = workflows.instance(id).await.expect("read");
+    for (result, words) in [
+        (
+            workflows.resume(&by, id).await,
+            "only a failed or stopped instance resumes",
+        ),
+        (
+            workflows.mark_succeeded(&by, id, "nope").await,
+            "no node \"nope\"",
+        ),
+        (
+            workflows.mark_succeeded(&by, id, "A").await,
+            "cannot be marked succeeded",
+        ),
+        (workflows.stop(&by, 999_999).await, "not found"),
+    ] {
+        let e = result.unwrap_err().to_string();
+        assert!(e.contains(words), "{e} lacks {words}");
+    }
+    assert_eq!(workflows.instance(id).await.expect("read"), before);
     assert!(executor.doubles().is_empty(), "{:?}", executor.doubles());
     admin.shutdown().await;
 }

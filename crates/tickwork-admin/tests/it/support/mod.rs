@@ -331,8 +331,9 @@ async fn child_executor() -> i32 {
 
 // ---- in-process pieces ----
 
-/// An SDK executor in this process whose `count`, `slow` and `fail` handlers record every
-/// execution by run id (`slow` also sleeps; `fail` fails with "disk full on /data").
+/// An SDK executor in this process whose `count`, `slow`, `fail`, `long` and `context`
+/// handlers record every execution by run id (`slow` also sleeps 200 ms, `long` two minutes;
+/// `fail` fails with "disk full on /data"; `context` adds `rows = 42` to a workflow's context).
 pub(crate) struct CountingExecutor {
     pub executor: RunningExecutor,
     pub executions: Arc<Mutex<HashMap<i64, u32>>>,
@@ -355,6 +356,8 @@ impl CountingExecutor {
         let seen = executions.clone();
         let slow_seen = executions.clone();
         let fail_seen = executions.clone();
+        let long_seen = executions.clone();
+        let context_seen = executions.clone();
         let mut builder = SdkExecutor::builder(app);
         builder = if pull {
             builder.pull(&admins.join(","))
@@ -382,6 +385,25 @@ impl CountingExecutor {
             .handler("fail", move |ctx: JobContext| {
                 *fail_seen.lock().unwrap().entry(ctx.log_id()).or_default() += 1;
                 async move { Ok(JobOutcome::failure("disk full on /data")) }
+            })
+            .handler("long", move |ctx: JobContext| {
+                *long_seen.lock().unwrap().entry(ctx.log_id()).or_default() += 1;
+                async move {
+                    tokio::time::sleep(Duration::from_secs(120)).await;
+                    Ok(JobOutcome::success())
+                }
+            })
+            .handler("context", move |ctx: JobContext| {
+                *context_seen
+                    .lock()
+                    .unwrap()
+                    .entry(ctx.log_id())
+                    .or_default() += 1;
+                async move {
+                    Ok(JobOutcome::success_with(
+                        "loaded\ntickwork-context: {\"rows\": \"42\"}",
+                    ))
+                }
             })
             .start()
             .await
