@@ -484,3 +484,60 @@ fn the_context_is_added_to_by_messages_and_read_by_params() {
     assert_eq!(context::from_json(&context::to_json(&ctx)), ctx);
     assert!(context::from_json("not json").is_empty());
 }
+
+#[test]
+fn a_due_fire_starts_on_time_and_follows_the_misfire_policy_when_late() {
+    use tickwork_core::schedule::Schedule;
+    use tickwork_core::workflow::{DueFire, due_fire};
+    use tickwork_core::{MisfireStrategy::*, ScheduleType, TriggerType};
+    let every_10s = Schedule::parse(ScheduleType::FixRate, "10s", "UTC").unwrap();
+    let once = Schedule::parse(ScheduleType::Once, "1970-01-01T00:01:40Z", "UTC").unwrap();
+    // (schedule, due, now, policy, decision); threshold 5 s
+    let cases = [
+        (
+            &every_10s,
+            100_000,
+            100_000,
+            DoNothing,
+            Some((100_000, TriggerType::FixRate)),
+            Some(110_000),
+        ),
+        (
+            &every_10s,
+            100_000,
+            105_000,
+            DoNothing,
+            Some((100_000, TriggerType::FixRate)),
+            Some(110_000),
+        ),
+        (&every_10s, 100_000, 105_001, DoNothing, None, Some(115_001)),
+        (
+            &every_10s,
+            100_000,
+            163_000,
+            FireOnceNow,
+            Some((100_000, TriggerType::Misfire)),
+            Some(173_000),
+        ),
+        (
+            &once,
+            100_000,
+            100_010,
+            DoNothing,
+            Some((100_000, TriggerType::Once)),
+            None,
+        ),
+        (&once, 100_000, 900_000, DoNothing, None, None),
+    ];
+    for (schedule, due, now, policy, fire, next) in cases {
+        assert_eq!(
+            due_fire(schedule, due, now, policy, 5_000),
+            DueFire {
+                fire,
+                next_fire_at: next
+            },
+            "{:?} due {due} now {now} {policy}",
+            schedule.kind()
+        );
+    }
+}

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 pub use tickwork_core::workflow::step::{InstanceState, NodeState};
 pub use tickwork_core::workflow::{Dag, Edge, EdgeOn, FailurePolicy, Node, Overflow};
+pub use tickwork_core::{MisfireStrategy, ScheduleType};
 
 /// A workflow as its author writes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,6 +24,33 @@ pub struct WorkflowInput {
     /// What a fire past the cap does.
     #[serde(default = "skip")]
     pub overflow: Overflow,
+    /// Its own schedule: `NONE` (the default: run by hand or API only), `CRON`, `FIX_RATE` or
+    /// `ONCE`, with its configuration as a job's.
+    #[serde(default = "no_schedule")]
+    pub schedule_type: ScheduleType,
+    #[serde(default)]
+    pub schedule_conf: String,
+    /// IANA zone of the schedule; the admin's default zone when absent.
+    #[serde(default)]
+    pub time_zone: Option<String>,
+    /// What a fire later than the misfire threshold does.
+    #[serde(default = "do_nothing")]
+    pub misfire_strategy: MisfireStrategy,
+    /// Whether the schedule fires it (a workflow of schedule `NONE` has no fires either way).
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+fn no_schedule() -> ScheduleType {
+    ScheduleType::None
+}
+
+fn do_nothing() -> MisfireStrategy {
+    MisfireStrategy::DoNothing
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn end() -> FailurePolicy {
@@ -48,6 +76,13 @@ pub struct WorkflowView {
     pub failure_policy: FailurePolicy,
     pub max_instances: i64,
     pub overflow: Overflow,
+    pub schedule_type: ScheduleType,
+    pub schedule_conf: String,
+    pub time_zone: String,
+    pub misfire_strategy: MisfireStrategy,
+    pub enabled: bool,
+    /// Its next scheduled fire, if any.
+    pub next_fire_at: Option<i64>,
     pub version: i64,
     pub created_at: i64,
     pub updated_at: i64,
@@ -77,6 +112,8 @@ pub struct InstanceView {
     /// The context: the trigger's params under `params`, and what the nodes added.
     pub context: std::collections::BTreeMap<String, String>,
     pub trigger_type: String,
+    /// The scheduled instant it fired for; none when run by hand or API.
+    pub fire_key: Option<i64>,
     pub created_at: i64,
     pub ended_at: Option<i64>,
 }

@@ -660,6 +660,15 @@ pub trait WorkflowStore: Send + Sync {
     /// Every workflow, by key.
     async fn workflows_list(&self) -> Result<Vec<Workflow>, Error>;
 
+    /// Starts or stops a workflow's schedule.
+    async fn workflow_set_status(&self, change: WorkflowStatusChange) -> Result<Workflow, Error>;
+
+    /// Running workflows due at `now` (see [`WorkflowsDue`]).
+    async fn workflows_due(&self, due: WorkflowsDue) -> Result<Vec<Workflow>, Error>;
+
+    /// Claims a scheduled fire (see [`WorkflowFire`]); `None` when another admin claimed it.
+    async fn workflow_fire(&self, fire: WorkflowFire) -> Result<Option<InstanceStarted>, Error>;
+
     /// Fires a workflow (see [`InstanceStart`]).
     async fn workflow_instance_start(&self, start: InstanceStart)
     -> Result<InstanceStarted, Error>;

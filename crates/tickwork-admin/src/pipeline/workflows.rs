@@ -3,7 +3,7 @@
 //! version it read (another admin that stepped first wins; this one reads again), so a node
 //! never starts twice. The loop steps the instances of the node runs that just ended, and
 //! sweeps every running instance now and then: a step lost to a crash is taken up by any
-//! admin's sweep.
+//! admin's sweep. The same loop fires workflows whose schedule is due.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -11,11 +11,13 @@ use std::time::Duration;
 use tickwork_core::TriggerType;
 use tickwork_core::job::Limits;
 use tickwork_core::run::RunState;
+use tickwork_core::schedule::Schedule;
 use tickwork_core::workflow::context::{self, Context};
 use tickwork_core::workflow::step::{self, InstanceState, NodeState, Step};
-use tickwork_core::workflow::{Graph, Snapshot};
+use tickwork_core::workflow::{Dag, Graph, Snapshot, due_fire};
 use tickwork_store::{
-    Instance, InstanceStep, InstancesQuery, NodeRunNew, Run, RunKillIntent, RunNew, Store,
+    Instance, InstanceStart, InstanceStep, InstancesQuery, Job, NodeRunNew, Run, RunKillIntent,
+    RunNew, Store, Workflow, WorkflowFire, WorkflowsDue,
 };
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
@@ -25,6 +27,10 @@ use crate::Error;
 
 /// How often every running instance is looked at, whatever ended.
 const SWEEP_EVERY: Duration = Duration::from_secs(2);
+/// How often due workflows are looked for: a scheduled workflow fires up to this late.
+const FIRE_EVERY: Duration = Duration::from_millis(200);
+/// Due workflows fired per round.
+const FIRE_LIMIT: u64 = 100;
 /// Steps tried on one instance before giving up until the next sweep (each lost to another
 /// writer).
 const STEP_TRIES: usize = 10;
@@ -98,6 +104,146 @@ pub(crate) fn apply(nodes: &mut [NodeState], step: &Step) {
     for &i in step.stop.iter().chain(&step.kill) {
         nodes[i] = NodeState::Stopped;
     }
+}
+
+/// An instance of `wf` to start at `now`: its nodes' jobs resolved by key into the
+/// snapshot (each job returned, so that a caller can check who may run it), the context
+/// started from `params`, the first nodes' runs owned by `node_id`.
+pub(crate) async fn prepare(
+    store: &dyn Store,
+    wf: &Workflow,
+    params: &str,
+    trigger_type: TriggerType,
+    fire_key: Option<i64>,
+    node_id: &str,
+    now: i64,
+) -> Result<(InstanceStart, Vec<Job>), Error> {
+    let dag: Dag = serde_json::from_str(&wf.def.dag).map_err(|e| {
+        Error::Internal(format!(
+            "workflow {} holds an unreadable DAG: {e}",
+            wf.def.key
+        ))
+    })?;
+    let graph = Graph::new(&dag, &Limits::STANDARD)?;
+    let mut jobs = Vec::with_capacity(dag.nodes.len());
+    for node in &dag.nodes {
+        match store.job_get_by_key(&node.job).await {
+            Ok(job) => jobs.push(job),
+            Err(tickwork_store::Error::NotFound { .. }) => {
+                return Err(Error::invalid_field(
+                    "dag",
+                    format!("node {:?}: no job has the key {:?}", node.key, node.job),
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let snapshot = Snapshot {
+        job_ids: jobs.iter().map(|j| j.id).collect(),
+        dag,
+        failure_policy: wf.def.failure_policy,
+    };
+    let ctx = context::initial(params);
+    let mut nodes = vec![NodeState::Waiting; graph.len()];
+    let first = step::advance(&snapshot.dag, &graph, &nodes, snapshot.failure_policy);
+    apply(&mut nodes, &first);
+    let runs = node_runs(&snapshot, &first, &ctx, node_id, now);
+    let snapshot = serde_json::to_string(&snapshot)
+        .map_err(|e| Error::Internal(format!("a snapshot did not serialize: {e}")))?;
+    let start = InstanceStart {
+        workflow_id: wf.id,
+        snapshot,
+        nodes,
+        context: context::to_json(&ctx),
+        trigger_type,
+        fire_key,
+        runs,
+        now,
+    };
+    Ok((start, jobs))
+}
+
+/// Fires the workflows due now, each fire claimed once whichever admins look (see
+/// `WorkflowFire`); how many instances started.
+pub(crate) async fn fire_due(scheduler: &Scheduler) -> Result<usize, Error> {
+    let inner = &scheduler.inner;
+    let now = inner.clock.now_ms();
+    let due = inner
+        .store
+        .workflows_due(WorkflowsDue {
+            now,
+            limit: FIRE_LIMIT,
+        })
+        .await?;
+    let threshold = inner.config.scheduler.misfire_threshold.as_millis() as i64;
+    let mut started = 0;
+    for wf in due {
+        let Some(seen) = wf.next_fire_at else {
+            continue;
+        };
+        let decided = match Schedule::parse(
+            wf.def.schedule_type,
+            &wf.def.schedule_conf,
+            &wf.def.time_zone,
+        ) {
+            Ok(schedule) => due_fire(&schedule, seen, now, wf.def.misfire_strategy, threshold),
+            Err(e) => {
+                warn!(workflow = wf.def.key, error = %e, "a workflow's schedule no longer parses; stopped");
+                tickwork_core::workflow::DueFire {
+                    fire: None,
+                    next_fire_at: None,
+                }
+            }
+        };
+        let start = match decided.fire {
+            Some((fire_key, trigger)) => {
+                match prepare(
+                    &*inner.store,
+                    &wf,
+                    "",
+                    trigger,
+                    Some(fire_key),
+                    &inner.config.node_id,
+                    now,
+                )
+                .await
+                {
+                    Ok((start, _)) => Some(start),
+                    Err(e) => {
+                        warn!(workflow = wf.def.key, fire_key, error = %e, "a workflow's fire was skipped");
+                        None
+                    }
+                }
+            }
+            None => {
+                debug!(
+                    workflow = wf.def.key,
+                    due = seen,
+                    "a late workflow fire skipped"
+                );
+                None
+            }
+        };
+        let fire = WorkflowFire {
+            workflow_id: wf.id,
+            seen,
+            next_fire_at: decided.next_fire_at,
+            start,
+            now,
+        };
+        match inner.store.workflow_fire(fire).await {
+            Ok(Some(fired)) => {
+                if fired.instance.is_some() {
+                    started += 1;
+                }
+                scheduler.arm_all(fired.runs, 0);
+            }
+            // Another admin claimed it first.
+            Ok(None) => {}
+            Err(e) => warn!(workflow = wf.def.key, error = %e, "a workflow fire was not written"),
+        }
+    }
+    Ok(started)
 }
 
 /// Steps instance `id` once it reads what its runs say; nothing when it is not running or
@@ -352,9 +498,17 @@ pub(crate) async fn workflow_loop(
     let inner = scheduler.inner.clone();
     let mut sweep = tokio::time::interval(SWEEP_EVERY);
     sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut fire = tokio::time::interval(FIRE_EVERY);
+    fire.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let ids = tokio::select! {
             _ = inner.stop.cancelled() => return,
+            _ = fire.tick() => {
+                if let Err(e) = fire_due(&scheduler).await {
+                    warn!(error = %e, "due workflows unread");
+                }
+                continue;
+            }
             got = ended.recv() => match got {
                 Some(mut ids) => {
                     // Whatever else ended meanwhile goes in the same round.

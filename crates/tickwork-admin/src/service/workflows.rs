@@ -7,14 +7,15 @@ use std::collections::HashMap;
 
 use tickwork_core::job::Limits;
 use tickwork_core::run::RunState;
+use tickwork_core::schedule::Schedule;
 use tickwork_core::workflow::context;
 use tickwork_core::workflow::step::{self, InstanceState, NodeState};
 use tickwork_core::workflow::{Dag, Graph, Snapshot};
-use tickwork_core::{TriggerType, job};
+use tickwork_core::{ScheduleType, TriggerType, job};
 use tickwork_protocol::workflows::{InstanceNode, InstanceView, WorkflowInput, WorkflowView};
 use tickwork_store::{
-    Group, InstanceStart, InstanceStep, InstanceWithRuns, Run, RunSkip, Workflow, WorkflowDef,
-    WorkflowNew, WorkflowUpdate,
+    Group, InstanceStep, InstanceWithRuns, JobStatus, Run, RunSkip, Workflow, WorkflowDef,
+    WorkflowNew, WorkflowStatusChange, WorkflowUpdate,
 };
 use tracing::warn;
 
@@ -22,7 +23,7 @@ use super::Inner;
 use super::audit::Target;
 use crate::Error;
 use crate::auth::Principal;
-use crate::pipeline::workflows::{apply, node_runs};
+use crate::pipeline::workflows::{apply, node_runs, prepare};
 
 /// Workflows, borrowed from a [`crate::Service`].
 #[derive(Clone, Copy)]
@@ -34,12 +35,19 @@ impl Workflows<'_> {
     /// Creates a workflow in the group named `input.group`, which `by` must be allowed to
     /// change, as must every node's job's group.
     pub async fn create(self, by: &Principal, input: WorkflowInput) -> Result<WorkflowView, Error> {
+        let enabled = input.enabled;
         let (def, group) = self.checked(by, input).await?;
         let now = self.inner.clock.now_ms();
+        let (status, next_fire_at) = schedule_state(&def, enabled, now)?;
         let created = self
             .inner
             .store
-            .workflow_create(WorkflowNew { def, now })
+            .workflow_create(WorkflowNew {
+                def,
+                status,
+                next_fire_at,
+                now,
+            })
             .await?;
         let view = view(created, &group)?;
         self.inner
@@ -70,8 +78,18 @@ impl Workflows<'_> {
             ));
         }
         let before = self.view_of(there.clone()).await?;
+        let enabled = input.enabled;
         let (def, group) = self.checked(by, input).await?;
         let now = self.inner.clock.now_ms();
+        let schedule_changed = def.schedule_type != there.def.schedule_type
+            || def.schedule_conf != there.def.schedule_conf
+            || def.time_zone != there.def.time_zone
+            || enabled != (there.status == JobStatus::Running);
+        let (status, next_fire_at) = if schedule_changed {
+            schedule_state(&def, enabled, now)?
+        } else {
+            (there.status, there.next_fire_at)
+        };
         let updated = self
             .inner
             .store
@@ -79,9 +97,23 @@ impl Workflows<'_> {
                 id: there.id,
                 expected_version: Some(there.version),
                 def,
+                next_fire_at,
                 now,
             })
             .await?;
+        let updated = if updated.status == status {
+            updated
+        } else {
+            self.inner
+                .store
+                .workflow_set_status(WorkflowStatusChange {
+                    id: updated.id,
+                    status,
+                    next_fire_at,
+                    now,
+                })
+                .await?
+        };
         let view = view(updated, &group)?;
         self.inner
             .audit(
@@ -152,39 +184,14 @@ impl Workflows<'_> {
         job::validate_params(params, &Limits::STANDARD)?;
         let wf = self.get_by_key(key).await?;
         by.require_group(wf.def.group_id)?;
-        let dag = dag_of(&wf)?;
-        let graph = Graph::new(&dag, &Limits::STANDARD)?;
-        let mut job_ids = Vec::with_capacity(dag.nodes.len());
-        for node in &dag.nodes {
-            job_ids.push(self.node_job(by, &node.key, &node.job).await?);
-        }
-        let snapshot = Snapshot {
-            dag,
-            job_ids,
-            failure_policy: wf.def.failure_policy,
-        };
-        let ctx = context::initial(params);
-        let mut nodes = vec![NodeState::Waiting; graph.len()];
-        let first = step::advance(&snapshot.dag, &graph, &nodes, snapshot.failure_policy);
-        apply(&mut nodes, &first);
         let now = self.inner.clock.now_ms();
-        let runs = node_runs(&snapshot, &first, &ctx, &self.inner.config.node_id, now);
-        let snapshot_json = serde_json::to_string(&snapshot)
-            .map_err(|e| Error::Internal(format!("a snapshot did not serialize: {e}")))?;
-        let started = self
-            .inner
-            .store
-            .workflow_instance_start(InstanceStart {
-                workflow_id: wf.id,
-                snapshot: snapshot_json,
-                // A queued instance starts from scratch when it is let in.
-                nodes: nodes.clone(),
-                context: context::to_json(&ctx),
-                trigger_type,
-                runs,
-                now,
-            })
-            .await?;
+        let node_id = &self.inner.config.node_id;
+        let store = &*self.inner.store;
+        let (start, jobs) = prepare(store, &wf, params, trigger_type, None, node_id, now).await?;
+        for job in &jobs {
+            by.require_group(job.spec.group_id)?;
+        }
+        let started = store.workflow_instance_start(start).await?;
         for run in started.runs.iter().cloned() {
             self.inner.pipeline.arm(run);
         }
@@ -509,6 +516,26 @@ impl Workflows<'_> {
         }
         let dag = serde_json::to_string(&input.dag)
             .map_err(|e| Error::Internal(format!("a DAG did not serialize: {e}")))?;
+        let time_zone = input
+            .time_zone
+            .map(|z| z.trim().to_owned())
+            .filter(|z| !z.is_empty())
+            .unwrap_or_else(|| self.inner.config.default_time_zone.clone());
+        if matches!(
+            input.schedule_type,
+            ScheduleType::FixDelay | ScheduleType::CronAfterEnd
+        ) {
+            return Err(Error::invalid_field(
+                "schedule_type",
+                "a workflow is scheduled by NONE, CRON, FIX_RATE or ONCE",
+            ));
+        }
+        Schedule::parse(input.schedule_type, &input.schedule_conf, &time_zone).map_err(
+            |e| match e {
+                tickwork_core::Error::TimeZone(_) => Error::invalid_field("time_zone", e),
+                e => Error::invalid_field("schedule_conf", e),
+            },
+        )?;
         Ok((
             WorkflowDef {
                 key: input.key,
@@ -518,6 +545,10 @@ impl Workflows<'_> {
                 failure_policy: input.failure_policy,
                 max_instances: input.max_instances,
                 overflow: input.overflow,
+                schedule_type: input.schedule_type,
+                schedule_conf: input.schedule_conf.trim().to_owned(),
+                time_zone,
+                misfire_strategy: input.misfire_strategy,
             },
             group,
         ))
@@ -535,6 +566,27 @@ impl Workflows<'_> {
     async fn view_of(self, wf: Workflow) -> Result<WorkflowView, Error> {
         let group = self.inner.store.group_get(wf.def.group_id).await?;
         view(wf, &group)
+    }
+}
+
+/// A workflow's status and next fire at `now`: running from its schedule's first fire after
+/// `now` when enabled and scheduled, stopped otherwise.
+fn schedule_state(
+    def: &WorkflowDef,
+    enabled: bool,
+    now: i64,
+) -> Result<(JobStatus, Option<i64>), Error> {
+    if !enabled || def.schedule_type == ScheduleType::None {
+        return Ok((JobStatus::Stopped, None));
+    }
+    let schedule = Schedule::parse(def.schedule_type, &def.schedule_conf, &def.time_zone)
+        .map_err(|e| Error::invalid_field("schedule_conf", e))?;
+    match schedule.next_after(now) {
+        Some(next) => Ok((JobStatus::Running, Some(next))),
+        None => Err(Error::invalid_field(
+            "schedule_conf",
+            "the schedule has no fire in the future",
+        )),
     }
 }
 
@@ -568,6 +620,12 @@ fn view(wf: Workflow, group: &Group) -> Result<WorkflowView, Error> {
         failure_policy: wf.def.failure_policy,
         max_instances: wf.def.max_instances,
         overflow: wf.def.overflow,
+        schedule_type: wf.def.schedule_type,
+        schedule_conf: wf.def.schedule_conf,
+        time_zone: wf.def.time_zone,
+        misfire_strategy: wf.def.misfire_strategy,
+        enabled: wf.status == JobStatus::Running,
+        next_fire_at: wf.next_fire_at,
         version: wf.version,
         created_at: wf.created_at,
         updated_at: wf.updated_at,
@@ -630,6 +688,7 @@ fn instance_view(read: InstanceWithRuns) -> Result<InstanceView, Error> {
         edges: snapshot.dag.edges,
         context: context::from_json(&i.context),
         trigger_type: i.trigger_type.as_str().to_owned(),
+        fire_key: i.fire_key,
         created_at: i.created_at,
         ended_at: i.ended_at,
     })

@@ -11,8 +11,8 @@ use support::{Backend, CountingExecutor, InProcessAdmin, TestDb};
 use tickwork_admin::Principal;
 use tickwork_core::TriggerType;
 use tickwork_protocol::workflows::{
-    Dag, Edge, EdgeOn, FailurePolicy, InstanceState, InstanceView, Node, NodeState, Overflow,
-    WorkflowInput,
+    Dag, Edge, EdgeOn, FailurePolicy, InstanceState, InstanceView, MisfireStrategy, Node,
+    NodeState, Overflow, ScheduleType, WorkflowInput,
 };
 use tickwork_store::{AddressMode, GroupNew, JobNew, JobSpec, JobStatus, Store};
 use tickwork_testkit::wait_until;
@@ -33,6 +33,21 @@ async fn postgres_workflow_instances_are_stopped_resumed_marked_and_rerun() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mariadb_workflow_instances_are_stopped_resumed_marked_and_rerun() {
     operations(Backend::MySql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_a_scheduled_workflow_fires_once_per_fire_until_disabled() {
+    scheduled(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_scheduled_workflow_fires_once_per_fire_until_disabled() {
+    scheduled(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_a_scheduled_workflow_fires_once_per_fire_until_disabled() {
+    scheduled(Backend::MySql).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -80,6 +95,11 @@ fn input(key: &str, nodes: &[(&str, &str)], edges: &[(&str, &str, EdgeOn)]) -> W
         failure_policy: FailurePolicy::End,
         max_instances: 1,
         overflow: Overflow::Skip,
+        schedule_type: ScheduleType::None,
+        schedule_conf: String::new(),
+        time_zone: None,
+        misfire_strategy: MisfireStrategy::DoNothing,
+        enabled: true,
     }
 }
 
@@ -476,6 +496,101 @@ async fn operations(backend: Backend) {
         assert!(e.contains(words), "{e} lacks {words}");
     }
     assert_eq!(workflows.instance(id).await.expect("read"), before);
+    assert!(executor.doubles().is_empty(), "{:?}", executor.doubles());
+    admin.shutdown().await;
+}
+
+async fn scheduled(backend: Backend) {
+    let Some((_db, admin, executor)) = setup(backend).await else {
+        return;
+    };
+    let store = &*admin.store;
+    let workflows = admin.admin.service.workflows();
+    let by = Principal::system();
+    let mut every = input(
+        "every-second",
+        &[("A", "job-a"), ("B", "job-b")],
+        &[("A", "B", EdgeOn::Success)],
+    );
+    every.schedule_type = ScheduleType::FixRate;
+    every.schedule_conf = "1s".to_owned();
+    let created = workflows.create(&by, every.clone()).await.expect("create");
+    assert!(created.enabled);
+    let first = created.next_fire_at.expect("a first fire");
+    let query = |id| tickwork_store::InstancesQuery {
+        workflow_id: Some(id),
+        states: Vec::new(),
+        limit: 100,
+    };
+    let fired = wait_until("three scheduled instances succeeded", WAIT, || async {
+        let list = store
+            .workflow_instances_list(query(created.id))
+            .await
+            .ok()?;
+        let done = list
+            .iter()
+            .filter(|i| i.state == InstanceState::Succeeded)
+            .count();
+        (done >= 3).then_some(list)
+    })
+    .await;
+    let mut keys: Vec<i64> = fired
+        .iter()
+        .map(|i| i.fire_key.expect("a scheduled fire"))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    assert_eq!(keys.len(), fired.len(), "one instance per fire: {fired:?}");
+    assert_eq!(keys[0], first);
+    for w in keys.windows(2) {
+        assert_eq!(w[1] - w[0], 1_000, "every fire, none skipped: {keys:?}");
+    }
+    assert!(fired.iter().all(|i| i.trigger_type == TriggerType::FixRate));
+
+    // Disabled: no fire after the change.
+    every.enabled = false;
+    let disabled = workflows
+        .update(&by, "every-second", every)
+        .await
+        .expect("disable");
+    assert!(!disabled.enabled);
+    assert_eq!(disabled.next_fire_at, None);
+    let count = store
+        .workflow_instances_list(query(created.id))
+        .await
+        .unwrap()
+        .len();
+    // A fire claimed before the change may still be starting: wait for the instances to end.
+    wait_until("the last instances ended", WAIT, || async {
+        let list = store
+            .workflow_instances_list(query(created.id))
+            .await
+            .ok()?;
+        list.iter().all(|i| i.state.is_final()).then_some(())
+    })
+    .await;
+    let later = store
+        .workflow_instances_list(query(created.id))
+        .await
+        .unwrap()
+        .len();
+    assert!(
+        later <= count + 1,
+        "fired after it was disabled: {count} -> {later}"
+    );
+
+    // A bad schedule: refused, nothing saved.
+    let mut bad = input("bad-cron", &[("A", "job-a")], &[]);
+    bad.schedule_type = ScheduleType::Cron;
+    bad.schedule_conf = "0 0 25 * * ?".to_owned();
+    let e = workflows.create(&by, bad).await.unwrap_err().to_string();
+    assert!(e.contains("schedule_conf") && e.contains("hours"), "{e}");
+    let mut delay = input("bad-kind", &[("A", "job-a")], &[]);
+    delay.schedule_type = ScheduleType::FixDelay;
+    delay.schedule_conf = "1s".to_owned();
+    let e = workflows.create(&by, delay).await.unwrap_err().to_string();
+    assert!(e.contains("schedule_type"), "{e}");
+    assert!(workflows.get("bad-cron").await.is_err());
     assert!(executor.doubles().is_empty(), "{:?}", executor.doubles());
     admin.shutdown().await;
 }

@@ -396,3 +396,39 @@ fn invalid(field: &'static str, message: impl Into<String>) -> Error {
         message: message.into(),
     }
 }
+
+/// What a workflow's due fire does, decided at `now` by [`due_fire`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DueFire {
+    /// The instance to start: its fire key (the scheduled instant) and trigger, or `None` when
+    /// the fire is too late and the misfire policy skips it.
+    pub fire: Option<(i64, crate::TriggerType)>,
+    /// The workflow's next fire after this one; `None`: no more (a `ONCE`).
+    pub next_fire_at: Option<i64>,
+}
+
+/// Decides the fire of a workflow due at `due_at` on `schedule`: on time, it starts an
+/// instance keyed by `due_at` and the next fire follows it; later than `threshold_ms` (see
+/// `misfire::is_late`) it is skipped (`DO_NOTHING`) or fires once now (`FIRE_ONCE_NOW`), and
+/// the next fire is the schedule's first after `now`, the fires missed meanwhile left out.
+pub fn due_fire(
+    schedule: &crate::schedule::Schedule,
+    due_at: i64,
+    now: i64,
+    misfire: crate::MisfireStrategy,
+    threshold_ms: i64,
+) -> DueFire {
+    if !crate::misfire::is_late(due_at, now, threshold_ms) {
+        return DueFire {
+            fire: Some((due_at, schedule.kind().trigger_type())),
+            next_fire_at: schedule.next_after(due_at),
+        };
+    }
+    DueFire {
+        fire: match misfire {
+            crate::MisfireStrategy::DoNothing => None,
+            crate::MisfireStrategy::FireOnceNow => Some((due_at, crate::TriggerType::Misfire)),
+        },
+        next_fire_at: schedule.next_after(now),
+    }
+}

@@ -1,11 +1,11 @@
 //! Workflows and their instances as stored: the definition (its DAG as JSON text), and each
 //! instance's snapshot, node states and context, changed one version at a time.
 
-use tickwork_core::TriggerType;
 use tickwork_core::workflow::step::{Admit, InstanceState, NodeState};
 use tickwork_core::workflow::{FailurePolicy, Overflow};
+use tickwork_core::{MisfireStrategy, ScheduleType, TriggerType};
 
-use super::{Run, RunNew};
+use super::{JobStatus, Run, RunNew};
 
 /// What an author writes of a workflow.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +21,11 @@ pub struct WorkflowDef {
     /// Instances running at once, at least 1.
     pub max_instances: i64,
     pub overflow: Overflow,
+    /// Its own schedule (`NONE`: run by hand or API only), in `time_zone`.
+    pub schedule_type: ScheduleType,
+    pub schedule_conf: String,
+    pub time_zone: String,
+    pub misfire_strategy: MisfireStrategy,
 }
 
 /// A stored workflow.
@@ -28,6 +33,10 @@ pub struct WorkflowDef {
 pub struct Workflow {
     pub id: i64,
     pub def: WorkflowDef,
+    /// Whether its schedule fires it.
+    pub status: JobStatus,
+    /// Its next scheduled fire; `None` when it has none.
+    pub next_fire_at: Option<i64>,
     pub version: i64,
     pub created_at: i64,
     pub updated_at: i64,
@@ -37,6 +46,8 @@ pub struct Workflow {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkflowNew {
     pub def: WorkflowDef,
+    pub status: JobStatus,
+    pub next_fire_at: Option<i64>,
     pub now: i64,
 }
 
@@ -47,6 +58,38 @@ pub struct WorkflowUpdate {
     /// When given, a workflow at another version is a `Conflict`.
     pub expected_version: Option<i64>,
     pub def: WorkflowDef,
+    /// Written as given (the caller works it out from the new schedule and the status).
+    pub next_fire_at: Option<i64>,
+    pub now: i64,
+}
+
+/// Starts (with its first fire) or stops a workflow's schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkflowStatusChange {
+    pub id: i64,
+    pub status: JobStatus,
+    pub next_fire_at: Option<i64>,
+    pub now: i64,
+}
+
+/// Running workflows whose next fire is at or before `now`, the earliest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkflowsDue {
+    pub now: i64,
+    pub limit: u64,
+}
+
+/// Claims one scheduled fire of a workflow: its `next_fire_at` moves from `seen` to
+/// `next_fire_at` only if it is still `seen` and the workflow still running (so of two admins
+/// the first claims it, the second gets `None`), and in the same transaction `start` is fired
+/// as [`InstanceStart`] (none for a fire the misfire policy skips). A workflow with no next
+/// fire stops.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkflowFire {
+    pub workflow_id: i64,
+    pub seen: i64,
+    pub next_fire_at: Option<i64>,
+    pub start: Option<InstanceStart>,
     pub now: i64,
 }
 
@@ -63,6 +106,8 @@ pub struct Instance {
     /// The context (a JSON object of text values).
     pub context: String,
     pub trigger_type: TriggerType,
+    /// The scheduled instant it fired for; `None`: run by hand or API.
+    pub fire_key: Option<i64>,
     pub version: i64,
     pub created_at: i64,
     pub ended_at: Option<i64>,
@@ -93,6 +138,8 @@ pub struct InstanceStart {
     pub nodes: Vec<NodeState>,
     pub context: String,
     pub trigger_type: TriggerType,
+    /// The scheduled instant, for a scheduled fire: one instance per fire.
+    pub fire_key: Option<i64>,
     pub runs: Vec<NodeRunNew>,
     pub now: i64,
 }

@@ -13,42 +13,56 @@ const WORKFLOW_NAME_MAX: usize = 255;
 const CONTEXT_MAX: usize = 4 * tickwork_core::workflow::context::CONTEXT_BYTES;
 
 const WORKFLOW_COLUMNS: &str = "id, workflow_key, name, group_id, dag, failure_policy, \
-     max_instances, overflow, version, created_at, updated_at";
+     max_instances, overflow, schedule_type, schedule_conf, time_zone, misfire_strategy, \
+     status, next_fire_at, version, created_at, updated_at";
 
-type WorkflowRow = (
-    i64,
-    String,
-    String,
-    i64,
-    String,
-    String,
-    i64,
-    String,
-    i64,
-    i64,
-    i64,
-);
+#[derive(sqlx::FromRow)]
+struct WorkflowRow {
+    id: i64,
+    workflow_key: String,
+    name: String,
+    group_id: i64,
+    dag: String,
+    failure_policy: String,
+    max_instances: i64,
+    overflow: String,
+    schedule_type: String,
+    schedule_conf: String,
+    time_zone: String,
+    misfire_strategy: String,
+    status: String,
+    next_fire_at: Option<i64>,
+    version: i64,
+    created_at: i64,
+    updated_at: i64,
+}
 
 fn workflow(r: WorkflowRow) -> Result<Workflow, Error> {
     Ok(Workflow {
-        id: r.0,
+        id: r.id,
         def: WorkflowDef {
-            key: r.1,
-            name: r.2,
-            group_id: r.3,
-            dag: r.4,
-            failure_policy: named(&r.5)?,
-            max_instances: r.6,
-            overflow: named(&r.7)?,
+            key: r.workflow_key,
+            name: r.name,
+            group_id: r.group_id,
+            dag: r.dag,
+            failure_policy: named(&r.failure_policy)?,
+            max_instances: r.max_instances,
+            overflow: named(&r.overflow)?,
+            schedule_type: named(&r.schedule_type)?,
+            schedule_conf: r.schedule_conf,
+            time_zone: r.time_zone,
+            misfire_strategy: named(&r.misfire_strategy)?,
         },
-        version: r.8,
-        created_at: r.9,
-        updated_at: r.10,
+        status: r.status.parse()?,
+        next_fire_at: r.next_fire_at,
+        version: r.version,
+        created_at: r.created_at,
+        updated_at: r.updated_at,
     })
 }
 
 const INSTANCE_COLUMNS: &str = "id, workflow_id, state, snapshot, nodes, context, trigger_type, \
-     version, created_at, ended_at";
+     fire_key, version, created_at, ended_at";
 
 type InstanceRow = (
     i64,
@@ -58,6 +72,7 @@ type InstanceRow = (
     String,
     String,
     String,
+    Option<i64>,
     i64,
     i64,
     Option<i64>,
@@ -74,9 +89,10 @@ fn instance(r: InstanceRow) -> Result<Instance, Error> {
         nodes: nodes.iter().map(|s| named(s)).collect::<Result<_, _>>()?,
         context: r.5,
         trigger_type: named(&r.6)?,
-        version: r.7,
-        created_at: r.8,
-        ended_at: r.9,
+        fire_key: r.7,
+        version: r.8,
+        created_at: r.9,
+        ended_at: r.10,
     })
 }
 
@@ -92,6 +108,8 @@ fn nodes_json(nodes: &[NodeState]) -> String {
 
 fn check_def(def: &WorkflowDef) -> Result<(), Error> {
     check_required("workflow key", &def.key, JOB_KEY_MAX)?;
+    check_len("schedule conf", &def.schedule_conf, SCHEDULE_CONF_MAX)?;
+    check_required("time zone", &def.time_zone, TIME_ZONE_MAX)?;
     check_required("workflow name", &def.name, WORKFLOW_NAME_MAX)?;
     check_bytes("dag", &def.dag, WORKFLOW_TEXT_MAX)?;
     if def.max_instances < 1 {
@@ -211,13 +229,82 @@ async fn live_counts<B: Backend>(
     Ok((running, queued))
 }
 
+/// Admits `start` under `wf`'s cap (its row locked by the caller) and writes the instance and
+/// its runs, in the caller's transaction.
+async fn start_in<B: Backend>(
+    conn: &mut Conn<B>,
+    wf: &Workflow,
+    start: InstanceStart,
+) -> Result<InstanceStarted, Error> {
+    let (running, queued) = live_counts::<B>(conn, wf.id).await?;
+    let cap = u32::try_from(wf.def.max_instances).unwrap_or(u32::MAX);
+    let admitted = step::admit(running, queued, cap, wf.def.overflow);
+    let state = match admitted {
+        Admit::Start => InstanceState::Running,
+        Admit::Queue => InstanceState::Queued,
+        Admit::Skip => {
+            return Ok(InstanceStarted {
+                admitted,
+                instance: None,
+                runs: Vec::new(),
+            });
+        }
+    };
+    let q = Query::new(format!(
+        "INSERT INTO tw_workflow_instances ({}) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, NULL)",
+        &INSTANCE_COLUMNS["id, ".len()..]
+    ))
+    .bind(wf.id)
+    .bind(state.as_str())
+    .bind(&start.snapshot)
+    .bind(nodes_json(&start.nodes))
+    .bind(&start.context)
+    .bind(start.trigger_type.as_str())
+    .bind(start.fire_key)
+    .bind(start.now);
+    let id = SqlStore::<B>::insert_id(&mut *conn, q)
+        .await
+        .map_err(|e| {
+            unique_or(e, || {
+                Error::Conflict(format!(
+                    "workflow {:?} already fired for {:?}",
+                    wf.def.key, start.fire_key
+                ))
+            })
+        })?
+        .ok_or_else(|| Error::corrupt("the instance insert wrote no row".to_owned()))?;
+    let runs = if state == InstanceState::Running {
+        insert_node_runs::<B>(conn, id, start.runs).await?
+    } else {
+        Vec::new()
+    };
+    Ok(InstanceStarted {
+        admitted,
+        instance: Some(Instance {
+            id,
+            workflow_id: wf.id,
+            state,
+            snapshot: start.snapshot,
+            nodes: start.nodes,
+            context: start.context,
+            trigger_type: start.trigger_type,
+            fire_key: start.fire_key,
+            version: 1,
+            created_at: start.now,
+            ended_at: None,
+        }),
+        runs,
+    })
+}
+
 #[async_trait]
 impl<B: Backend> WorkflowStore for SqlStore<B> {
     async fn workflow_create(&self, new: WorkflowNew) -> Result<Workflow, Error> {
         let def = new.def;
         check_def(&def)?;
         let q = Query::new(format!(
-            "INSERT INTO tw_workflows ({}) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
+            "INSERT INTO tw_workflows ({}) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
             &WORKFLOW_COLUMNS["id, ".len()..]
         ))
         .bind(&def.key)
@@ -227,6 +314,12 @@ impl<B: Backend> WorkflowStore for SqlStore<B> {
         .bind(def.failure_policy.as_str())
         .bind(def.max_instances)
         .bind(def.overflow.as_str())
+        .bind(def.schedule_type.as_str())
+        .bind(&def.schedule_conf)
+        .bind(&def.time_zone)
+        .bind(def.misfire_strategy.as_str())
+        .bind(new.status.as_str())
+        .bind(new.next_fire_at)
         .bind(new.now)
         .bind(new.now);
         let mut conn = self.writes.acquire().await?;
@@ -244,6 +337,8 @@ impl<B: Backend> WorkflowStore for SqlStore<B> {
         Ok(Workflow {
             id,
             def,
+            status: new.status,
+            next_fire_at: new.next_fire_at,
             version: 1,
             created_at: new.now,
             updated_at: new.now,
@@ -268,7 +363,9 @@ impl<B: Backend> WorkflowStore for SqlStore<B> {
         let def = update.def;
         let q = Query::new(
             "UPDATE tw_workflows SET name = ?, group_id = ?, dag = ?, failure_policy = ?, \
-             max_instances = ?, overflow = ?, version = version + 1, updated_at = ? WHERE id = ?",
+             max_instances = ?, overflow = ?, schedule_type = ?, schedule_conf = ?, \
+             time_zone = ?, misfire_strategy = ?, next_fire_at = ?, version = version + 1, \
+             updated_at = ? WHERE id = ?",
         )
         .bind(&def.name)
         .bind(def.group_id)
@@ -276,6 +373,11 @@ impl<B: Backend> WorkflowStore for SqlStore<B> {
         .bind(def.failure_policy.as_str())
         .bind(def.max_instances)
         .bind(def.overflow.as_str())
+        .bind(def.schedule_type.as_str())
+        .bind(&def.schedule_conf)
+        .bind(&def.time_zone)
+        .bind(def.misfire_strategy.as_str())
+        .bind(update.next_fire_at)
         .bind(update.now)
         .bind(there.id);
         B::execute(&mut *tx, q).await.map_err(|e| {
@@ -288,6 +390,7 @@ impl<B: Backend> WorkflowStore for SqlStore<B> {
         tx.commit().await?;
         Ok(Workflow {
             def,
+            next_fire_at: update.next_fire_at,
             version: there.version + 1,
             updated_at: update.now,
             ..there
@@ -354,57 +457,82 @@ impl<B: Backend> WorkflowStore for SqlStore<B> {
         let mut tx = B::begin_write(&self.writes).await?;
         // The lock makes the count and the insert one step: two fires at once see each other.
         let wf = find_workflow::<B>(&mut tx, start.workflow_id, true).await?;
-        let (running, queued) = live_counts::<B>(&mut tx, wf.id).await?;
-        let cap = u32::try_from(wf.def.max_instances).unwrap_or(u32::MAX);
-        let admitted = step::admit(running, queued, cap, wf.def.overflow);
-        let state = match admitted {
-            Admit::Start => InstanceState::Running,
-            Admit::Queue => InstanceState::Queued,
-            Admit::Skip => {
-                return Ok(InstanceStarted {
-                    admitted,
-                    instance: None,
-                    runs: Vec::new(),
-                });
-            }
-        };
-        let nodes = nodes_json(&start.nodes);
+        let started = start_in::<B>(&mut tx, &wf, start).await?;
+        tx.commit().await?;
+        Ok(started)
+    }
+
+    async fn workflow_set_status(&self, change: WorkflowStatusChange) -> Result<Workflow, Error> {
+        let mut tx = B::begin_write(&self.writes).await?;
+        let there = find_workflow::<B>(&mut tx, change.id, true).await?;
+        let q = Query::new(
+            "UPDATE tw_workflows SET status = ?, next_fire_at = ?, version = version + 1, \
+             updated_at = ? WHERE id = ?",
+        )
+        .bind(change.status.as_str())
+        .bind(change.next_fire_at)
+        .bind(change.now)
+        .bind(there.id);
+        B::execute(&mut *tx, q).await?;
+        tx.commit().await?;
+        Ok(Workflow {
+            status: change.status,
+            next_fire_at: change.next_fire_at,
+            version: there.version + 1,
+            updated_at: change.now,
+            ..there
+        })
+    }
+
+    async fn workflows_due(&self, due: WorkflowsDue) -> Result<Vec<Workflow>, Error> {
         let q = Query::new(format!(
-            "INSERT INTO tw_workflow_instances ({}) VALUES (?, ?, ?, ?, ?, ?, 1, ?, NULL)",
-            &INSTANCE_COLUMNS["id, ".len()..]
+            "SELECT {WORKFLOW_COLUMNS} FROM tw_workflows \
+             WHERE status = 'running' AND next_fire_at <= ? ORDER BY next_fire_at LIMIT ?"
         ))
-        .bind(wf.id)
-        .bind(state.as_str())
-        .bind(&start.snapshot)
-        .bind(&nodes)
-        .bind(&start.context)
-        .bind(start.trigger_type.as_str())
-        .bind(start.now);
-        let id = Self::insert_id(&mut tx, q)
+        .bind(due.now)
+        .bind(i64::try_from(due.limit.clamp(1, PageReq::MAX_LIMIT)).unwrap_or(1000));
+        let mut conn = self.pool.acquire().await?;
+        B::fetch_all::<WorkflowRow>(&mut conn, q)
             .await?
-            .ok_or_else(|| Error::corrupt("the instance insert wrote no row".to_owned()))?;
-        let runs = if state == InstanceState::Running {
-            insert_node_runs::<B>(&mut tx, id, start.runs).await?
+            .into_iter()
+            .map(workflow)
+            .collect()
+    }
+
+    async fn workflow_fire(&self, fire: WorkflowFire) -> Result<Option<InstanceStarted>, Error> {
+        if let Some(start) = &fire.start {
+            check_instance_text(&start.snapshot, &start.context)?;
+        }
+        let mut tx = B::begin_write(&self.writes).await?;
+        let status = if fire.next_fire_at.is_some() {
+            JobStatus::Running
         } else {
-            Vec::new()
+            JobStatus::Stopped
+        };
+        let q = Query::new(
+            "UPDATE tw_workflows SET next_fire_at = ?, status = ? \
+             WHERE id = ? AND status = 'running' AND next_fire_at = ?",
+        )
+        .bind(fire.next_fire_at)
+        .bind(status.as_str())
+        .bind(fire.workflow_id)
+        .bind(fire.seen);
+        if B::execute(&mut *tx, q).await?.rows == 0 {
+            return Ok(None);
+        }
+        let started = match fire.start {
+            Some(start) => {
+                let wf = find_workflow::<B>(&mut tx, fire.workflow_id, true).await?;
+                start_in::<B>(&mut tx, &wf, start).await?
+            }
+            None => InstanceStarted {
+                admitted: Admit::Skip,
+                instance: None,
+                runs: Vec::new(),
+            },
         };
         tx.commit().await?;
-        Ok(InstanceStarted {
-            admitted,
-            instance: Some(Instance {
-                id,
-                workflow_id: wf.id,
-                state,
-                snapshot: start.snapshot,
-                nodes: start.nodes,
-                context: start.context,
-                trigger_type: start.trigger_type,
-                version: 1,
-                created_at: start.now,
-                ended_at: None,
-            }),
-            runs,
-        })
+        Ok(Some(started))
     }
 
     async fn workflow_instance_step(&self, step: InstanceStep) -> Result<Stepped, Error> {

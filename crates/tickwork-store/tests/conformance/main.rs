@@ -432,5 +432,6 @@ conformance! {
         fires_are_admitted_under_the_cap_started_queued_or_skipped,
         an_instance_steps_only_from_the_version_it_was_read_at,
         a_retry_of_a_node_run_is_linked_to_the_same_node,
+        a_scheduled_fire_is_claimed_once_with_its_instance,
     ],
 }

@@ -15,6 +15,19 @@ fn def(group_id: i64, key: &str, max_instances: i64, overflow: Overflow) -> Work
         failure_policy: FailurePolicy::End,
         max_instances,
         overflow,
+        schedule_type: ScheduleType::None,
+        schedule_conf: String::new(),
+        time_zone: "UTC".to_owned(),
+        misfire_strategy: MisfireStrategy::DoNothing,
+    }
+}
+
+fn new_workflow(def: WorkflowDef) -> WorkflowNew {
+    WorkflowNew {
+        def,
+        status: JobStatus::Stopped,
+        next_fire_at: None,
+        now: NOW,
     }
 }
 
@@ -25,6 +38,7 @@ fn start(workflow_id: i64, job_id: i64) -> InstanceStart {
         nodes: vec![NodeState::Running, NodeState::Waiting],
         context: "{}".to_owned(),
         trigger_type: TriggerType::Manual,
+        fire_key: None,
         runs: vec![NodeRunNew {
             node: 0,
             run: RunNew {
@@ -40,10 +54,7 @@ pub(crate) async fn workflows_are_created_changed_and_deleted_by_key(ctx: Ctx) {
     let store = &*ctx.store;
     let g = group(store, "wf-app").await;
     let created = store
-        .workflow_create(WorkflowNew {
-            def: def(g.id, "etl", 1, Overflow::Skip),
-            now: NOW,
-        })
+        .workflow_create(new_workflow(def(g.id, "etl", 1, Overflow::Skip)))
         .await
         .unwrap();
     assert_eq!(created.version, 1);
@@ -51,26 +62,17 @@ pub(crate) async fn workflows_are_created_changed_and_deleted_by_key(ctx: Ctx) {
     assert_eq!(store.workflow_get_by_key("etl").await.unwrap(), created);
     assert_conflict(
         store
-            .workflow_create(WorkflowNew {
-                def: def(g.id, "etl", 1, Overflow::Skip),
-                now: NOW,
-            })
+            .workflow_create(new_workflow(def(g.id, "etl", 1, Overflow::Skip)))
             .await,
     );
     assert_not_found(
         store
-            .workflow_create(WorkflowNew {
-                def: def(g.id + 1000, "orphan", 1, Overflow::Skip),
-                now: NOW,
-            })
+            .workflow_create(new_workflow(def(g.id + 1000, "orphan", 1, Overflow::Skip)))
             .await,
     );
     assert_invalid(
         store
-            .workflow_create(WorkflowNew {
-                def: def(g.id, "zero", 0, Overflow::Skip),
-                now: NOW,
-            })
+            .workflow_create(new_workflow(def(g.id, "zero", 0, Overflow::Skip)))
             .await,
     );
     let mut changed = def(g.id, "etl", 2, Overflow::Queue);
@@ -80,6 +82,7 @@ pub(crate) async fn workflows_are_created_changed_and_deleted_by_key(ctx: Ctx) {
             id: created.id,
             expected_version: Some(1),
             def: changed.clone(),
+            next_fire_at: None,
             now: NOW + 1,
         })
         .await
@@ -93,6 +96,7 @@ pub(crate) async fn workflows_are_created_changed_and_deleted_by_key(ctx: Ctx) {
                 id: created.id,
                 expected_version: Some(1),
                 def: changed.clone(),
+                next_fire_at: None,
                 now: NOW + 2,
             })
             .await,
@@ -105,6 +109,7 @@ pub(crate) async fn workflows_are_created_changed_and_deleted_by_key(ctx: Ctx) {
                 id: created.id,
                 expected_version: None,
                 def: rekeyed,
+                next_fire_at: None,
                 now: NOW + 2,
             })
             .await,
@@ -154,10 +159,7 @@ pub(crate) async fn fires_are_admitted_under_the_cap_started_queued_or_skipped(c
         ("queues", Overflow::Queue, Admit::Queue),
     ] {
         let wf = store
-            .workflow_create(WorkflowNew {
-                def: def(g.id, key, 1, overflow),
-                now: NOW,
-            })
+            .workflow_create(new_workflow(def(g.id, key, 1, overflow)))
             .await
             .unwrap();
         let first = store
@@ -201,10 +203,7 @@ pub(crate) async fn an_instance_steps_only_from_the_version_it_was_read_at(ctx: 
     let a = store.job_create(job_new(g.id, "wf-a")).await.unwrap();
     let b = store.job_create(job_new(g.id, "wf-b")).await.unwrap();
     let wf = store
-        .workflow_create(WorkflowNew {
-            def: def(g.id, "steps", 1, Overflow::Skip),
-            now: NOW,
-        })
+        .workflow_create(new_workflow(def(g.id, "steps", 1, Overflow::Skip)))
         .await
         .unwrap();
     let started = store
@@ -277,10 +276,7 @@ pub(crate) async fn a_retry_of_a_node_run_is_linked_to_the_same_node(ctx: Ctx) {
     new.spec.retry_count = 1;
     let job = store.job_create(new).await.unwrap();
     let wf = store
-        .workflow_create(WorkflowNew {
-            def: def(g.id, "retries", 1, Overflow::Skip),
-            now: NOW,
-        })
+        .workflow_create(new_workflow(def(g.id, "retries", 1, Overflow::Skip)))
         .await
         .unwrap();
     let started = store
@@ -321,4 +317,111 @@ pub(crate) async fn a_retry_of_a_node_run_is_linked_to_the_same_node(ctx: Ctx) {
             .unwrap()
             .is_empty()
     );
+}
+
+pub(crate) async fn a_scheduled_fire_is_claimed_once_with_its_instance(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "wf-fire").await;
+    let job = store
+        .job_create(job_new(g.id, "wf-fire-job"))
+        .await
+        .unwrap();
+    let mut d = def(g.id, "every-10s", 5, Overflow::Skip);
+    d.schedule_type = ScheduleType::FixRate;
+    d.schedule_conf = "10s".to_owned();
+    let wf = store
+        .workflow_create(WorkflowNew {
+            def: d,
+            status: JobStatus::Running,
+            next_fire_at: Some(NOW),
+            now: NOW,
+        })
+        .await
+        .unwrap();
+    let stopped = store
+        .workflow_create(new_workflow(def(g.id, "stopped", 1, Overflow::Skip)))
+        .await
+        .unwrap();
+    let due = store
+        .workflows_due(WorkflowsDue {
+            now: NOW,
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(due.iter().map(|w| w.id).collect::<Vec<_>>(), [wf.id]);
+    assert!(
+        store
+            .workflows_due(WorkflowsDue {
+                now: NOW - 1,
+                limit: 10
+            })
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let fire = |next: Option<i64>| WorkflowFire {
+        workflow_id: wf.id,
+        seen: NOW,
+        next_fire_at: next,
+        start: Some(InstanceStart {
+            fire_key: Some(NOW),
+            trigger_type: TriggerType::FixRate,
+            ..start(wf.id, job.id)
+        }),
+        now: NOW,
+    };
+    let first = store.workflow_fire(fire(Some(NOW + 10_000))).await.unwrap();
+    let started = first.expect("the first claim wins");
+    let instance = started.instance.unwrap();
+    assert_eq!(instance.fire_key, Some(NOW));
+    assert_eq!(started.runs.len(), 1);
+    // The same fire claimed again (another admin, from the same read): nothing written.
+    assert_eq!(
+        store.workflow_fire(fire(Some(NOW + 10_000))).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store.workflow_get(wf.id).await.unwrap().next_fire_at,
+        Some(NOW + 10_000)
+    );
+    let all = store
+        .workflow_instances_list(InstancesQuery {
+            workflow_id: Some(wf.id),
+            states: Vec::new(),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 1);
+    // A misfire skipped: the schedule moves on, no instance; the last fire stops it.
+    let skipped = store
+        .workflow_fire(WorkflowFire {
+            workflow_id: wf.id,
+            seen: NOW + 10_000,
+            next_fire_at: None,
+            start: None,
+            now: NOW,
+        })
+        .await
+        .unwrap()
+        .expect("claimed");
+    assert!(skipped.instance.is_none());
+    let after = store.workflow_get(wf.id).await.unwrap();
+    assert_eq!(
+        (after.status, after.next_fire_at),
+        (JobStatus::Stopped, None)
+    );
+    // Started again by hand: its schedule's first fire.
+    let restarted = store
+        .workflow_set_status(WorkflowStatusChange {
+            id: stopped.id,
+            status: JobStatus::Running,
+            next_fire_at: Some(NOW + 5),
+            now: NOW,
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.workflow_get(stopped.id).await.unwrap(), restarted);
+    assert_eq!(restarted.next_fire_at, Some(NOW + 5));
 }
