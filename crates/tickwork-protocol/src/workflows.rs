@@ -117,3 +117,23 @@ pub struct InstanceView {
     pub created_at: i64,
     pub ended_at: Option<i64>,
 }
+
+/// What `POST /workflows/{workflow}/run` takes: the trigger's params (the context's `params`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowRunInput {
+    #[serde(default)]
+    pub params: String,
+}
+
+/// An instance in a list: where it stands, without its nodes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceSummary {
+    pub id: i64,
+    pub workflow_id: i64,
+    pub state: InstanceState,
+    pub trigger_type: String,
+    pub fire_key: Option<i64>,
+    pub created_at: i64,
+    pub ended_at: Option<i64>,
+}

@@ -15,6 +15,7 @@ mod health;
 mod job_api;
 mod pull;
 mod rest;
+mod rest_workflows;
 
 use axum::Router;
 use axum::http::{StatusCode, header};

@@ -17,6 +17,7 @@ use tickwork_protocol::api::{
 
 use super::ApiError;
 use super::extract::{ApiJson, ApiJsonOr, ApiQuery, BULK_BODY_LIMIT, Caller, Id, Ids, Names};
+use super::rest_workflows::*;
 use crate::{Error, Service};
 use tickwork_protocol::submissions::{
     Completions, CompletionsAck, CompletionsAcked, SubmissionInput, SubmissionPutView,
@@ -82,6 +83,19 @@ rest_api! {
     "/submissions/{app}/{key}" => {
         get: submission_get, put: submission_put, delete: submission_cancel
     }
+    "/workflows" => { get: workflows_list, post: workflow_create }
+    "/workflows/{workflow}" => {
+        get: workflow_get, put: workflow_update, delete: workflow_delete
+    }
+    "/workflows/{workflow}/run" => { post: workflow_run }
+    "/workflows/{workflow}/instances" => { get: workflow_instances }
+    "/workflow-instances/{id}" => { get: workflow_instance_get }
+    "/workflow-instances/{id}/stop" => { post: workflow_instance_stop }
+    "/workflow-instances/{id}/resume" => { post: workflow_instance_resume }
+    "/workflow-instances/{id}/nodes/{node}/mark-succeeded" => {
+        post: workflow_node_mark_succeeded
+    }
+    "/workflow-instances/{id}/nodes/{node}/rerun" => { post: workflow_node_rerun }
 }
 
 /// The REST routes, behind the API token check.

@@ -3,6 +3,7 @@
 //! the routes of [`crate::http::API_ROUTES`] and that it validates.
 
 mod schemas;
+mod workflows;
 
 use schemas::{reference, schemas};
 
@@ -18,6 +19,11 @@ struct Op {
     query: &'static [(&'static str, &'static str, &'static str)],
     body: Option<&'static str>,
     answer: &'static str,
+}
+
+/// Every operation: the table below, then the workflows'.
+fn all_ops() -> impl Iterator<Item = &'static Op> {
+    OPS.iter().chain(workflows::OPS)
 }
 
 const READ: &str = "any role";
@@ -698,6 +704,9 @@ fn operation(op: &Op) -> Value {
                 "key" => json!({ "type": "string", "minLength": 1,
                     "maxLength": tickwork_core::submission::KEY_CHARS,
                     "pattern": "^[A-Za-z0-9._:-]+$" }),
+                "workflow" | "node" => json!({ "type": "string", "minLength": 1,
+                    "maxLength": tickwork_core::workflow::NODE_KEY_CHARS,
+                    "pattern": "^[A-Za-z0-9._-]+$" }),
                 _ => int_in(1, i64::MAX),
             };
             params.push(json!({ "name": name, "in": "path", "required": true, "schema": schema }));
@@ -790,8 +799,8 @@ fn operation(op: &Op) -> Value {
     });
     if let Some(body) = op.body {
         o["requestBody"] = json!({
-            // Trigger and copy take an empty body as "all defaults".
-            "required": !matches!(body, "TriggerInput" | "CopyInput"),
+            // Trigger, copy and a workflow's run take an empty body as "all defaults".
+            "required": !matches!(body, "TriggerInput" | "CopyInput" | "WorkflowRunInput"),
             "content": { "application/json": { "schema": reference(body) } },
         });
     }
@@ -801,7 +810,7 @@ fn operation(op: &Op) -> Value {
 /// The whole document.
 pub fn document() -> Value {
     let mut paths = Map::new();
-    for op in OPS {
+    for op in all_ops() {
         let item = paths.entry(op.path.to_owned()).or_insert_with(|| json!({}));
         item[op.method] = operation(op);
     }
@@ -827,5 +836,5 @@ pub fn document() -> Value {
 
 /// Every (method, path) the document describes.
 pub fn documented_routes() -> Vec<(&'static str, &'static str)> {
-    OPS.iter().map(|o| (o.method, o.path)).collect()
+    all_ops().map(|o| (o.method, o.path)).collect()
 }

@@ -367,6 +367,7 @@ pub(super) fn schemas() -> Value {
         action_schemas(),
         heatmap_schemas(),
         submission_schemas(),
+        super::workflows::workflow_schemas(),
     ] {
         if let Value::Object(part) = part {
             all.extend(part);

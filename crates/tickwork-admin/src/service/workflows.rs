@@ -12,7 +12,9 @@ use tickwork_core::workflow::context;
 use tickwork_core::workflow::step::{self, InstanceState, NodeState};
 use tickwork_core::workflow::{Dag, Graph, Snapshot};
 use tickwork_core::{ScheduleType, TriggerType, job};
-use tickwork_protocol::workflows::{InstanceNode, InstanceView, WorkflowInput, WorkflowView};
+use tickwork_protocol::workflows::{
+    InstanceNode, InstanceSummary, InstanceView, WorkflowInput, WorkflowView,
+};
 use tickwork_store::{
     Group, InstanceStep, InstanceWithRuns, JobStatus, Run, RunSkip, Workflow, WorkflowDef,
     WorkflowNew, WorkflowStatusChange, WorkflowUpdate,
@@ -218,6 +220,40 @@ impl Workflows<'_> {
             )
             .await?;
         Ok(view)
+    }
+
+    /// The workflow `key`'s newest instances, at most `limit` (1 to 1000, 50 by default).
+    pub async fn instances(
+        self,
+        key: &str,
+        limit: Option<u64>,
+    ) -> Result<Vec<InstanceSummary>, Error> {
+        let wf = self.get_by_key(key).await?;
+        let limit = limit.unwrap_or(50);
+        if !(1..=1000).contains(&limit) {
+            return Err(Error::invalid_field("limit", "must be 1 to 1000"));
+        }
+        let list = self
+            .inner
+            .store
+            .workflow_instances_list(tickwork_store::InstancesQuery {
+                workflow_id: Some(wf.id),
+                states: Vec::new(),
+                limit,
+            })
+            .await?;
+        Ok(list
+            .into_iter()
+            .map(|i| InstanceSummary {
+                id: i.id,
+                workflow_id: i.workflow_id,
+                state: i.state,
+                trigger_type: i.trigger_type.as_str().to_owned(),
+                fire_key: i.fire_key,
+                created_at: i.created_at,
+                ended_at: i.ended_at,
+            })
+            .collect())
     }
 
     /// One instance, node by node.

@@ -1332,6 +1332,158 @@ async fn every_endpoint_answers_as_documented() {
         assert_eq!(gone["key"], key);
     }
 
+    // workflows
+    let job_key = h
+        .get("/jobs/{id}", &format!("/jobs/{j}"), BUILTIN)
+        .await
+        .ok()["key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let wf = json!({
+        "key": "tour-wf", "name": "tour", "group": "tour",
+        "dag": { "nodes": [{ "key": "a", "job": job_key }, { "key": "b", "job": job_key }],
+                 "edges": [{ "from": "a", "to": "b" }] },
+    });
+    let created = h
+        .call(
+            Method::POST,
+            "/workflows",
+            "/workflows",
+            BUILTIN,
+            Some(wf.clone()),
+        )
+        .await
+        .ok();
+    assert_eq!(created["failure_policy"], "END", "{created}");
+    assert_eq!(created["schedule_type"], "NONE", "{created}");
+    let listed = h.get("/workflows", "/workflows", BUILTIN).await.ok();
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    let wf_path = "/workflows/tour-wf";
+    assert_eq!(
+        h.get("/workflows/{workflow}", wf_path, BUILTIN).await.ok(),
+        created
+    );
+    let mut renamed = wf.clone();
+    renamed["name"] = json!("tour, renamed");
+    let updated = h
+        .call(
+            Method::PUT,
+            "/workflows/{workflow}",
+            wf_path,
+            BUILTIN,
+            Some(renamed),
+        )
+        .await
+        .ok();
+    assert_eq!(updated["version"], 2);
+    let run = h
+        .call(
+            Method::POST,
+            "/workflows/{workflow}/run",
+            "/workflows/tour-wf/run",
+            BUILTIN,
+            Some(json!({ "params": "p" })),
+        )
+        .await
+        .ok();
+    assert_eq!(run["state"], "RUNNING", "{run}");
+    assert_eq!(run["nodes"][0]["state"], "RUNNING", "{run}");
+    assert_eq!(run["context"]["params"], "p", "{run}");
+    let instance = run["id"].as_i64().unwrap();
+    let listed = h
+        .get(
+            "/workflows/{workflow}/instances",
+            "/workflows/tour-wf/instances?limit=10",
+            BUILTIN,
+        )
+        .await
+        .ok();
+    assert_eq!(listed[0]["id"], instance);
+    let ipath = format!("/workflow-instances/{instance}");
+    assert_eq!(
+        h.get("/workflow-instances/{id}", &ipath, BUILTIN)
+            .await
+            .ok()["id"],
+        instance
+    );
+    let mark = "/workflow-instances/{id}/nodes/{node}/mark-succeeded";
+    let running = h
+        .call(
+            Method::POST,
+            mark,
+            &format!("{ipath}/nodes/a/mark-succeeded"),
+            BUILTIN,
+            None,
+        )
+        .await;
+    running.refused(409, "conflict");
+    let stop = "/workflow-instances/{id}/stop";
+    let stopped = h
+        .call(Method::POST, stop, &format!("{ipath}/stop"), BUILTIN, None)
+        .await
+        .ok();
+    assert_eq!(stopped["state"], "STOPPED", "{stopped}");
+    let marked = h
+        .call(
+            Method::POST,
+            mark,
+            &format!("{ipath}/nodes/a/mark-succeeded"),
+            BUILTIN,
+            None,
+        )
+        .await
+        .ok();
+    assert_eq!(marked["nodes"][0]["state"], "SUCCEEDED", "{marked}");
+    let resumed = h
+        .call(
+            Method::POST,
+            "/workflow-instances/{id}/resume",
+            &format!("{ipath}/resume"),
+            BUILTIN,
+            None,
+        )
+        .await
+        .ok();
+    assert_eq!(resumed["nodes"][1]["state"], "RUNNING", "{resumed}");
+    h.call(Method::POST, stop, &format!("{ipath}/stop"), BUILTIN, None)
+        .await
+        .ok();
+    let rerun = h
+        .call(
+            Method::POST,
+            "/workflow-instances/{id}/nodes/{node}/rerun",
+            &format!("{ipath}/nodes/b/rerun"),
+            BUILTIN,
+            None,
+        )
+        .await
+        .ok();
+    assert_eq!(rerun["state"], "RUNNING", "{rerun}");
+    h.call(
+        Method::DELETE,
+        "/workflows/{workflow}",
+        wf_path,
+        BUILTIN,
+        None,
+    )
+    .await
+    .refused(409, "conflict");
+    h.call(Method::POST, stop, &format!("{ipath}/stop"), BUILTIN, None)
+        .await
+        .ok();
+    let gone = h
+        .call(
+            Method::DELETE,
+            "/workflows/{workflow}",
+            wf_path,
+            BUILTIN,
+            None,
+        )
+        .await
+        .ok();
+    assert_eq!(gone["key"], "tour-wf");
+
     // deletes last
     h.call(
         Method::DELETE,
@@ -1566,6 +1718,39 @@ async fn operators_change_only_their_groups_and_viewers_change_nothing() {
         .await
         .ok();
     assert_eq!(own_submission["outcome"], "created");
+    let job_a_key = h
+        .get("/jobs/{id}", &format!("/jobs/{job_a}"), &op)
+        .await
+        .ok()["key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let wf_a = json!({
+        "key": "wf-a", "name": "wf a", "group": "group-a",
+        "dag": { "nodes": [{ "key": "n", "job": job_a_key }] },
+    });
+    h.call(
+        Method::POST,
+        "/workflows",
+        "/workflows",
+        &op,
+        Some(wf_a.clone()),
+    )
+    .await
+    .ok();
+    let wf_instance = h
+        .call(
+            Method::POST,
+            "/workflows/{workflow}/run",
+            "/workflows/wf-a/run",
+            &op,
+            None,
+        )
+        .await
+        .ok()["id"]
+        .as_i64()
+        .unwrap();
+    let wf_ipath = format!("/workflow-instances/{wf_instance}");
 
     let before_audit = h.audit_total().await;
     let jobs_before = h.job_count().await;
@@ -1729,7 +1914,57 @@ async fn operators_change_only_their_groups_and_viewers_change_nothing() {
         );
     }
     // A viewer changes nothing at all (its own password and tokens aside).
+    let mut wf_a_other = wf_a.clone();
+    wf_a_other["key"] = json!("wf-viewer");
     let viewer_changes: Vec<(Method, &str, String, Option<Value>)> = vec![
+        (
+            Method::POST,
+            "/workflows",
+            "/workflows".into(),
+            Some(wf_a_other),
+        ),
+        (
+            Method::PUT,
+            "/workflows/{workflow}",
+            "/workflows/wf-a".into(),
+            Some(wf_a.clone()),
+        ),
+        (
+            Method::DELETE,
+            "/workflows/{workflow}",
+            "/workflows/wf-a".into(),
+            None,
+        ),
+        (
+            Method::POST,
+            "/workflows/{workflow}/run",
+            "/workflows/wf-a/run".into(),
+            None,
+        ),
+        (
+            Method::POST,
+            "/workflow-instances/{id}/stop",
+            format!("{wf_ipath}/stop"),
+            None,
+        ),
+        (
+            Method::POST,
+            "/workflow-instances/{id}/resume",
+            format!("{wf_ipath}/resume"),
+            None,
+        ),
+        (
+            Method::POST,
+            "/workflow-instances/{id}/nodes/{node}/mark-succeeded",
+            format!("{wf_ipath}/nodes/n/mark-succeeded"),
+            None,
+        ),
+        (
+            Method::POST,
+            "/workflow-instances/{id}/nodes/{node}/rerun",
+            format!("{wf_ipath}/nodes/n/rerun"),
+            None,
+        ),
         (
             Method::PUT,
             "/submissions/{app}/{key}",
