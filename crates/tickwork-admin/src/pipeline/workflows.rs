@@ -380,7 +380,8 @@ async fn promote(
         return Ok(Stepped::default());
     }
     let (snapshot, graph) = graph_of(&instance)?;
-    let mut nodes = instance.nodes.clone();
+    // Let in now: it starts from its first nodes.
+    let mut nodes = vec![NodeState::Waiting; graph.len()];
     let step = step::advance(&snapshot.dag, &graph, &nodes, snapshot.failure_policy);
     apply(&mut nodes, &step);
     let ctx = context::from_json(&instance.context);

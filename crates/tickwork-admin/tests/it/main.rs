@@ -7,7 +7,8 @@
 //! keys in the console, codes by their labels, the dashboard's period and a user's groups in the
 //! console, lost runs, cluster operations, a database outage, script versions in the console
 //! (changes between two, loading one into the editor) and XXL-JOB 3.5 (its executors and its job
-//! API), and workflows. Tests that need admins or executors as real processes start this binary again in the role
+//! API), and workflows (an admin killed
+//! mid-instance among them). Tests that need admins or executors as real processes start this binary again in the role
 //! of the ignored `child` test.
 
 mod accepted_runs;
@@ -35,6 +36,7 @@ mod outage;
 mod pull_protocol;
 mod scripts;
 mod support;
+mod workflow_failover;
 mod workflows;
 mod xxl_job_35;
 

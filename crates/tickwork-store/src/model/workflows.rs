@@ -129,8 +129,8 @@ pub struct NodeRun {
 
 /// Fires a workflow: with the workflow's row locked, its live instances are counted against
 /// its cap (`tickwork_core::workflow::step::admit`); a started instance is written `running`
-/// with `runs` (its first nodes' runs), a queued one `queued` without runs, a skipped fire
-/// writes nothing.
+/// with `nodes` and `runs` (its first nodes' runs), a queued one `queued` with every node
+/// waiting and no run, a skipped fire writes nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InstanceStart {
     pub workflow_id: i64,

@@ -250,6 +250,12 @@ async fn start_in<B: Backend>(
             });
         }
     };
+    // A queued instance has started nothing: its runs are not written, its nodes wait.
+    let nodes = if state == InstanceState::Running {
+        start.nodes
+    } else {
+        vec![NodeState::Waiting; start.nodes.len()]
+    };
     let q = Query::new(format!(
         "INSERT INTO tw_workflow_instances ({}) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, NULL)",
         &INSTANCE_COLUMNS["id, ".len()..]
@@ -257,7 +263,7 @@ async fn start_in<B: Backend>(
     .bind(wf.id)
     .bind(state.as_str())
     .bind(&start.snapshot)
-    .bind(nodes_json(&start.nodes))
+    .bind(nodes_json(&nodes))
     .bind(&start.context)
     .bind(start.trigger_type.as_str())
     .bind(start.fire_key)
@@ -285,7 +291,7 @@ async fn start_in<B: Backend>(
             workflow_id: wf.id,
             state,
             snapshot: start.snapshot,
-            nodes: start.nodes,
+            nodes,
             context: start.context,
             trigger_type: start.trigger_type,
             fire_key: start.fire_key,

@@ -189,7 +189,11 @@ pub(crate) async fn fires_are_admitted_under_the_cap_started_queued_or_skipped(c
             .unwrap();
         let states: Vec<InstanceState> = live.iter().map(|i| i.state).collect();
         match second {
-            Admit::Queue => assert_eq!(states, [InstanceState::Queued, InstanceState::Running]),
+            Admit::Queue => {
+                assert_eq!(states, [InstanceState::Queued, InstanceState::Running]);
+                // A queued instance has started nothing.
+                assert_eq!(live[0].nodes, [NodeState::Waiting, NodeState::Waiting]);
+            }
             _ => assert_eq!(states, [InstanceState::Running]),
         }
     }
