@@ -345,6 +345,17 @@ async fn workflows_run_their_dags(backend: Backend) {
             "{e} lacks {field} / {words}"
         );
     }
+    let mut overridden = input("overridden", &[("A", "job-a")], &[]);
+    overridden.dag.nodes[0].retry_count = Some(2);
+    let e = workflows
+        .create(&by, overridden)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("dag.nodes") && e.contains("cannot be overridden"),
+        "{e}"
+    );
     let mut other_group = input("elsewhere", &[("A", "job-a")], &[]);
     other_group.group = "no-such-app".to_owned();
     let e = workflows
@@ -395,6 +406,35 @@ async fn operations(backend: Backend) {
     );
     let report = store.run_get(done.nodes[1].run_ids[0]).await.expect("run");
     assert_eq!(report.params, "--rows 42 --day 2026-11-28 ${ctx.nope}");
+
+    // The snapshot: an instance keeps the DAG it fired with, whatever the edits meanwhile.
+    let mut snap = input(
+        "snap",
+        &[("L", "job-long"), ("after", "job-a")],
+        &[("L", "after", Success)],
+    );
+    workflows
+        .create(&by, snap.clone())
+        .await
+        .expect("create snap");
+    let id = workflows
+        .run(&by, "snap", "", TriggerType::Api)
+        .await
+        .expect("run")
+        .id;
+    snap.dag.nodes[1].job = "job-b".to_owned();
+    snap.dag.nodes.push(Node::new("extra", "job-d"));
+    workflows.update(&by, "snap", snap).await.expect("edit");
+    let during = workflows.instance(id).await.expect("read");
+    assert_eq!(during.nodes.len(), 2, "{during:?}");
+    assert_eq!(during.nodes[1].job, "job-a", "{during:?}");
+    workflows.stop(&by, id).await.expect("stop");
+    let next = workflows
+        .run(&by, "snap", "", TriggerType::Api)
+        .await
+        .expect("run");
+    assert_eq!(next.nodes.len(), 3, "a new instance takes the edit");
+    workflows.stop(&by, next.id).await.expect("stop");
 
     // Stop: the running node's run is killed, the rest stopped.
     workflows
