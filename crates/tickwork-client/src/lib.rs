@@ -3,6 +3,8 @@
 //! It knows nothing about the admin's internals or SQL: only the wire types of
 //! `tickwork_protocol::api` and HTTP.
 
+mod workflows;
+
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -19,6 +21,7 @@ use tickwork_protocol::submissions::{
     Completions, CompletionsAck, CompletionsAcked, SubmissionInput, SubmissionItem,
     SubmissionPutView, SubmissionView, SubmissionsBatchResult,
 };
+pub use workflows::Workflows;
 
 /// What went wrong in a call.
 #[derive(Debug, thiserror::Error)]
@@ -98,6 +101,11 @@ impl Client {
     /// Submissions from code, by a key of the client's own.
     pub fn submissions(&self) -> Submissions<'_> {
         Submissions { api: &self.api }
+    }
+
+    /// Workflows and their instances.
+    pub fn workflows(&self) -> Workflows<'_> {
+        Workflows { api: &self.api }
     }
 }
 

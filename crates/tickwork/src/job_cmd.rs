@@ -237,12 +237,15 @@ impl<'de> Deserialize<'de> for JobEntry {
     }
 }
 
-/// An export file: `[[job]]` tables.
+/// An export file: `[[job]]` tables, then the workflows over them (`[[workflow]]`, nodes
+/// naming jobs by key).
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct JobFile {
     #[serde(default)]
     pub job: Vec<JobEntry>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workflow: Vec<tickwork_protocol::workflows::WorkflowInput>,
 }
 
 fn input(msg: impl Into<String>) -> anyhow::Error {
@@ -512,10 +515,21 @@ pub(crate) async fn run(remote: &Remote, command: JobCommand) -> anyhow::Result<
             };
             let jobs = client.jobs_all(group_id).await?;
             let n = jobs.len();
-            let out = export(&client, jobs).await?;
+            let mut out = export(&client, jobs).await?;
+            let mut flows: Vec<_> = client
+                .workflows()
+                .list()
+                .await?
+                .into_iter()
+                .filter(|w| group.as_ref().is_none_or(|g| &w.group == g))
+                .map(crate::workflow_cmd::input_of)
+                .collect();
+            flows.sort_by(|a, b| a.key.cmp(&b.key));
+            let w = flows.len();
+            out.workflow = flows;
             print_toml(&out, file.as_ref())?;
             if file.is_some() {
-                println!("exported {n} jobs");
+                println!("exported {n} jobs and {w} workflows");
             }
         }
         JobCommand::Import { file } => {
@@ -531,6 +545,16 @@ pub(crate) async fn run(remote: &Remote, command: JobCommand) -> anyhow::Result<
                 done.updated,
                 done.unchanged
             );
+            // After the jobs: the workflows' nodes name them.
+            if !jobs.workflow.is_empty() {
+                let (created, updated, unchanged) =
+                    crate::workflow_cmd::apply(&client, &jobs.workflow).await?;
+                println!(
+                    "imported {} workflows: {created} created, {updated} updated, {unchanged} \
+                     unchanged",
+                    jobs.workflow.len()
+                );
+            }
         }
     }
     Ok(())
@@ -559,6 +583,7 @@ async fn export(client: &Client, mut jobs: Vec<JobView>) -> anyhow::Result<JobFi
     jobs.sort_by(|a, b| a.key.cmp(&b.key));
     Ok(JobFile {
         job: jobs.iter().map(|j| entry(j, &apps, &keys)).collect(),
+        workflow: Vec::new(),
     })
 }
 
@@ -781,6 +806,7 @@ status = "running"
     fn an_entry_writes_and_reads_the_export_format() {
         let file = JobFile {
             job: vec![nightly()],
+            workflow: Vec::new(),
         };
         assert_eq!(toml::to_string_pretty(&file).unwrap(), NIGHTLY);
         let read: JobFile = toml::from_str(NIGHTLY).unwrap();

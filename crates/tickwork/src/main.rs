@@ -13,6 +13,7 @@ mod remote;
 mod run_cmd;
 mod schedule_cmd;
 mod submit_cmd;
+mod workflow_cmd;
 
 use std::fmt;
 use std::process::ExitCode;
@@ -72,6 +73,14 @@ enum Command {
         remote: remote::Remote,
         #[command(subcommand)]
         command: submit_cmd::SubmissionCommand,
+    },
+    /// Workflows (DAGs of jobs) on an admin: list, show, apply a file, run, instances, stop,
+    /// resume, mark a node succeeded, rerun a node, export.
+    Workflow {
+        #[command(flatten)]
+        remote: remote::Remote,
+        #[command(subcommand)]
+        command: workflow_cmd::WorkflowCommand,
     },
     /// Serve the Model Context Protocol on stdin and stdout: tools over an admin's
     /// jobs, runs, logs and schedule, through its REST API with the token's role.
@@ -182,6 +191,11 @@ fn main() -> ExitCode {
         }),
         Command::Submission { remote, command } => async_main(async move {
             submit_cmd::run(&remote, command)
+                .await
+                .map(|()| ExitCode::SUCCESS)
+        }),
+        Command::Workflow { remote, command } => async_main(async move {
+            workflow_cmd::run(&remote, command)
                 .await
                 .map(|()| ExitCode::SUCCESS)
         }),
