@@ -155,12 +155,12 @@ pub(super) static EN: &[(&str, &str, &str)] = &[
     ("trigger", "CRON", "Cron"),
     ("trigger", "FIX_DELAY", "Fixed delay"),
     ("trigger", "FIX_RATE", "Fixed rate"),
-    ("trigger", "WORKFLOW", "Workflow"),
     ("trigger", "MANUAL", "Manual"),
     ("trigger", "MISFIRE", "Misfire compensation"),
     ("trigger", "ONCE", "Once"),
     ("trigger", "PARENT", "Parent job"),
     ("trigger", "RETRY", "Retry after failure"),
+    ("trigger", "WORKFLOW", "Workflow"),
 ];
 
 /// 简体中文. Same kinds and codes as [`EN`], sorted the same way.
@@ -228,12 +228,12 @@ pub(super) static ZH: &[(&str, &str, &str)] = &[
     ("trigger", "CRON", "Cron触发"),
     ("trigger", "FIX_DELAY", "固定延迟触发"),
     ("trigger", "FIX_RATE", "固定速度触发"),
-    ("trigger", "WORKFLOW", "工作流触发"),
     ("trigger", "MANUAL", "手动触发"),
     ("trigger", "MISFIRE", "调度过期补偿"),
     ("trigger", "ONCE", "单次触发"),
     ("trigger", "PARENT", "父任务触发"),
     ("trigger", "RETRY", "失败重试"),
+    ("trigger", "WORKFLOW", "工作流触发"),
 ];
 
 #[cfg(test)]
