@@ -9,7 +9,8 @@
 //! form), the dashboard over a chosen period and a user's groups ticked by name; the script
 //! editor (Tab indentation, line numbers, highlighting), the changes between two versions and an
 //! old version loaded into the editor; a list of 125 jobs paged, sorted and acted on by ticked
-//! rows; in English and Chinese. Every page visited is saved as a PNG.
+//! rows; a workflow written as TOML, run and drawn node by node; in English and Chinese. Every
+//! page visited is saved as a PNG.
 
 use thirtyfour::prelude::*;
 use tickwork_admin::Service;
@@ -1327,5 +1328,121 @@ async fn an_operator_with_many_jobs_pages_sorts_and_acts_on_ticked_rows() {
     c.wait_css("#page-of").await;
     c.shot("jobs-page-2-zh").await;
     switch_to(&c, "Jobs").await;
+    c.finish().await;
+}
+
+/// A stopped shell-script job of `group` under `key` running `script`.
+async fn node_job(a: &Service, group: i64, key: &str, script: &str) {
+    let mut input = tickwork_protocol::api::JobInput::new(group);
+    input.key = Some(key.to_owned());
+    input.spec.glue_type = "GLUE_SHELL".parse().expect("a glue type");
+    input.spec.glue_source = format!("#!/bin/sh\n{script}\n");
+    a.jobs()
+        .create(&tickwork_admin::Principal::system(), input)
+        .await
+        .unwrap_or_else(|e| panic!("job {key}: {e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_is_written_run_and_drawn_node_by_node() {
+    let Some(mut c) = Console::start("workflows").await else {
+        return;
+    };
+    let group = c
+        .admin
+        .groups()
+        .create(
+            &tickwork_admin::Principal::system(),
+            tickwork_protocol::api::GroupInput {
+                app_name: APP.to_owned(),
+                title: "Console test".to_owned(),
+                address_mode: None,
+                addresses: Vec::new(),
+            },
+        )
+        .await
+        .expect("group")
+        .id;
+    node_job(&c.admin, group, "wf-load", "echo loaded").await;
+    node_job(&c.admin, group, "wf-report", "echo \"reported $1\"").await;
+    // Its run fails.
+    node_job(&c.admin, group, "wf-broken", "exit 3").await;
+
+    c.open("/").await;
+    c.wait_css("#login-submit").await;
+    c.login("admin", ADMIN_PASSWORD).await;
+    c.wait_until("the executor registered", || async {
+        c.open("/groups").await;
+        c.text("#groups-table").await.contains("127.0.0.1")
+    })
+    .await;
+
+    // A DAG with a cycle: the form comes back with the error, nothing saved.
+    c.open("/workflows").await;
+    c.wait_css("#workflow-form").await;
+    c.fill("#f-key", "nightly").await;
+    c.fill("#f-name", "Nightly load").await;
+    c.select("#f-group", APP).await;
+    c.select("#f-failure_policy", "CONTINUE").await;
+    let cycle = "[[nodes]]\nkey = \"load\"\njob = \"wf-load\"\n[[nodes]]\nkey = \"report\"\njob = \"wf-report\"\n[[edges]]\nfrom = \"load\"\nto = \"report\"\n[[edges]]\nfrom = \"report\"\nto = \"load\"\n";
+    c.fill("#f-dag", cycle).await;
+    c.click("#create-workflow").await;
+    c.wait_until("the cycle refused", || async {
+        c.text("body").await.contains("cycle")
+    })
+    .await;
+    assert!(!c.text("#workflows-table").await.contains("nightly"));
+    c.shot("workflow-refused").await;
+
+    let dag = "[[nodes]]\nkey = \"load\"\njob = \"wf-load\"\n[[nodes]]\nkey = \"report\"\njob = \"wf-report\"\nparams = \"day=${ctx.params}\"\n[[nodes]]\nkey = \"broken\"\njob = \"wf-broken\"\n[[edges]]\nfrom = \"load\"\nto = \"report\"\n[[edges]]\nfrom = \"load\"\nto = \"broken\"\n";
+    c.fill("#f-dag", dag).await;
+    c.click("#create-workflow").await;
+    c.wait_css("#flash-ok").await;
+    c.wait_css("#dag #node-report").await;
+    c.shot("workflow").await;
+
+    // Run it: the instance page draws each node in its state and refreshes until it ends.
+    c.fill("#run-params", "2026-11-28").await;
+    c.click("#run-workflow").await;
+    c.wait_css("#instance-state").await;
+    c.wait_until("the instance ended", || async {
+        let state = attr(&c, "#instance-state", "data-state").await;
+        if state == "FAILED" {
+            Ok(())
+        } else {
+            Err(state)
+        }
+    })
+    .await;
+    for (node, state) in [
+        ("load", "SUCCEEDED"),
+        ("report", "SUCCEEDED"),
+        ("broken", "FAILED"),
+    ] {
+        assert_eq!(
+            attr(&c, &format!("#node-{node}"), "data-state").await,
+            state,
+            "{node}"
+        );
+    }
+    // Each node links to its run.
+    assert!(c.exists("a[href^='/runs/'] #node-report").await);
+    let context = c.text("#instance-context").await;
+    assert!(context.contains("2026-11-28"), "{context}");
+    c.shot("workflow-instance").await;
+
+    // Mark the failed node succeeded: the instance stays ended, the node shows it.
+    c.click("#mark-broken").await;
+    c.wait_css("#flash-ok").await;
+    assert_eq!(attr(&c, "#node-broken", "data-state").await, "SUCCEEDED");
+    assert_eq!(attr(&c, "#instance-state", "data-state").await, "FAILED");
+
+    switch_to(&c, "工作流").await;
+    let page = c.text("body").await;
+    assert!(
+        page.contains("工作流实例") && page.contains("失败"),
+        "{page}"
+    );
+    c.shot("workflow-instance-zh").await;
     c.finish().await;
 }

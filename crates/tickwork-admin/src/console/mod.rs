@@ -9,6 +9,7 @@
 
 mod alarms;
 mod charts;
+mod dag_svg;
 mod dashboard;
 mod groups;
 mod heatmap;
@@ -22,6 +23,7 @@ mod runs;
 mod scripts;
 mod session;
 mod ui;
+mod workflows;
 
 use axum::Router;
 use axum::http::{HeaderValue, header};
@@ -60,6 +62,13 @@ pub(crate) fn router() -> Router<Service> {
         .route("/runs/{id}", get(runs::detail))
         .route("/runs/{id}/kill", post(runs::kill))
         .route("/ui/runs/{id}/log", get(runs::log))
+        .route("/workflows", get(workflows::list).post(workflows::create))
+        .route("/workflows/{key}", get(workflows::detail))
+        .route("/workflows/{key}/edit", post(workflows::update))
+        .route("/workflows/{key}/delete", post(workflows::delete))
+        .route("/workflows/{key}/run", post(workflows::run))
+        .route("/workflow-instances/{id}", get(workflows::instance))
+        .route("/workflow-instances/{id}/{action}", post(workflows::act))
         .route("/groups", get(groups::list).post(groups::create))
         .route(
             "/groups/{id}/edit",

@@ -19,6 +19,7 @@ pub(super) const NAV: &[(&str, &str, &str)] = &[
     ("/jobs", "jobs", ""),
     ("/runs", "runs", ""),
     ("/schedule", "heatmap", ""),
+    ("/workflows", "workflows", ""),
     ("/groups", "groups", ""),
     ("/users", "users", "admin"),
     ("/tokens", "tokens", ""),

@@ -86,7 +86,8 @@ impl Workflows<'_> {
         let schedule_changed = def.schedule_type != there.def.schedule_type
             || def.schedule_conf != there.def.schedule_conf
             || def.time_zone != there.def.time_zone
-            || enabled != (there.status == JobStatus::Running);
+            || (enabled != (there.status == JobStatus::Running)
+                && def.schedule_type != ScheduleType::None);
         let (status, next_fire_at) = if schedule_changed {
             schedule_state(&def, enabled, now)?
         } else {
@@ -674,7 +675,8 @@ fn view(wf: Workflow, group: &Group) -> Result<WorkflowView, Error> {
         schedule_conf: wf.def.schedule_conf,
         time_zone: wf.def.time_zone,
         misfire_strategy: wf.def.misfire_strategy,
-        enabled: wf.status == JobStatus::Running,
+        // A workflow with no schedule has nothing to pause: it reads as enabled.
+        enabled: wf.status == JobStatus::Running || wf.def.schedule_type == ScheduleType::None,
         next_fire_at: wf.next_fire_at,
         version: wf.version,
         created_at: wf.created_at,
