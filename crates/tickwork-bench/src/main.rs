@@ -42,6 +42,9 @@ enum Scenario {
     /// The console's jobs page (and the API's job list) with 500 jobs and 50,000 runs: the
     /// answer time per sort and page size.
     JobsPage,
+    /// Workflows of 10 nodes firing every 10 s (`--jobs` of them, default 100), with the
+    /// fake executor: node lateness after its last parent, nothing missed or doubled.
+    Workflow,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -61,6 +64,7 @@ fn main() -> anyhow::Result<()> {
         Scenario::Overload => admin_load::run(admin_load::Load::Overload, cli.load),
         Scenario::CreateJobs => admin_load::run(admin_load::Load::CreateJobs, cli.load),
         Scenario::JobsPage => admin_load::run(admin_load::Load::JobsPage, cli.load),
+        Scenario::Workflow => admin_load::run(admin_load::Load::Workflow, cli.load),
     }
 }
 

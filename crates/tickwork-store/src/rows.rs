@@ -169,7 +169,7 @@ impl TryFrom<JobRow> for Job {
 pub(crate) const RUN_COLUMNS: &str = "id, job_id, group_id, scheduled_at, fire_key, trigger_type, \
      attempt, parent_run_id, executor_address, handler, params, shard_index, shard_total, state, \
      trigger_code, trigger_msg, handle_code, handle_msg, alarm_status, owner_node, priority, \
-     created_at, dispatched_at, finished_at";
+     created_at, dispatched_at, finished_at, timeout_s";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct RunRow {
@@ -197,6 +197,7 @@ pub(crate) struct RunRow {
     created_at: i64,
     dispatched_at: Option<i64>,
     finished_at: Option<i64>,
+    timeout_s: Option<i64>,
 }
 
 impl TryFrom<RunRow> for Run {
@@ -233,6 +234,7 @@ impl TryFrom<RunRow> for Run {
             created_at: r.created_at,
             dispatched_at: r.dispatched_at,
             finished_at: r.finished_at,
+            timeout_s: r.timeout_s.map(|t| i32::try_from(t).unwrap_or(i32::MAX)),
         })
     }
 }

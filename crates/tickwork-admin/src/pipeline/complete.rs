@@ -143,6 +143,8 @@ pub(crate) fn plan_follow_ups(
             params: Some(run.params.clone()),
             // A broadcast shard is retried on its own executor.
             executor_address: run.shard_total.and(run.executor_address.clone()),
+            // A workflow node's timeout holds for its retries.
+            timeout_s: run.timeout_s,
             shard_index: run.shard_index,
             shard_total: run.shard_total,
             owner_node: Some(node.to_owned()),
@@ -245,6 +247,7 @@ mod tests {
             created_at: 900,
             dispatched_at: Some(900),
             finished_at: Some(1_000),
+            timeout_s: None,
         }
     }
 

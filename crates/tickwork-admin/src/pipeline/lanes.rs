@@ -364,7 +364,7 @@ impl Scheduler {
             handler: spec.handler.clone(),
             params: run.params.clone(),
             block_strategy: spec.block_strategy.as_str().to_owned(),
-            timeout_s: spec.timeout_s,
+            timeout_s: run.timeout_s.unwrap_or(spec.timeout_s),
             glue_type: spec.glue_type,
             glue_source: spec.glue_source.clone(),
             glue_updated_at: cached.job.glue_updated_at,
@@ -397,6 +397,7 @@ impl Scheduler {
                 new.owner_node = Some(self.inner.config.node_id.clone());
                 new.parent_run_id = run.parent_run_id;
                 new.attempt = run.attempt;
+                new.timeout_s = run.timeout_s;
                 match self.inner.store.run_insert(new).await {
                     Ok(shard) => self.arm(shard),
                     Err(e) => {

@@ -86,6 +86,7 @@ pub(crate) fn node_runs(
                     .as_deref()
                     .map(|p| context::render(p, ctx)),
                 owner_node: Some(node_id.to_owned()),
+                timeout_s: snapshot.dag.nodes[i].timeout_s,
                 ..RunNew::new(snapshot.job_ids[i], TriggerType::Workflow, now)
             },
         })

@@ -548,20 +548,6 @@ impl Workflows<'_> {
         };
         by.require_group(group.id)?;
         Graph::new(&input.dag, &Limits::STANDARD).map_err(dag_error)?;
-        // Read by core's rules, not yet by the dispatch and the follow-up planner: refused
-        // rather than taken and ignored.
-        if let Some(n) = input.dag.nodes.iter().find(|n| {
-            n.timeout_s.is_some() || n.retry_count.is_some() || n.retry_backoff_ms.is_some()
-        }) {
-            return Err(Error::invalid_field(
-                "dag.nodes",
-                format!(
-                    "node {:?}: timeout_s, retry_count and retry_backoff_ms cannot be overridden \
-                     per node yet; set them on the job",
-                    n.key
-                ),
-            ));
-        }
         for node in &input.dag.nodes {
             self.node_job(by, &node.key, &node.job).await?;
         }

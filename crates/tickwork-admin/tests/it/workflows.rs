@@ -51,6 +51,21 @@ async fn mariadb_a_scheduled_workflow_fires_once_per_fire_until_disabled() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_a_java_executor_runs_a_node_with_the_context_in_its_params() {
+    java_node(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_java_executor_runs_a_node_with_the_context_in_its_params() {
+    java_node(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_a_java_executor_runs_a_node_with_the_context_in_its_params() {
+    java_node(Backend::MySql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_workflows_run_their_dags() {
     workflows_run_their_dags(Backend::Sqlite).await;
 }
@@ -309,6 +324,30 @@ async fn workflows_run_their_dags(backend: Backend) {
         ]
     );
 
+    // A node's own retries and timeout, over its job's (which has neither).
+    let mut retried = input("retried", &[("F", "job-f")], &[]);
+    retried.dag.nodes[0].retry_count = Some(1);
+    retried.dag.nodes[0].retry_backoff_ms = Some(0);
+    retried.dag.nodes[0].timeout_s = Some(7);
+    workflows
+        .create(&by, retried)
+        .await
+        .expect("create retried");
+    let id = workflows
+        .run(&by, "retried", "", TriggerType::Api)
+        .await
+        .expect("run")
+        .id;
+    let done = ended(&admin, id).await;
+    assert_eq!(done.state, InstanceState::Failed, "{done:?}");
+    assert_eq!(done.nodes[0].run_ids.len(), 2, "its retry ran: {done:?}");
+    for (n, run_id) in done.nodes[0].run_ids.iter().enumerate() {
+        let run = store.run_get(*run_id).await.expect("run");
+        assert_eq!(run.timeout_s, Some(7), "{run:?}");
+        assert_eq!(run.attempt, n as i32, "{run:?}");
+        assert_eq!(executor.count(run.id), 1);
+    }
+
     // Bad definitions: refused with the field named, nothing saved.
     let before = workflows.list().await.expect("list").len();
     let cases = [
@@ -346,14 +385,14 @@ async fn workflows_run_their_dags(backend: Backend) {
         );
     }
     let mut overridden = input("overridden", &[("A", "job-a")], &[]);
-    overridden.dag.nodes[0].retry_count = Some(2);
+    overridden.dag.nodes[0].retry_count = Some(101);
     let e = workflows
         .create(&by, overridden)
         .await
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("dag.nodes") && e.contains("cannot be overridden"),
+        e.contains("dag.nodes") && e.contains("retry_count 101 must be 0 to 100"),
         "{e}"
     );
     let mut other_group = input("elsewhere", &[("A", "job-a")], &[]);
@@ -632,5 +671,62 @@ async fn scheduled(backend: Backend) {
     assert!(e.contains("schedule_type"), "{e}");
     assert!(workflows.get("bad-cron").await.is_err());
     assert!(executor.doubles().is_empty(), "{:?}", executor.doubles());
+    admin.shutdown().await;
+}
+
+/// A Java XXL-JOB executor (one that answers as xxl-job-core does) runs the nodes of a
+/// workflow: its `/run` carries the node's params with the context read into them, and its
+/// callbacks end the nodes.
+async fn java_node(backend: Backend) {
+    let Some(db) = TestDb::create(backend).await else {
+        return;
+    };
+    let admin = InProcessAdmin::start(&db, "wf-java", "").await;
+    let java = support::java_like::JavaLikeExecutor::start(
+        "wf-java",
+        std::slice::from_ref(&admin.address),
+        &db.token,
+    )
+    .await;
+    let store = &*admin.store;
+    let group = store
+        .group_create(GroupNew {
+            app_name: "wf-java".to_owned(),
+            title: "java".to_owned(),
+            address_mode: AddressMode::Manual,
+            addresses: vec![java.address.clone()],
+            now: support::now_ms(),
+        })
+        .await
+        .expect("create group");
+    job(store, group.id, "java-a", "demoJobHandler").await;
+    job(store, group.id, "java-b", "demoJobHandler").await;
+    let workflows = admin.admin.service.workflows();
+    let by = Principal::system();
+    let mut wf = input(
+        "java",
+        &[("first", "java-a"), ("second", "java-b")],
+        &[("first", "second", EdgeOn::Success)],
+    );
+    wf.group = "wf-java".to_owned();
+    wf.dag.nodes[0].params = Some("day=${ctx.params}".to_owned());
+    wf.dag.nodes[1].params = Some("${ctx}".to_owned());
+    workflows.create(&by, wf).await.expect("create");
+    let id = workflows
+        .run(&by, "java", "2026-11-28", TriggerType::Api)
+        .await
+        .expect("run")
+        .id;
+    let done = ended(&admin, id).await;
+    assert_eq!(done.state, InstanceState::Succeeded, "{done:?}");
+    let first = done.nodes[0].run_ids[0];
+    let second = done.nodes[1].run_ids[0];
+    assert_eq!(java.params_of(first).as_deref(), Some("day=2026-11-28"));
+    assert_eq!(
+        java.params_of(second).as_deref(),
+        Some(r#"{"params":"2026-11-28"}"#),
+        "the whole context as JSON"
+    );
+    assert!(java.doubles().is_empty(), "{:?}", java.doubles());
     admin.shutdown().await;
 }

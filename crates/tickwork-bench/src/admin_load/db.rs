@@ -236,6 +236,43 @@ impl BenchDb {
         .await
     }
 
+    /// The number a `SELECT COUNT(*)` without binds answers. Read while the admins run.
+    pub(super) async fn count_of(&self, sql: &str) -> anyhow::Result<i64> {
+        self.count(sql.to_owned(), &[]).await
+    }
+
+    /// Every workflow instance: id, workflow, state, scheduled instant.
+    pub(super) async fn workflow_instances(
+        &self,
+    ) -> anyhow::Result<Vec<(i64, i64, String, Option<i64>)>> {
+        let pool = self.pool().await?;
+        let rows = fetch!(
+            pool,
+            (i64, i64, String, Option<i64>),
+            "SELECT id, workflow_id, state, fire_key FROM tw_workflow_instances".to_owned(),
+            &[] as &[i64]
+        );
+        pool.close().await;
+        Ok(rows)
+    }
+
+    /// Every run of a workflow node: instance, node index, run id, dispatched, finished.
+    pub(super) async fn workflow_node_runs(
+        &self,
+    ) -> anyhow::Result<Vec<(i64, i64, i64, Option<i64>, Option<i64>)>> {
+        let pool = self.pool().await?;
+        let rows = fetch!(
+            pool,
+            (i64, i64, i64, Option<i64>, Option<i64>),
+            "SELECT w.instance_id, w.node_index, r.id, r.dispatched_at, r.finished_at \
+             FROM tw_workflow_runs w JOIN tw_runs r ON r.id = w.run_id"
+                .to_owned(),
+            &[] as &[i64]
+        );
+        pool.close().await;
+        Ok(rows)
+    }
+
     /// The number a `SELECT COUNT(*)` with `binds` answers, on a pool of its own.
     async fn count(&self, sql: String, binds: &[i64]) -> anyhow::Result<i64> {
         let pool = self.pool().await?;

@@ -20,6 +20,7 @@ mod probe;
 mod procs;
 mod report;
 mod stats;
+mod workflow;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -89,6 +90,9 @@ pub(crate) enum Load {
     CreateJobs,
     /// The jobs page with 500 jobs and 50,000 runs.
     JobsPage,
+    /// `--jobs` workflows (default 100) of 10 nodes firing every 10 s: node lateness after
+    /// its last parent, nothing missed or doubled.
+    Workflow,
 }
 
 impl Load {
@@ -99,6 +103,7 @@ impl Load {
             Load::Overload => "overload",
             Load::CreateJobs => "create-jobs",
             Load::JobsPage => "jobs-page",
+            Load::Workflow => "workflow",
         }
     }
 }
@@ -207,6 +212,7 @@ async fn run_async(load: Load, args: LoadArgs) -> anyhow::Result<()> {
         Load::FireRate | Load::CreateJobs => args.jobs.unwrap_or(1000),
         Load::Overload => args.jobs.unwrap_or(40_000),
         Load::JobsPage => 500,
+        Load::Workflow => 100,
     };
     let duration = args.duration.unwrap_or(match load {
         Load::OnePerSecond => 60,
@@ -214,6 +220,7 @@ async fn run_async(load: Load, args: LoadArgs) -> anyhow::Result<()> {
         Load::FireRate => 90,
         Load::Overload => 60,
         Load::CreateJobs | Load::JobsPage => 1,
+        Load::Workflow => 60,
     });
     if jobs == 0 || duration == 0 || args.admins == 0 || args.executors == 0 {
         bail!("--jobs, --duration, --admins and --executors must be at least 1");
@@ -289,6 +296,7 @@ async fn run_async(load: Load, args: LoadArgs) -> anyhow::Result<()> {
             match plan.load {
                 Load::CreateJobs => creates::drive(&plan, &db).await,
                 Load::JobsPage => jobs_page::drive(&plan, &db).await,
+                Load::Workflow => workflow::drive(&plan, &db).await,
                 _ => drive(&plan, &db).await,
             }
         } => r,

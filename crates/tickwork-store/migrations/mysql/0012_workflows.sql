@@ -54,3 +54,6 @@ CREATE TABLE tw_workflow_runs (
     node_index     BIGINT  NOT NULL
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 CREATE INDEX tw_workflow_runs_of ON tw_workflow_runs (instance_id);
+
+-- A run's own timeout over its job's: a workflow node's override, kept by its retries.
+ALTER TABLE tw_runs ADD COLUMN timeout_s BIGINT NULL;

@@ -53,3 +53,6 @@ CREATE TABLE tw_workflow_runs (
     node_index     BIGINT  NOT NULL
 );
 CREATE INDEX tw_workflow_runs_of ON tw_workflow_runs (instance_id);
+
+-- A run's own timeout over its job's: a workflow node's override, kept by its retries.
+ALTER TABLE tw_runs ADD COLUMN timeout_s BIGINT NULL;

@@ -40,6 +40,9 @@ pub struct Run {
     pub created_at: i64,
     pub dispatched_at: Option<i64>,
     pub finished_at: Option<i64>,
+    /// The run's own timeout in seconds, over its job's: a workflow node's override (its
+    /// retries keep it); `None` for the job's.
+    pub timeout_s: Option<i32>,
 }
 
 /// A run outside the schedule: manual, API, retry, parent or misfire. It has no ledger key,
@@ -58,6 +61,8 @@ pub struct RunNew {
     pub shard_index: Option<i32>,
     pub shard_total: Option<i32>,
     pub owner_node: Option<String>,
+    /// Its own timeout over the job's (a workflow node's override).
+    pub timeout_s: Option<i32>,
     pub now: i64,
 }
 
@@ -75,6 +80,7 @@ impl RunNew {
             shard_index: None,
             shard_total: None,
             owner_node: None,
+            timeout_s: None,
             now,
         }
     }

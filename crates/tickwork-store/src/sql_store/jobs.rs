@@ -560,6 +560,7 @@ fn claimed_run(job: &Job, f: &NewFire, id: i64, params: &ClaimParams) -> Run {
         created_at: params.now,
         dispatched_at: None,
         finished_at: (f.fire.state != RunState::Planned).then_some(params.now),
+        timeout_s: None,
     }
 }
 

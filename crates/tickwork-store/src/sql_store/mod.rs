@@ -239,9 +239,9 @@ fn insert_run(run: RunNew) -> Query {
     Query::new(
         "INSERT INTO tw_runs (job_id, group_id, scheduled_at, trigger_type, attempt, \
          parent_run_id, executor_address, handler, params, shard_index, shard_total, state, \
-         owner_node, priority, created_at) \
+         owner_node, priority, created_at, timeout_s) \
          SELECT id, group_id, ?, ?, ?, ?, ?, handler, COALESCE(?, params), ?, ?, ?, \
-         ?, priority, ? FROM tw_jobs WHERE id = ?",
+         ?, priority, ?, ? FROM tw_jobs WHERE id = ?",
     )
     .bind(run.scheduled_at)
     .bind(run.trigger_type.as_str())
@@ -254,6 +254,7 @@ fn insert_run(run: RunNew) -> Query {
     .bind(RunState::Planned.as_str())
     .bind(run.owner_node)
     .bind(run.now)
+    .bind(run.timeout_s.map(i64::from))
     .bind(run.job_id)
 }
 

@@ -469,6 +469,8 @@ impl<B: Backend> SqlStore<B> {
                 jobs.insert(job.id, job);
             }
         }
+        // A workflow node's runs follow its rules (its retries, no child jobs).
+        let node_rules = workflows::node_rules::<B>(&mut *conn, &ended).await?;
         let mut ids = Vec::new();
         // (retry, the run it retries): a retry of a workflow node's run runs for that node.
         let mut retries = Vec::new();
@@ -478,7 +480,10 @@ impl<B: Backend> SqlStore<B> {
             let Some(job) = jobs.get_mut(&run.job_id) else {
                 continue;
             };
-            let plan = follow(run, job);
+            let plan = match node_rules.get(&run.id) {
+                Some(rules) => follow(run, &rules.apply(job)),
+                None => follow(run, job),
+            };
             for new in plan.runs {
                 check_run_new(&new)?;
                 let retry = new.trigger_type == TriggerType::Retry;

@@ -163,6 +163,69 @@ async fn read_runs<B: Backend>(conn: &mut Conn<B>, ids: &[i64]) -> Result<Vec<Ru
     Ok(runs)
 }
 
+/// A workflow node's own retry settings, over its job's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct NodeRules {
+    retry_count: Option<i32>,
+    retry_backoff_ms: Option<i64>,
+}
+
+impl NodeRules {
+    /// `job` as the follow-up planner sees it for a run of this node: the node's retries, and
+    /// no child jobs (the workflow's edges say what follows a node).
+    pub(super) fn apply(self, job: &Job) -> Job {
+        let mut job = job.clone();
+        if let Some(n) = self.retry_count {
+            job.spec.retry_count = n;
+        }
+        if let Some(ms) = self.retry_backoff_ms {
+            job.spec.retry_backoff_ms = ms;
+        }
+        job.spec.child_job_ids.clear();
+        job
+    }
+}
+
+/// The rules of the nodes whose runs are among `ended` (node runs and their retries), by run
+/// id, read in the caller's transaction (the one that ends the runs).
+pub(super) async fn node_rules<B: Backend>(
+    conn: &mut Conn<B>,
+    ended: &[Run],
+) -> Result<HashMap<i64, NodeRules>, Error> {
+    let ids: Vec<i64> = ended
+        .iter()
+        .filter(|r| matches!(r.trigger_type, TriggerType::Workflow | TriggerType::Retry))
+        .map(|r| r.id)
+        .collect();
+    let mut rules = HashMap::new();
+    let select = "SELECT w.run_id, w.node_index, i.snapshot FROM tw_workflow_runs w \
+                  JOIN tw_workflow_instances i ON i.id = w.instance_id WHERE w.run_id IN ";
+    for q in in_ids::<B>(select, &ids) {
+        for (run_id, node, snapshot) in B::fetch_all::<(i64, i64, String)>(&mut *conn, q).await? {
+            // An instance whose snapshot does not read leaves its runs to their job's rules:
+            // ending runs is never held up by a workflow's record.
+            let Ok(snapshot) = serde_json::from_str::<tickwork_core::workflow::Snapshot>(&snapshot)
+            else {
+                continue;
+            };
+            let Some(n) = usize::try_from(node)
+                .ok()
+                .and_then(|n| snapshot.dag.nodes.get(n))
+            else {
+                continue;
+            };
+            rules.insert(
+                run_id,
+                NodeRules {
+                    retry_count: n.retry_count,
+                    retry_backoff_ms: n.retry_backoff_ms,
+                },
+            );
+        }
+    }
+    Ok(rules)
+}
+
 /// Links each retry written for a run of a node to the same node, in the caller's transaction
 /// (the one that writes the retries): `(retry id, parent run id)`.
 pub(super) async fn link_retries<B: Backend>(

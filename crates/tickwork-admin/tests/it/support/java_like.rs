@@ -19,6 +19,8 @@ struct Shared {
     admins: Vec<String>,
     token: String,
     executions: Arc<Mutex<HashMap<i64, u32>>>,
+    /// The `executorParams` of each `/run`, by run id.
+    params: Arc<Mutex<HashMap<i64, String>>>,
     http: reqwest::Client,
 }
 
@@ -26,6 +28,7 @@ struct Shared {
 pub(crate) struct JavaLikeExecutor {
     pub address: String,
     executions: Arc<Mutex<HashMap<i64, u32>>>,
+    params: Arc<Mutex<HashMap<i64, String>>>,
     registry: tokio::task::JoinHandle<()>,
 }
 
@@ -41,9 +44,11 @@ impl JavaLikeExecutor {
             admins: admins.to_vec(),
             token: token.to_owned(),
             executions: Arc::default(),
+            params: Arc::default(),
             http: reqwest::Client::new(),
         };
         let executions = shared.executions.clone();
+        let params = shared.params.clone();
         let app_router = Router::new()
             // Every path, as the Java executor's server: an unknown one, with as many
             // segments as it has, is answered "uri-mapping not found" (not an HTTP 404).
@@ -78,6 +83,7 @@ impl JavaLikeExecutor {
         JavaLikeExecutor {
             address,
             executions,
+            params,
             registry,
         }
     }
@@ -89,6 +95,11 @@ impl JavaLikeExecutor {
 
     pub(crate) fn count(&self, run_id: i64) -> u32 {
         super::count(&self.executions, run_id)
+    }
+
+    /// The `executorParams` that run `run_id`'s `/run` carried.
+    pub(crate) fn params_of(&self, run_id: i64) -> Option<String> {
+        self.params.lock().unwrap().get(&run_id).cloned()
     }
 }
 
@@ -106,6 +117,11 @@ async fn call(State(s): State<Shared>, Path(method): Path<String>, body: Bytes) 
             let log_id = body["logId"].as_i64().unwrap_or_default();
             let log_date = body["logDateTime"].as_i64().unwrap_or_default();
             *s.executions.lock().unwrap().entry(log_id).or_default() += 1;
+            let params = body["executorParams"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            s.params.lock().unwrap().insert(log_id, params);
             tokio::spawn(callback(s.clone(), log_id, log_date));
             json!({ "code": 200, "msg": null })
         }
