@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use tickwork_core::TriggerType;
 use tickwork_core::job::Limits;
 use tickwork_core::run::RunState;
@@ -36,6 +37,8 @@ const FIRE_LIMIT: u64 = 100;
 const STEP_TRIES: usize = 10;
 /// Instances looked at per sweep.
 const SWEEP_LIMIT: u64 = 1000;
+/// Instances stepped at once.
+const STEPS_AT_ONCE: usize = 8;
 
 /// What one step wrote: runs to arm, runs to kill, and the workflow whose instance ended.
 #[derive(Debug, Default)]
@@ -538,13 +541,21 @@ pub(crate) async fn workflow_loop(
                 continue;
             }
         };
-        for id in ids {
-            let now = inner.clock.now_ms();
-            match step_instance(&*inner.store, &inner.config.node_id, now, id).await {
-                Ok(stepped) => stepped.settle(&scheduler).await,
-                Err(e) => warn!(instance = id, error = %e, "workflow instance not stepped"),
-            }
-        }
+        // Instances step side by side: each step is written at the version it read, so two
+        // of them never start a node twice, and a burst of ends is not stepped one by one.
+        futures::stream::iter(ids)
+            .for_each_concurrent(STEPS_AT_ONCE, |id| {
+                let scheduler = &scheduler;
+                async move {
+                    let inner = &scheduler.inner;
+                    let now = inner.clock.now_ms();
+                    match step_instance(&*inner.store, &inner.config.node_id, now, id).await {
+                        Ok(stepped) => stepped.settle(scheduler).await,
+                        Err(e) => warn!(instance = id, error = %e, "workflow instance not stepped"),
+                    }
+                }
+            })
+            .await;
     }
 }
 
