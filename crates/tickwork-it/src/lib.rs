@@ -136,6 +136,26 @@ impl Cluster {
         &self.api_token
     }
 
+    /// Runs `tickwork <command> --admin <url> --token <token> <rest>` against this cluster's
+    /// admin (`args` = the command, then the rest): its exit code, stdout and stderr.
+    pub async fn cli(&self, args: &[&str]) -> (Option<i32>, String, String) {
+        let (command, rest) = args.split_first().expect("a command");
+        let url = self.admin_url();
+        let mut all: Vec<&str> = vec![command, "--admin", &url, "--token", &self.api_token];
+        all.extend_from_slice(rest);
+        let out = tokio::process::Command::new(tickwork_bin())
+            .args(&all)
+            .kill_on_drop(true)
+            .output()
+            .await
+            .expect("run tickwork");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
     /// Starts the admin with [`Cluster::settings`]; a restart keeps its port, node id, data
     /// folder and tokens, so it is the same node coming back.
     pub async fn start_admin(&mut self) -> Api {

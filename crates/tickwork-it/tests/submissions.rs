@@ -6,7 +6,7 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use tickwork_it::{AdminSettings, Api, Cluster, Run, WAIT, e2e, now_ms, tickwork_bin, wait_until};
+use tickwork_it::{AdminSettings, Api, Cluster, Run, WAIT, e2e, now_ms, wait_until};
 
 e2e!(
     a_repeat_with_a_count_fires_exactly_that_many_times_then_finishes,
@@ -415,29 +415,12 @@ async fn bad_submissions_are_refused_and_change_nothing(mut c: Cluster) {
 async fn the_cli_submits_shows_and_cancels_by_key(mut c: Cluster) {
     let api = c.start_admin().await;
     c.executor_group(APP, 1).await;
-    let (url, token) = (c.admin_url(), c.api_token().to_owned());
     let cli = |args: &[&str]| {
-        // The command's name, then where the admin is, then the rest.
-        let mut all: Vec<String> = vec![args[0].to_owned()];
-        all.extend([
-            "--admin".to_owned(),
-            url.clone(),
-            "--token".to_owned(),
-            token.clone(),
-        ]);
-        all.extend(args[1..].iter().map(|s| (*s).to_owned()));
+        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        let c = &c;
         async move {
-            let out = tokio::process::Command::new(tickwork_bin())
-                .args(&all)
-                .kill_on_drop(true)
-                .output()
-                .await
-                .expect("run tickwork");
-            (
-                out.status.code(),
-                String::from_utf8_lossy(&out.stdout).into_owned(),
-                String::from_utf8_lossy(&out.stderr).into_owned(),
-            )
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            c.cli(&args).await
         }
     };
     let submit = [

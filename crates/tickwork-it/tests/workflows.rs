@@ -4,7 +4,7 @@
 //! export read back unchanged, and bad files refused with a clear error.
 
 use serde_json::Value;
-use tickwork_it::{Cluster, WAIT, e2e, tickwork_bin, wait_until};
+use tickwork_it::{Cluster, WAIT, e2e, wait_until};
 
 e2e!(the_cli_imports_runs_and_exports_a_workflow_with_its_jobs);
 
@@ -46,29 +46,12 @@ to = "report"
 async fn the_cli_imports_runs_and_exports_a_workflow_with_its_jobs(mut c: Cluster) {
     let api = c.start_admin().await;
     c.executor_group(APP, 1).await;
-    let (url, token) = (c.admin_url(), c.api_token().to_owned());
     let dir = tempfile::tempdir().expect("a folder");
     let cli = |args: Vec<String>| {
-        let mut all: Vec<String> = vec![args[0].clone()];
-        all.extend([
-            "--admin".to_owned(),
-            url.clone(),
-            "--token".to_owned(),
-            token.clone(),
-        ]);
-        all.extend(args[1..].iter().cloned());
+        let c = &c;
         async move {
-            let out = tokio::process::Command::new(tickwork_bin())
-                .args(&all)
-                .kill_on_drop(true)
-                .output()
-                .await
-                .expect("run tickwork");
-            (
-                out.status.code(),
-                String::from_utf8_lossy(&out.stdout).into_owned(),
-                String::from_utf8_lossy(&out.stderr).into_owned(),
-            )
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            c.cli(&args).await
         }
     };
     let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();

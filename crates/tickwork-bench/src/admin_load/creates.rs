@@ -11,7 +11,7 @@ use tickwork_protocol::api::JOBS_BULK_MAX;
 
 use super::api::{self, Api};
 use super::report::print_log_summary;
-use super::{ADMIN_EXIT_GRACE, EVERY_SECOND, HANDLER, Plan, SETUP_MAX, db};
+use super::{ADMIN_EXIT_GRACE, EVERY_SECOND, HANDLER, Plan, SETUP_MAX};
 use super::{db::BenchDb, procs};
 
 /// Jobs of one bulk import: the most one request may create.
@@ -136,28 +136,13 @@ pub(super) async fn bulk_started(
 /// import; ends with the `RESULT` line.
 pub(super) async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
     let args = &plan.args;
-    let (token, api_token) = (super::token(), super::token());
-    let (admin, addr) = procs::start_admin(procs::AdminSpec {
-        bin: &plan.bin,
-        index: 0,
-        db_url: &db.url,
-        dir: &plan.dir,
-        token: &token,
-        api_token: &api_token,
-        admin_password: None,
-    })
-    .await?;
-    println!("admin-0 pid {} listening on {addr}", admin.pid);
-    let api = Api::new(vec![format!("http://{addr}")], &api_token)?;
-    let app = format!("tw-bench-{:06x}", db::rand_u32() & 0xff_ffff);
-    let group = api
-        .post(
-            0,
-            "/groups",
-            &json!({ "app_name": app, "title": "bench", "address_mode": "auto" }),
-        )
-        .await?;
-    let group_id = api::id_of(&group)?;
+    let super::single::Single {
+        admin,
+        api,
+        app,
+        group_id,
+        ..
+    } = super::single::start(plan, db, None).await?;
     let cpu0 = procs::cpu_ticks(admin.pid).unwrap_or(0);
     let (_, per_s) = one_by_one(
         &api,

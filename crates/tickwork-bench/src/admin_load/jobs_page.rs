@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use super::api::{self, Api};
+use super::api::Api;
 use super::db::BenchDb;
 use super::report::print_log_summary;
-use super::{ADMIN_EXIT_GRACE, HANDLER, Plan, db, procs};
+use super::{ADMIN_EXIT_GRACE, HANDLER, Plan, db};
 
 const JOBS: usize = 500;
 const RUNS_PER_JOB: usize = 100;
@@ -51,29 +51,15 @@ const CASES: &[(&str, &str)] = &[
 ];
 
 pub(super) async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
-    let (token, api_token) = (super::token(), super::token());
-    let (admin, addr) = procs::start_admin(procs::AdminSpec {
-        bin: &plan.bin,
-        index: 0,
-        db_url: &db.url,
-        dir: &plan.dir,
-        token: &token,
-        api_token: &api_token,
-        admin_password: Some(PASSWORD),
-    })
-    .await?;
-    println!("admin-0 pid {} listening on {addr}", admin.pid);
-    let base = format!("http://{addr}");
-    let api = Api::new(vec![base.clone()], &api_token)?;
-    let app = format!("tw-bench-{:06x}", db::rand_u32() & 0xff_ffff);
-    let group_id = api::id_of(
-        &api.post(
-            0,
-            "/groups",
-            &json!({ "app_name": app, "title": "bench", "address_mode": "auto" }),
-        )
-        .await?,
-    )?;
+    let super::single::Single {
+        admin,
+        base,
+        api,
+        api_token,
+        app,
+        group_id,
+        ..
+    } = super::single::start(plan, db, Some(PASSWORD)).await?;
     let ids = create_jobs(&api, group_id, &app).await?;
     let t = Instant::now();
     db.execute(&run_inserts(&ids, group_id, super::now_ms()))

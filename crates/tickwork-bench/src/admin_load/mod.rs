@@ -19,6 +19,7 @@ mod jobs_page;
 mod probe;
 mod procs;
 mod report;
+mod single;
 mod stats;
 mod workflow;
 
@@ -111,7 +112,8 @@ impl Load {
 /// Knobs of the admin load scenarios.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct LoadArgs {
-    /// fire-rate, overload, create-jobs: how many jobs, all due every second [default: 1000;
+    /// fire-rate, overload, create-jobs: how many jobs, all due every second; workflow: how
+    /// many workflows [default: 1000; workflow: 100;
     /// overload: 40000].
     // Its own id: executor-run's `--run-jobs` is `jobs` too.
     #[arg(id = "load_jobs", long = "jobs")]
@@ -212,7 +214,7 @@ async fn run_async(load: Load, args: LoadArgs) -> anyhow::Result<()> {
         Load::FireRate | Load::CreateJobs => args.jobs.unwrap_or(1000),
         Load::Overload => args.jobs.unwrap_or(40_000),
         Load::JobsPage => 500,
-        Load::Workflow => 100,
+        Load::Workflow => args.jobs.unwrap_or(100),
     };
     let duration = args.duration.unwrap_or(match load {
         Load::OnePerSecond => 60,

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::db::BenchDb;
 use super::stats::Spread;
-use super::{ADMIN_EXIT_GRACE, HANDLER, Plan, api, db, fake, procs};
+use super::{ADMIN_EXIT_GRACE, HANDLER, Plan, fake};
 
 /// Nodes between the root and the join.
 const FAN: usize = 8;
@@ -33,36 +33,22 @@ struct NodeRun {
 }
 
 pub(super) async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
-    let (token, api_token) = (super::token(), super::token());
-    let (admin, addr) = procs::start_admin(procs::AdminSpec {
-        bin: &plan.bin,
-        index: 0,
-        db_url: &db.url,
-        dir: &plan.dir,
-        token: &token,
-        api_token: &api_token,
-        admin_password: None,
-    })
-    .await?;
-    println!("admin-0 pid {} listening on {addr}", admin.pid);
-    let bases = vec![format!("http://{addr}")];
-    let api = api::Api::new(bases.clone(), &api_token)?;
-    let app = format!("tw-bench-{:06x}", db::rand_u32() & 0xff_ffff);
+    let super::single::Single {
+        admin,
+        base,
+        api,
+        token,
+        app,
+        group_id,
+        ..
+    } = super::single::start(plan, db, None).await?;
     let executor = fake::start(fake::FakeSpec {
         index: 0,
-        admins: &bases,
+        admins: &[base],
         token: &token,
         app: &app,
     })
     .await?;
-    let group_id = api::id_of(
-        &api.post(
-            0,
-            "/groups",
-            &json!({ "app_name": app, "title": "bench", "address_mode": "auto" }),
-        )
-        .await?,
-    )?;
     super::executors::wait_for_executors(&api, group_id, 1).await?;
     let job = format!("{app}-node");
     api.post(

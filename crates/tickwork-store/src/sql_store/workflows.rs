@@ -121,6 +121,21 @@ fn check_def(def: &WorkflowDef) -> Result<(), Error> {
     Ok(())
 }
 
+/// `q` with `def`'s fields bound after its key, in [`WORKFLOW_COLUMNS`]' order (name to
+/// misfire strategy): what a create and an update write alike.
+fn bind_def(q: Query, def: &WorkflowDef) -> Query {
+    q.bind(&def.name)
+        .bind(def.group_id)
+        .bind(&def.dag)
+        .bind(def.failure_policy.as_str())
+        .bind(def.max_instances)
+        .bind(def.overflow.as_str())
+        .bind(def.schedule_type.as_str())
+        .bind(&def.schedule_conf)
+        .bind(&def.time_zone)
+        .bind(def.misfire_strategy.as_str())
+}
+
 fn check_instance_text(snapshot: &str, context: &str) -> Result<(), Error> {
     check_bytes("snapshot", snapshot, WORKFLOW_TEXT_MAX)?;
     check_bytes("context", context, CONTEXT_MAX)
@@ -376,21 +391,12 @@ impl<B: Backend> WorkflowStore for SqlStore<B> {
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
             &WORKFLOW_COLUMNS["id, ".len()..]
         ))
-        .bind(&def.key)
-        .bind(&def.name)
-        .bind(def.group_id)
-        .bind(&def.dag)
-        .bind(def.failure_policy.as_str())
-        .bind(def.max_instances)
-        .bind(def.overflow.as_str())
-        .bind(def.schedule_type.as_str())
-        .bind(&def.schedule_conf)
-        .bind(&def.time_zone)
-        .bind(def.misfire_strategy.as_str())
-        .bind(new.status.as_str())
-        .bind(new.next_fire_at)
-        .bind(new.now)
-        .bind(new.now);
+        .bind(&def.key);
+        let q = bind_def(q, &def)
+            .bind(new.status.as_str())
+            .bind(new.next_fire_at)
+            .bind(new.now)
+            .bind(new.now);
         let mut conn = self.writes.acquire().await?;
         let id = Self::insert_id(&mut conn, q)
             .await
@@ -435,20 +441,11 @@ impl<B: Backend> WorkflowStore for SqlStore<B> {
              max_instances = ?, overflow = ?, schedule_type = ?, schedule_conf = ?, \
              time_zone = ?, misfire_strategy = ?, next_fire_at = ?, version = version + 1, \
              updated_at = ? WHERE id = ?",
-        )
-        .bind(&def.name)
-        .bind(def.group_id)
-        .bind(&def.dag)
-        .bind(def.failure_policy.as_str())
-        .bind(def.max_instances)
-        .bind(def.overflow.as_str())
-        .bind(def.schedule_type.as_str())
-        .bind(&def.schedule_conf)
-        .bind(&def.time_zone)
-        .bind(def.misfire_strategy.as_str())
-        .bind(update.next_fire_at)
-        .bind(update.now)
-        .bind(there.id);
+        );
+        let q = bind_def(q, &def)
+            .bind(update.next_fire_at)
+            .bind(update.now)
+            .bind(there.id);
         B::execute(&mut *tx, q).await.map_err(|e| {
             if is_foreign_key_violation(&e) {
                 Error::not_found("group", def.group_id)
