@@ -88,6 +88,10 @@ pub struct Stats {
     pub completed: AtomicU64,
     pub retries: AtomicU64,
     pub children: AtomicU64,
+    /// Workflow instance steps this node wrote (nodes started, skipped or stopped, ends).
+    pub workflow_steps: AtomicU64,
+    /// Scheduled workflow fires this node claimed (an instance written or a misfire skipped).
+    pub workflow_fires: AtomicU64,
     /// Planned runs of dead or departed nodes this node took over.
     pub runs_adopted: AtomicU64,
     /// Runs held back instead of fired (fence closed, database unreachable).

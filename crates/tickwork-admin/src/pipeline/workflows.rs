@@ -6,6 +6,7 @@
 //! admin's sweep. The same loop fires workflows whose schedule is due.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt as _;
@@ -43,6 +44,8 @@ const STEPS_AT_ONCE: usize = 8;
 /// What one step wrote: runs to arm, runs to kill, and the workflow whose instance ended.
 #[derive(Debug, Default)]
 pub(crate) struct Stepped {
+    /// Whether anything was written.
+    pub wrote: bool,
     pub runs: Vec<Run>,
     pub kill: Vec<Run>,
     pub ended: Option<i64>,
@@ -237,6 +240,7 @@ pub(crate) async fn fire_due(scheduler: &Scheduler) -> Result<usize, Error> {
         };
         match inner.store.workflow_fire(fire).await {
             Ok(Some(fired)) => {
+                inner.stats.workflow_fires.fetch_add(1, Ordering::Relaxed);
                 if fired.instance.is_some() {
                     started += 1;
                 }
@@ -323,6 +327,7 @@ pub(crate) async fn step_instance(
                     "workflow instance stepped"
                 );
                 return Ok(Stepped {
+                    wrote: true,
                     runs: stepped.runs,
                     kill,
                     ended: step.end.map(|_| instance.workflow_id),
@@ -401,6 +406,7 @@ async fn promote(
     };
     match store.workflow_instance_step(write).await {
         Ok(stepped) => Ok(Stepped {
+            wrote: true,
             runs: stepped.runs,
             kill: Vec::new(),
             ended: step.end.map(|_| instance.workflow_id),
@@ -416,6 +422,9 @@ impl Stepped {
     /// instance of a workflow whose instance ended.
     pub(crate) async fn settle(self, scheduler: &Scheduler) {
         let inner = &scheduler.inner;
+        if self.wrote {
+            inner.stats.workflow_steps.fetch_add(1, Ordering::Relaxed);
+        }
         scheduler.arm_all(self.runs, 0);
         for run in self.kill {
             kill(scheduler, &run).await;
@@ -436,7 +445,12 @@ impl Stepped {
                 if let Some(oldest) = q.iter().map(|i| i.id).min() {
                     let now = inner.clock.now_ms();
                     match step_instance(&*inner.store, &inner.config.node_id, now, oldest).await {
-                        Ok(s) => scheduler.arm_all(s.runs, 0),
+                        Ok(s) => {
+                            if s.wrote {
+                                inner.stats.workflow_steps.fetch_add(1, Ordering::Relaxed);
+                            }
+                            scheduler.arm_all(s.runs, 0);
+                        }
                         Err(e) => {
                             warn!(instance = oldest, error = %e, "a queued instance did not start")
                         }
@@ -448,9 +462,24 @@ impl Stepped {
     }
 }
 
-/// Kills a node's run the instance's end left running: its kill intent, then `/kill`.
+/// Ends a node's run the instance's end left running: a dispatched one killed (its kill
+/// intent, then `/kill`), a planned one skipped.
 async fn kill(scheduler: &Scheduler, run: &Run) {
     let inner = &scheduler.inner;
+    if run.state == RunState::Planned {
+        // Not sent yet (a retry waiting for its backoff): skipped, under its owner's name, so
+        // that it is never sent; its owner's send finds it ended.
+        let skip = tickwork_store::RunSkip {
+            run_id: run.id,
+            node_id: run.owner_node.clone().unwrap_or_default(),
+            reason: "its workflow instance ended".to_owned(),
+            at: inner.clock.now_ms(),
+        };
+        if let Err(e) = inner.store.run_skip(skip).await {
+            warn!(run_id = run.id, error = %e, "a node's planned run was not skipped");
+        }
+        return;
+    }
     if run.state != RunState::Dispatched {
         return;
     }

@@ -1759,7 +1759,25 @@ async fn operators_change_only_their_groups_and_viewers_change_nothing() {
     let job_b_body = json!({ "group_id": b, "handler": "h" });
     let submission = json!({ "handler": "h", "schedule": { "kind": "now" } });
     let batch = json!({ "items": [{ "key": "k", "submission": submission }] });
+    let job_b_key = h
+        .get("/jobs/{id}", &format!("/jobs/{job_b}"), BUILTIN)
+        .await
+        .ok()["key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A workflow of the operator's group with a node of a job it may not change.
+    let wf_with_b = json!({
+        "key": "wf-reaches-b", "name": "reaches b", "group": "group-a",
+        "dag": { "nodes": [{ "key": "n", "job": job_b_key }] },
+    });
     let forbidden_for_operator: Vec<(Method, &str, String, Option<Value>)> = vec![
+        (
+            Method::POST,
+            "/workflows",
+            "/workflows".into(),
+            Some(wf_with_b),
+        ),
         (
             Method::PUT,
             "/submissions/{app}/{key}",

@@ -625,6 +625,11 @@ async fn scheduled(backend: Backend) {
         assert_eq!(w[1] - w[0], 1_000, "every fire, none skipped: {keys:?}");
     }
     assert!(fired.iter().all(|i| i.trigger_type == TriggerType::FixRate));
+    // The loop says what it did.
+    let stats = admin.admin.scheduler.stats();
+    let ordering = std::sync::atomic::Ordering::SeqCst;
+    assert!(stats.workflow_fires.load(ordering) >= 3);
+    assert!(stats.workflow_steps.load(ordering) >= 3);
 
     // Disabled: no fire after the change.
     every.enabled = false;
