@@ -221,14 +221,22 @@ admin_password = "{ADMIN_PASSWORD}"
         self.wait_css("#login-submit").await;
     }
 
-    /// The element matching `css`, waiting for it to appear.
+    /// The element matching `css`, waiting for it to appear; at the deadline saves a
+    /// screenshot of the page it waited on and panics.
     pub async fn wait_css(&self, css: &str) -> WebElement {
-        self.driver
+        let found = self
+            .driver
             .query(By::Css(css))
             .wait(DEADLINE, Duration::from_millis(100))
             .first()
-            .await
-            .unwrap_or_else(|e| panic!("no element {css} within {DEADLINE:?}: {e}"))
+            .await;
+        match found {
+            Ok(e) => e,
+            Err(e) => {
+                let _ = self.screenshot(&format!("timeout-{}", slug(css))).await;
+                panic!("no element {css} within {DEADLINE:?}: {e}")
+            }
+        }
     }
 
     /// Waits until `check` holds (a `bool`, an `Option` or a `Result` whose error is what it
