@@ -524,7 +524,7 @@ async fn kill(scheduler: &Scheduler, run: &Run) {
 }
 
 /// Steps the instances of node runs that ended (sent by the completion path) and sweeps
-/// every running instance each [`SWEEP_EVERY`]; stops with the pipeline.
+/// every running or queued instance each [`SWEEP_EVERY`]; stops with the pipeline.
 pub(crate) async fn workflow_loop(
     scheduler: Scheduler,
     mut ended: mpsc::UnboundedReceiver<Vec<i64>>,
@@ -553,11 +553,13 @@ pub(crate) async fn workflow_loop(
                 }
                 None => return,
             },
+            // Queued ones too: an admin that died between ending an instance and letting the
+            // next one in leaves it to the sweep.
             _ = sweep.tick() => inner
                 .store
                 .workflow_instances_list(InstancesQuery {
                     workflow_id: None,
-                    states: vec![InstanceState::Running],
+                    states: vec![InstanceState::Running, InstanceState::Queued],
                     limit: SWEEP_LIMIT,
                 })
                 .await

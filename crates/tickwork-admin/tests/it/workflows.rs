@@ -554,6 +554,40 @@ async fn operations(backend: Backend) {
     assert_eq!(done.state, InstanceState::Succeeded);
     assert_eq!(run_counts(&done), [2, 2, 1]);
 
+    // A queued instance whose predecessor ended where no admin let it in (an admin that died
+    // in between): the sweep lets it in.
+    let mut queue = input("queue", &[("L", "job-long")], &[]);
+    queue.overflow = Overflow::Queue;
+    workflows.create(&by, queue).await.expect("create queue");
+    let first = workflows
+        .run(&by, "queue", "", TriggerType::Api)
+        .await
+        .expect("run");
+    let second = workflows
+        .run(&by, "queue", "", TriggerType::Api)
+        .await
+        .expect("run");
+    assert_eq!(second.admitted.as_deref(), Some("queued"), "{second:?}");
+    let read = store.workflow_instance_get(first.id).await.expect("read");
+    store
+        .workflow_instance_step(tickwork_store::InstanceStep {
+            id: first.id,
+            expected_version: read.instance.version,
+            state: InstanceState::Stopped,
+            nodes: vec![NodeState::Stopped],
+            context: read.instance.context.clone(),
+            ended_at: Some(support::now_ms()),
+            runs: Vec::new(),
+        })
+        .await
+        .expect("end the first behind the pipeline's back");
+    wait_until("the queued instance let in", WAIT, || async {
+        let i = workflows.instance(second.id).await.ok()?;
+        (i.state == InstanceState::Running).then_some(())
+    })
+    .await;
+    workflows.stop(&by, second.id).await.expect("stop");
+
     // Refused, nothing changed.
     let before = workflows.instance(id).await.expect("read");
     for (result, words) in [
