@@ -260,23 +260,21 @@ async fn detail_page(
         Err(e) => return v.error_page(e),
     };
     let (instances, groups) =
-        match tokio::try_join!(a.workflows().instances(key, Some(50)), group_names(a)) {
+        match tokio::try_join!(a.workflows().instances(key, Some(50)), a.groups().list()) {
             Ok(x) => x,
             Err(e) => return v.error_page(e),
         };
+    let can_change = groups
+        .iter()
+        .find(|g| g.app_name == w.group)
+        .is_some_and(|g| v.can_change(g.id));
+    let names: Vec<String> = groups.into_iter().map(|g| g.app_name).collect();
     let mut c = v.ctx("workflows");
     let values = values.unwrap_or_else(|| values_of(&w));
-    let mut f = fields(v, &values, &groups);
+    let mut f = fields(v, &values, &names);
     if let Some(rest) = ui::place_errors(&mut f, errors) {
         c.err = Some(rest);
     }
-    let can_change = a
-        .groups()
-        .list()
-        .await
-        .ok()
-        .and_then(|gs| gs.into_iter().find(|g| g.app_name == w.group))
-        .is_some_and(|g| v.can_change(g.id));
     let svg = svg_of(&w.dag, &[]);
     ui::render_status(
         status,
