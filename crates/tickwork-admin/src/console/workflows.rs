@@ -355,8 +355,7 @@ pub(super) async fn instance(
         Ok(i) => i,
         Err(e) => return v.error_page(e),
     };
-    let flows = a.workflows().list().await.unwrap_or_default();
-    let w = flows.into_iter().find(|w| w.id == i.workflow_id);
+    let w = a.workflows().get_by_id(i.workflow_id).await.ok();
     let workflow_key = w.as_ref().map(|w| w.key.clone()).unwrap_or_default();
     let group = w.as_ref().map(|w| w.group.clone()).unwrap_or_default();
     let can_change = a

@@ -154,6 +154,17 @@ impl Workflows<'_> {
         self.view_of(wf).await
     }
 
+    /// The workflow with id `id` (an instance's).
+    pub async fn get_by_id(self, id: i64) -> Result<WorkflowView, Error> {
+        let wf = match self.inner.store.workflow_get(id).await {
+            Err(tickwork_store::Error::NotFound { .. }) => {
+                return Err(Error::NotFound(format!("workflow {id} not found")));
+            }
+            other => other?,
+        };
+        self.view_of(wf).await
+    }
+
     /// Every workflow, by key.
     pub async fn list(self) -> Result<Vec<WorkflowView>, Error> {
         let groups: HashMap<i64, Group> = self
