@@ -37,6 +37,11 @@ impl Clock {
         Clock::default()
     }
 
+    /// Whether this is the system clock (real time, not moved by a test).
+    pub fn is_system(&self) -> bool {
+        matches!(self.source, Source::System)
+    }
+
     /// Milliseconds since the Unix epoch.
     #[inline]
     pub fn now_ms(&self) -> i64 {

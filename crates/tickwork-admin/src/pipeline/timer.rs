@@ -1,15 +1,19 @@
 //! The millisecond timer: claimed runs wait here and are released at their exact millisecond.
 //!
-//! A binary heap keyed by (fire instant, insertion order) behind a mutex; one task sleeps until
-//! the earliest entry and hands every due entry to the dispatcher in one batch (with a window,
-//! also the entries due within that window, so that work done ahead goes in fewer batches). XXL-JOB's ring
-//! of 60 one-second slots is too coarse for millisecond schedules; a heap costs O(log n) per run
-//! and stays exact. The task reads and waits on the scheduler's [`Clock`].
+//! A binary heap keyed by (fire instant, insertion order) behind a mutex; one waiter sleeps
+//! until the earliest entry and hands every due entry to the dispatcher in one batch (with a
+//! window, also the entries due within that window, so that work done ahead goes in fewer
+//! batches). XXL-JOB's ring of 60 one-second slots is too coarse for millisecond schedules; a
+//! heap costs O(log n) per run and stays exact.
+//!
+//! On the system clock the waiter is a thread of its own, waiting on a condition variable
+//! to the nanosecond: tokio's timer rounds every sleep up to its next millisecond tick and
+//! woke a due run 1-2 ms after its instant. On a [`ManualClock`](super::clock::ManualClock)
+//! it is a task that waits on the clock, so that tests move time themselves.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
-use std::sync::Arc;
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{Notify, mpsc};
@@ -25,6 +29,18 @@ pub fn now_ms() -> i64 {
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
+
+/// Nanoseconds since the Unix epoch, from the wall clock.
+fn now_ns() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0)
+}
+
+/// The longest a timer thread waits before it looks again: a wall clock set back, a stop or
+/// a closed output is seen within it at worst.
+const THREAD_WAIT_MAX: Duration = Duration::from_secs(1);
 
 struct Entry<T> {
     at: i64,
@@ -49,12 +65,16 @@ impl<T> Ord for Entry<T> {
     }
 }
 
+type Heap<T> = (BinaryHeap<Reverse<Entry<T>>>, u64);
+
 struct Shared<T> {
     /// Entries due within this many ms of a released one go with it; 0: each at its instant.
     window_ms: i64,
-    heap: Mutex<(BinaryHeap<Reverse<Entry<T>>>, u64)>,
-    /// Woken when an entry earlier than every other one arrives.
+    heap: Mutex<Heap<T>>,
+    /// Woken when an entry earlier than every other one arrives (the task's wait).
     wake: Notify,
+    /// The same, for the thread's wait; also signalled when the timer stops.
+    ready: Condvar,
 }
 
 /// Handle to a running timer; cheap to clone.
@@ -84,9 +104,25 @@ impl<T: Send + 'static> Timer<T> {
             window_ms,
             heap: Mutex::new((BinaryHeap::new(), 0)),
             wake: Notify::new(),
+            ready: Condvar::new(),
         });
         let task = shared.clone();
-        tokio::spawn(async move { run(task, out, stop, clock).await });
+        if clock.is_system() {
+            let waker = shared.clone();
+            let stopped = stop.clone();
+            tokio::spawn(async move {
+                stopped.cancelled().await;
+                // Under the lock: the thread looks at the token and waits in one step.
+                let _heap = waker.heap.lock().expect("timer lock");
+                waker.ready.notify_all();
+            });
+            std::thread::Builder::new()
+                .name("tickwork-timer".to_owned())
+                .spawn(move || run_thread(&task, &out, &stop))
+                .expect("the timer's thread starts");
+        } else {
+            tokio::spawn(async move { run(task, out, stop, clock).await });
+        }
         Timer { shared }
     }
 
@@ -116,6 +152,7 @@ impl<T: Send + 'static> Timer<T> {
         }
         if earliest_changed {
             self.shared.wake.notify_one();
+            self.shared.ready.notify_one();
         }
     }
 
@@ -162,20 +199,9 @@ async fn run<T>(
         notified.as_mut().enable();
 
         let (due, next) = {
-            let now = clock.now_ms();
             let mut guard = shared.heap.lock().expect("timer lock");
-            let heap = &mut guard.0;
-            let mut due = Vec::new();
-            let until = if heap.peek().is_some_and(|e| e.0.at <= now) {
-                now + shared.window_ms
-            } else {
-                now
-            };
-            while heap.peek().is_some_and(|e| e.0.at <= until) {
-                let Reverse(e) = heap.pop().expect("peeked");
-                due.push((e.at, e.item));
-            }
-            (due, heap.peek().map(|e| e.0.at))
+            let due = take_due(&mut guard, clock.now_ms(), shared.window_ms);
+            (due, guard.0.peek().map(|e| e.0.at))
         };
         if !due.is_empty() && out.send(due).is_err() {
             return;
@@ -193,6 +219,57 @@ async fn run<T>(
             _ = &mut notified => {}
             _ = sleep => {}
         }
+    }
+}
+
+/// Pops the entries due at `now` (epoch ms) and, once one is, those due within `window_ms`
+/// after it.
+fn take_due<T>(guard: &mut MutexGuard<'_, Heap<T>>, now: i64, window_ms: i64) -> Vec<(i64, T)> {
+    let heap = &mut guard.0;
+    let mut due = Vec::new();
+    let until = if heap.peek().is_some_and(|e| e.0.at <= now) {
+        now + window_ms
+    } else {
+        now
+    };
+    while heap.peek().is_some_and(|e| e.0.at <= until) {
+        let Reverse(e) = heap.pop().expect("peeked");
+        due.push((e.at, e.item));
+    }
+    due
+}
+
+/// The system clock's waiter: a thread that waits to the nanosecond of the earliest entry's
+/// millisecond (never before it) and sends what is due.
+fn run_thread<T>(
+    shared: &Shared<T>,
+    out: &mpsc::UnboundedSender<Vec<(i64, T)>>,
+    stop: &CancellationToken,
+) {
+    let mut guard = shared.heap.lock().expect("timer lock");
+    loop {
+        if stop.is_cancelled() || out.is_closed() {
+            return;
+        }
+        let now = now_ns();
+        let due = take_due(&mut guard, (now / 1_000_000) as i64, shared.window_ms);
+        if !due.is_empty() {
+            drop(guard);
+            if out.send(due).is_err() {
+                return;
+            }
+            guard = shared.heap.lock().expect("timer lock");
+            continue;
+        }
+        let wait = guard.0.peek().map_or(THREAD_WAIT_MAX, |e| {
+            let ns = (i128::from(e.0.at) * 1_000_000 - now).clamp(0, i128::from(u32::MAX));
+            Duration::from_nanos(ns as u64).min(THREAD_WAIT_MAX)
+        });
+        guard = shared
+            .ready
+            .wait_timeout(guard, wait)
+            .expect("timer lock")
+            .0;
     }
 }
 
@@ -252,6 +329,27 @@ mod tests {
         manual.set(121);
         assert_eq!(rx.recv().await.expect("timer alive"), [(121, "d")]);
         stop.cancel();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_the_system_clock_entries_fire_in_order_never_early_and_the_thread_stops() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let stop = CancellationToken::new();
+        let timer = Timer::start(tx, stop.clone(), Clock::system(), 0);
+        let base = now_ms() + 30;
+        timer.schedule_all([(base + 20, "c"), (base, "a"), (base + 10, "b")]);
+        let mut seen = Vec::new();
+        while seen.len() < 3 {
+            for (at, item) in rx.recv().await.expect("timer alive") {
+                assert!(now_ms() >= at, "{item} released before its instant {at}");
+                seen.push(item);
+            }
+        }
+        assert_eq!(seen, ["a", "b", "c"]);
+        // Stopped, the thread ends and drops its sender.
+        timer.schedule(now_ms() + 60_000, "never");
+        stop.cancel();
+        assert!(rx.recv().await.is_none(), "the thread ended");
     }
 
     #[tokio::test]

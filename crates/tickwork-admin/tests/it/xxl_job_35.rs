@@ -19,6 +19,17 @@ async fn job(api: &Api, body: Value) -> i64 {
     api.post("jobs", body).await["id"].as_i64().expect("job id")
 }
 
+/// Every job as the list shows it, without its last run: the manual run triggered above
+/// fails (no executor) and its retries move on while the refused calls are made.
+async fn definitions(api: &Api) -> Vec<Value> {
+    let (_, page) = api.call("GET", "jobs", None).await;
+    let mut items = page["items"].as_array().expect("job items").clone();
+    for item in &mut items {
+        item.as_object_mut().expect("a job").remove("last_run");
+    }
+    items
+}
+
 async fn own_token(api: &Api, group: i64) -> String {
     api.post(&format!("groups/{group}/token"), json!({})).await["token"]
         .as_str()
@@ -304,7 +315,7 @@ async fn the_3_5_job_api_manages_the_jobs_of_its_group_only() {
     assert_eq!(legacy["code"], 200, "{legacy}");
 
     // Refused, with XXL-JOB's messages, and nothing changed.
-    let (_, before) = api.call("GET", "jobs", None).await;
+    let before = definitions(&api).await;
     let refusals = [
         (
             Caller::new(&admin.address, Some(&token), None)
@@ -376,8 +387,11 @@ async fn the_3_5_job_api_manages_the_jobs_of_its_group_only() {
             "{call}: {answer}"
         );
     }
-    let (_, after) = api.call("GET", "jobs", None).await;
-    assert_eq!(before, after, "a refused call changed a job");
+    assert_eq!(
+        before,
+        definitions(&api).await,
+        "a refused call changed a job"
+    );
 
     let (_, audit) = api.call("GET", "audit", None).await;
     let by_app = audit["items"]
