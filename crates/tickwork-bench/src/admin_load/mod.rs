@@ -589,13 +589,10 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
         .collect();
     let everyone0 = procs::all_ticks();
     let arrivals0 = executors.total();
-    let (mut api_stop_1k_s, mut api_start_1k_s) = ("none".to_owned(), "none".to_owned());
+    let mut mid = api_writes::MidWindow::none();
     if overload {
         sleep_until_ms(w0 + plan.duration as i64 * 500).await;
-        let stop = api_writes::act(&api, "stop", &idle_ids).await;
-        api_stop_1k_s = api_writes::secs_or_none("mid-window: 1,000 jobs stopped", stop);
-        let start = api_writes::act(&api, "start", &idle_ids).await;
-        api_start_1k_s = api_writes::secs_or_none("mid-window: 1,000 jobs started", start);
+        mid = api_writes::MidWindow::measure(&api, &idle_ids).await;
     }
     sleep_until_ms(w1).await;
     let (cpu1, at1) = (parts.snapshot(), Instant::now());
@@ -792,8 +789,8 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
              missed_not_misfired={unaccounted} duplicated={} admin_rss_mb={:.1} \
              healthz_p99_ms={healthz_p99} healthz_max_ms={healthz_max} \
              healthz_slow={} healthz_failed={} admin_cpu_s_per_1k_fires={cpu_per_1k} \
-             api_stop_1k_s={api_stop_1k_s} api_start_1k_s={api_start_1k_s} \
-             stop_all_s={stop_all_s}",
+             api_stop_1k_s={} api_start_1k_s={} api_one_job_p50_ms={} \
+             api_one_job_max_ms={} stop_all_s={stop_all_s}",
             db.kind.as_str(),
             plan.args.executor.as_str(),
             plan.jobs,
@@ -802,6 +799,10 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
             peak_kib as f64 / 1024.0,
             window_health.slow,
             window_health.failed,
+            mid.stop_1k_s,
+            mid.start_1k_s,
+            mid.one_job_p50_ms,
+            mid.one_job_max_ms,
         );
         return Ok(());
     }

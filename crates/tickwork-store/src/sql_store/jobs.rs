@@ -1,5 +1,6 @@
 //! Jobs, and the claim that turns their due fires into runs.
 
+use super::json_rows::{json_field, json_source};
 use super::*;
 
 mod create;
@@ -260,7 +261,7 @@ impl<B: Backend> SqlStore<B> {
         params: &ClaimParams,
     ) -> Result<HashMap<(i64, i64), i64>, Error> {
         let mut ids = HashMap::with_capacity(fires.len());
-        if B::KIND == Kind::Sqlite {
+        if B::KIND != Kind::MySql {
             // One statement, the rows as JSON (see [`JsonRows`]); `WHERE true` tells SQLite's
             // parser that ON CONFLICT belongs to the insert, not to a join.
             let mut rows = JsonRows::with_capacity(fires.len());
@@ -279,12 +280,23 @@ impl<B: Backend> SqlStore<B> {
                     .int(job.spec.priority.into())
                     .opt_int(finished_at);
             }
+            let k = B::KIND;
+            let f = |n, ty| json_field(k, "f", n, ty);
             let q = Query::new(format!(
-                "INSERT INTO tw_runs ({FIRE_COLUMNS}) SELECT f.value ->> 0, f.value ->> 1, \
-                 f.value ->> 2, f.value ->> 3, f.value ->> 4, 0, f.value ->> 5, f.value ->> 6, \
-                 f.value ->> 7, ?, f.value ->> 8, ?, f.value ->> 9 FROM json_each(?) AS f \
-                 WHERE true ON CONFLICT (job_id, fire_key) DO NOTHING \
-                 RETURNING id, job_id, fire_key"
+                "INSERT INTO tw_runs ({FIRE_COLUMNS}) SELECT {}, {}, {}, {}, {}, 0, {}, {}, {}, \
+                 ?, {}, ?, {} FROM {} WHERE true ON CONFLICT (job_id, fire_key) DO NOTHING \
+                 RETURNING id, job_id, fire_key",
+                f(0, "BIGINT"),
+                f(1, "BIGINT"),
+                f(2, "BIGINT"),
+                f(3, "BIGINT"),
+                f(4, "TEXT"),
+                f(5, "TEXT"),
+                f(6, "TEXT"),
+                f(7, "TEXT"),
+                f(8, "INTEGER"),
+                f(9, "BIGINT"),
+                json_source(k, "f"),
             ))
             .bind(params.node_id.as_str())
             .bind(params.now)
@@ -396,7 +408,7 @@ impl<B: Backend> SqlStore<B> {
         last_fire: &HashMap<i64, i64>,
         fires_left: &HashMap<i64, i64>,
     ) -> Result<(), Error> {
-        if B::KIND == Kind::Sqlite {
+        if B::KIND != Kind::MySql {
             // One statement, the rows as JSON (see [`JsonRows`]): id, next fire (null stops
             // the job), last planned fire and fires left (null keeps the one it has).
             let mut rows = JsonRows::with_capacity(next.len());
@@ -407,17 +419,25 @@ impl<B: Backend> SqlStore<B> {
                     .opt_int(last_fire.get(&id).copied())
                     .opt_int(fires_left.get(&id).copied());
             }
-            let q = Query::new(
-                "UPDATE tw_jobs SET next_fire_at = n.value ->> 1, \
-                 status = CASE WHEN n.value ->> 1 IS NULL THEN 'stopped' ELSE status END, \
-                 last_fire_at = COALESCE(n.value ->> 2, last_fire_at), \
-                 fires_left = COALESCE(n.value ->> 3, fires_left) \
-                 FROM json_each(?) AS n WHERE tw_jobs.id = n.value ->> 0",
-            )
+            let k = B::KIND;
+            let f = |n| json_field(k, "n", n, "BIGINT");
+            let q = Query::new(format!(
+                "UPDATE tw_jobs SET next_fire_at = {next}, \
+                 status = CASE WHEN {next} IS NULL THEN 'stopped' ELSE status END, \
+                 last_fire_at = COALESCE({}, last_fire_at), \
+                 fires_left = COALESCE({}, fires_left) \
+                 FROM {} WHERE tw_jobs.id = {}",
+                f(2),
+                f(3),
+                json_source(k, "n"),
+                f(0),
+                next = f(1),
+            ))
             .bind(rows.finish());
             B::execute(conn, q).await?;
             return Ok(());
         }
+        // MySQL/MariaDB: CASE arms.
         for chunk in sized_chunks(next, |_| 120) {
             // A no-op first assignment, so every real one below can start with a comma.
             let mut q = Query::new("UPDATE tw_jobs SET updated_at = updated_at").one_off();

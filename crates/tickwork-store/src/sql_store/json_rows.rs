@@ -1,9 +1,31 @@
-//! Many rows as one JSON array bound to one SQLite statement (`json_each(?)`): a batch is
-//! then one statement, prepared once and run in one call to the driver's worker thread,
-//! where a statement a row cost a call each and kept the one write connection waiting on a
-//! runtime busy with dispatches.
+//! Many rows as one JSON array bound to one statement (SQLite's `json_each(?)`, PostgreSQL's
+//! `json_array_elements`): a batch is then one statement, prepared once whatever its size.
+//! On SQLite it runs in one call to the driver's worker thread, where a statement a row cost a
+//! call each and kept the one write connection waiting on a runtime busy with dispatches; on
+//! PostgreSQL it replaces statements of a `CASE` arm and binds per row, each parsed and
+//! planned anew.
 
 use std::io::Write;
+
+use crate::sql::Kind;
+
+/// The rows bound as one parameter, as a `FROM` item named `alias` whose rows are read with
+/// [`json_field`] (SQLite and PostgreSQL).
+pub(super) fn json_source(kind: Kind, alias: &str) -> String {
+    match kind {
+        Kind::Postgres => format!("json_array_elements(CAST(? AS json)) AS {alias}(value)"),
+        Kind::Sqlite | Kind::MySql => format!("json_each(?) AS {alias}"),
+    }
+}
+
+/// Value `n` of a row of `alias`, as the SQL type `ty` (SQLite reads JSON numbers as numbers
+/// and needs no cast).
+pub(super) fn json_field(kind: Kind, alias: &str, n: usize, ty: &str) -> String {
+    match kind {
+        Kind::Postgres if ty != "TEXT" => format!("CAST({alias}.value ->> {n} AS {ty})"),
+        _ => format!("{alias}.value ->> {n}"),
+    }
+}
 
 /// A JSON array of rows, each an array of values, read in SQL as `j.value ->> n`.
 #[derive(Debug)]

@@ -76,20 +76,22 @@ const ROWS_PER_STATEMENT: usize = 500;
 /// for the server's delayed ACK, about 40 ms on Linux, each time.
 const STATEMENT_BYTES: usize = 12 * 1024;
 
-/// The statements of `select` (a query ending in `IN `) over `ids`: on SQLite one, the ids
-/// as one JSON array (see [`JsonRows`]), so that it is prepared once whatever their number;
-/// elsewhere one per [`ROWS_PER_STATEMENT`] ids.
+/// The statements of `select` (a query ending in `IN `) over `ids`: on SQLite and
+/// PostgreSQL one, the ids as one JSON array (see [`JsonRows`]), so that it is prepared once
+/// whatever their number; on MySQL/MariaDB one per [`ROWS_PER_STATEMENT`] ids.
 fn in_ids<B: Backend>(select: &str, ids: &[i64]) -> Vec<Query> {
     if ids.is_empty() {
         return Vec::new();
     }
-    if B::KIND == Kind::Sqlite {
+    if B::KIND != Kind::MySql {
         let mut rows = JsonRows::with_capacity(ids.len());
         for &id in ids {
             rows.row().int(id);
         }
         let q = Query::new(format!(
-            "{select}(SELECT i.value ->> 0 FROM json_each(?) AS i)"
+            "{select}(SELECT {} FROM {})",
+            json_rows::json_field(B::KIND, "i", 0, "BIGINT"),
+            json_rows::json_source(B::KIND, "i")
         ))
         .bind(rows.finish());
         return vec![q];

@@ -1,6 +1,7 @@
 //! The writes that move runs on: the dispatch record, and the ends of runs (completion,
 //! trigger failure, misfire) with the follow-ups written in the same transaction.
 
+use super::json_rows::{json_field, json_source};
 use super::*;
 
 /// `state` condition of the runs a dispatch record lands on: those it moves, and those an
@@ -86,8 +87,45 @@ impl<B: Backend> SqlStore<B> {
             moved.sort_unstable();
             return Ok(moved);
         }
+        if B::KIND == Kind::Postgres {
+            // One statement, the ids as JSON (see [`JsonRows`]), prepared once. No lock to
+            // take first: PostgreSQL looks at a row's state again after waiting for another
+            // transaction's lock on it, so what RETURNING gives is exactly what moved.
+            let mut rows = JsonRows::with_capacity(ids.len());
+            for &id in ids {
+                rows.row().int(id);
+            }
+            let mut q = Query::new(format!(
+                "UPDATE tw_runs SET state = {} WHERE {}{} AND owner_node = ",
+                state_literal(op.to()),
+                B::KIND.state_beside_ids(),
+                state_in(op.from_states())
+            ));
+            q.push_bind(node);
+            let source = json_source(B::KIND, "i");
+            let (before, after) = source.split_once('?').expect("one parameter");
+            q.push(&format!(
+                " AND id IN (SELECT {} FROM {before}",
+                json_field(B::KIND, "i", 0, "BIGINT")
+            ));
+            q.push_bind(rows.finish()).push(after).push(")");
+            if let Some(when) = when {
+                q.append(when);
+            }
+            q.push(" RETURNING id");
+            moved.extend(
+                B::fetch_all::<(i64,)>(&mut *tx, q)
+                    .await?
+                    .into_iter()
+                    .map(|(id,)| id),
+            );
+            tx.commit().await?;
+            moved.sort_unstable();
+            return Ok(moved);
+        }
         for chunk in ids.chunks(ROWS_PER_STATEMENT) {
-            // Lock the runs first and keep those in the old state: a run of `ids` already in
+            // MySQL/MariaDB, which has no RETURNING on UPDATE. Lock the runs first and keep
+            // those in the old state: a run of `ids` already in
             // the new state (sent by an earlier batch) is then never counted as moved here.
             let from: Vec<i64> = Self::lock_runs(&mut tx, chunk)
                 .await?
@@ -154,23 +192,39 @@ impl<B: Backend> SqlStore<B> {
         }
         let mut changed = 0;
         let mut tx = B::begin_write(&self.writes).await?;
-        if B::KIND == Kind::Sqlite {
-            // One statement for the batch, the rows as JSON (see [`JsonRows`]). `+state` and
-            // `+owner_node` keep the planner off their index, so it walks the rows and finds
-            // each run by its id.
+        if B::KIND != Kind::MySql {
+            // One statement for the batch, the rows as JSON (see [`JsonRows`]), in the order
+            // of their ids (PostgreSQL locks them in that order, as every batch does). The
+            // state and owner are kept off their index (`+state` on SQLite), so the planner
+            // walks the rows and finds each run by its id.
+            let k = B::KIND;
+            let f = |n, ty| json_field(k, "d", n, ty);
             let sql = format!(
                 "UPDATE tw_runs SET state = CASE WHEN state{} THEN {} ELSE state END, \
-                 executor_address = d.value ->> 1, trigger_code = d.value ->> 2, \
-                 trigger_msg = d.value ->> 3, dispatched_at = d.value ->> 4 \
-                 FROM json_each(?) AS d WHERE tw_runs.id = d.value ->> 0 \
-                 AND dispatched_at IS NULL AND trigger_code = 0 AND +state{} \
-                 AND +owner_node = ?",
+                 executor_address = {}, trigger_code = {}, trigger_msg = {}, \
+                 dispatched_at = {} FROM {} WHERE tw_runs.id = {} \
+                 AND dispatched_at IS NULL AND trigger_code = 0 AND {}{} \
+                 AND {} = ?",
                 state_in(RunMove::Dispatch.from_states()),
                 state_literal(RunMove::Dispatch.to()),
-                &*DISPATCH_RECORD_STATES
+                f(1, "TEXT"),
+                f(2, "INTEGER"),
+                f(3, "TEXT"),
+                f(4, "BIGINT"),
+                json_source(k, "d"),
+                f(0, "BIGINT"),
+                k.state_beside_ids(),
+                &*DISPATCH_RECORD_STATES,
+                if k == Kind::Sqlite {
+                    "+owner_node"
+                } else {
+                    "owner_node"
+                },
             );
+            let mut sorted: Vec<&Dispatched> = batch.iter().collect();
+            sorted.sort_by_key(|d| d.run_id);
             let mut rows = JsonRows::with_capacity(batch.len());
-            for d in batch {
+            for d in sorted {
                 rows.row()
                     .int(d.run_id)
                     .str(&d.address)
@@ -183,7 +237,8 @@ impl<B: Backend> SqlStore<B> {
             tx.commit().await?;
             return Ok(changed);
         }
-        // Four CASE arms of two binds and their text per row, plus the strings.
+        // MySQL/MariaDB (its JSON_TABLE is not in every supported release): four CASE arms
+        // of two binds and their text per row, plus the strings.
         let row_bytes =
             |d: &Dispatched| 160 + d.address.len() + d.trigger_msg.as_deref().map_or(0, str::len);
         for chunk in sized_chunks(batch, row_bytes) {
@@ -232,14 +287,21 @@ impl<B: Backend> SqlStore<B> {
         }
         let mut done = Vec::with_capacity(batch.len());
         let mut tx = B::begin_write(&self.writes).await?;
-        if B::KIND == Kind::Sqlite {
-            // The only writer, so no lock: one statement per result state, the rows as JSON
-            // (see [`JsonRows`]), the runs that ended read back by RETURNING.
+        if B::KIND != Kind::MySql {
+            // One statement per result state, the rows as JSON (see [`JsonRows`]) in the
+            // order of their ids, the runs that ended read back by RETURNING. No lock first:
+            // SQLite has one writer, and PostgreSQL looks at a row's state again after
+            // waiting for another transaction's lock on it, so what RETURNING gives is exactly
+            // what the statement changed.
+            let k = B::KIND;
+            let f = |n, ty| json_field(k, "c", n, ty);
+            let mut sorted = batch;
+            sorted.sort_by_key(|c| c.run_id);
             let mut by_state: BTreeMap<RunState, JsonRows> = BTreeMap::new();
-            for c in &batch {
+            for c in &sorted {
                 by_state
                     .entry(c.state)
-                    .or_insert_with(|| JsonRows::with_capacity(batch.len()))
+                    .or_insert_with(|| JsonRows::with_capacity(sorted.len()))
                     .row()
                     .int(c.run_id)
                     .int(c.handle_code.into())
@@ -249,14 +311,19 @@ impl<B: Backend> SqlStore<B> {
             for (state, rows) in by_state {
                 let mut q = Query::new("UPDATE tw_runs SET state = ");
                 push_result_state(&mut q, state);
-                q.push(
-                    ", handle_code = c.value ->> 1, handle_msg = c.value ->> 2, \
-                     finished_at = c.value ->> 3 FROM json_each(",
-                );
-                q.push_bind(rows.finish());
-                // `+state` keeps the planner off the state index: it walks the rows and finds
-                // each run by its id.
-                q.push(") AS c WHERE tw_runs.id = c.value ->> 0 AND +state");
+                q.push(&format!(
+                    ", handle_code = {}, handle_msg = {}, finished_at = {} FROM ",
+                    f(1, "INTEGER"),
+                    f(2, "TEXT"),
+                    f(3, "BIGINT")
+                ));
+                let source = json_source(k, "c");
+                let (before, after) = source.split_once('?').expect("one parameter");
+                q.push(before).push_bind(rows.finish()).push(after);
+                // The state kept off its index: the planner walks the rows and finds each run
+                // by its id.
+                q.push(&format!(" WHERE tw_runs.id = {} AND ", f(0, "BIGINT")));
+                q.push(k.state_beside_ids());
                 q.push(&state_in(RunMove::Complete(state).from_states()));
                 q.push(" RETURNING ").push(RUN_COLUMNS);
                 for row in B::fetch_all::<RunRow>(&mut *tx, q).await? {
@@ -267,7 +334,8 @@ impl<B: Backend> SqlStore<B> {
             tx.commit().await?;
             return Ok(ended);
         }
-        // Four CASE arms (the state's with its kill choice) and the id, with their binds.
+        // MySQL/MariaDB, which has no RETURNING on UPDATE: four CASE arms (the state's with
+        // its kill choice) and the id, with their binds.
         let row_bytes = |c: &&RunComplete| 220 + c.handle_msg.as_deref().map_or(0, str::len);
         for chunk in sized_chunks(&batch, row_bytes) {
             // Lock the runs, then keep those their result applies to, so that what is updated
