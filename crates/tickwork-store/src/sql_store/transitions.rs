@@ -59,19 +59,49 @@ impl<B: Backend> SqlStore<B> {
     ) -> Result<Vec<i64>, Error> {
         let mut moved = Vec::with_capacity(ids.len());
         let mut tx = B::begin_write(&self.writes).await?;
-        if B::KIND == Kind::Sqlite {
-            // The only writer, so no lock to take first: what the statement changed is what
-            // moved, read back by RETURNING in the same call (as many ids as the bind limit
-            // allows, one call to the driver's worker thread).
-            for chunk in ids.chunks(SQLITE_IDS_PER_STATEMENT) {
+        if B::KIND != Kind::MySql {
+            // No lock to take first: SQLite has one writer, and PostgreSQL looks at a row's
+            // state again after waiting for another transaction's lock on it, so what the
+            // statement changed is what moved, read back by RETURNING in the same call.
+            // SQLite takes the ids as binds, as many as its limit allows (one call to the
+            // driver's worker thread each); PostgreSQL as one JSON array, prepared once.
+            let lists: Vec<Query> = if B::KIND == Kind::Sqlite {
+                ids.chunks(SQLITE_IDS_PER_STATEMENT)
+                    .map(|chunk| {
+                        let mut list = Query::new("");
+                        list.push_list(chunk.iter().copied());
+                        list
+                    })
+                    .collect()
+            } else {
+                let mut rows = JsonRows::with_capacity(ids.len());
+                for &id in ids {
+                    rows.row().int(id);
+                }
+                let source = json_source(B::KIND, "i");
+                let (before, after) = source.split_once('?').expect("one parameter");
+                let mut list = Query::new(format!(
+                    "(SELECT {} FROM {before}",
+                    json_field(B::KIND, "i", 0, "BIGINT")
+                ));
+                list.push_bind(rows.finish()).push(after).push(")");
+                vec![list]
+            };
+            let state = match B::KIND {
+                Kind::Sqlite => "state",
+                _ => B::KIND.state_beside_ids(),
+            };
+            for list in lists {
                 let mut q = Query::new(format!(
-                    "UPDATE tw_runs SET state = {} WHERE state{} AND owner_node = ",
+                    "UPDATE tw_runs SET state = {} WHERE {state}{} AND owner_node = ",
                     state_literal(op.to()),
                     state_in(op.from_states())
-                ))
-                .one_off();
+                ));
+                if B::KIND == Kind::Sqlite {
+                    q = q.one_off();
+                }
                 q.push_bind(node);
-                q.push(" AND id IN ").push_list(chunk.iter().copied());
+                q.push(" AND id IN ").append(&list);
                 if let Some(when) = when {
                     q.append(when);
                 }
@@ -83,42 +113,6 @@ impl<B: Backend> SqlStore<B> {
                         .map(|(id,)| id),
                 );
             }
-            tx.commit().await?;
-            moved.sort_unstable();
-            return Ok(moved);
-        }
-        if B::KIND == Kind::Postgres {
-            // One statement, the ids as JSON (see [`JsonRows`]), prepared once. No lock to
-            // take first: PostgreSQL looks at a row's state again after waiting for another
-            // transaction's lock on it, so what RETURNING gives is exactly what moved.
-            let mut rows = JsonRows::with_capacity(ids.len());
-            for &id in ids {
-                rows.row().int(id);
-            }
-            let mut q = Query::new(format!(
-                "UPDATE tw_runs SET state = {} WHERE {}{} AND owner_node = ",
-                state_literal(op.to()),
-                B::KIND.state_beside_ids(),
-                state_in(op.from_states())
-            ));
-            q.push_bind(node);
-            let source = json_source(B::KIND, "i");
-            let (before, after) = source.split_once('?').expect("one parameter");
-            q.push(&format!(
-                " AND id IN (SELECT {} FROM {before}",
-                json_field(B::KIND, "i", 0, "BIGINT")
-            ));
-            q.push_bind(rows.finish()).push(after).push(")");
-            if let Some(when) = when {
-                q.append(when);
-            }
-            q.push(" RETURNING id");
-            moved.extend(
-                B::fetch_all::<(i64,)>(&mut *tx, q)
-                    .await?
-                    .into_iter()
-                    .map(|(id,)| id),
-            );
             tx.commit().await?;
             moved.sort_unstable();
             return Ok(moved);
