@@ -74,8 +74,12 @@ impl<B: Backend> SqlStore<B> {
                     })
                     .collect()
             } else {
+                // Sorted: walking the array, PostgreSQL locks the runs in the order of their
+                // ids, as the other batches do.
+                let mut sorted = ids.to_vec();
+                sorted.sort_unstable();
                 let mut rows = JsonRows::with_capacity(ids.len());
-                for &id in ids {
+                for id in sorted {
                     rows.row().int(id);
                 }
                 let source = json_source(B::KIND, "i");
