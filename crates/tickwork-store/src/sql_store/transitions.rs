@@ -59,53 +59,19 @@ impl<B: Backend> SqlStore<B> {
     ) -> Result<Vec<i64>, Error> {
         let mut moved = Vec::with_capacity(ids.len());
         let mut tx = B::begin_write(&self.writes).await?;
-        if B::KIND != Kind::MySql {
-            // No lock to take first: SQLite has one writer, and PostgreSQL looks at a row's
-            // state again after waiting for another transaction's lock on it, so what the
-            // statement changed is what moved, read back by RETURNING in the same call.
-            // SQLite takes the ids as binds, as many as its limit allows (one call to the
-            // driver's worker thread each); PostgreSQL as one JSON array, prepared once.
-            let lists: Vec<Query> = if B::KIND == Kind::Sqlite {
-                ids.chunks(SQLITE_IDS_PER_STATEMENT)
-                    .map(|chunk| {
-                        let mut list = Query::new("");
-                        list.push_list(chunk.iter().copied());
-                        list
-                    })
-                    .collect()
-            } else {
-                // Sorted: walking the array, PostgreSQL locks the runs in the order of their
-                // ids, as the other batches do.
-                let mut sorted = ids.to_vec();
-                sorted.sort_unstable();
-                let mut rows = JsonRows::with_capacity(ids.len());
-                for id in sorted {
-                    rows.row().int(id);
-                }
-                let source = json_source(B::KIND, "i");
-                let (before, after) = source.split_once('?').expect("one parameter");
-                let mut list = Query::new(format!(
-                    "(SELECT {} FROM {before}",
-                    json_field(B::KIND, "i", 0, "BIGINT")
-                ));
-                list.push_bind(rows.finish()).push(after).push(")");
-                vec![list]
-            };
-            let state = match B::KIND {
-                Kind::Sqlite => "state",
-                _ => B::KIND.state_beside_ids(),
-            };
-            for list in lists {
+        if B::KIND == Kind::Sqlite {
+            // The only writer, so no lock to take first: what the statement changed is what
+            // moved, read back by RETURNING in the same call (as many ids as the bind limit
+            // allows, one call to the driver's worker thread).
+            for chunk in ids.chunks(SQLITE_IDS_PER_STATEMENT) {
                 let mut q = Query::new(format!(
-                    "UPDATE tw_runs SET state = {} WHERE {state}{} AND owner_node = ",
+                    "UPDATE tw_runs SET state = {} WHERE state{} AND owner_node = ",
                     state_literal(op.to()),
                     state_in(op.from_states())
-                ));
-                if B::KIND == Kind::Sqlite {
-                    q = q.one_off();
-                }
+                ))
+                .one_off();
                 q.push_bind(node);
-                q.push(" AND id IN ").append(&list);
+                q.push(" AND id IN ").push_list(chunk.iter().copied());
                 if let Some(when) = when {
                     q.append(when);
                 }
@@ -122,8 +88,7 @@ impl<B: Backend> SqlStore<B> {
             return Ok(moved);
         }
         for chunk in ids.chunks(ROWS_PER_STATEMENT) {
-            // MySQL/MariaDB, which has no RETURNING on UPDATE. Lock the runs first and keep
-            // those in the old state: a run of `ids` already in
+            // Lock the runs first and keep those in the old state: a run of `ids` already in
             // the new state (sent by an earlier batch) is then never counted as moved here.
             let from: Vec<i64> = Self::lock_runs(&mut tx, chunk)
                 .await?
