@@ -306,7 +306,8 @@ impl<B: Backend> SqlStore<B> {
             }
             return Ok(ids);
         }
-        // Thirteen binds and their placeholders per row, plus the job's handler and params.
+        // MySQL/MariaDB: thirteen binds and their placeholders per row, plus the job's
+        // handler and params.
         let row_bytes = |f: &NewFire| {
             let spec = &jobs[f.job].spec;
             240 + spec.handler.len() + spec.params.len()
@@ -316,19 +317,15 @@ impl<B: Backend> SqlStore<B> {
                 .iter()
                 .map(|f| (jobs[f.job].id, f.fire.fire_key))
                 .collect();
-            // Without RETURNING (MySQL), tell our rows from older ones by what was there
-            // before. Sound because only a claim writes a job's keyed runs, and it holds the
-            // job's row lock, as this transaction does now: nobody else adds keys for these
-            // jobs between the two reads.
-            let existing: HashSet<(i64, i64)> = if B::KIND.has_returning() {
-                HashSet::new()
-            } else {
-                Self::ledger_rows(conn, &wanted)
-                    .await?
-                    .into_iter()
-                    .map(|(_, job, key)| (job, key))
-                    .collect()
-            };
+            // Without RETURNING, tell our rows from older ones by what was there before. Sound
+            // because only a claim writes a job's keyed runs, and it holds the job's row lock,
+            // as this transaction does now: nobody else adds keys for these jobs between the
+            // two reads.
+            let existing: HashSet<(i64, i64)> = Self::ledger_rows(conn, &wanted)
+                .await?
+                .into_iter()
+                .map(|(_, job, key)| (job, key))
+                .collect();
 
             let mut q = Query::new(B::KIND.insert_or_skip()).one_off();
             q.push("tw_runs (").push(FIRE_COLUMNS).push(") VALUES ");
@@ -355,18 +352,10 @@ impl<B: Backend> SqlStore<B> {
                 ]);
             }
             q.push(&B::KIND.on_conflict_skip("job_id, fire_key"));
-
-            if B::KIND.has_returning() {
-                q.push(" RETURNING id, job_id, fire_key");
-                for (id, job, key) in B::fetch_all::<(i64, i64, i64)>(conn, q).await? {
+            B::execute(conn, q).await?;
+            for (id, job, key) in Self::ledger_rows(conn, &wanted).await? {
+                if !existing.contains(&(job, key)) {
                     ids.insert((job, key), id);
-                }
-            } else {
-                B::execute(conn, q).await?;
-                for (id, job, key) in Self::ledger_rows(conn, &wanted).await? {
-                    if !existing.contains(&(job, key)) {
-                        ids.insert((job, key), id);
-                    }
                 }
             }
         }
