@@ -418,14 +418,20 @@ async fn promote(
 }
 
 impl Stepped {
+    /// Counts the step if one was written and arms its runs.
+    fn arm_written(&mut self, scheduler: &Scheduler) {
+        if self.wrote {
+            let steps = &scheduler.inner.stats.workflow_steps;
+            steps.fetch_add(1, Ordering::Relaxed);
+        }
+        scheduler.arm_all(std::mem::take(&mut self.runs), 0);
+    }
+
     /// Arms the runs written, kills the ones left running, and starts the oldest queued
     /// instance of a workflow whose instance ended.
-    pub(crate) async fn settle(self, scheduler: &Scheduler) {
+    pub(crate) async fn settle(mut self, scheduler: &Scheduler) {
         let inner = &scheduler.inner;
-        if self.wrote {
-            inner.stats.workflow_steps.fetch_add(1, Ordering::Relaxed);
-        }
-        scheduler.arm_all(self.runs, 0);
+        self.arm_written(scheduler);
         for run in self.kill {
             kill(scheduler, &run).await;
         }
@@ -445,12 +451,7 @@ impl Stepped {
                 if let Some(oldest) = q.iter().map(|i| i.id).min() {
                     let now = inner.clock.now_ms();
                     match step_instance(&*inner.store, &inner.config.node_id, now, oldest).await {
-                        Ok(s) => {
-                            if s.wrote {
-                                inner.stats.workflow_steps.fetch_add(1, Ordering::Relaxed);
-                            }
-                            scheduler.arm_all(s.runs, 0);
-                        }
+                        Ok(mut s) => s.arm_written(scheduler),
                         Err(e) => {
                             warn!(instance = oldest, error = %e, "a queued instance did not start")
                         }
@@ -467,15 +468,8 @@ impl Stepped {
 async fn kill(scheduler: &Scheduler, run: &Run) {
     let inner = &scheduler.inner;
     if run.state == RunState::Planned {
-        // Not sent yet (a retry waiting for its backoff): skipped, under its owner's name, so
-        // that it is never sent; its owner's send finds it ended.
-        let skip = tickwork_store::RunSkip {
-            run_id: run.id,
-            node_id: run.owner_node.clone().unwrap_or_default(),
-            reason: "its workflow instance ended".to_owned(),
-            at: inner.clock.now_ms(),
-        };
-        if let Err(e) = inner.store.run_skip(skip).await {
+        let at = inner.clock.now_ms();
+        if let Err(e) = skip_planned(&*inner.store, run, "its workflow instance ended", at).await {
             warn!(run_id = run.id, error = %e, "a node's planned run was not skipped");
         }
         return;
@@ -521,6 +515,23 @@ async fn kill(scheduler: &Scheduler, run: &Run) {
     if let Err(e) = scheduler.complete(killed).await {
         warn!(run_id = run.id, error = %e, "a killed node's run not recorded");
     }
+}
+
+/// Skips a node's run not sent yet (a retry waiting for its backoff) under its owner's name,
+/// so that it is never sent: its owner's send finds it ended.
+pub(crate) async fn skip_planned(
+    store: &dyn Store,
+    run: &Run,
+    reason: &str,
+    at: i64,
+) -> Result<(), tickwork_store::Error> {
+    let skip = tickwork_store::RunSkip {
+        run_id: run.id,
+        node_id: run.owner_node.clone().unwrap_or_default(),
+        reason: reason.to_owned(),
+        at,
+    };
+    store.run_skip(skip).await.map(|_| ())
 }
 
 /// Steps the instances of node runs that ended (sent by the completion path) and sweeps

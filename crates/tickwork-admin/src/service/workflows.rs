@@ -16,8 +16,8 @@ use tickwork_protocol::workflows::{
     InstanceNode, InstanceSummary, InstanceView, WorkflowInput, WorkflowView,
 };
 use tickwork_store::{
-    Group, InstanceStep, InstanceWithRuns, JobStatus, Run, RunSkip, Workflow, WorkflowDef,
-    WorkflowNew, WorkflowStatusChange, WorkflowUpdate,
+    Group, InstanceStep, InstanceWithRuns, JobStatus, Run, Workflow, WorkflowDef, WorkflowNew,
+    WorkflowStatusChange, WorkflowUpdate,
 };
 use tracing::warn;
 
@@ -25,7 +25,7 @@ use super::Inner;
 use super::audit::Target;
 use crate::Error;
 use crate::auth::Principal;
-use crate::pipeline::workflows::{apply, node_runs, prepare};
+use crate::pipeline::workflows::{apply, node_runs, prepare, skip_planned};
 
 /// Workflows, borrowed from a [`crate::Service`].
 #[derive(Clone, Copy)]
@@ -470,18 +470,15 @@ impl Workflows<'_> {
         let outcome = match run.state {
             RunState::Dispatched => self.inner.runs().kill(by, run.id).await.map(|_| ()),
             RunState::Planned => {
-                let skip = RunSkip {
-                    run_id: run.id,
-                    node_id: run.owner_node.clone().unwrap_or_default(),
-                    reason: "its workflow instance was stopped".to_owned(),
-                    at: self.inner.clock.now_ms(),
-                };
-                self.inner
-                    .store
-                    .run_skip(skip)
-                    .await
-                    .map(|_| ())
-                    .map_err(Error::from)
+                let at = self.inner.clock.now_ms();
+                skip_planned(
+                    &*self.inner.store,
+                    run,
+                    "its workflow instance was stopped",
+                    at,
+                )
+                .await
+                .map_err(Error::from)
             }
             _ => Ok(()),
         };

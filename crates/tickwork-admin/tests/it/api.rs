@@ -244,6 +244,16 @@ pub(crate) trait Api {
             .unwrap()
     }
 
+    /// The key of job `id`, read as `token`.
+    async fn job_key(&self, id: i64, token: &str) -> String {
+        self.get("/jobs/{id}", &format!("/jobs/{id}"), token)
+            .await
+            .ok()["key"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
     async fn job_count(&self) -> u64 {
         self.get("/jobs", "/jobs?size=1", BUILTIN).await.ok()["total"]
             .as_u64()
@@ -1333,13 +1343,7 @@ async fn every_endpoint_answers_as_documented() {
     }
 
     // workflows
-    let job_key = h
-        .get("/jobs/{id}", &format!("/jobs/{j}"), BUILTIN)
-        .await
-        .ok()["key"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let job_key = h.job_key(j, BUILTIN).await;
     let wf = json!({
         "key": "tour-wf", "name": "tour", "group": "tour",
         "dag": { "nodes": [{ "key": "a", "job": job_key }, { "key": "b", "job": job_key }],
@@ -1718,13 +1722,7 @@ async fn operators_change_only_their_groups_and_viewers_change_nothing() {
         .await
         .ok();
     assert_eq!(own_submission["outcome"], "created");
-    let job_a_key = h
-        .get("/jobs/{id}", &format!("/jobs/{job_a}"), &op)
-        .await
-        .ok()["key"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let job_a_key = h.job_key(job_a, &op).await;
     let wf_a = json!({
         "key": "wf-a", "name": "wf a", "group": "group-a",
         "dag": { "nodes": [{ "key": "n", "job": job_a_key }] },
@@ -1759,13 +1757,7 @@ async fn operators_change_only_their_groups_and_viewers_change_nothing() {
     let job_b_body = json!({ "group_id": b, "handler": "h" });
     let submission = json!({ "handler": "h", "schedule": { "kind": "now" } });
     let batch = json!({ "items": [{ "key": "k", "submission": submission }] });
-    let job_b_key = h
-        .get("/jobs/{id}", &format!("/jobs/{job_b}"), BUILTIN)
-        .await
-        .ok()["key"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let job_b_key = h.job_key(job_b, BUILTIN).await;
     // A workflow of the operator's group with a node of a job it may not change.
     let wf_with_b = json!({
         "key": "wf-reaches-b", "name": "reaches b", "group": "group-a",
