@@ -97,6 +97,50 @@ impl Api {
     pub(super) async fn post(&self, i: usize, path: &str, body: &Value) -> anyhow::Result<Value> {
         self.call(i, reqwest::Method::POST, path, Some(body)).await
     }
+
+    /// `POST /jobs/{id}/{verb}` for each of `ids`, `concurrency` in flight, cut off after
+    /// `max`: how many were done, failed and cut off, and the first error.
+    pub(super) async fn post_each(
+        &self,
+        ids: &[i64],
+        verb: &str,
+        concurrency: usize,
+        max: Duration,
+    ) -> (usize, usize, usize, Option<String>) {
+        let results = bulk(ids.len(), concurrency, max, |i| {
+            let api = self.clone();
+            let path = format!("/jobs/{}/{verb}", ids[i]);
+            async move { api.call(i, reqwest::Method::POST, &path, None).await }
+        })
+        .await;
+        tally(&results)
+    }
+
+    /// The sum over every admin of the Prometheus counter `name` (its `/metrics` line
+    /// `name value`), or why it could not be read.
+    pub(super) async fn counter_sum(&self, name: &str) -> anyhow::Result<u64> {
+        let mut sum = 0;
+        for base in &self.bases {
+            let text = self
+                .client
+                .get(format!("{base}/metrics"))
+                .bearer_auth(&self.token)
+                .send()
+                .await?
+                .error_for_status()?
+                .text()
+                .await?;
+            let value = text
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+                .with_context(|| format!("{base}/metrics has no {name}"))?;
+            sum += value
+                .trim()
+                .parse::<u64>()
+                .with_context(|| format!("{name} is not a count: {value}"))?;
+        }
+        Ok(sum)
+    }
 }
 
 /// Runs `f(0..n)` with at most `concurrency` calls in flight, until all are done or `limit`

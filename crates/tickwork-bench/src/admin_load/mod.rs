@@ -682,8 +682,9 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
         let stopped = api_writes::stop_all(&api, &all).await;
         stop_all_s = api_writes::secs_or_none("every job stopped, 1,000 per request", stopped);
     } else {
-        let (done, failed, cut, _) =
-            post_each(&api, &job_ids, "stop", args.api_concurrency, STOP_MAX).await;
+        let (done, failed, cut, _) = api
+            .post_each(&job_ids, "stop", args.api_concurrency, STOP_MAX)
+            .await;
         println!(
             "stopped {done} jobs in {:.2} s ({failed} failed, {cut} cut off; the rest fire \
              until their admin stops)",
@@ -709,6 +710,12 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
         },
     };
     let probes = health.finish();
+    // Before any admin stops (a clean stop hands its runs over): runs adopted from a node
+    // thought dead, and runs held by a closed fence, over the whole run.
+    let [adopted, held] = [
+        cluster_count(&api, "adopted").await,
+        cluster_count(&api, "held").await,
+    ];
     // Its idle keep-alive connections would only slow the admins' graceful shutdown.
     drop(api);
     for a in admins {
@@ -790,7 +797,7 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
              healthz_p99_ms={healthz_p99} healthz_max_ms={healthz_max} \
              healthz_slow={} healthz_failed={} admin_cpu_s_per_1k_fires={cpu_per_1k} \
              api_stop_1k_s={} api_start_1k_s={} api_one_job_p50_ms={} \
-             api_one_job_max_ms={} stop_all_s={stop_all_s}",
+             api_one_job_max_ms={} stop_all_s={stop_all_s} adopted={adopted} held={held}",
             db.kind.as_str(),
             plan.args.executor.as_str(),
             plan.jobs,
@@ -812,7 +819,7 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
          p50_ms={p50} p99_ms={p99} max_ms={max} missed={} duplicated={} admin_rss_mb={:.1} \
          admin_cpu_s_per_1k_fires={cpu_per_1k} callbacks_written={callbacks_written} \
          create_jobs_per_s={create_jobs_per_s} bulk_import_10k_s={bulk_import_10k_s} \
-         healthz_p99_ms={healthz_p99} healthz_max_ms={healthz_max}",
+         healthz_p99_ms={healthz_p99} healthz_max_ms={healthz_max} adopted={adopted} held={held}",
         plan.load.name(),
         db.kind.as_str(),
         plan.args.executor.as_str(),
@@ -827,7 +834,7 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
 /// Starts `ids`, one `POST /jobs/{id}/start` each with `concurrency` in flight.
 async fn start_one_by_one(api: &api::Api, ids: &[i64], concurrency: usize) {
     let t = Instant::now();
-    let (done, failed, cut, first) = post_each(api, ids, "start", concurrency, SETUP_MAX).await;
+    let (done, failed, cut, first) = api.post_each(ids, "start", concurrency, SETUP_MAX).await;
     let secs = t.elapsed().as_secs_f64();
     println!(
         "setup: started {done} jobs in {secs:.2} s ({:.0}/s)",
@@ -843,22 +850,18 @@ async fn start_one_by_one(api: &api::Api, ids: &[i64], concurrency: usize) {
     }
 }
 
-/// `POST /jobs/{id}/{verb}` for each of `ids`, `concurrency` in flight, cut off after `max`:
-/// how many were done, failed and cut off, and the first error.
-async fn post_each(
-    api: &api::Api,
-    ids: &[i64],
-    verb: &str,
-    concurrency: usize,
-    max: Duration,
-) -> (usize, usize, usize, Option<String>) {
-    let results = api::bulk(ids.len(), concurrency, max, |i| {
-        let api = api.clone();
-        let path = format!("/jobs/{}/{verb}", ids[i]);
-        async move { api.call(i, reqwest::Method::POST, &path, None).await }
-    })
-    .await;
-    api::tally(&results)
+/// The sum over the admins of `tickwork_runs_{what}_total`, `none` when it was not read.
+async fn cluster_count(api: &api::Api, what: &str) -> String {
+    match api
+        .counter_sum(&format!("tickwork_runs_{what}_total"))
+        .await
+    {
+        Ok(n) => n.to_string(),
+        Err(e) => {
+            println!("metrics: runs {what} not read: {e:#}");
+            "none".to_owned()
+        }
+    }
 }
 
 /// Longest wait for the claim of an overloaded admin to reach the window's end (it ran
