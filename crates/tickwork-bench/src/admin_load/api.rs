@@ -116,10 +116,13 @@ impl Api {
         tally(&results)
     }
 
-    /// The sum over every admin of the Prometheus counter `name` (its `/metrics` line
-    /// `name value`), or why it could not be read.
-    pub(super) async fn counter_sum(&self, name: &str) -> anyhow::Result<u64> {
-        let mut sum = 0;
+    /// The sums over every admin of the Prometheus counters `names` (their `/metrics` lines
+    /// `name value`), each admin's read once, or why they could not be read.
+    pub(super) async fn counter_sums<const N: usize>(
+        &self,
+        names: [&str; N],
+    ) -> anyhow::Result<[u64; N]> {
+        let mut sums = [0; N];
         for base in &self.bases {
             let text = self
                 .client
@@ -130,16 +133,18 @@ impl Api {
                 .error_for_status()?
                 .text()
                 .await?;
-            let value = text
-                .lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-                .with_context(|| format!("{base}/metrics has no {name}"))?;
-            sum += value
-                .trim()
-                .parse::<u64>()
-                .with_context(|| format!("{name} is not a count: {value}"))?;
+            for (sum, name) in sums.iter_mut().zip(names) {
+                let value = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+                    .with_context(|| format!("{base}/metrics has no {name}"))?;
+                *sum += value
+                    .trim()
+                    .parse::<u64>()
+                    .with_context(|| format!("{name} is not a count: {value}"))?;
+            }
         }
-        Ok(sum)
+        Ok(sums)
     }
 }
 

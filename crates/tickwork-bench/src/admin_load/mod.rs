@@ -712,10 +712,7 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
     let probes = health.finish();
     // Before any admin stops (a clean stop hands its runs over): runs adopted from a node
     // thought dead, and runs held by a closed fence, over the whole run.
-    let [adopted, held] = [
-        cluster_count(&api, "adopted").await,
-        cluster_count(&api, "held").await,
-    ];
+    let [adopted, held] = cluster_counts(&api).await;
     // Its idle keep-alive connections would only slow the admins' graceful shutdown.
     drop(api);
     for a in admins {
@@ -850,16 +847,15 @@ async fn start_one_by_one(api: &api::Api, ids: &[i64], concurrency: usize) {
     }
 }
 
-/// The sum over the admins of `tickwork_runs_{what}_total`, `none` when it was not read.
-async fn cluster_count(api: &api::Api, what: &str) -> String {
-    match api
-        .counter_sum(&format!("tickwork_runs_{what}_total"))
-        .await
-    {
-        Ok(n) => n.to_string(),
+/// Runs adopted and runs held, summed over the admins (`tickwork_runs_adopted_total`,
+/// `tickwork_runs_held_total`); `none` when they were not read.
+async fn cluster_counts(api: &api::Api) -> [String; 2] {
+    let names = ["tickwork_runs_adopted_total", "tickwork_runs_held_total"];
+    match api.counter_sums(names).await {
+        Ok(sums) => sums.map(|n| n.to_string()),
         Err(e) => {
-            println!("metrics: runs {what} not read: {e:#}");
-            "none".to_owned()
+            println!("metrics: runs adopted and held not read: {e:#}");
+            ["none".to_owned(), "none".to_owned()]
         }
     }
 }
