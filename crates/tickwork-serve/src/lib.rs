@@ -6,11 +6,13 @@
 //! - a **header-read timeout**: a connection that has not sent a complete request head this
 //!   long after it opened (or after its previous response) is closed; idle keep-alive
 //!   connections therefore close after the same time;
-//! - a **connection cap**: at the cap the loop stops accepting until a connection ends. New
-//!   connections wait in the kernel's listen backlog instead of costing a file descriptor each,
-//!   and a legitimate client is served late rather than refused (accept-and-close would turn a
-//!   dispatch or callback into an error). The timeout bounds how long a slow client holds a
-//!   slot, so the wait is bounded too;
+//! - a **connection cap**: at the cap a new connection first takes the slot of the connection
+//!   idle the longest between two requests (closed, as its keep-alive timeout would), else it
+//!   waits for a connection to end, and the next ones wait in the kernel's listen backlog
+//!   instead of costing a file descriptor each. A legitimate client is served late rather than
+//!   refused (accept-and-close would turn a dispatch or callback into an error), and idle
+//!   connections of one busy client never keep the others out. The timeout bounds how long a
+//!   slow client holds a slot, so the wait is bounded too;
 //! - the client's address as `ConnectInfo<SocketAddr>` on every request, as
 //!   `into_make_service_with_connect_info` gave it;
 //! - a **graceful stop**: when the token is cancelled the loop stops accepting, idle
@@ -18,6 +20,8 @@
 //!   connection has ended.
 //!
 //! It knows nothing about the admin or the executor: both depend on it, not on each other.
+
+mod idle;
 
 use std::ops::RangeInclusive;
 use std::pin::pin;
@@ -35,6 +39,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower_service::Service;
 
+use crate::idle::{ConnectionIdleness, IdleConnections};
+
 /// Accepted header-read timeouts: below 100 ms a slow network fails honest clients.
 pub const HEADER_READ_TIMEOUT_RANGE: RangeInclusive<Duration> =
     Duration::from_millis(100)..=Duration::from_secs(3600);
@@ -51,7 +57,9 @@ pub struct Limits {
     /// A connection that has not sent a complete request head this long after it opened or
     /// after its previous response is closed (idle keep-alive connections too).
     pub header_read_timeout: Duration,
-    /// Connections served at once; more wait in the listen backlog until one ends.
+    /// Connections served at once; at the cap a new one takes the slot of the one idle the
+    /// longest between requests, else waits (the next ones in the listen backlog) until one
+    /// ends.
     pub max_connections: usize,
 }
 
@@ -108,12 +116,8 @@ pub async fn serve(
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout);
-    loop {
-        // A slot first: at the cap nothing is accepted until a connection ends.
-        let slot = tokio::select! {
-            _ = stop.cancelled() => break,
-            slot = Arc::clone(&slots).acquire_owned() => slot.expect("the semaphore is never closed"),
-        };
+    let idle = Arc::new(IdleConnections::default());
+    'accept: loop {
         let (tcp, remote) = tokio::select! {
             _ = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -128,31 +132,58 @@ pub async fn serve(
                 }
             },
         };
+        // At the cap the connection idle the longest makes room; with none idle this one
+        // waits for a slot (and the next ones in the listen backlog).
+        let slot = loop {
+            if let Ok(slot) = Arc::clone(&slots).try_acquire_owned() {
+                break slot;
+            }
+            let closing = idle.close_longest_idle();
+            tokio::select! {
+                _ = stop.cancelled() => break 'accept,
+                slot = Arc::clone(&slots).acquire_owned() => {
+                    break slot.expect("the semaphore is never closed");
+                }
+                // Only while none is closing: one closed connection makes one slot.
+                _ = idle.one_became_idle(), if !closing => {}
+            }
+        };
         // Small request/response pairs: Nagle would add delay for nothing.
         let _ = tcp.set_nodelay(true);
         let router = router.clone();
+        let close = stop.child_token();
+        let idleness = Arc::new(ConnectionIdleness::new(Arc::clone(&idle), close.clone()));
+        let track = Arc::clone(&idleness);
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             request.extensions_mut().insert(ConnectInfo(remote));
+            track.busy();
             // A router is cheap to clone; calling one needs `&mut`.
-            router.clone().call(request)
+            let answer = router.clone().call(request);
+            let track = Arc::clone(&track);
+            async move {
+                let answer = answer.await;
+                track.idle();
+                answer
+            }
         });
         // Upgrades (a pull executor's WebSocket) leave the loop: the connection's task ends and
         // its slot is free, and the upgraded socket lives in a task of its own.
         let conn = builder
             .serve_connection(TokioIo::new(tcp), service)
             .with_upgrades();
-        let stop = stop.clone();
         connections.spawn(async move {
             let _slot = slot;
             let mut conn = pin!(conn);
             let outcome = tokio::select! {
                 outcome = conn.as_mut() => outcome,
-                _ = stop.cancelled() => {
+                // The server stops, or the connection makes room at the cap.
+                _ = close.cancelled() => {
                     // Idle connections close now; a request in flight finishes first.
                     conn.as_mut().graceful_shutdown();
                     conn.await
                 }
             };
+            idleness.ended();
             if let Err(e) = outcome {
                 tracing::debug!(%remote, error = %e, "connection ended with an error");
             }

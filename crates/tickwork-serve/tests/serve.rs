@@ -1,6 +1,7 @@
 //! The server loop over real sockets: half-sent requests are closed after the header-read
-//! timeout, the connection cap holds new connections until a slot frees, handlers see the
-//! client's address, and a stop lets requests in flight finish.
+//! timeout, the connection cap holds new connections until a slot frees (or the connection
+//! idle the longest makes room), handlers see the client's address, and a stop lets requests
+//! in flight finish.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -87,6 +88,46 @@ async fn get(addr: SocketAddr, path: &str) -> String {
         .unwrap_or_else(|| panic!("no answer to GET {path}"))
 }
 
+/// A connection that sent one keep-alive request and read its whole answer, left open.
+async fn kept_alive(addr: SocketAddr) -> TcpStream {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    assert_eq!(ask_again(&mut s).await, "ok");
+    s
+}
+
+/// `GET /` on an open keep-alive connection: the body of the answer, read by its length.
+async fn ask_again(s: &mut TcpStream) -> String {
+    let exchange = async {
+        s.write_all(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+            .await
+            .unwrap();
+        let mut reply = Vec::new();
+        let mut byte = [0u8; 1];
+        while !reply.ends_with(b"\r\n\r\n") {
+            assert_eq!(s.read(&mut byte).await.unwrap(), 1, "closed mid-answer");
+            reply.push(byte[0]);
+        }
+        let head = String::from_utf8(reply).unwrap();
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        let length: usize = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length: ")
+                    .map(str::to_owned)
+            })
+            .expect("a content length")
+            .parse()
+            .unwrap();
+        let mut body = vec![0u8; length];
+        s.read_exact(&mut body).await.unwrap();
+        String::from_utf8(body).unwrap()
+    };
+    tokio::time::timeout(DEADLINE, exchange)
+        .await
+        .expect("an answer on the kept-alive connection")
+}
+
 /// A connection that sent part of a request head and then nothing more.
 async fn half_sent(addr: SocketAddr) -> TcpStream {
     let mut s = TcpStream::connect(addr).await.unwrap();
@@ -156,6 +197,46 @@ async fn at_the_cap_new_connections_wait_for_a_free_slot() {
     // ...until one of them goes away.
     drop(slow.pop());
     assert_eq!(waiting.await.unwrap().as_deref(), Some("ok"));
+}
+
+/// A burst of callbacks from one executor left hundreds of kept-alive connections open: at
+/// the cap an operator's request waited up to the header-read timeout (30 s) for a slot.
+#[tokio::test]
+async fn idle_keep_alive_connections_at_the_cap_make_room_for_a_new_one() {
+    let server = start(Duration::from_secs(600), 3).await;
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        idle.push(kept_alive(server.addr).await);
+    }
+    // Served long before the idle connections' timeout...
+    assert_eq!(get(server.addr, "/").await, "ok");
+    // ...in the slot of the one idle the longest, which the server closed.
+    let mut idle = idle.into_iter();
+    closed_by_server(idle.next().unwrap()).await;
+    // The others stay open and usable.
+    for mut s in idle {
+        assert_eq!(ask_again(&mut s).await, "ok");
+    }
+}
+
+#[tokio::test]
+async fn at_the_cap_a_request_in_flight_is_not_cut_to_make_room() {
+    let server = start(Duration::from_secs(600), 2).await;
+    let entered = server.gate.entered.notified();
+    let in_flight = tokio::spawn(get_within(server.addr, "/held", DEADLINE));
+    entered.await;
+    // A connection that has not sent its first request is not idle either.
+    let fresh = TcpStream::connect(server.addr).await.unwrap();
+    assert_eq!(
+        get_within(server.addr, "/", Duration::from_millis(300)).await,
+        None,
+        "served past the connection cap"
+    );
+    let waiting = tokio::spawn(get_within(server.addr, "/", DEADLINE));
+    server.gate.release.notify_one();
+    assert_eq!(in_flight.await.unwrap().as_deref(), Some("done"));
+    assert_eq!(waiting.await.unwrap().as_deref(), Some("ok"));
+    drop(fresh);
 }
 
 #[tokio::test]

@@ -568,7 +568,7 @@ impl Api {
             .json(&body)
             .send()
             .await
-            .unwrap_or_else(|e| panic!("POST {url}: {e}"));
+            .unwrap_or_else(|e| panic!("POST {url}: {e:?}"));
         let status = resp.status();
         let text = resp.text().await.unwrap_or_default();
         assert!(status.is_success(), "POST {url}: {status}: {text}");
