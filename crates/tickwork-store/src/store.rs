@@ -207,6 +207,17 @@ pub trait RunLedger: Send + Sync {
         &self,
         failed: TriggerFailed,
         follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error> {
+        self.runs_mark_trigger_failed(std::slice::from_ref(&failed), follow)
+            .await
+    }
+
+    /// [`RunLedger::run_mark_trigger_failed`] for many runs in one transaction (an executor
+    /// outage fails every fire at once: one transaction each fell far behind the fires).
+    async fn runs_mark_trigger_failed(
+        &self,
+        batch: &[TriggerFailed],
+        follow: &FollowUps<'_>,
     ) -> Result<Ended, Error>;
 
     /// Ends a run of the node that is `planned`, or `sending` and never sent, as `skipped`

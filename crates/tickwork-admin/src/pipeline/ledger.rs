@@ -13,6 +13,10 @@ use super::Scheduler;
 use super::dispatch::DispatchOutcome;
 use crate::metrics::DispatchCause;
 
+/// Trigger failures written in one transaction at most: each is a statement of its own, and
+/// on SQLite the transaction holds the one write lock.
+const TRIGGER_FAILURES_PER_WRITE: usize = 500;
+
 impl Scheduler {
     /// Writes dispatch outcomes in batches: one transaction for many accepted runs. A write
     /// that fails is tried again until the database answers: the executor runs these, and a
@@ -87,6 +91,7 @@ impl Scheduler {
                 );
             }
         }
+        let mut failures = Vec::with_capacity(refused.len());
         for (run, out) in refused {
             let cause = DispatchCause::of(&out);
             self.inner
@@ -106,24 +111,43 @@ impl Scheduler {
                 msg = %out.trigger_msg,
                 "trigger failed"
             );
-            let failed = TriggerFailed {
+            failures.push(TriggerFailed {
                 run_id: run.id,
                 node_id: self.inner.config.node_id.clone(),
                 address: out.address,
                 trigger_code: out.trigger_code,
                 trigger_msg: out.trigger_msg,
                 at,
-            };
-            let planner = self.follow_up_planner();
+            });
+        }
+        // An executor outage fails every fire: one transaction per failure fell ever further
+        // behind the fires, and a stopping admin could not finish writing them.
+        let planner = self.follow_up_planner();
+        for batch in failures.chunks(TRIGGER_FAILURES_PER_WRITE) {
             let done = self
-                .persist("recording a trigger failure", || {
-                    self.inner
-                        .store
-                        .run_mark_trigger_failed(failed.clone(), &planner)
+                .persist("recording trigger failures", || {
+                    self.inner.store.runs_mark_trigger_failed(batch, &planner)
                 })
                 .await;
-            if let Some(ended) = done {
-                self.follow(ended);
+            match done {
+                Some(ended) => self.follow(ended),
+                // Refused as a whole for one bad failure: each on its own, so that the others
+                // are still recorded (unless the admin is stopping with the database gone).
+                None if batch.len() > 1 && self.inner.write_deadline.get().is_none() => {
+                    for failed in batch {
+                        let done = self
+                            .persist("recording a trigger failure", || {
+                                self.inner
+                                    .store
+                                    .run_mark_trigger_failed(failed.clone(), &planner)
+                            })
+                            .await;
+                        if let Some(ended) = done {
+                            self.follow(ended);
+                        }
+                    }
+                }
+                None => {}
             }
         }
     }

@@ -162,15 +162,15 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         retry_deadlocks(|| self.runs_mark_dispatched_once(&batch)).await
     }
 
-    async fn run_mark_trigger_failed(
+    async fn runs_mark_trigger_failed(
         &self,
-        failed: TriggerFailed,
+        batch: &[TriggerFailed],
         follow: &FollowUps<'_>,
     ) -> Result<Ended, Error> {
-        if let Some(address) = &failed.address {
+        for address in batch.iter().filter_map(|f| f.address.as_deref()) {
             check_len("executor address", address, ADDRESS_MAX)?;
         }
-        retry_deadlocks(|| self.run_mark_trigger_failed_once(&failed, follow)).await
+        retry_deadlocks(|| self.runs_mark_trigger_failed_once(batch, follow)).await
     }
 
     async fn run_set_shard(&self, shard: RunShard) -> Result<(), Error> {

@@ -369,27 +369,39 @@ impl<B: Backend> SqlStore<B> {
         Ok(ended)
     }
 
-    /// One attempt of [`RunLedger::run_mark_trigger_failed`].
-    pub(super) async fn run_mark_trigger_failed_once(
+    /// One attempt of [`RunLedger::runs_mark_trigger_failed`]: each run by its own guarded
+    /// update, in the order of their ids (so two writers lock in the same order), and one
+    /// commit.
+    pub(super) async fn runs_mark_trigger_failed_once(
         &self,
-        failed: &TriggerFailed,
+        batch: &[TriggerFailed],
         follow: &FollowUps<'_>,
     ) -> Result<Ended, Error> {
-        let q = Query::new(format!(
+        let mut sorted: Vec<&TriggerFailed> = batch.iter().collect();
+        sorted.sort_by_key(|f| f.run_id);
+        sorted.dedup_by_key(|f| f.run_id);
+        if sorted.is_empty() {
+            return Ok(Ended::default());
+        }
+        let mut ended = Vec::new();
+        let mut tx = B::begin_write(&self.writes).await?;
+        let update = format!(
             "UPDATE tw_runs SET state = {}, executor_address = COALESCE(?, executor_address), \
              trigger_code = ?, trigger_msg = ?, finished_at = ? \
              WHERE id = ? AND state{} AND handle_code = 0 AND owner_node = ?",
             state_literal(RunMove::TriggerFail.to()),
             state_in(RunMove::TriggerFail.from_states())
-        ))
-        .bind(failed.address.clone())
-        .bind(failed.trigger_code)
-        .bind(clip(Some(&failed.trigger_msg)))
-        .bind(failed.at)
-        .bind(failed.run_id)
-        .bind(failed.node_id.as_str());
-        let mut tx = B::begin_write(&self.writes).await?;
-        let ended = Self::ended_one(&mut tx, q, failed.run_id).await?;
+        );
+        for failed in sorted {
+            let q = Query::new(update.clone())
+                .bind(failed.address.clone())
+                .bind(failed.trigger_code)
+                .bind(clip(Some(&failed.trigger_msg)))
+                .bind(failed.at)
+                .bind(failed.run_id)
+                .bind(failed.node_id.as_str());
+            ended.extend(Self::ended_one(&mut tx, q, failed.run_id).await?);
+        }
         let ended = Self::write_follow_ups(&mut tx, ended, follow).await?;
         tx.commit().await?;
         Ok(ended)

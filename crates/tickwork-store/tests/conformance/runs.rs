@@ -465,6 +465,77 @@ pub(crate) async fn run_mark_trigger_failed_ends_the_run(ctx: Ctx) {
     assert_eq!(store.run_get(run.id).await.unwrap(), failed);
 }
 
+pub(crate) async fn runs_mark_trigger_failed_ends_each_run_of_a_batch_it_applies_to(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "outage").await;
+    let job = running_job(store, g.id, "outage", NOW).await;
+    let mut sent = Vec::new();
+    for i in 0..3 {
+        let run = planned(store, job.id, Some("n"), NOW + i).await;
+        begin_send(store, run.id).await;
+        sent.push(run.id);
+    }
+    let never_sent = planned(store, job.id, Some("n"), NOW).await.id;
+    let another_nodes = planned(store, job.id, Some("other"), NOW).await.id;
+    begin_send(store, another_nodes).await;
+    let done = RunComplete {
+        run_id: sent[2],
+        handle_code: 200,
+        handle_msg: None,
+        state: RunState::Succeeded,
+        at: NOW + 1,
+    };
+    store.complete_plain(done).await.unwrap().expect("a result");
+    let before: Vec<Run> = {
+        let mut runs = Vec::new();
+        for id in [sent[2], never_sent, another_nodes] {
+            runs.push(store.run_get(id).await.unwrap());
+        }
+        runs
+    };
+    // Out of order, one twice, one unknown: the runs it applies to end, once each.
+    let batch: Vec<TriggerFailed> = [sent[1], never_sent, sent[0], another_nodes, sent[2]]
+        .into_iter()
+        .chain([sent[1], i64::MAX - 1])
+        .map(|id| TriggerFailed {
+            trigger_msg: format!("refused {id}"),
+            ..trigger_failed(id, "n", NOW + 2)
+        })
+        .collect();
+    let ended = store
+        .runs_mark_trigger_failed(&batch, NO_FOLLOW_UPS)
+        .await
+        .unwrap();
+    let mut ids: Vec<i64> = ended.runs.iter().map(|r| r.id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, vec![sent[0], sent[1]]);
+    for run in &ended.runs {
+        assert_eq!(run.state, RunState::Failed);
+        assert_eq!(run.trigger_msg, Some(format!("refused {}", run.id)));
+        assert_eq!(store.run_get(run.id).await.unwrap(), *run);
+    }
+    // The others are as they were.
+    for run in before {
+        assert_eq!(store.run_get(run.id).await.unwrap(), run);
+    }
+    // A bad failure refuses the batch and changes nothing.
+    let third = planned(store, job.id, Some("n"), NOW + 3).await.id;
+    begin_send(store, third).await;
+    let bad = [
+        trigger_failed(third, "n", NOW + 4),
+        TriggerFailed {
+            address: Some("x".repeat(100_000)),
+            ..trigger_failed(third, "n", NOW + 4)
+        },
+    ];
+    let err = store
+        .runs_mark_trigger_failed(&bad, NO_FOLLOW_UPS)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("executor address"), "{err}");
+    assert_eq!(store.run_get(third).await.unwrap().state, RunState::Sending);
+}
+
 pub(crate) async fn run_insert_manual_runs_have_no_fire_key_and_coexist(ctx: Ctx) {
     let store = &*ctx.store;
     let g = group(store, "manual").await;
