@@ -213,8 +213,13 @@ pub(crate) struct StartedAdmin {
 impl StartedAdmin {
     /// Stops the HTTP server, then the pipeline, then closes the database.
     pub(crate) async fn stop(self) -> anyhow::Result<()> {
+        let began = std::time::Instant::now();
         self.stop.cancel();
         let served = self.server.await;
+        tracing::info!(
+            elapsed_ms = began.elapsed().as_millis() as u64,
+            "stopping: HTTP requests in flight answered"
+        );
         self.running.shutdown().await;
         self.store.close().await;
         served

@@ -373,8 +373,11 @@ impl Scheduler {
     /// once (a node that dies instead is adopted from after `node_dead_after`).
     pub(crate) async fn shutdown(&self, mut tasks: Tasks) {
         let inner = &self.inner;
+        let began = Instant::now();
+        let ms = || began.elapsed().as_millis() as u64;
         inner.stop.cancel();
         while tasks.pipeline.join_next().await.is_some() {}
+        info!(elapsed_ms = ms(), "stopping: claims and dispatches ended");
         // Nothing is dispatched any more: write every outcome still on its way.
         let _ = inner
             .write_deadline
@@ -385,10 +388,12 @@ impl Scheduler {
                 error!(error = %e, "the ledger task failed");
             }
         }
+        info!(elapsed_ms = ms(), "stopping: outcomes and results written");
         // The heartbeat ran until now so that no other node adopted what was in flight.
         inner.cluster_stop.cancel();
         while tasks.cluster.join_next().await.is_some() {}
         self.heartbeat().leave_cluster().await;
+        info!(elapsed_ms = ms(), "stopping: left the cluster");
     }
 
     /// What executors call: registry and callbacks.

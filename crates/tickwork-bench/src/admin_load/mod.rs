@@ -54,8 +54,9 @@ const DRAIN_MAX: Duration = Duration::from_secs(30);
 const SETTLE_MAX: Duration = Duration::from_secs(30);
 /// How long an executor gets to exit on SIGTERM (it drains and flushes its callbacks).
 const EXECUTOR_EXIT_GRACE: Duration = Duration::from_secs(60);
-/// How long an admin gets to exit on SIGTERM; its ledger is read after it is gone.
-const ADMIN_EXIT_GRACE: Duration = Duration::from_secs(10);
+/// How long an admin gets to exit on SIGTERM (an orchestrator's usual grace period); its
+/// ledger is read after it is gone.
+const ADMIN_EXIT_GRACE: Duration = Duration::from_secs(30);
 
 /// Which executors receive the runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -30,11 +30,13 @@ pub(super) struct Proc {
 }
 
 impl Proc {
-    /// Sends SIGTERM, waits up to `grace`, then SIGKILL. Returns the exit status text.
+    /// Sends SIGTERM, waits up to `grace`, then SIGKILL. Returns the exit status text, with
+    /// how long the process took to exit.
     pub(super) async fn terminate(mut self, grace: Duration) -> String {
         let _ = kill(Pid::from_raw(self.pid as i32), Signal::SIGTERM);
+        let sent = std::time::Instant::now();
         match tokio::time::timeout(grace, self.child.wait()).await {
-            Ok(Ok(status)) => status.to_string(),
+            Ok(Ok(status)) => format!("{status} after {:.1} s", sent.elapsed().as_secs_f64()),
             Ok(Err(e)) => format!("wait failed: {e}"),
             Err(_) => {
                 let _ = self.child.start_kill();

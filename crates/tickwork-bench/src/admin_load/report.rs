@@ -42,6 +42,13 @@ pub(super) fn print_log_summary(name: &str, log: &Path) {
     for (msg, n) in top.into_iter().take(5) {
         println!("  {n:>7} x {msg}");
     }
+    // The phases of its graceful stop, with the time each ended at.
+    for line in text.lines().filter(|l| l.contains("stopping: ")) {
+        println!(
+            "  {}",
+            line.split_once(" INFO ").map_or(line, |(_, m)| m).trim()
+        );
+    }
 }
 
 pub(super) fn print_seconds(f: &WindowFigures) {
