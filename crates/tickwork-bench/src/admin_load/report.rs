@@ -42,7 +42,8 @@ pub(super) fn print_log_summary(name: &str, log: &Path) {
     for (msg, n) in top.into_iter().take(5) {
         println!("  {n:>7} x {msg}");
     }
-    // The phases of its graceful stop, with the time each ended at.
+    // The phases of its graceful stop: the HTTP server's counted from SIGTERM, the pipeline's
+    // from the pipeline's own stop, which follows it.
     for line in text.lines().filter(|l| l.contains("stopping: ")) {
         println!(
             "  {}",
