@@ -258,6 +258,28 @@ pub trait RunLedger: Send + Sync {
         &self,
         batch: &[RunComplete],
         follow: &FollowUps<'_>,
+    ) -> Result<Ended, Error> {
+        let none = MarkDispatched {
+            node_id: String::new(),
+            runs: Vec::new(),
+        };
+        let both = CompleteDispatched {
+            results: batch,
+            dispatched: &none,
+        };
+        self.runs_complete_dispatched(both, follow).await
+    }
+
+    /// [`RunLedger::runs_complete`] and [`RunLedger::runs_mark_dispatched`] in one
+    /// transaction: each result as `runs_complete` records it, each dispatch record as
+    /// `runs_mark_dispatched` does. A run given both, whose result applies, gains its dispatch
+    /// record in the same update (when `runs_mark_dispatched` would give it one; MySQL and
+    /// MariaDB write the record first, by its own statement). Returns what ended, as
+    /// `runs_complete` does.
+    async fn runs_complete_dispatched(
+        &self,
+        both: CompleteDispatched<'_>,
+        follow: &FollowUps<'_>,
     ) -> Result<Ended, Error>;
 
     /// One run by id.

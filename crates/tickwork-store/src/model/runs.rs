@@ -119,6 +119,16 @@ pub struct MarkDispatched {
     pub runs: Vec<Dispatched>,
 }
 
+/// Results of runs with the dispatch records `dispatched.node_id` had not written yet for
+/// some of them: a run with both gains both in one update, one row version instead of two
+/// (see [`RunLedger::runs_complete_dispatched`](crate::RunLedger::runs_complete_dispatched)).
+#[derive(Debug, Clone, Copy)]
+pub struct CompleteDispatched<'a> {
+    pub results: &'a [RunComplete],
+    /// Dispatch records, of runs among `results` or not.
+    pub dispatched: &'a MarkDispatched,
+}
+
 /// The recorded outcome of one accepted `/run` call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dispatched {

@@ -159,6 +159,7 @@ impl<B: Backend> RunLedger for SqlStore<B> {
     }
 
     async fn runs_mark_dispatched(&self, batch: MarkDispatched) -> Result<u64, Error> {
+        check_dispatch_records(&batch)?;
         retry_deadlocks(|| self.runs_mark_dispatched_once(&batch)).await
     }
 
@@ -225,12 +226,13 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         retry_deadlocks(|| self.run_complete_once(&complete, follow)).await
     }
 
-    async fn runs_complete(
+    async fn runs_complete_dispatched(
         &self,
-        batch: &[RunComplete],
+        both: CompleteDispatched<'_>,
         follow: &FollowUps<'_>,
     ) -> Result<Ended, Error> {
-        retry_deadlocks(|| self.runs_complete_once(batch, follow)).await
+        check_dispatch_records(both.dispatched)?;
+        retry_deadlocks(|| self.runs_complete_once(both, follow)).await
     }
 
     async fn run_kill_intent(&self, intent: RunKillIntent) -> Result<bool, Error> {
@@ -636,4 +638,16 @@ impl<B: Backend> RunLedger for SqlStore<B> {
             }
         }
     }
+}
+
+/// Refuses dispatch records without an executor address, or of no node.
+fn check_dispatch_records(batch: &MarkDispatched) -> Result<(), Error> {
+    if batch.runs.is_empty() {
+        return Ok(());
+    }
+    check_required("node id", &batch.node_id, NODE_ID_MAX)?;
+    for d in &batch.runs {
+        check_required("executor address", &d.address, ADDRESS_MAX)?;
+    }
+    Ok(())
 }

@@ -145,16 +145,26 @@ impl<B: Backend> SqlStore<B> {
         &self,
         batch: &MarkDispatched,
     ) -> Result<u64, Error> {
-        let node = batch.node_id.as_str();
-        let batch = batch.runs.as_slice();
+        if batch.runs.is_empty() {
+            return Ok(0);
+        }
+        let records: Vec<&Dispatched> = batch.runs.iter().collect();
+        let mut tx = B::begin_write(&self.writes).await?;
+        let changed = Self::write_dispatch_records(&mut tx, &batch.node_id, &records).await?;
+        tx.commit().await?;
+        Ok(changed)
+    }
+
+    /// The dispatch records of `node` (see [`RunLedger::runs_mark_dispatched`]); how many
+    /// runs changed.
+    async fn write_dispatch_records(
+        conn: &mut Conn<B>,
+        node: &str,
+        batch: &[&Dispatched],
+    ) -> Result<u64, Error> {
         if batch.is_empty() {
             return Ok(0);
         }
-        for d in batch {
-            check_required("executor address", &d.address, ADDRESS_MAX)?;
-        }
-        let mut changed = 0;
-        let mut tx = B::begin_write(&self.writes).await?;
         if B::KIND != Kind::MySql {
             // One statement for the batch, the rows as JSON (see [`JsonRows`]), in the order
             // of their ids (PostgreSQL locks them in that order, as every batch does). The
@@ -184,7 +194,7 @@ impl<B: Backend> SqlStore<B> {
                     "owner_node"
                 },
             );
-            let mut sorted: Vec<&Dispatched> = batch.iter().collect();
+            let mut sorted = batch.to_vec();
             sorted.sort_by_key(|d| d.run_id);
             let mut rows = JsonRows::with_capacity(batch.len());
             for d in sorted {
@@ -196,14 +206,13 @@ impl<B: Backend> SqlStore<B> {
                     .int(d.at);
             }
             let q = Query::new(sql).bind(rows.finish()).bind(node);
-            changed += B::execute(&mut *tx, q).await?.rows;
-            tx.commit().await?;
-            return Ok(changed);
+            return Ok(B::execute(&mut *conn, q).await?.rows);
         }
         // MySQL/MariaDB (its JSON_TABLE is not in every supported release): four CASE arms
         // of two binds and their text per row, plus the strings.
         let row_bytes =
-            |d: &Dispatched| 160 + d.address.len() + d.trigger_msg.as_deref().map_or(0, str::len);
+            |d: &&Dispatched| 160 + d.address.len() + d.trigger_msg.as_deref().map_or(0, str::len);
+        let mut changed = 0;
         for chunk in sized_chunks(batch, row_bytes) {
             let mut q = Query::new(format!(
                 "UPDATE tw_runs SET state = CASE WHEN state{} THEN {} ELSE state END",
@@ -211,7 +220,7 @@ impl<B: Backend> SqlStore<B> {
                 state_literal(RunMove::Dispatch.to())
             ))
             .one_off();
-            let id = |d: &Dispatched| d.run_id;
+            let id = |d: &&Dispatched| d.run_id;
             push_case(&mut q, "executor_address", chunk, id, |d| {
                 d.address.as_str().into()
             });
@@ -228,24 +237,27 @@ impl<B: Backend> SqlStore<B> {
             q.push(B::KIND.state_beside_ids());
             q.push(&DISPATCH_RECORD_STATES);
             q.push(" AND owner_node = ").push_bind(node);
-            changed += B::execute(&mut *tx, q).await?.rows;
+            changed += B::execute(&mut *conn, q).await?.rows;
         }
-        tx.commit().await?;
         Ok(changed)
     }
 
-    /// One attempt of [`RunLedger::runs_complete`].
+    /// One attempt of [`RunLedger::runs_complete_dispatched`].
     pub(super) async fn runs_complete_once(
         &self,
-        batch: &[RunComplete],
+        both: CompleteDispatched<'_>,
         follow: &FollowUps<'_>,
     ) -> Result<Ended, Error> {
+        let batch = both.results;
+        let node = both.dispatched.node_id.as_str();
+        let records: HashMap<i64, &Dispatched> =
+            both.dispatched.runs.iter().map(|d| (d.run_id, d)).collect();
         if let Some(c) = batch.iter().find(|c| !c.state.is_result()) {
             return Err(Error::Invalid(format!("{} is not a result state", c.state)));
         }
         let mut seen = HashSet::new();
         let batch: Vec<&RunComplete> = batch.iter().filter(|c| seen.insert(c.run_id)).collect();
-        if batch.is_empty() {
+        if batch.is_empty() && records.is_empty() {
             return Ok(Ended::default());
         }
         let mut done = Vec::with_capacity(batch.len());
@@ -262,24 +274,56 @@ impl<B: Backend> SqlStore<B> {
             sorted.sort_by_key(|c| c.run_id);
             let mut by_state: BTreeMap<RunState, JsonRows> = BTreeMap::new();
             for c in &sorted {
-                by_state
+                let rows = by_state
                     .entry(c.state)
-                    .or_insert_with(|| JsonRows::with_capacity(sorted.len()))
-                    .row()
+                    .or_insert_with(|| JsonRows::with_capacity(sorted.len()));
+                rows.row()
                     .int(c.run_id)
                     .int(c.handle_code.into())
                     .opt_str(clip(c.handle_msg.as_deref()).as_deref())
                     .int(c.at);
+                if records.is_empty() {
+                    continue;
+                }
+                match records.get(&c.run_id) {
+                    Some(d) => rows
+                        .str(&d.address)
+                        .int(d.trigger_code.into())
+                        .opt_str(clip(d.trigger_msg.as_deref()).as_deref())
+                        .int(d.at),
+                    None => rows.null().null().null().null(),
+                };
             }
             for (state, rows) in by_state {
                 let mut q = Query::new("UPDATE tw_runs SET state = ");
                 push_result_state(&mut q, state);
                 q.push(&format!(
-                    ", handle_code = {}, handle_msg = {}, finished_at = {} FROM ",
+                    ", handle_code = {}, handle_msg = {}, finished_at = {}",
                     f(1, "INTEGER"),
                     f(2, "TEXT"),
                     f(3, "BIGINT")
                 ));
+                if !records.is_empty() {
+                    // The dispatch record where `runs_mark_dispatched` would write it, in the
+                    // same update: the old row's values decide, as in every SET.
+                    for (column, n, ty) in [
+                        ("executor_address", 4, "TEXT"),
+                        ("trigger_code", 5, "INTEGER"),
+                        ("trigger_msg", 6, "TEXT"),
+                        ("dispatched_at", 7, "BIGINT"),
+                    ] {
+                        q.push(&format!(
+                            ", {column} = CASE WHEN {} IS NOT NULL AND tw_runs.dispatched_at \
+                             IS NULL AND tw_runs.trigger_code = 0 AND tw_runs.state{} \
+                             AND tw_runs.owner_node = ",
+                            f(7, "BIGINT"),
+                            state_in(RunMove::Dispatch.from_states())
+                        ));
+                        q.push_bind(node);
+                        q.push(&format!(" THEN {} ELSE tw_runs.{column} END", f(n, ty)));
+                    }
+                }
+                q.push(" FROM ");
                 let source = json_source(k, "c");
                 let (before, after) = source.split_once('?').expect("one parameter");
                 q.push(before).push_bind(rows.finish()).push(after);
@@ -293,12 +337,25 @@ impl<B: Backend> SqlStore<B> {
                     done.push(Run::try_from(row)?);
                 }
             }
+            // The records of runs no result ended now, on their own.
+            let ended_now: HashSet<i64> = done.iter().map(|r| r.id).collect();
+            let rest: Vec<&Dispatched> = both
+                .dispatched
+                .runs
+                .iter()
+                .filter(|d| !ended_now.contains(&d.run_id))
+                .collect();
+            Self::write_dispatch_records(&mut tx, node, &rest).await?;
             let ended = Self::write_follow_ups(&mut tx, done, follow).await?;
             tx.commit().await?;
             return Ok(ended);
         }
-        // MySQL/MariaDB, which has no RETURNING on UPDATE: four CASE arms (the state's with
-        // its kill choice) and the id, with their binds.
+        // MySQL/MariaDB, which has no RETURNING on UPDATE, and evaluates a SET left to right
+        // (a CASE on the old row as above would see the new one): the dispatch records first,
+        // in the same transaction, then the results; four CASE arms (the state's with its kill
+        // choice) and the id, with their binds.
+        let all: Vec<&Dispatched> = both.dispatched.runs.iter().collect();
+        Self::write_dispatch_records(&mut tx, node, &all).await?;
         let row_bytes = |c: &&RunComplete| 220 + c.handle_msg.as_deref().map_or(0, str::len);
         for chunk in sized_chunks(&batch, row_bytes) {
             // Lock the runs, then keep those their result applies to, so that what is updated

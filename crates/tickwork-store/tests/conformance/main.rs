@@ -357,6 +357,7 @@ conformance! {
         run_complete_moves_to_final_state_once,
         run_mark_trigger_failed_ends_the_run,
         runs_mark_trigger_failed_ends_each_run_of_a_batch_it_applies_to,
+        runs_complete_dispatched_writes_results_with_dispatch_records,
         run_insert_manual_runs_have_no_fire_key_and_coexist,
         runs_list_filters,
         runs_pending_owned_by_node,

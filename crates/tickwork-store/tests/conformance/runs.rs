@@ -536,6 +536,140 @@ pub(crate) async fn runs_mark_trigger_failed_ends_each_run_of_a_batch_it_applies
     assert_eq!(store.run_get(third).await.unwrap().state, RunState::Sending);
 }
 
+/// A callback's result with the dispatch record the ledger still held: both in one write, and
+/// exactly what `runs_complete` then `runs_mark_dispatched` would leave.
+pub(crate) async fn runs_complete_dispatched_writes_results_with_dispatch_records(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "one-write").await;
+    let job = running_job(store, g.id, "one-write", NOW).await;
+    let mut sent = Vec::new();
+    for i in 0..4 {
+        let run = planned(store, job.id, Some("n"), NOW + i).await;
+        begin_send(store, run.id).await;
+        sent.push(run.id);
+    }
+    let [ok, failed, no_result, untouched] = sent[..] else {
+        unreachable!()
+    };
+    let never_sent = planned(store, job.id, Some("n"), NOW).await.id;
+    let another_nodes = planned(store, job.id, Some("other"), NOW).await.id;
+    begin_send(store, another_nodes).await;
+    let early = planned(store, job.id, Some("n"), NOW).await.id;
+    begin_send(store, early).await;
+    store
+        .complete_plain(result(early, RunState::Succeeded, NOW + 1))
+        .await
+        .unwrap()
+        .expect("an early result");
+    let before_untouched = store.run_get(untouched).await.unwrap();
+    let before_never_sent = store.run_get(never_sent).await.unwrap();
+
+    let results = [
+        RunComplete {
+            handle_msg: Some(format!("result {AWKWARD}")),
+            ..result(failed, RunState::Failed, NOW + 20)
+        },
+        result(ok, RunState::Succeeded, NOW + 21),
+        result(another_nodes, RunState::Succeeded, NOW + 22),
+        result(early, RunState::Failed, NOW + 23),
+        result(never_sent, RunState::Succeeded, NOW + 24),
+        result(i64::MAX - 1, RunState::Succeeded, NOW + 25),
+    ];
+    let record = |id: i64, at: i64| Dispatched {
+        trigger_msg: Some(format!("trigger {AWKWARD} {id}")),
+        ..dispatched(id, &format!("http://exec-{id}:9999"), at)
+    };
+    let records = MarkDispatched {
+        node_id: "n".to_owned(),
+        runs: [
+            ok,
+            failed,
+            no_result,
+            another_nodes,
+            early,
+            never_sent,
+            i64::MAX - 2,
+        ]
+        .into_iter()
+        .map(|id| record(id, NOW + 10))
+        .collect(),
+    };
+    let both = CompleteDispatched {
+        results: &results,
+        dispatched: &records,
+    };
+    let ended = store
+        .runs_complete_dispatched(both, NO_FOLLOW_UPS)
+        .await
+        .unwrap();
+    let mut ids: Vec<i64> = ended.runs.iter().map(|r| r.id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, vec![ok, failed, another_nodes]);
+    for run in &ended.runs {
+        assert_eq!(store.run_get(run.id).await.unwrap(), *run);
+    }
+
+    let has_record = |run: &Run| {
+        let want = record(run.id, NOW + 10);
+        assert_eq!(
+            run.executor_address.as_ref(),
+            Some(&want.address),
+            "{run:?}"
+        );
+        assert_eq!(
+            (run.trigger_code, run.dispatched_at, &run.trigger_msg),
+            (200, Some(NOW + 10), &want.trigger_msg)
+        );
+    };
+    let run = store.run_get(ok).await.unwrap();
+    assert_eq!(
+        (run.state, run.finished_at),
+        (RunState::Succeeded, Some(NOW + 21))
+    );
+    has_record(&run);
+    let run = store.run_get(failed).await.unwrap();
+    assert_eq!(run.state, RunState::Failed);
+    assert_eq!(run.handle_msg, Some(format!("result {AWKWARD}")));
+    has_record(&run);
+    // A record without a result: dispatched.
+    let run = store.run_get(no_result).await.unwrap();
+    assert_eq!(run.state, RunState::Dispatched);
+    has_record(&run);
+    // Another node's run takes the result, not this node's record.
+    let run = store.run_get(another_nodes).await.unwrap();
+    assert_eq!(run.state, RunState::Succeeded);
+    assert_eq!((run.executor_address, run.dispatched_at), (None, None));
+    // Ended before: the result does not apply, the record does.
+    let run = store.run_get(early).await.unwrap();
+    assert_eq!(
+        (run.state, run.finished_at),
+        (RunState::Succeeded, Some(NOW + 1))
+    );
+    has_record(&run);
+    // Never sent, or not in the batch: as they were.
+    assert_eq!(store.run_get(never_sent).await.unwrap(), before_never_sent);
+    assert_eq!(store.run_get(untouched).await.unwrap(), before_untouched);
+
+    // A record without an address refuses the whole write, result and all.
+    let bad = MarkDispatched {
+        node_id: "n".to_owned(),
+        runs: vec![
+            record(untouched, NOW + 30),
+            dispatched(untouched, "", NOW + 30),
+        ],
+    };
+    let both = CompleteDispatched {
+        results: &[result(untouched, RunState::Succeeded, NOW + 31)],
+        dispatched: &bad,
+    };
+    let err = store
+        .runs_complete_dispatched(both, NO_FOLLOW_UPS)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("executor address"), "{err}");
+    assert_eq!(store.run_get(untouched).await.unwrap(), before_untouched);
+}
+
 pub(crate) async fn run_insert_manual_runs_have_no_fire_key_and_coexist(ctx: Ctx) {
     let store = &*ctx.store;
     let g = group(store, "manual").await;
