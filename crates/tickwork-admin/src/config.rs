@@ -72,6 +72,9 @@ pub struct DispatchConfig {
     pub slow_call: Duration,
     /// Slow dispatches of one job within a minute that move it to the slow lane.
     pub slow_calls_per_minute: u32,
+    /// How long the ledger holds an accepted run's dispatch record for its callback, to write
+    /// both in one update (0: each record at once).
+    pub record_hold: Duration,
 }
 
 /// Executor registry settings.
@@ -239,6 +242,7 @@ impl Default for DispatchConfig {
             executor_timeout: Duration::from_secs(3),
             slow_call: Duration::from_millis(500),
             slow_calls_per_minute: 10,
+            record_hold: Duration::from_millis(250),
         }
     }
 }
@@ -490,6 +494,7 @@ pub struct DispatchFile {
     pub concurrency: Option<usize>,
     pub slow_concurrency: Option<usize>,
     pub executor_timeout_ms: Option<u64>,
+    pub record_hold_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -588,6 +593,14 @@ impl ConfigFile {
                 )));
             }
             c.dispatch.executor_timeout = ms(v);
+        }
+        if let Some(v) = d.record_hold_ms {
+            if v > 5_000 {
+                return Err(Error::invalid(format!(
+                    "dispatch.record_hold_ms: {v} is out of range 0-5000"
+                )));
+            }
+            c.dispatch.record_hold = ms(v);
         }
         let r = self.registry;
         if let Some(v) = r.dead_after_ms {
@@ -760,6 +773,18 @@ mod tests {
             ClusterConfig::default().session_bounds(),
             file("").unwrap().cluster.session_bounds()
         );
+    }
+
+    #[test]
+    fn dispatch_record_hold_is_read_and_checked() {
+        assert_eq!(
+            file("").unwrap().dispatch.record_hold,
+            Duration::from_millis(250)
+        );
+        let c = file("[dispatch]\nrecord_hold_ms = 0\n").unwrap();
+        assert_eq!(c.dispatch.record_hold, Duration::ZERO);
+        let err = file("[dispatch]\nrecord_hold_ms = 5001\n").unwrap_err();
+        assert!(err.contains("dispatch.record_hold_ms"), "{err}");
     }
 
     #[test]

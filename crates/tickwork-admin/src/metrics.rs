@@ -294,6 +294,12 @@ pub(crate) async fn render(admin: &Scheduler) -> String {
             get(&s.dispatched),
         ),
         (
+            "tickwork_runs_dispatched_with_result_total",
+            "Of the runs dispatched, those recorded in one write with their result (the \
+             callback came while the ledger held the dispatch record).",
+            get(&s.dispatched_with_result),
+        ),
+        (
             "tickwork_runs_completed_total",
             "Runs that reached their final state through this node.",
             get(&s.completed),

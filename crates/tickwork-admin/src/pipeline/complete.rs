@@ -9,7 +9,10 @@ use std::sync::atomic::Ordering;
 use tickwork_core::TriggerType;
 use tickwork_core::follow_up::{self, EndedRun, JobRules};
 use tickwork_core::schedule::Schedule;
-use tickwork_store::{Ended, FollowUpPlan, Job, JobStatus, Run, RunComplete, RunNew};
+use tickwork_store::{
+    CompleteDispatched, Ended, FollowUpPlan, Job, JobStatus, MarkDispatched, Run, RunComplete,
+    RunNew,
+};
 use tracing::debug;
 
 use super::Scheduler;
@@ -33,12 +36,37 @@ impl Scheduler {
 
     /// Records many results, and what follows them, in one transaction; returns the ids of the
     /// runs that reached their final state now.
+    ///
+    /// The dispatch records still held for these runs go in the same write (see
+    /// `dispatch_records`).
     pub(crate) async fn complete_many(&self, batch: &[RunComplete]) -> Result<Vec<i64>, Error> {
-        let ended = self
+        let records = &self.inner.dispatch_records;
+        let dispatched = MarkDispatched {
+            node_id: self.inner.config.node_id.clone(),
+            runs: records.take_for(batch.iter().map(|c| c.run_id)),
+        };
+        let both = CompleteDispatched {
+            results: batch,
+            dispatched: &dispatched,
+        };
+        let ended = match self
             .inner
             .store
-            .runs_complete(batch, &self.follow_up_planner())
-            .await?;
+            .runs_complete_dispatched(both, &self.follow_up_planner())
+            .await
+        {
+            Ok(ended) => ended,
+            Err(e) => {
+                records.put_back(dispatched.runs, std::time::Instant::now());
+                return Err(e.into());
+            }
+        };
+        let with_result = dispatched.runs.len() as u64;
+        let stats = &self.inner.stats;
+        stats.dispatched.fetch_add(with_result, Ordering::Relaxed);
+        stats
+            .dispatched_with_result
+            .fetch_add(with_result, Ordering::Relaxed);
         let ids = ended.runs.iter().map(|r| r.id).collect();
         self.completed(ended);
         Ok(ids)

@@ -17,43 +17,90 @@ use crate::metrics::DispatchCause;
 /// on SQLite the transaction holds the one write lock.
 const TRIGGER_FAILURES_PER_WRITE: usize = 500;
 
-impl Scheduler {
+/// The ledger writer of a [`Scheduler`].
+pub(super) struct Ledger {
+    pub(super) s: Scheduler,
+}
+
+impl Ledger {
     /// Writes dispatch outcomes in batches: one transaction for many accepted runs. A write
     /// that fails is tried again until the database answers: the executor runs these, and a
     /// run left `planned` would be fired again by whoever adopts it.
-    pub(super) async fn ledger_loop(
-        self,
-        mut outcomes: mpsc::UnboundedReceiver<(Run, DispatchOutcome)>,
-    ) {
+    pub(super) async fn run(self, mut outcomes: mpsc::UnboundedReceiver<(Run, DispatchOutcome)>) {
         // A write waits its turn behind the others (on SQLite 100-200 ms at 10,000 fires a
         // second) whatever its size: batches of 1,000 recorded at most 6,000 runs a second
         // there, and the ledger fell minutes behind.
         const BATCH: usize = 10_000;
         let mut buf = Vec::with_capacity(BATCH);
+        let mut next_due: Option<Instant> = None;
         loop {
-            let n = tokio::select! {
+            let wait = next_due.map(tokio::time::Instant::from_std);
+            let closed = tokio::select! {
                 biased;
-                n = outcomes.recv_many(&mut buf, BATCH) => n,
-                _ = self.inner.ledger_stop.cancelled() => {
+                n = outcomes.recv_many(&mut buf, BATCH) => n == 0,
+                _ = tokio::time::sleep_until(wait.unwrap_or_else(tokio::time::Instant::now)),
+                    if wait.is_some() => false,
+                _ = self.s.inner.ledger_stop.cancelled() => {
                     while let Ok(item) = outcomes.try_recv() {
                         buf.push(item);
                     }
-                    buf.len()
+                    false
                 }
             };
-            if n == 0 {
-                return;
+            if !buf.is_empty() {
+                self.s.inner.metrics.ledger_received(buf.len());
+                self.write_outcomes(&mut buf).await;
             }
-            self.inner.metrics.ledger_received(n);
-            self.write_outcomes(&mut buf).await;
-            if self.inner.ledger_stop.is_cancelled() && outcomes.is_empty() {
+            let stopping = closed || self.s.inner.ledger_stop.is_cancelled();
+            let due = if stopping {
+                next_due = None;
+                self.s.inner.dispatch_records.take_all()
+            } else {
+                let hold = self.s.inner.config.dispatch.record_hold;
+                let (due, next) = self.s.inner.dispatch_records.take_due(Instant::now(), hold);
+                next_due = next;
+                due
+            };
+            self.write_dispatched(due).await;
+            if stopping && outcomes.is_empty() {
                 return;
             }
         }
     }
 
+    /// Records accepted dispatches on their own (no callback came for them in time).
+    async fn write_dispatched(&self, runs: Vec<Dispatched>) {
+        if runs.is_empty() {
+            return;
+        }
+        let n = runs.len() as u64;
+        // Only on runs this node still owns: a node adopted by others while it was paused
+        // does not overwrite what they recorded.
+        let batch = MarkDispatched {
+            node_id: self.s.inner.config.node_id.clone(),
+            runs,
+        };
+        let written = self
+            .persist("recording dispatched runs", || {
+                self.s.inner.store.runs_mark_dispatched(batch.clone())
+            })
+            .await;
+        if written.is_some() {
+            self.s
+                .inner
+                .stats
+                .dispatched
+                .fetch_add(n, Ordering::Relaxed);
+        } else {
+            error!(
+                runs = n,
+                "dispatched runs not recorded; another node may fire them again"
+            );
+        }
+    }
+
     async fn write_outcomes(&self, buf: &mut Vec<(Run, DispatchOutcome)>) {
-        let at = self.inner.clock.now_ms();
+        let at = self.s.inner.clock.now_ms();
         let mut accepted = Vec::with_capacity(buf.len());
         let mut refused = Vec::new();
         for (run, out) in buf.drain(..) {
@@ -69,39 +116,28 @@ impl Scheduler {
                 refused.push((run, out));
             }
         }
-        if !accepted.is_empty() {
-            let n = accepted.len() as u64;
-            // Only on runs this node still owns: a node adopted by others while it was paused
-            // does not overwrite what they recorded.
-            let batch = MarkDispatched {
-                node_id: self.inner.config.node_id.clone(),
-                runs: accepted,
-            };
-            let written = self
-                .persist("recording dispatched runs", || {
-                    self.inner.store.runs_mark_dispatched(batch.clone())
-                })
-                .await;
-            if written.is_some() {
-                self.inner.stats.dispatched.fetch_add(n, Ordering::Relaxed);
+        // Held for their callback (see `dispatch_records`); one without an address, which
+        // the store refuses, is written now so that it fails alone.
+        let (held, now): (Vec<Dispatched>, Vec<Dispatched>) =
+            if self.s.inner.config.dispatch.record_hold.is_zero() {
+                (Vec::new(), accepted)
             } else {
-                error!(
-                    runs = n,
-                    "dispatched runs not recorded; another node may fire them again"
-                );
-            }
-        }
+                accepted.into_iter().partition(|d| !d.address.is_empty())
+            };
+        self.s.inner.dispatch_records.hold(held, Instant::now());
+        self.write_dispatched(now).await;
         let mut failures = Vec::with_capacity(refused.len());
         for (run, out) in refused {
             let cause = DispatchCause::of(&out);
-            self.inner
+            self.s
+                .inner
                 .stats
                 .dispatch_failed
                 .fetch_add(1, Ordering::Relaxed);
             let counter = match cause {
-                DispatchCause::NoExecutor => &self.inner.stats.dispatch_no_executor,
-                DispatchCause::Refused => &self.inner.stats.dispatch_refused,
-                DispatchCause::Transport => &self.inner.stats.dispatch_transport,
+                DispatchCause::NoExecutor => &self.s.inner.stats.dispatch_no_executor,
+                DispatchCause::Refused => &self.s.inner.stats.dispatch_refused,
+                DispatchCause::Transport => &self.s.inner.stats.dispatch_transport,
             };
             counter.fetch_add(1, Ordering::Relaxed);
             warn!(
@@ -113,7 +149,7 @@ impl Scheduler {
             );
             failures.push(TriggerFailed {
                 run_id: run.id,
-                node_id: self.inner.config.node_id.clone(),
+                node_id: self.s.inner.config.node_id.clone(),
                 address: out.address,
                 trigger_code: out.trigger_code,
                 trigger_msg: out.trigger_msg,
@@ -122,28 +158,29 @@ impl Scheduler {
         }
         // An executor outage fails every fire: one transaction per failure fell ever further
         // behind the fires, and a stopping admin could not finish writing them.
-        let planner = self.follow_up_planner();
+        let planner = self.s.follow_up_planner();
         for batch in failures.chunks(TRIGGER_FAILURES_PER_WRITE) {
             let done = self
                 .persist("recording trigger failures", || {
-                    self.inner.store.runs_mark_trigger_failed(batch, &planner)
+                    self.s.inner.store.runs_mark_trigger_failed(batch, &planner)
                 })
                 .await;
             match done {
-                Some(ended) => self.follow(ended),
+                Some(ended) => self.s.follow(ended),
                 // Refused as a whole for one bad failure: each on its own, so that the others
                 // are still recorded (unless the admin is stopping with the database gone).
-                None if batch.len() > 1 && self.inner.write_deadline.get().is_none() => {
+                None if batch.len() > 1 && self.s.inner.write_deadline.get().is_none() => {
                     for failed in batch {
                         let done = self
                             .persist("recording a trigger failure", || {
-                                self.inner
+                                self.s
+                                    .inner
                                     .store
                                     .run_mark_trigger_failed(failed.clone(), &planner)
                             })
                             .await;
                         if let Some(ended) = done {
-                            self.follow(ended);
+                            self.s.follow(ended);
                         }
                     }
                 }
@@ -178,6 +215,7 @@ impl Scheduler {
                     tries += 1;
                     warn!(error = %e, tries, "{what} failed");
                     if self
+                        .s
                         .inner
                         .write_deadline
                         .get()

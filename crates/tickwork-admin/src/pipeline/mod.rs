@@ -18,6 +18,7 @@ pub(crate) mod cluster;
 pub(crate) mod complete;
 mod completion_delivery;
 pub(crate) mod dispatch;
+mod dispatch_records;
 pub(crate) mod executor_api;
 mod fire_check;
 mod job_cache;
@@ -80,6 +81,8 @@ pub struct Stats {
     /// Runs recorded as misfired: at claim, and after adoption or a hold.
     pub runs_misfired: AtomicU64,
     pub dispatched: AtomicU64,
+    /// Of those, the runs whose dispatch record was written with their result, in one update.
+    pub dispatched_with_result: AtomicU64,
     /// Trigger failures, all causes; the `dispatch_*` counters split them.
     pub dispatch_failed: AtomicU64,
     pub dispatch_no_executor: AtomicU64,
@@ -184,6 +187,8 @@ pub(crate) struct Inner {
     fast_lane: mpsc::UnboundedSender<Armed>,
     slow_lane: mpsc::UnboundedSender<Armed>,
     ledger: mpsc::UnboundedSender<(Run, DispatchOutcome)>,
+    /// Accepted runs' dispatch records, held by the ledger for their callback.
+    pub(crate) dispatch_records: dispatch_records::DispatchRecords,
     /// Callback requests for the results writer.
     results: mpsc::UnboundedSender<results::ResultsRequest>,
     /// Ended node runs, to the workflow loop.
@@ -243,11 +248,17 @@ impl Scheduler {
     /// planned before a restart go back into the timer (checked against the database before
     /// they fire, late ones under their misfire policy).
     pub(crate) async fn start(
-        config: Config,
+        mut config: Config,
         store: Arc<dyn Store>,
         metrics: Arc<Metrics>,
         clock: Clock,
     ) -> Result<(Scheduler, Tasks), Error> {
+        // MySQL/MariaDB evaluate a `SET` left to right, so a result and its run's dispatch
+        // record are two statements there anyway: a held record would only make the
+        // callback's transaction longer.
+        if store.backend() == "mysql" {
+            config.dispatch.record_hold = Duration::ZERO;
+        }
         // The executor client's timeouts bound network IO: real time, whatever the clock.
         let client = ExecutorClient::new(&config.access_token, config.dispatch.executor_timeout);
         let stop = CancellationToken::new();
@@ -282,6 +293,7 @@ impl Scheduler {
             fast_lane: fast_tx,
             slow_lane: slow_tx,
             ledger: ledger_tx,
+            dispatch_records: Default::default(),
             results: results_tx,
             workflow_ends: workflow_tx,
             held: Mutex::new(Vec::new()),
@@ -332,7 +344,7 @@ impl Scheduler {
             pipeline.spawn(log_checkpoint::log_checkpoint_loop(s.inner.clone()));
         }
         let mut ledger = JoinSet::new();
-        ledger.spawn(s.clone().ledger_loop(ledger_rx));
+        ledger.spawn(ledger::Ledger { s: s.clone() }.run(ledger_rx));
         let results = results::Results {
             scheduler: s.clone(),
         };
@@ -443,7 +455,7 @@ impl Scheduler {
         Waiting {
             timer: self.inner.fence_timer.len() + self.inner.timer.len(),
             held: self.inner.held.lock().expect("held lock").len(),
-            queued: self.inner.metrics.queued(),
+            queued: self.inner.metrics.queued() + self.inner.dispatch_records.len(),
         }
     }
 

@@ -21,6 +21,7 @@ mod chaos;
 mod clock;
 mod console_labels;
 mod dead_executor;
+mod dispatch_records;
 mod failover;
 mod fire_alerts;
 mod follow_ups;

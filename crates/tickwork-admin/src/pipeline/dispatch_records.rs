@@ -1,0 +1,171 @@
+//! Dispatch records held for their run's callback: the ledger keeps an accepted run's record
+//! for `dispatch.record_hold` (250 ms by default), and a callback that arrives meanwhile takes it, so that the run's dispatch and
+//! result land in one update of its row (each update of a run writes a new row version and an
+//! entry in every index of the runs table). A record nobody took is written on its own.
+//!
+//! Holding a record lengthens the time an accepted run stays `sending` in the database by at
+//! most the hold: a node that dies in that time leaves it to the maybe-sent resolution, as it
+//! does a run whose record had not been written yet.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tickwork_store::Dispatched;
+
+/// Records held at most: past it the oldest are written at once, whatever their age.
+const MAX_HELD: usize = 50_000;
+
+/// The records held, by run, and in the order they came.
+#[derive(Default)]
+pub(crate) struct DispatchRecords {
+    state: Mutex<Held>,
+}
+
+#[derive(Default)]
+struct Held {
+    by_run: HashMap<i64, Dispatched>,
+    /// When each record came, oldest first; a record taken early leaves its entry behind.
+    order: VecDeque<(Instant, i64)>,
+}
+
+impl DispatchRecords {
+    /// Holds `records`, which came at `now`.
+    pub(crate) fn hold(&self, records: Vec<Dispatched>, now: Instant) {
+        let mut held = self.state.lock().expect("dispatch records lock");
+        for d in records {
+            held.order.push_back((now, d.run_id));
+            held.by_run.insert(d.run_id, d);
+        }
+    }
+
+    /// Takes the records of the runs among `run_ids` (a callback's).
+    pub(crate) fn take_for(&self, run_ids: impl Iterator<Item = i64>) -> Vec<Dispatched> {
+        let mut held = self.state.lock().expect("dispatch records lock");
+        if held.by_run.is_empty() {
+            return Vec::new();
+        }
+        run_ids.filter_map(|id| held.by_run.remove(&id)).collect()
+    }
+
+    /// Puts back records taken for a write that failed.
+    pub(crate) fn put_back(&self, records: Vec<Dispatched>, now: Instant) {
+        self.hold(records, now);
+    }
+
+    /// Takes the records held for `hold` or longer, and the oldest beyond [`MAX_HELD`]; with
+    /// them, when the next one is due.
+    pub(crate) fn take_due(
+        &self,
+        now: Instant,
+        hold: Duration,
+    ) -> (Vec<Dispatched>, Option<Instant>) {
+        let mut held = self.state.lock().expect("dispatch records lock");
+        let mut due = Vec::new();
+        while let Some(&(at, run_id)) = held.order.front() {
+            if now.saturating_duration_since(at) < hold && held.by_run.len() <= MAX_HELD {
+                return (due, Some(at + hold));
+            }
+            held.order.pop_front();
+            // Nothing when a callback took the record. A record put back after a failed
+            // write has a second entry: it goes with the first, earlier than it might.
+            if let Some(d) = held.by_run.remove(&run_id) {
+                due.push(d);
+            }
+        }
+        (due, None)
+    }
+
+    /// Takes every record held.
+    pub(crate) fn take_all(&self) -> Vec<Dispatched> {
+        let mut held = self.state.lock().expect("dispatch records lock");
+        held.order.clear();
+        held.by_run.drain().map(|(_, d)| d).collect()
+    }
+
+    /// How many records are held.
+    pub(crate) fn len(&self) -> usize {
+        self.state
+            .lock()
+            .expect("dispatch records lock")
+            .by_run
+            .len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(run_id: i64) -> Dispatched {
+        Dispatched {
+            run_id,
+            address: "http://127.0.0.1:9999".into(),
+            trigger_code: 200,
+            trigger_msg: None,
+            at: 1,
+        }
+    }
+
+    fn ids(records: &[Dispatched]) -> Vec<i64> {
+        let mut ids: Vec<i64> = records.iter().map(|d| d.run_id).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    #[test]
+    fn a_callback_takes_its_records_and_the_rest_fall_due_after_the_hold() {
+        let hold = Duration::from_millis(250);
+        let t0 = Instant::now();
+        let held = DispatchRecords::default();
+        held.hold((1..=3).map(record).collect(), t0);
+        held.hold(vec![record(4)], t0 + Duration::from_millis(100));
+        assert_eq!(held.len(), 4);
+
+        // A callback of runs 2 and 9: only 2 was held.
+        assert_eq!(ids(&held.take_for([2, 9].into_iter())), [2]);
+        assert_eq!(held.take_for([2].into_iter()), []);
+
+        // Before the hold nothing is due; the next is due at the oldest's end of hold.
+        let (due, next) = held.take_due(t0 + Duration::from_millis(249), hold);
+        assert_eq!((ids(&due), next), (vec![], Some(t0 + hold)));
+        let (due, next) = held.take_due(t0 + hold, hold);
+        assert_eq!(
+            (ids(&due), next),
+            (vec![1, 3], Some(t0 + Duration::from_millis(350)))
+        );
+        let (due, next) = held.take_due(t0 + Duration::from_secs(1), hold);
+        assert_eq!((ids(&due), next), (vec![4], None));
+        assert_eq!(held.len(), 0);
+    }
+
+    #[test]
+    fn records_put_back_after_a_failed_write_are_written_later() {
+        let hold = Duration::from_millis(250);
+        let t0 = Instant::now();
+        let held = DispatchRecords::default();
+        held.hold(vec![record(1), record(2)], t0);
+        let taken = held.take_for([1, 2].into_iter());
+        held.put_back(taken, t0 + Duration::from_millis(10));
+        assert_eq!(held.len(), 2);
+        let (due, _) = held.take_due(t0 + hold, hold);
+        assert_eq!(ids(&due), [1, 2]);
+        assert_eq!(held.take_due(t0 + Duration::from_secs(1), hold).0, []);
+    }
+
+    #[test]
+    fn no_hold_makes_every_record_due_at_once_and_the_cap_bounds_what_waits() {
+        let t0 = Instant::now();
+        let held = DispatchRecords::default();
+        held.hold(vec![record(1)], t0);
+        assert_eq!(ids(&held.take_due(t0, Duration::ZERO).0), [1]);
+
+        let many = (0..MAX_HELD as i64 + 3).map(record).collect();
+        held.hold(many, t0);
+        let (due, next) = held.take_due(t0, Duration::from_secs(1));
+        assert_eq!(ids(&due), [0, 1, 2]);
+        assert_eq!(next, Some(t0 + Duration::from_secs(1)));
+        assert_eq!(held.take_all().len(), MAX_HELD);
+        assert_eq!(held.len(), 0);
+    }
+}
