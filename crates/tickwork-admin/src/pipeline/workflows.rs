@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use super::Scheduler;
+use super::clock::Clock;
 use crate::Error;
 
 /// How often every running instance is looked at, whatever ended.
@@ -259,11 +260,14 @@ pub(crate) async fn fire_due(scheduler: &Scheduler) -> Result<usize, Error> {
 pub(crate) async fn step_instance(
     store: &dyn Store,
     node_id: &str,
-    now: i64,
+    clock: &Clock,
     id: i64,
 ) -> Result<Stepped, Error> {
     for _ in 0..STEP_TRIES {
         let read = store.workflow_instance_get(id).await?;
+        // Read after the runs: an instant taken before could precede the end of a parent
+        // another admin wrote meanwhile, and a join would start "before" its parent ended.
+        let now = clock.now_ms();
         let instance = read.instance;
         match instance.state {
             InstanceState::Running => {}
@@ -449,8 +453,8 @@ impl Stepped {
         match queued {
             Ok(q) => {
                 if let Some(oldest) = q.iter().map(|i| i.id).min() {
-                    let now = inner.clock.now_ms();
-                    match step_instance(&*inner.store, &inner.config.node_id, now, oldest).await {
+                    let clock = &inner.clock;
+                    match step_instance(&*inner.store, &inner.config.node_id, clock, oldest).await {
                         Ok(mut s) => s.arm_written(scheduler),
                         Err(e) => {
                             warn!(instance = oldest, error = %e, "a queued instance did not start")
@@ -590,8 +594,8 @@ pub(crate) async fn workflow_loop(
                 let scheduler = &scheduler;
                 async move {
                     let inner = &scheduler.inner;
-                    let now = inner.clock.now_ms();
-                    match step_instance(&*inner.store, &inner.config.node_id, now, id).await {
+                    let clock = &inner.clock;
+                    match step_instance(&*inner.store, &inner.config.node_id, clock, id).await {
                         Ok(stepped) => stepped.settle(scheduler).await,
                         Err(e) => warn!(instance = id, error = %e, "workflow instance not stepped"),
                     }
