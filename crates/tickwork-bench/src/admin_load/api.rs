@@ -118,6 +118,25 @@ impl Api {
 
     /// The sums over every admin of the Prometheus counters `names` (their `/metrics` lines
     /// `name value`), each admin's read once, or why they could not be read.
+    /// Counts over the whole run, summed over the admins: runs adopted from a node thought
+    /// dead, runs held by a closed fence, and the share of dispatched runs whose dispatch
+    /// record was written with their result in one update.
+    pub(super) async fn run_counts(&self) -> RunCounts {
+        let names = [
+            "tickwork_runs_adopted_total",
+            "tickwork_runs_held_total",
+            "tickwork_runs_dispatched_total",
+            "tickwork_runs_dispatched_with_result_total",
+        ];
+        match self.counter_sums(names).await {
+            Ok(sums) => RunCounts(Some(sums)),
+            Err(e) => {
+                println!("metrics: run counts not read: {e:#}");
+                RunCounts(None)
+            }
+        }
+    }
+
     pub(super) async fn counter_sums<const N: usize>(
         &self,
         names: [&str; N],
@@ -200,4 +219,20 @@ pub(super) fn id_of(v: &Value) -> anyhow::Result<i64> {
     v.get("id")
         .and_then(Value::as_i64)
         .with_context(|| format!("no id in {v}"))
+}
+
+/// What [`Api::run_counts`] read, as the end of a RESULT line (`none` when not read).
+pub(super) struct RunCounts(Option<[u64; 4]>);
+
+impl std::fmt::Display for RunCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Some([adopted, held, dispatched, with_result]) = self.0 else {
+            return write!(f, "adopted=none held=none one_write_pct=none");
+        };
+        let pct = match dispatched {
+            0 => "none".to_owned(),
+            n => format!("{:.1}", with_result as f64 * 100.0 / n as f64),
+        };
+        write!(f, "adopted={adopted} held={held} one_write_pct={pct}")
+    }
 }

@@ -713,7 +713,7 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
     let probes = health.finish();
     // Before any admin stops (a clean stop hands its runs over): runs adopted from a node
     // thought dead, and runs held by a closed fence, over the whole run.
-    let [adopted, held] = cluster_counts(&api).await;
+    let counts = api.run_counts().await;
     // Its idle keep-alive connections would only slow the admins' graceful shutdown.
     drop(api);
     for a in admins {
@@ -795,7 +795,7 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
              healthz_p99_ms={healthz_p99} healthz_max_ms={healthz_max} \
              healthz_slow={} healthz_failed={} admin_cpu_s_per_1k_fires={cpu_per_1k} \
              api_stop_1k_s={} api_start_1k_s={} api_one_job_p50_ms={} \
-             api_one_job_max_ms={} stop_all_s={stop_all_s} adopted={adopted} held={held}",
+             api_one_job_max_ms={} stop_all_s={stop_all_s} {counts}",
             db.kind.as_str(),
             plan.args.executor.as_str(),
             plan.jobs,
@@ -817,7 +817,7 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
          p50_ms={p50} p99_ms={p99} max_ms={max} missed={} duplicated={} admin_rss_mb={:.1} \
          admin_cpu_s_per_1k_fires={cpu_per_1k} callbacks_written={callbacks_written} \
          create_jobs_per_s={create_jobs_per_s} bulk_import_10k_s={bulk_import_10k_s} \
-         healthz_p99_ms={healthz_p99} healthz_max_ms={healthz_max} adopted={adopted} held={held}",
+         healthz_p99_ms={healthz_p99} healthz_max_ms={healthz_max} {counts}",
         plan.load.name(),
         db.kind.as_str(),
         plan.args.executor.as_str(),
@@ -845,19 +845,6 @@ async fn start_one_by_one(api: &api::Api, ids: &[i64], concurrency: usize) {
             SETUP_MAX.as_secs(),
             first.unwrap_or_default()
         );
-    }
-}
-
-/// Runs adopted and runs held, summed over the admins (`tickwork_runs_adopted_total`,
-/// `tickwork_runs_held_total`); `none` when they were not read.
-async fn cluster_counts(api: &api::Api) -> [String; 2] {
-    let names = ["tickwork_runs_adopted_total", "tickwork_runs_held_total"];
-    match api.counter_sums(names).await {
-        Ok(sums) => sums.map(|n| n.to_string()),
-        Err(e) => {
-            println!("metrics: runs adopted and held not read: {e:#}");
-            ["none".to_owned(), "none".to_owned()]
-        }
     }
 }
 
