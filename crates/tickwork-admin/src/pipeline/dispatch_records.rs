@@ -1,7 +1,8 @@
 //! Dispatch records held for their run's callback: the ledger keeps an accepted run's record
-//! for `dispatch.record_hold` (250 ms by default), and a callback that arrives meanwhile takes it, so that the run's dispatch and
-//! result land in one update of its row (each update of a run writes a new row version and an
-//! entry in every index of the runs table). A record nobody took is written on its own.
+//! for `dispatch.record_hold` (250 ms by default), and a callback that arrives meanwhile takes
+//! it, so that the run's dispatch and result land in one update of its row (each update of a
+//! run writes a new row version and an entry in every index of the runs table). A record
+//! nobody took is written on its own.
 //!
 //! Holding a record lengthens the time an accepted run stays `sending` in the database by at
 //! most the hold: a node that dies in that time leaves it to the maybe-sent resolution, as it
