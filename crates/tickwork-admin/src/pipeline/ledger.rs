@@ -116,8 +116,9 @@ impl Ledger {
                 refused.push((run, out));
             }
         }
-        // Held for their callback (see `dispatch_records`); one without an address, which
-        // the store refuses, is written now so that it fails alone.
+        // Held for their callback (see `dispatch_records`), unless there is no hold; one
+        // without an address, which the store refuses, is written now so that it fails
+        // without the held ones.
         let (held, now): (Vec<Dispatched>, Vec<Dispatched>) =
             if self.s.inner.config.dispatch.record_hold.is_zero() {
                 (Vec::new(), accepted)

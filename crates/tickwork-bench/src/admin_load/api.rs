@@ -116,8 +116,6 @@ impl Api {
         tally(&results)
     }
 
-    /// The sums over every admin of the Prometheus counters `names` (their `/metrics` lines
-    /// `name value`), each admin's read once, or why they could not be read.
     /// Counts over the whole run, summed over the admins: runs adopted from a node thought
     /// dead, runs held by a closed fence, and the share of dispatched runs whose dispatch
     /// record was written with their result in one update.
@@ -137,6 +135,8 @@ impl Api {
         }
     }
 
+    /// The sums over every admin of the Prometheus counters `names` (their `/metrics` lines
+    /// `name value`), each admin's read once, or why they could not be read.
     pub(super) async fn counter_sums<const N: usize>(
         &self,
         names: [&str; N],
