@@ -297,6 +297,37 @@ admin_password = "{ADMIN_PASSWORD}"
         self.wait_css(css).await.click().await.expect("click");
     }
 
+    /// Clicks a button that submits a form and waits until the browser has left the page (its
+    /// root element went stale). A banner or element read next is the answer's, never one the
+    /// old page still showed.
+    pub async fn submit(&self, css: &str) {
+        let old = self.root().await;
+        self.click(css).await;
+        self.left(&old, css).await;
+    }
+
+    /// [`Console::submit`] for a button that asks "are you sure?": accepts, then waits for the
+    /// answer's page.
+    pub async fn submit_confirmed(&self, css: &str) {
+        let old = self.root().await;
+        self.click_confirmed(css).await;
+        self.left(&old, css).await;
+    }
+
+    async fn root(&self) -> WebElement {
+        self.driver
+            .find(By::Tag("html"))
+            .await
+            .expect("the page's root element")
+    }
+
+    async fn left(&self, old: &WebElement, css: &str) {
+        self.wait_until(&format!("a new page after {css}"), || async {
+            matches!(old.is_present().await, Ok(false))
+        })
+        .await;
+    }
+
     /// Clicks a button that asks "are you sure?" and accepts.
     pub async fn click_confirmed(&self, css: &str) {
         self.click(css).await;

@@ -45,7 +45,7 @@ async fn create_group(c: &mut Console) {
     c.open("/groups").await;
     c.fill("#f-app_name", APP).await;
     c.fill("#f-title", "Console test").await;
-    c.click("#create-group").await;
+    c.submit("#create-group").await;
     c.wait_css("#flash-ok").await;
     c.wait_until("the executor to show up on the groups page", || async {
         c.open("/groups").await;
@@ -187,7 +187,7 @@ async fn admin_runs_the_console() {
         c.driver.refresh().await.is_ok() && c.exists("#kill-run").await
     })
     .await;
-    c.click_confirmed("#kill-run").await;
+    c.submit_confirmed("#kill-run").await;
     c.wait_css("#flash-ok").await;
     c.wait_until("the run to be killed", || async {
         attr(&c, "#run-state", "data-state").await == "killed"
@@ -250,11 +250,11 @@ async fn admin_runs_the_console() {
     c.open(&format!("/jobs/{long_id}/script")).await;
     type_script(&c, "echo version two").await;
     c.fill("#script-comment", "second version").await;
-    c.click("#save-script").await;
+    c.submit("#save-script").await;
     c.wait_css("#flash-ok").await;
     assert_eq!(editor_text(&c).await, "echo version two");
     c.shot("script-saved").await;
-    c.click("#restore-1").await;
+    c.submit("#restore-1").await;
     c.wait_css("#flash-ok").await;
     c.wait_until("the first version back in the editor", || async {
         editor_text(&c).await.contains("long run started")
@@ -270,7 +270,7 @@ async fn admin_runs_the_console() {
     c.fill("#f-username", "viewer1").await;
     c.fill("#f-password", "viewer-password-1").await;
     c.select("#f-role", "viewer").await;
-    c.click("#create-user").await;
+    c.submit("#create-user").await;
     c.wait_css("#flash-ok").await;
     c.shot("users").await;
     for (path, name) in [("/tokens", "tokens"), ("/audit", "audit")] {
@@ -387,7 +387,7 @@ async fn admin_creates_an_alarm_channel() {
     c.fill("#f-url", "https://hooks.example.invalid/tw/abc?token=xyz")
         .await;
     c.fill("#f-secret", "hook-secret").await;
-    c.click("#create-channel").await;
+    c.submit("#create-channel").await;
     c.wait_css("#flash-ok").await;
     let table = c.text("#channels-table").await;
     assert!(table.contains("ops-hook"), "listed: {table}");
@@ -489,7 +489,7 @@ async fn people_change_passwords_and_manage_their_tokens() {
     c.fill("#f-username", "vera").await;
     c.fill("#f-password", "vera-first-password").await;
     c.select("#f-role", "viewer").await;
-    c.click("#create-user").await;
+    c.submit("#create-user").await;
     c.wait_css("#flash-ok").await;
     c.shot("users").await;
     c.click("a[id^='reset-password-']").await;
@@ -500,7 +500,7 @@ async fn people_change_passwords_and_manage_their_tokens() {
     c.shot("reset-password-mismatch").await;
     c.fill("#f-password", "vera-second-password").await;
     c.fill("#f-password2", "vera-second-password").await;
-    c.click("#save-password").await;
+    c.submit("#save-password").await;
     c.wait_css("#flash-ok").await;
     assert!(c.text("#flash-ok").await.contains("Password set"));
     switch_to(&c, "任务管理").await;
@@ -545,7 +545,7 @@ async fn people_change_passwords_and_manage_their_tokens() {
     // The admin deletes her.
     c.login("admin", ADMIN_PASSWORD).await;
     c.open("/users").await;
-    c.click_confirmed("button[id^='delete-user-']").await;
+    c.submit_confirmed("button[id^='delete-user-']").await;
     c.wait_css("#flash-ok").await;
     assert!(!c.text("#users-table").await.contains("vera"));
     c.shot("user-deleted").await;
@@ -818,7 +818,7 @@ async fn codes_periods_and_group_ticks_read_in_english_and_chinese() {
     assert!(c.text("#f-group_ids").await.contains("Monthly reports"));
     scroll_to(&c, "#user-form").await;
     c.shot("user-form-ticks").await;
-    c.click("#create-user").await;
+    c.submit("#create-user").await;
     c.wait_css("#flash-ok").await;
     let olga = c
         .admin
@@ -1070,7 +1070,7 @@ async fn the_script_editor_indents_highlights_and_compares_versions() {
     }
     c.fill("#script-comment", "indented").await;
     c.shot("script-editor-typed").await;
-    c.click("#save-script").await;
+    c.submit("#save-script").await;
     c.wait_css("#flash-ok").await;
     assert_eq!(editor_text(&c).await, text);
     let saved = c.admin.jobs().get(job).await.expect("job");
@@ -1113,7 +1113,7 @@ async fn the_script_editor_indents_highlights_and_compares_versions() {
         "print('version one')\nprint('again')",
     )
     .await;
-    c.click("#save-script").await;
+    c.submit("#save-script").await;
     c.wait_css("#flash-ok").await;
     assert!(c.text("#versions").await.contains("from version 1"));
     let versions = c.admin.scripts().versions(job).await.expect("versions");
@@ -1396,7 +1396,7 @@ async fn a_workflow_is_written_run_and_drawn_node_by_node() {
 
     let dag = "[[nodes]]\nkey = \"load\"\njob = \"wf-load\"\n[[nodes]]\nkey = \"report\"\njob = \"wf-report\"\nparams = \"day=${ctx.params}\"\n[[nodes]]\nkey = \"broken\"\njob = \"wf-broken\"\n[[edges]]\nfrom = \"load\"\nto = \"report\"\n[[edges]]\nfrom = \"load\"\nto = \"broken\"\n";
     c.fill("#f-dag", dag).await;
-    c.click("#create-workflow").await;
+    c.submit("#create-workflow").await;
     c.wait_css("#flash-ok").await;
     c.wait_css("#dag #node-report").await;
     c.shot("workflow").await;
@@ -1432,7 +1432,7 @@ async fn a_workflow_is_written_run_and_drawn_node_by_node() {
     c.shot("workflow-instance").await;
 
     // Mark the failed node succeeded: the instance stays ended, the node shows it.
-    c.click("#mark-broken").await;
+    c.submit("#mark-broken").await;
     c.wait_css("#flash-ok").await;
     assert_eq!(attr(&c, "#node-broken", "data-state").await, "SUCCEEDED");
     assert_eq!(attr(&c, "#instance-state", "data-state").await, "FAILED");
