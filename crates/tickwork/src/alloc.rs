@@ -8,6 +8,10 @@
 //! Huge pages are off at build time (the crate's `no_thp` feature); the purge delay is set to 0
 //! here unless `MIMALLOC_PURGE_DELAY` says otherwise. The CPU per fire did not change
 //! measurably.
+//!
+//! The crate's `override` feature makes mimalloc the process's `malloc` as well, so SQLite's
+//! allocations (compiled in C) leave glibc's arenas too: they were an eighth of the admin's CPU
+//! at 10,000 fires a second on SQLite, with their frees on other threads than their mallocs.
 
 use std::ffi::{c_int, c_long};
 
