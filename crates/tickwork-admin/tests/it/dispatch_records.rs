@@ -72,12 +72,7 @@ async fn counters(api: &Api) -> (u64, u64) {
     let (status, text) = api.get("/metrics").await;
     assert_eq!(status, 200, "{text}");
     let read = |name: &str| -> u64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-            .unwrap_or_else(|| panic!("{name} missing from:\n{text}"))
-            .trim()
-            .parse()
-            .expect("a count")
+        support::counter(&text, name).unwrap_or_else(|| panic!("{name} missing from:\n{text}"))
     };
     (
         read("tickwork_runs_dispatched_total"),

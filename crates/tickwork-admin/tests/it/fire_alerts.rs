@@ -63,9 +63,7 @@ async fn first_fire_event(rx: &Receiver, kind: &str) -> Value {
 /// A counter of the admin's `/metrics`.
 async fn metric(api: &Api, name: &str) -> u64 {
     let (_, text) = api.get("/metrics").await;
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("{name} missing in /metrics"))
+    support::counter(&text, name).unwrap_or_else(|| panic!("{name} missing in /metrics"))
 }
 
 /// Every alert written so far, newest first.

@@ -35,10 +35,7 @@ async fn metric_sum(apis: &[Api], name: &str) -> u64 {
     let mut sum = 0;
     for api in apis {
         let (_, text) = api.get("/metrics").await;
-        sum += text
-            .lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<u64>().ok())
-            .unwrap_or(0);
+        sum += support::counter(&text, name).unwrap_or(0);
     }
     sum
 }

@@ -539,6 +539,13 @@ impl InProcessAdmin {
 
 // ---- the JSON API ----
 
+/// The counter `name` in a `/metrics` text (its line `name value`), if it is there.
+pub(crate) fn counter(metrics: &str, name: &str) -> Option<u64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
 /// A client of one admin's JSON API and health endpoints.
 #[derive(Clone)]
 pub(crate) struct Api {
