@@ -141,6 +141,9 @@ pub struct AlarmConfig {
     pub backoff_max: Duration,
     /// The longest one send may take (SMTP conversation or HTTP request).
     pub send_timeout: Duration,
+    /// A job's alarms on a channel are at least this far apart: the runs that fail in between
+    /// join the next one, which counts them. Zero sends one alarm per failed run at once.
+    pub group_window: Duration,
 }
 
 impl Default for AlarmConfig {
@@ -151,6 +154,7 @@ impl Default for AlarmConfig {
             backoff: Duration::from_secs(10),
             backoff_max: Duration::from_secs(600),
             send_timeout: Duration::from_secs(10),
+            group_window: Duration::from_secs(60),
         }
     }
 }
@@ -390,6 +394,12 @@ impl Config {
                 ms(a.send_timeout)
             )));
         }
+        if a.group_window > Duration::from_secs(86_400) {
+            return Err(Error::invalid(format!(
+                "alarm.group_window_ms ({}) is out of range 0-86400000",
+                ms(a.group_window)
+            )));
+        }
         self.http
             .check("http.header_read_timeout_ms", "http.max_connections")
             .map_err(Error::invalid)?;
@@ -536,6 +546,7 @@ pub struct AlarmFile {
     pub backoff_ms: Option<u64>,
     pub backoff_max_ms: Option<u64>,
     pub send_timeout_ms: Option<u64>,
+    pub group_window_ms: Option<u64>,
 }
 
 impl ConfigFile {
@@ -637,6 +648,7 @@ impl ConfigFile {
         set(&mut c.alarm.backoff, a.backoff_ms);
         set(&mut c.alarm.backoff_max, a.backoff_max_ms);
         set(&mut c.alarm.send_timeout, a.send_timeout_ms);
+        set(&mut c.alarm.group_window, a.group_window_ms);
         if let Some(v) = a.max_attempts {
             c.alarm.max_attempts = v;
         }
@@ -714,9 +726,14 @@ mod tests {
     fn alarm_keys_are_read_and_checked() {
         let c = file(
             "[alarm]\npoll_interval_ms = 200\nmax_attempts = 3\nbackoff_ms = 50\n\
-             backoff_max_ms = 400\nsend_timeout_ms = 2000\n",
+             backoff_max_ms = 400\nsend_timeout_ms = 2000\ngroup_window_ms = 0\n",
         )
         .unwrap();
+        assert_eq!(c.alarm.group_window, Duration::ZERO);
+        assert_eq!(
+            file("").unwrap().alarm.group_window,
+            Duration::from_secs(60)
+        );
         assert_eq!(c.alarm.poll_interval, Duration::from_millis(200));
         assert_eq!(c.alarm.max_attempts, 3);
         assert_eq!(c.alarm.backoff, Duration::from_millis(50));
@@ -731,6 +748,11 @@ mod tests {
             ),
             ("[alarm]\nsend_timeout_ms = 1\n", "alarm.send_timeout_ms"),
             ("[alarm]\npoll_interval_ms = 1\n", "alarm.poll_interval_ms"),
+            (
+                "[alarm]\ngroup_window_ms = 86400001\n",
+                "alarm.group_window_ms (86400001) is out of range",
+            ),
+            ("[alarm]\ngroup_window_ms = -1\n", "group_window_ms"),
             ("[alarm]\nretries = 1\n", "retries"),
         ] {
             let err = file(text).unwrap_err();

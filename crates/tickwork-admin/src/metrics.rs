@@ -375,6 +375,12 @@ pub(crate) async fn render(admin: &Scheduler) -> String {
             get(&s.alarms_queued),
         ),
         (
+            "tickwork_alarm_runs_grouped_total",
+            "Failed runs carried by an alarm of their job not yet sent (alarm.group_window_ms) \
+             instead of alarms of their own.",
+            get(&s.alarm_runs_grouped),
+        ),
+        (
             "tickwork_heartbeats_total",
             "Heartbeats written.",
             get(&s.heartbeats),

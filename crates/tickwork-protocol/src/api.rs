@@ -771,6 +771,16 @@ pub struct AlarmDeliveryView {
     pub id: i64,
     /// The failed run; for a ledger alert, the run of its first fire.
     pub run_id: i64,
+    /// The run's job.
+    pub job_id: i64,
+    /// Runs of the job that failed after `run_id` and joined this alarm instead of sending
+    /// their own (`alarm.group_window_ms`), and the last of them.
+    #[serde(default)]
+    pub grouped_runs: i32,
+    #[serde(default)]
+    pub last_run_id: Option<i64>,
+    /// When it was first due; the job's next alarm on the channel waits a window from here.
+    pub due_at: i64,
     /// The ledger's alert (missed, late or doubled fires) this delivery sends; `None` for a
     /// failed run.
     #[serde(default)]
@@ -799,6 +809,8 @@ pub struct AlarmDeliveryView {
 pub struct AlarmDeliveryQuery {
     #[serde(default)]
     pub run_id: Option<i64>,
+    #[serde(default)]
+    pub job_id: Option<i64>,
     #[serde(default)]
     pub state: Option<String>,
     #[serde(default)]

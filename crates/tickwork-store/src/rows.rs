@@ -271,7 +271,7 @@ impl TryFrom<AlarmChannelRow> for AlarmChannel {
 
 pub(crate) const DELIVERY_COLUMNS: &str = "id, run_id, channel_id, channel_name, kind, state, \
      attempts, next_attempt_at, last_error, claimed_by, claimed_until, sent_at, created_at, \
-     updated_at, alert_id";
+     updated_at, alert_id, job_id, due_at, grouped_runs, last_run_id";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct DeliveryRow {
@@ -290,6 +290,10 @@ pub(crate) struct DeliveryRow {
     created_at: i64,
     updated_at: i64,
     alert_id: i64,
+    job_id: i64,
+    due_at: i64,
+    grouped_runs: i32,
+    last_run_id: Option<i64>,
 }
 
 impl TryFrom<DeliveryRow> for AlarmDelivery {
@@ -299,12 +303,16 @@ impl TryFrom<DeliveryRow> for AlarmDelivery {
         Ok(AlarmDelivery {
             id: r.id,
             run_id: r.run_id,
+            job_id: r.job_id,
             channel_id: r.channel_id,
             channel_name: r.channel_name,
             kind: parse("kind", &r.kind)?,
             state: parse("state", &r.state)?,
             attempts: r.attempts,
             next_attempt_at: r.next_attempt_at,
+            due_at: r.due_at,
+            grouped_runs: r.grouped_runs,
+            last_run_id: r.last_run_id,
             last_error: r.last_error,
             claimed_by: r.claimed_by,
             claimed_until: r.claimed_until,

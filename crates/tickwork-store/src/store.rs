@@ -447,12 +447,17 @@ pub trait AlarmStore: Send + Sync {
     /// Every channel, by id.
     async fn alarm_channels_list(&self) -> Result<Vec<AlarmChannel>, Error>;
 
-    /// In one transaction: writes one pending delivery per (run, channel), due at once, and
-    /// moves each run from [`AlarmStatus::Queued`] to [`AlarmStatus::Delivering`] (or
-    /// [`AlarmStatus::NotNeeded`] when it has no channel). A (run, channel) pair that already
-    /// has a delivery is skipped, whoever queues it again; so are unknown channel ids.
-    /// Returns how many deliveries were written.
-    async fn alarm_deliveries_queue(&self, queue: AlarmDeliveriesQueue) -> Result<u64, Error>;
+    /// In one transaction, for each run still [`AlarmStatus::Queued`] and each of its
+    /// channels: joins the job's open delivery on the channel (which counts the run) or writes
+    /// a pending delivery of its own, due as [`tickwork_core::alarm::group`] decides. The run
+    /// then moves to [`AlarmStatus::Delivering`] when it has a delivery of its own,
+    /// [`AlarmStatus::Grouped`] when it only joined, [`AlarmStatus::NotNeeded`] when it has
+    /// no channel. A (run, channel) pair that already has a delivery is skipped, whoever
+    /// queues it again; so are unknown channel ids and runs no longer queued.
+    async fn alarm_deliveries_queue(
+        &self,
+        queue: AlarmDeliveriesQueue,
+    ) -> Result<AlarmDeliveriesQueued, Error>;
 
     /// Claims due pending deliveries (see [`DeliveryClaim`]): rows are locked with
     /// `SKIP LOCKED` and marked as the node's until the hold ends, so two claimers never get

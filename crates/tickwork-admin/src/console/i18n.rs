@@ -246,6 +246,10 @@ static EN: &[(&str, &str)] = &[
         "group_token_once",
         "New executor access token of this group. Configure its executors with it now (access_token); it is not shown again, and the previous token no longer works.",
     ),
+    (
+        "grouped_runs_hint",
+        "later failed runs of the job this alarm carries",
+    ),
     ("groups", "Executor groups"),
     ("handle_msg", "Result"),
     ("handler", "Handler"),
@@ -640,6 +644,7 @@ static ZH: &[(&str, &str)] = &[
         "group_token_once",
         "此执行器的新访问令牌。请立即用它配置其执行器（access_token）；之后不会再显示，旧令牌已失效。",
     ),
+    ("grouped_runs_hint", "此告警合并的该任务后续失败运行数"),
     ("groups", "执行器管理"),
     ("handle_msg", "执行结果"),
     ("handler", "JobHandler"),

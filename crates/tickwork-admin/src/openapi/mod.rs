@@ -569,10 +569,12 @@ const OPS: &[Op] = &[
     Op {
         method: "get",
         path: "/alarm-deliveries",
-        summary: "Alarm deliveries, one per failed run and channel, with their attempts and errors",
+        summary: "Alarm deliveries, one per failed run (or group of a job's failed runs) and \
+                  channel, with their attempts and errors",
         roles: READ,
         query: &[
             ("run_id", "integer", "only this run's deliveries"),
+            ("job_id", "integer", "only this job's deliveries"),
             ("state", "string", "pending, sent or failed"),
             ("page", "integer", "page number, from 1"),
             ("limit", "integer", "items per page, 1-1000 (default 50)"),

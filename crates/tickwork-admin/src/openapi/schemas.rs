@@ -600,15 +600,17 @@ pub(super) fn alarm_schemas() -> Value {
             ("ok", t("boolean")), ("error", nullable("string")), ("elapsed_ms", t("integer")),
         ], &["ok", "elapsed_ms"], false),
         "AlarmDelivery": object(&[
-            ("id", t("integer")), ("run_id", t("integer")),
+            ("id", t("integer")), ("run_id", t("integer")), ("job_id", t("integer")),
+            ("grouped_runs", t("integer")), ("last_run_id", nullable("integer")),
+            ("due_at", t("integer")),
             ("fire_alert_id", nullable("integer")), ("channel_id", t("integer")),
             ("channel_name", t("string")), ("kind", t("string")),
             ("state", delivery_state),
             ("attempts", t("integer")), ("next_attempt_at", nullable("integer")),
             ("last_error", nullable("string")), ("sent_at", nullable("integer")),
             ("created_at", t("integer")), ("updated_at", t("integer")),
-        ], &["id", "run_id", "channel_id", "channel_name", "kind", "state", "attempts",
-             "created_at", "updated_at"], false),
+        ], &["id", "run_id", "job_id", "grouped_runs", "due_at", "channel_id", "channel_name",
+             "kind", "state", "attempts", "created_at", "updated_at"], false),
         "AlarmDeliveryPage": page_of("AlarmDelivery"),
     })
 }

@@ -2,7 +2,8 @@
 //! service's `alarms`).
 //!
 //! Runs queued for an alarm become one delivery row per channel of their job (written once:
-//! a unique key on (run, channel)). The delivery loop claims due rows in the database, sends
+//! a unique key on (run, channel)), or join their job's delivery on the channel not yet sent,
+//! so a job's alarms on a channel are `alarm.group_window` apart. The delivery loop claims due rows in the database, sends
 //! each with a timeout, and records the outcome: sent, tried again after a backoff, or failed
 //! with its last error once the attempts are used up. A node sends only rows it claimed, so
 //! two admins never send the same attempt. A send that succeeded but could not be recorded
@@ -118,17 +119,22 @@ impl Maintenance {
                     channel_ids,
                 });
             }
-            let n = store
+            let queued = store
                 .alarm_deliveries_queue(AlarmDeliveriesQueue {
                     runs: queue,
                     now: self.inner.clock.now_ms(),
+                    group_window_ms: self.inner.config.alarm.group_window.as_millis() as i64,
                 })
                 .await?;
+            let n = queued.deliveries;
             total += n;
-            self.inner
-                .stats
+            let stats = &self.inner.stats;
+            stats
                 .alarm_deliveries_queued
                 .fetch_add(n, Ordering::Relaxed);
+            stats
+                .alarm_runs_grouped
+                .fetch_add(queued.joined, Ordering::Relaxed);
             if n > 0 {
                 self.inner.alarm_wake.notify_one();
             }
@@ -220,6 +226,8 @@ impl Maintenance {
                 delivery_id: Some(d.id),
                 test: false,
                 fire_alert: Some(alert),
+                grouped_runs: 0,
+                last_run_id: None,
             });
         }
         let run = store
@@ -245,6 +253,8 @@ impl Maintenance {
             delivery_id: Some(d.id),
             test: false,
             fire_alert: None,
+            grouped_runs: d.grouped_runs,
+            last_run_id: d.last_run_id,
         })
     }
 

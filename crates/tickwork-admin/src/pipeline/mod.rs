@@ -121,6 +121,8 @@ pub struct Stats {
     pub alarms_queued: AtomicU64,
     /// Alarm deliveries written (one per run and channel).
     pub alarm_deliveries_queued: AtomicU64,
+    /// Failed runs carried by their job's pending alarms instead of alarms of their own.
+    pub alarm_runs_grouped: AtomicU64,
     /// Rounds of the alarm delivery loop run on this node (as lease holder).
     pub alarm_rounds: AtomicU64,
     /// Alarm deliveries sent.

@@ -76,6 +76,10 @@ fn delivery_view(d: AlarmDelivery) -> AlarmDeliveryView {
     AlarmDeliveryView {
         id: d.id,
         run_id: d.run_id,
+        job_id: d.job_id,
+        grouped_runs: d.grouped_runs,
+        last_run_id: d.last_run_id,
+        due_at: d.due_at,
         fire_alert_id: d.alert_id,
         channel_id: d.channel_id,
         channel_name: d.channel_name,
@@ -212,6 +216,8 @@ impl Alarms<'_> {
             delivery_id: None,
             test: true,
             fire_alert: None,
+            grouped_runs: 0,
+            last_run_id: None,
         };
         let started = Instant::now();
         let result = self
@@ -272,6 +278,7 @@ impl Alarms<'_> {
             .store
             .alarm_deliveries_list(DeliveryFilter {
                 run_id: q.run_id,
+                job_id: q.job_id,
                 state,
                 page: PageReq { offset, limit },
             })

@@ -33,6 +33,8 @@ max_attempts = 3
 backoff_ms = 50
 backoff_max_ms = 200
 send_timeout_ms = 5000
+# One alarm per failed run: these tests count them per run.
+group_window_ms = 0
 "#;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -161,8 +163,8 @@ async fn settled(store: &dyn Store, run_id: i64, n: usize) -> Vec<tickwork_store
         let page = store
             .alarm_deliveries_list(DeliveryFilter {
                 run_id: Some(run_id),
-                state: None,
                 page: PageReq::first(100),
+                ..DeliveryFilter::default()
             })
             .await
             .map_err(|e| e.to_string())?;
@@ -384,6 +386,16 @@ async fn failed_sends_are_retried_then_visible() {
     assert_eq!(status, 400);
     let (status, _) = s.api.call("GET", "alarm-deliveries?page=0", None).await;
     assert_eq!(status, 400);
+    let (status, body) = s.api.call("GET", "alarm-deliveries?job_id=x", None).await;
+    assert_eq!(status, 400, "{body}");
+    let job = s.admin.store.run_get(run).await.unwrap().job_id;
+    let of_job = s.deliveries(&format!("job_id={job}")).await;
+    assert!(!of_job.is_empty() && of_job.iter().all(|d| d["job_id"] == job));
+    assert!(
+        s.deliveries(&format!("job_id={}", job + 1000))
+            .await
+            .is_empty()
+    );
     s.finish().await;
 }
 

@@ -4,6 +4,7 @@
 
 use crate::support;
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::json;
@@ -11,9 +12,10 @@ use support::{Api, Backend, CountingExecutor, InProcessAdmin, TestDb, runs_of};
 use tickwork_admin::FENCE_LEAD_MS;
 use tickwork_admin::clock::ManualClock;
 use tickwork_core::TriggerType;
+use tickwork_core::alarm::AlarmStatus;
 use tickwork_core::run::RunState;
 use tickwork_store::Run;
-use tickwork_testkit::{wait_until, wait_until_sync};
+use tickwork_testkit::{Receiver, wait_until, wait_until_sync};
 
 /// 2030-01-01T00:00:00Z, the manual clock's start: far from the wall clock, so that a read of
 /// the wall clock where the clock belongs shows.
@@ -336,4 +338,137 @@ async fn admin_restarted_after_a_clean_stop_fires_its_claimed_runs_at_once() {
     admin.shutdown().await;
     store.close().await;
     db.drop_database().await;
+}
+
+/// An executor outage used to send one alarm per failed run: 364,929 of them in one
+/// benchmark. A job's alarms on a channel are now `alarm.group_window_ms` (60 s by default)
+/// apart, and the one after the first counts the runs that failed in between.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_failing_again_and_again_alarms_once_a_window_counting_the_runs_between() {
+    let Some(s) = Setup::start("flaky").await else {
+        return;
+    };
+    let store = s.admin.store.clone();
+    let receiver = Receiver::start().await;
+    s.api
+        .post(
+            "alarm-channels",
+            json!({"name": "hook", "kind": "webhook",
+                   "config": {"url": receiver.url("/hook"), "secret": "s"}}),
+        )
+        .await;
+    let job = s
+        .job(json!({"key": "flaky", "handler": "fail", "alarm_channels": "hook"}))
+        .await;
+    let fail = || async {
+        let run = s.api.post(&format!("jobs/{job}/trigger"), json!({})).await;
+        let ended = s.ended(run["id"].as_i64().expect("run id")).await;
+        assert_eq!(ended.state, RunState::Failed, "{ended:?}");
+        ended.id
+    };
+    // The lease that runs the monitors is taken with the first heartbeat, half an hour on.
+    let mut now = T0 + 30 * MINUTE;
+    s.move_to(now).await;
+    let scheduler = &s.admin.admin.scheduler;
+    wait_until_sync("the maintenance lease", WAIT, || {
+        scheduler.is_lease_holder().then_some(())
+    })
+    .await;
+    // The alarm monitor queues runs on the admin's clock: each move lets it look again.
+    let mut look = || {
+        now += 1_000;
+        s.move_to(now)
+    };
+    let statuses = |runs: Vec<i64>| {
+        let store = store.clone();
+        async move {
+            let mut out = Vec::new();
+            for id in runs {
+                out.push(store.run_get(id).await.ok()?.alarm_status);
+            }
+            Some(out)
+        }
+    };
+
+    // The first failure alarms at once.
+    let first = fail().await;
+    look().await;
+    let sent = receiver.wait_for("/hook", 1, WAIT).await;
+    let body = sent[0].json();
+    assert_eq!(
+        (&body["run"]["id"], &body["grouped_runs"]),
+        (&json!(first), &json!(0))
+    );
+
+    // Three more within the window: the first of them opens the next alarm, due a window
+    // after the first one, and the other two join it.
+    let later = vec![fail().await, fail().await, fail().await];
+    look().await;
+    let want = vec![
+        AlarmStatus::Delivering,
+        AlarmStatus::Grouped,
+        AlarmStatus::Grouped,
+    ];
+    wait_until("the later runs queued and grouped", WAIT, || {
+        let (statuses, later, want) = (&statuses, later.clone(), want.clone());
+        async move { (statuses(later).await? == want).then_some(()) }
+    })
+    .await;
+    let (status, listed) = s
+        .api
+        .call("GET", &format!("alarm-deliveries?job_id={job}"), None)
+        .await;
+    assert_eq!(status, 200, "{listed}");
+    let items = listed["items"].as_array().expect("items");
+    let [next, sent_one] = &items[..] else {
+        panic!("two deliveries expected: {listed}");
+    };
+    assert_eq!(sent_one["run_id"], json!(first));
+    let due = sent_one["due_at"].as_i64().expect("due_at") + MINUTE;
+    assert_eq!(
+        (&next["run_id"], &next["grouped_runs"], &next["last_run_id"]),
+        (&json!(later[0]), &json!(2), &json!(later[2]))
+    );
+    assert_eq!(next["next_attempt_at"], json!(due));
+    assert_eq!(next["state"], "pending");
+    assert_eq!(
+        receiver.requests("/hook").len(),
+        1,
+        "sent before its window"
+    );
+    let grouped = s
+        .admin
+        .admin
+        .scheduler
+        .stats()
+        .alarm_runs_grouped
+        .load(Ordering::Relaxed);
+    assert_eq!(grouped, 2);
+
+    // At the window's end it goes out, counting the runs it carries.
+    s.move_to(due).await;
+    let sent = receiver.wait_for("/hook", 2, WAIT).await;
+    let body = sent[1].json();
+    assert_eq!(
+        (
+            &body["run"]["id"],
+            &body["grouped_runs"],
+            &body["last_run_id"]
+        ),
+        (&json!(later[0]), &json!(2), &json!(later[2]))
+    );
+    let title = body["title"].as_str().expect("title");
+    assert!(title.ends_with("and 2 more runs"), "{title}");
+    let want = vec![
+        AlarmStatus::Sent,
+        AlarmStatus::Grouped,
+        AlarmStatus::Grouped,
+    ];
+    wait_until("the carrier's alarm recorded as sent", WAIT, || {
+        let (statuses, later, want) = (&statuses, later.clone(), want.clone());
+        async move { (statuses(later).await? == want).then_some(()) }
+    })
+    .await;
+    assert_eq!(receiver.requests("/hook").len(), 2);
+    s.finish().await;
 }

@@ -88,6 +88,8 @@ pub struct AlarmDelivery {
     pub run_id: i64,
     /// The fire alert this delivers ([`crate::FireAlertRecord`]); `None` for a run's alarm.
     pub alert_id: Option<i64>,
+    /// The job of `run_id`.
+    pub job_id: i64,
     pub channel_id: i64,
     /// The channel's name and kind when the delivery was queued (kept if it goes).
     pub channel_name: String,
@@ -97,6 +99,13 @@ pub struct AlarmDelivery {
     pub attempts: i32,
     /// A pending delivery is due from this instant.
     pub next_attempt_at: i64,
+    /// When it was first due: its window's start, from which the job's next alarm on the
+    /// channel waits a window ([`tickwork_core::alarm::group`]).
+    pub due_at: i64,
+    /// Runs of the job that joined it after `run_id` failed ([`AlarmStatus::Grouped`]).
+    pub grouped_runs: i32,
+    /// The last of those runs.
+    pub last_run_id: Option<i64>,
     pub last_error: Option<String>,
     /// The node sending it, until `claimed_until`.
     pub claimed_by: Option<String>,
@@ -114,11 +123,26 @@ pub struct RunAlarm {
     pub channel_ids: Vec<i64>,
 }
 
-/// Queues the deliveries of runs waiting for an alarm ([`AlarmStatus::Queued`]).
+/// Queues the deliveries of runs waiting for an alarm ([`AlarmStatus::Queued`]): each run
+/// joins its job's open delivery on a channel or gets its own, as
+/// [`tickwork_core::alarm::group`] decides with `group_window_ms`. A run already queued
+/// (by another node) is left alone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AlarmDeliveriesQueue {
     pub runs: Vec<RunAlarm>,
     pub now: i64,
+    /// A job's alarms on a channel are at least this far apart; 0 sends one per run at once.
+    pub group_window_ms: i64,
+}
+
+/// What [`AlarmDeliveriesQueue`] wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AlarmDeliveriesQueued {
+    /// Deliveries written.
+    pub deliveries: u64,
+    /// Runs carried by their job's open deliveries, with none of their own: now
+    /// [`AlarmStatus::Grouped`].
+    pub joined: u64,
 }
 
 /// Takes up to `limit` pending deliveries due at `now` for `node_id`, which has until
@@ -155,6 +179,7 @@ pub struct DeliveryFinish {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeliveryFilter {
     pub run_id: Option<i64>,
+    pub job_id: Option<i64>,
     pub state: Option<DeliveryState>,
     pub page: PageReq,
 }

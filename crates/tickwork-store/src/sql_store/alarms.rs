@@ -1,6 +1,11 @@
 //! Alarms: the runs that call for one, channels and deliveries.
 
+use tickwork_core::alarm::{self, Grouping, LatestAlarm};
+
 use super::*;
+
+/// How often a queueing round starts over because another node queued one of its runs first.
+const QUEUE_RACES: u32 = 5;
 
 /// `state` condition of the runs that call for an alarm ([`RunState::calls_for_alarm`]).
 static ALARM_STATES: LazyLock<String> = LazyLock::new(|| {
@@ -27,6 +32,122 @@ impl<B: Backend> SqlStore<B> {
             .filter(|(_, list)| split_list(list).any(|n| n == name))
             .map(|(id, _)| id)
             .collect())
+    }
+
+    /// One attempt of [`AlarmStore::alarm_deliveries_queue`]: what it wrote, or `None` when
+    /// another node queued one of the runs first (nothing is then written).
+    async fn queue_deliveries_once(
+        &self,
+        queue: &AlarmDeliveriesQueue,
+    ) -> Result<Option<AlarmDeliveriesQueued>, Error> {
+        let mut tx = B::begin_write(&self.writes).await?;
+        let mut still =
+            Query::new("SELECT id, job_id FROM tw_runs WHERE alarm_status = ").one_off();
+        still.push_bind(AlarmStatus::Queued.code());
+        still.push(" AND id IN ");
+        still.push_list(queue.runs.iter().map(|r| r.run_id));
+        let jobs: HashMap<i64, i64> = B::fetch_all::<(i64, i64)>(&mut *tx, still)
+            .await?
+            .into_iter()
+            .collect();
+        let mut written = AlarmDeliveriesQueued::default();
+        for run in &queue.runs {
+            let Some(&job_id) = jobs.get(&run.run_id) else {
+                continue;
+            };
+            let mut wanted = run.channel_ids.clone();
+            wanted.sort_unstable();
+            wanted.dedup();
+            let (mut own, mut joined) = (0, 0);
+            for &channel in &wanted {
+                let latest = Self::latest_alarm(&mut tx, job_id, channel).await?;
+                let window = queue.group_window_ms;
+                let mut grouping = alarm::group(latest.map(|(_, l)| l), queue.now, window);
+                if let (Grouping::Join, Some((id, l))) = (grouping, latest) {
+                    let join = Query::new(
+                        "UPDATE tw_alarm_deliveries SET grouped_runs = grouped_runs + 1, \
+                         last_run_id = ?, updated_at = ? WHERE id = ? AND state = 'pending' \
+                         AND attempts = 0 AND claimed_by IS NULL",
+                    )
+                    .bind(run.run_id)
+                    .bind(queue.now)
+                    .bind(id);
+                    if B::execute(&mut *tx, join).await?.rows == 1 {
+                        joined += 1;
+                        continue;
+                    }
+                    // A sender took it in between: this run's alarm waits a window after it.
+                    let taken = LatestAlarm { open: false, ..l };
+                    grouping = alarm::group(Some(taken), queue.now, window);
+                }
+                let due_at = match grouping {
+                    Grouping::New { due_at } => due_at,
+                    Grouping::Join => queue.now,
+                };
+                // The channel's name and kind are copied, so the row still reads well after
+                // the channel is renamed or deleted.
+                let mut q = Query::new(B::KIND.insert_or_skip());
+                q.push(
+                    "tw_alarm_deliveries (run_id, job_id, channel_id, channel_name, kind, state, \
+                     attempts, next_attempt_at, due_at, created_at, updated_at) \
+                     SELECT ?, ?, id, name, kind, 'pending', 0, ?, ?, ?, ? \
+                     FROM tw_alarm_channels WHERE id = ?",
+                );
+                q = q
+                    .bind(run.run_id)
+                    .bind(job_id)
+                    .bind(due_at)
+                    .bind(due_at)
+                    .bind(queue.now)
+                    .bind(queue.now)
+                    .bind(channel);
+                q.push(&B::KIND.on_conflict_skip("run_id, channel_id, alert_id"));
+                let rows = B::execute(&mut *tx, q).await?.rows;
+                own += rows;
+            }
+            written.deliveries += own;
+            written.joined += u64::from(own == 0 && joined > 0);
+            let status = if own == 0 && joined > 0 {
+                AlarmStatus::Grouped
+            } else if own == 0 {
+                AlarmStatus::NotNeeded
+            } else {
+                AlarmStatus::Delivering
+            };
+            let q = Query::new(format!(
+                "UPDATE tw_runs SET alarm_status = ? WHERE id = ? AND alarm_status{}",
+                alarm_in(AlarmStatus::sources_of(status))
+            ))
+            .bind(status.code())
+            .bind(run.run_id);
+            if B::execute(&mut *tx, q).await?.rows == 0 {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+        }
+        tx.commit().await?;
+        Ok(Some(written))
+    }
+
+    /// The newest delivery of a run of `job_id` on `channel`, and where it stands.
+    async fn latest_alarm(
+        conn: &mut Conn<B>,
+        job_id: i64,
+        channel: i64,
+    ) -> Result<Option<(i64, LatestAlarm)>, Error> {
+        let q = Query::new(
+            "SELECT id, due_at, state, attempts, claimed_by FROM tw_alarm_deliveries \
+             WHERE job_id = ? AND channel_id = ? AND alert_id = 0 \
+             ORDER BY due_at DESC, id DESC LIMIT 1",
+        )
+        .bind(job_id)
+        .bind(channel);
+        let row = B::fetch_optional::<(i64, i64, String, i32, Option<String>)>(conn, q).await?;
+        Ok(row.map(|(id, due_at, state, attempts, claimed_by)| {
+            let open =
+                state == DeliveryState::Pending.as_str() && attempts == 0 && claimed_by.is_none();
+            (id, LatestAlarm { due_at, open })
+        }))
     }
 
     async fn channel_in(conn: &mut Conn<B>, id: i64) -> Result<AlarmChannel, Error> {
@@ -217,53 +338,30 @@ impl<B: Backend> AlarmStore for SqlStore<B> {
         convert(self.fetch_all::<AlarmChannelRow>(q).await?)
     }
 
-    async fn alarm_deliveries_queue(&self, queue: AlarmDeliveriesQueue) -> Result<u64, Error> {
+    async fn alarm_deliveries_queue(
+        &self,
+        queue: AlarmDeliveriesQueue,
+    ) -> Result<AlarmDeliveriesQueued, Error> {
         if queue.runs.is_empty() {
-            return Ok(0);
+            return Ok(AlarmDeliveriesQueued::default());
         }
-        retry_deadlocks(|| async {
-            let mut written = 0;
-            let mut tx = B::begin_write(&self.writes).await?;
-            for run in &queue.runs {
-                let mut wanted = run.channel_ids.clone();
-                wanted.sort_unstable();
-                wanted.dedup();
-                for &channel in &wanted {
-                    // The channel's name and kind are copied, so the row still reads well
-                    // after the channel is renamed or deleted.
-                    let mut q = Query::new(B::KIND.insert_or_skip());
-                    q.push(
-                        "tw_alarm_deliveries (run_id, channel_id, channel_name, kind, state, \
-                         attempts, next_attempt_at, created_at, updated_at) \
-                         SELECT ?, id, name, kind, 'pending', 0, ?, ?, ? \
-                         FROM tw_alarm_channels WHERE id = ?",
-                    );
-                    q = q
-                        .bind(run.run_id)
-                        .bind(queue.now)
-                        .bind(queue.now)
-                        .bind(queue.now)
-                        .bind(channel);
-                    q.push(&B::KIND.on_conflict_skip("run_id, channel_id, alert_id"));
-                    written += B::execute(&mut *tx, q).await?.rows;
-                }
-                let status = if wanted.is_empty() {
-                    AlarmStatus::NotNeeded
-                } else {
-                    AlarmStatus::Delivering
-                };
-                let q = Query::new(format!(
-                    "UPDATE tw_runs SET alarm_status = ? WHERE id = ? AND alarm_status{}",
-                    alarm_in(AlarmStatus::sources_of(status))
-                ))
-                .bind(status.code())
-                .bind(run.run_id);
-                B::execute(&mut *tx, q).await?;
+        if queue.group_window_ms < 0 {
+            return Err(Error::Invalid(
+                "alarm group window must not be negative".to_owned(),
+            ));
+        }
+        // A run another node queued between our read and our write (an admin that lost the
+        // maintenance lease mid-round) makes the batch start over without it, so no run is
+        // counted in a delivery twice.
+        for _ in 0..QUEUE_RACES {
+            let written = retry_deadlocks(|| self.queue_deliveries_once(&queue)).await?;
+            if let Some(written) = written {
+                return Ok(written);
             }
-            tx.commit().await?;
-            Ok(written)
-        })
-        .await
+        }
+        Err(Error::Conflict(
+            "alarm deliveries kept being queued by another node at once".to_owned(),
+        ))
     }
 
     async fn alarm_deliveries_claim_due(
@@ -405,6 +503,9 @@ impl<B: Backend> AlarmStore for SqlStore<B> {
         let mut clause = Query::new(" WHERE 1 = 1");
         if let Some(run) = filter.run_id {
             clause.push(" AND run_id = ").push_bind(run);
+        }
+        if let Some(job) = filter.job_id {
+            clause.push(" AND job_id = ").push_bind(job);
         }
         if let Some(state) = filter.state {
             clause.push(" AND state = ").push_bind(state.as_str());

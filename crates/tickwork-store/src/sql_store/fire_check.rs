@@ -225,8 +225,8 @@ impl<B: Backend> FireCheckStore for SqlStore<B> {
                     let mut q = Query::new(B::KIND.insert_or_skip());
                     q.push(
                         "tw_alarm_deliveries (run_id, channel_id, channel_name, kind, state, \
-                         attempts, next_attempt_at, created_at, updated_at, alert_id) \
-                         SELECT ?, id, name, kind, 'pending', 0, ?, ?, ?, ? \
+                         attempts, next_attempt_at, created_at, updated_at, alert_id, job_id, \
+                         due_at) SELECT ?, id, name, kind, 'pending', 0, ?, ?, ?, ?, ?, ? \
                          FROM tw_alarm_channels WHERE id = ? AND enabled = 1",
                     );
                     let mut q = q
@@ -235,6 +235,8 @@ impl<B: Backend> FireCheckStore for SqlStore<B> {
                         .bind(record.now)
                         .bind(record.now)
                         .bind(id)
+                        .bind(a.job_id)
+                        .bind(record.now)
                         .bind(channel);
                     q.push(&B::KIND.on_conflict_skip("run_id, channel_id, alert_id"));
                     B::execute(&mut *tx, q).await?;

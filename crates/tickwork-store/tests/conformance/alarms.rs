@@ -218,13 +218,20 @@ pub(crate) async fn alarm_deliveries_are_queued_once_per_run_and_channel(ctx: Ct
             },
         ],
         now: NOW,
+        group_window_ms: 0,
     };
     assert_eq!(
         store.alarm_deliveries_queue(queue.clone()).await.unwrap(),
-        2
+        AlarmDeliveriesQueued {
+            deliveries: 2,
+            joined: 0
+        }
     );
     // Queued again (a second admin, a retried round): nothing new.
-    assert_eq!(store.alarm_deliveries_queue(queue).await.unwrap(), 0);
+    assert_eq!(
+        store.alarm_deliveries_queue(queue).await.unwrap(),
+        AlarmDeliveriesQueued::default()
+    );
     assert!(store.runs_awaiting_alarm(100).await.unwrap().is_empty());
     assert_eq!(
         store.run_get(run.id).await.unwrap().alarm_status,
@@ -308,6 +315,7 @@ pub(crate) async fn alarm_delivery_claim_retry_and_finish(ctx: Ctx) {
                 channel_ids: vec![hook.id, mail.id],
             }],
             now: NOW,
+            group_window_ms: 0,
         })
         .await
         .unwrap();
@@ -460,6 +468,7 @@ pub(crate) async fn alarm_delivery_claim_retry_and_finish(ctx: Ctx) {
                 channel_ids: vec![spare.id],
             }],
             now: NOW,
+            group_window_ms: 0,
         })
         .await
         .unwrap();
@@ -497,10 +506,14 @@ pub(crate) async fn alarm_delivery_claimers_never_share_a_delivery(ctx: Ctx) {
     }
     store.runs_queue_alarms(1000).await.unwrap();
     let written = store
-        .alarm_deliveries_queue(AlarmDeliveriesQueue { runs, now: NOW })
+        .alarm_deliveries_queue(AlarmDeliveriesQueue {
+            runs,
+            now: NOW,
+            group_window_ms: 0,
+        })
         .await
         .unwrap();
-    assert_eq!(written, 60);
+    assert_eq!(written.deliveries, 60);
 
     let stores = [ctx.store.clone(), ctx.connect_again().await];
     let mut tasks = Vec::new();
@@ -532,4 +545,212 @@ pub(crate) async fn alarm_delivery_claimers_never_share_a_delivery(ctx: Ctx) {
     }
     assert_eq!(seen.len(), 60);
     stores[1].close().await;
+}
+
+/// A failed run of `job` queued for its alarm.
+async fn queued_failure(store: &dyn Store, job: i64) -> Run {
+    let run = planned(store, job, Some("n"), NOW).await;
+    complete(store, run.id, RunState::Failed).await;
+    let queued = store.runs_queue_alarms(1000).await.unwrap();
+    assert!(queued.iter().any(|r| r.id == run.id));
+    run
+}
+
+/// Node `n1`'s outcome of delivery `id`.
+fn finished(id: i64, outcome: DeliveryOutcome, now: i64) -> DeliveryFinish {
+    DeliveryFinish {
+        id,
+        node_id: "n1".to_owned(),
+        outcome,
+        now,
+    }
+}
+
+async fn alarm_status(store: &dyn Store, run: &Run) -> AlarmStatus {
+    store.run_get(run.id).await.unwrap().alarm_status
+}
+
+/// The deliveries of `job`, oldest first, as (run, channel, due_at, grouped runs, last run).
+async fn job_deliveries(store: &dyn Store, job: i64) -> Vec<(i64, i64, i64, i32, Option<i64>)> {
+    let mut page = store
+        .alarm_deliveries_list(DeliveryFilter {
+            job_id: Some(job),
+            ..DeliveryFilter::default()
+        })
+        .await
+        .unwrap()
+        .items;
+    page.sort_by_key(|d| d.id);
+    page.iter()
+        .map(|d| {
+            assert_eq!(d.job_id, job);
+            (
+                d.run_id,
+                d.channel_id,
+                d.due_at,
+                d.grouped_runs,
+                d.last_run_id,
+            )
+        })
+        .collect()
+}
+
+pub(crate) async fn alarms_of_a_job_are_grouped_per_channel_a_window_apart(ctx: Ctx) {
+    const WINDOW: i64 = 60_000;
+    let store = &*ctx.store;
+    let g = group(store, "grouped").await;
+    let a = store
+        .alarm_channel_create(channel_new("a", AlarmKind::Webhook))
+        .await
+        .unwrap();
+    let b = store
+        .alarm_channel_create(channel_new("b", AlarmKind::Slack))
+        .await
+        .unwrap();
+    let mut new = job_new(g.id, "flaky");
+    new.spec.alarm_channels = "a,b".to_owned();
+    let flaky = store.job_create(new).await.unwrap();
+    let mut new = job_new(g.id, "other");
+    new.spec.alarm_channels = "a".to_owned();
+    let other = store.job_create(new).await.unwrap();
+    let queue = |runs: &[(&Run, &[i64])], now, group_window_ms| AlarmDeliveriesQueue {
+        runs: runs
+            .iter()
+            .map(|(run, channels)| RunAlarm {
+                run_id: run.id,
+                channel_ids: channels.to_vec(),
+            })
+            .collect(),
+        now,
+        group_window_ms,
+    };
+    let both = [a.id, b.id];
+
+    // The first failure alarms at once on both channels.
+    let r1 = queued_failure(store, flaky.id).await;
+    let done = store
+        .alarm_deliveries_queue(queue(&[(&r1, &both)], NOW, WINDOW))
+        .await
+        .unwrap();
+    assert_eq!((done.deliveries, done.joined), (2, 0));
+    assert_eq!(alarm_status(store, &r1).await, AlarmStatus::Delivering);
+
+    // The next one, before those are sent, joins them; another job's is its own.
+    let r2 = queued_failure(store, flaky.id).await;
+    let o1 = queued_failure(store, other.id).await;
+    let done = store
+        .alarm_deliveries_queue(queue(&[(&r2, &both), (&o1, &[a.id])], NOW + 10, WINDOW))
+        .await
+        .unwrap();
+    assert_eq!((done.deliveries, done.joined), (1, 1));
+    assert_eq!(alarm_status(store, &r2).await, AlarmStatus::Grouped);
+    assert_eq!(alarm_status(store, &o1).await, AlarmStatus::Delivering);
+    assert_eq!(
+        job_deliveries(store, flaky.id).await,
+        [
+            (r1.id, a.id, NOW, 1, Some(r2.id)),
+            (r1.id, b.id, NOW, 1, Some(r2.id))
+        ]
+    );
+    assert_eq!(
+        job_deliveries(store, other.id).await,
+        [(o1.id, a.id, NOW + 10, 0, None)]
+    );
+
+    // Once they are taken (one sent, one still sending), the next failure waits a window
+    // from the first, and the one after it joins that.
+    let claimed = store
+        .alarm_deliveries_claim_due(claim_of("n1", NOW + 20, 10))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 3);
+    let on_a = claimed
+        .iter()
+        .find(|d| d.run_id == r1.id && d.channel_id == a.id)
+        .unwrap();
+    assert!(
+        store
+            .alarm_delivery_finish(finished(on_a.id, DeliveryOutcome::Sent, NOW + 25))
+            .await
+            .unwrap()
+    );
+    let r3 = queued_failure(store, flaky.id).await;
+    let r4 = queued_failure(store, flaky.id).await;
+    store
+        .alarm_deliveries_queue(queue(&[(&r3, &both)], NOW + 30, WINDOW))
+        .await
+        .unwrap();
+    let done = store
+        .alarm_deliveries_queue(queue(&[(&r4, &both)], NOW + 40, WINDOW))
+        .await
+        .unwrap();
+    assert_eq!((done.deliveries, done.joined), (0, 1));
+    assert_eq!(alarm_status(store, &r3).await, AlarmStatus::Delivering);
+    assert_eq!(alarm_status(store, &r4).await, AlarmStatus::Grouped);
+    assert_eq!(
+        job_deliveries(store, flaky.id).await[2..],
+        [
+            (r3.id, a.id, NOW + WINDOW, 1, Some(r4.id)),
+            (r3.id, b.id, NOW + WINDOW, 1, Some(r4.id))
+        ]
+    );
+    for d in claimed.iter().filter(|d| d.id != on_a.id) {
+        let sent = finished(d.id, DeliveryOutcome::Sent, NOW + 50);
+        assert!(store.alarm_delivery_finish(sent).await.unwrap());
+    }
+    assert!(
+        store
+            .alarm_deliveries_claim_due(claim_of("n1", NOW + WINDOW - 1, 10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let later = store
+        .alarm_deliveries_claim_due(claim_of("n1", NOW + WINDOW, 10))
+        .await
+        .unwrap();
+    let mut runs: Vec<(i64, i32)> = later.iter().map(|d| (d.run_id, d.grouped_runs)).collect();
+    runs.sort_unstable();
+    assert_eq!(runs, [(r3.id, 1), (r3.id, 1)]);
+    for d in &later {
+        let sent = finished(d.id, DeliveryOutcome::Sent, NOW + WINDOW + 1);
+        assert!(store.alarm_delivery_finish(sent).await.unwrap());
+    }
+    // The carrier's run moves with its deliveries; the carried one stays grouped.
+    assert_eq!(alarm_status(store, &r3).await, AlarmStatus::Sent);
+    assert_eq!(alarm_status(store, &r4).await, AlarmStatus::Grouped);
+
+    // A window of 0: every run its own alarm at once, even beside one not yet sent.
+    let r5 = queued_failure(store, flaky.id).await;
+    let r6 = queued_failure(store, flaky.id).await;
+    for (run, at) in [(&r5, NOW + WINDOW + 5), (&r6, NOW + WINDOW + 6)] {
+        let done = store
+            .alarm_deliveries_queue(queue(&[(run, &[a.id])], at, 0))
+            .await
+            .unwrap();
+        assert_eq!((done.deliveries, done.joined), (1, 0));
+        assert_eq!(alarm_status(store, run).await, AlarmStatus::Delivering);
+    }
+    assert_eq!(
+        job_deliveries(store, flaky.id).await[4..],
+        [
+            (r5.id, a.id, NOW + WINDOW + 5, 0, None),
+            (r6.id, a.id, NOW + WINDOW + 6, 0, None)
+        ]
+    );
+
+    // A run already queued is left alone; a negative window is refused and changes nothing.
+    let again = store
+        .alarm_deliveries_queue(queue(&[(&r2, &both)], NOW + WINDOW + 7, WINDOW))
+        .await
+        .unwrap();
+    assert_eq!(again, AlarmDeliveriesQueued::default());
+    let r7 = queued_failure(store, flaky.id).await;
+    assert_invalid(
+        store
+            .alarm_deliveries_queue(queue(&[(&r7, &both)], NOW + WINDOW + 8, -1))
+            .await,
+    );
+    assert_eq!(alarm_status(store, &r7).await, AlarmStatus::Queued);
+    assert_eq!(job_deliveries(store, flaky.id).await.len(), 6);
 }

@@ -305,6 +305,8 @@ pub(crate) async fn fire_alerts_move_the_cursor_once_and_join_recent_ones(ctx: C
 
     // A failure alarm of the alert's run on the same channel is a delivery of its own, and an
     // alert's delivery never moves the run's alarm status.
+    complete(store, runs[0].id, RunState::Failed).await;
+    store.runs_queue_alarms(10).await.unwrap();
     let failure = store
         .alarm_deliveries_queue(AlarmDeliveriesQueue {
             runs: vec![RunAlarm {
@@ -312,10 +314,11 @@ pub(crate) async fn fire_alerts_move_the_cursor_once_and_join_recent_ones(ctx: C
                 channel_ids: vec![on.id],
             }],
             now: NOW + 30_000,
+            group_window_ms: 60_000,
         })
         .await
         .unwrap();
-    assert_eq!(failure, 1);
+    assert_eq!(failure.deliveries, 1);
     let claimed = store
         .alarm_deliveries_claim_due(DeliveryClaim {
             node_id: "node-a".to_owned(),

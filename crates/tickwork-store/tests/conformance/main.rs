@@ -392,6 +392,7 @@ conformance! {
         alarm_deliveries_are_queued_once_per_run_and_channel,
         alarm_delivery_claim_retry_and_finish,
         alarm_delivery_claimers_never_share_a_delivery,
+        alarms_of_a_job_are_grouped_per_channel_a_window_apart,
     ],
     fire_check: [
         fires_to_check_reads_what_may_be_late_or_missed,

@@ -93,6 +93,7 @@ pub(super) fn find(
 /// English, sorted by kind and code (a test checks it), so lookups are binary searches.
 pub(super) static EN: &[(&str, &str, &str)] = &[
     ("alarm", "delivering", "Alarm sending"),
+    ("alarm", "grouped", "In the job's grouped alarm"),
     ("alarm", "not_needed", "Not needed"),
     ("alarm", "queued", "Queued"),
     ("alarm", "send_failed", "Alarm failed"),
@@ -166,6 +167,7 @@ pub(super) static EN: &[(&str, &str, &str)] = &[
 /// 简体中文. Same kinds and codes as [`EN`], sorted the same way.
 pub(super) static ZH: &[(&str, &str, &str)] = &[
     ("alarm", "delivering", "告警发送中"),
+    ("alarm", "grouped", "已并入任务的合并告警"),
     ("alarm", "not_needed", "无需告警"),
     ("alarm", "queued", "锁定"),
     ("alarm", "send_failed", "告警失败"),
