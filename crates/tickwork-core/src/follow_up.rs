@@ -58,6 +58,13 @@ pub struct FollowUps {
     pub next_fire: bool,
 }
 
+/// Whether any run of a job can have a follow-up: one that retries, has children or waits for
+/// its runs' ends. A job for which this is false gets nothing from [`follow_ups`], whatever its
+/// run, so a store ending runs need not read it (a workflow node's own rules aside).
+pub fn can_follow(schedule_type: ScheduleType, retry_count: i32, has_children: bool) -> bool {
+    retry_count > 0 || has_children || schedule_type.waits_for_end()
+}
+
 /// Decides the follow-ups of `run`:
 /// - a failed, timed-out or lost run is retried while `attempt < retry_count` (a killed run
 ///   never: the kill was meant);

@@ -1,7 +1,9 @@
 //! What follows a run's end, as tables: retry delays, and retries, children and the next
 //! fire of a job waiting for its run (fixed delay, cron after end) for every kind of end.
 
-use tickwork_core::follow_up::{EndedRun, FollowUps, JobRules, follow_ups, retry_delay_ms};
+use tickwork_core::follow_up::{
+    EndedRun, FollowUps, JobRules, can_follow, follow_ups, retry_delay_ms,
+};
 use tickwork_core::run::RunState::{self, *};
 use tickwork_core::{ScheduleType, TriggerType};
 
@@ -154,5 +156,60 @@ fn a_cron_after_end_job_moves_on_when_its_own_fire_ends() {
             &rules(ScheduleType::CronAfterEnd, waits),
         );
         assert_eq!(got.next_fire, moves, "{state} {trigger} waits {waits}");
+    }
+}
+
+/// A store skips reading the jobs `can_follow` rules out: for those, no end of any run, with
+/// the job waiting for it or not, has a follow-up; and each rule it lets through has one.
+#[test]
+fn a_job_that_cannot_follow_has_no_follow_ups_for_any_run() {
+    let children: &[i64] = &[JOB + 1];
+    let mut kinds_with_follow_ups = [false; 3];
+    for &schedule_type in ScheduleType::ALL {
+        for retry_count in [0, 2] {
+            for child_job_ids in [&[][..], children] {
+                let can = can_follow(schedule_type, retry_count, !child_job_ids.is_empty());
+                for waits_for_a_run in [false, true] {
+                    let job = JobRules {
+                        schedule_type,
+                        retry_count,
+                        retry_backoff_ms: 1000,
+                        child_job_ids,
+                        waits_for_a_run,
+                    };
+                    for &state in RunState::ALL.iter().filter(|s| s.is_final()) {
+                        for &trigger_type in TriggerType::ALL {
+                            for attempt in [0, 1, 5] {
+                                let run = ended(state, attempt, trigger_type);
+                                let got = follow_ups(&run, &job);
+                                if !can {
+                                    assert_eq!(got, FollowUps::default(), "{job:?} {run:?}");
+                                }
+                                kinds_with_follow_ups[0] |= got.retry_at.is_some();
+                                kinds_with_follow_ups[1] |= !got.children.is_empty();
+                                kinds_with_follow_ups[2] |= got.next_fire;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(kinds_with_follow_ups, [true; 3]);
+    let table = [
+        (ScheduleType::Cron, 0, false, false),
+        (ScheduleType::FixRate, 0, false, false),
+        (ScheduleType::None, 0, false, false),
+        (ScheduleType::Cron, 1, false, true),
+        (ScheduleType::Cron, 0, true, true),
+        (ScheduleType::FixDelay, 0, false, true),
+        (ScheduleType::CronAfterEnd, 0, false, true),
+    ];
+    for (schedule_type, retries, has_children, want) in table {
+        assert_eq!(
+            can_follow(schedule_type, retries, has_children),
+            want,
+            "{schedule_type:?} {retries} {has_children}"
+        );
     }
 }

@@ -1,6 +1,9 @@
 //! The writes that move runs on: the dispatch record, and the ends of runs (completion,
 //! trigger failure, misfire) with the follow-ups written in the same transaction.
 
+use tickwork_core::ScheduleType;
+use tickwork_core::follow_up;
+
 use super::json_rows::{json_field, json_source};
 use super::*;
 
@@ -10,6 +13,20 @@ static DISPATCH_RECORD_STATES: LazyLock<String> = LazyLock::new(|| {
     let mut states = RunMove::Dispatch.from_states().to_vec();
     states.extend_from_slice(RunState::EARLY_RESULTS);
     state_in(&states)
+});
+
+/// The jobs whose runs can have follow-ups ([`follow_up::can_follow`]): those that retry, have
+/// children, or whose schedule waits for their runs' ends.
+static CAN_FOLLOW: LazyLock<String> = LazyLock::new(|| {
+    let waiting: Vec<String> = ScheduleType::ALL
+        .iter()
+        .filter(|&&t| follow_up::can_follow(t, 0, false))
+        .map(|t| format!("'{}'", t.as_str()))
+        .collect();
+    format!(
+        "(retry_count > 0 OR child_job_ids <> '' OR schedule_type IN ({}))",
+        waiting.join(", ")
+    )
 });
 
 /// The `state` a completion writes for `result`: the result, or what it means when a kill of
@@ -562,15 +579,32 @@ impl<B: Backend> SqlStore<B> {
             .into_iter()
             .collect();
         submissions::record_ends::<B>(&mut *conn, &ended, &job_ids).await?;
+        // A workflow node's runs follow its rules (its retries, no child jobs).
+        let node_rules = workflows::node_rules::<B>(&mut *conn, &ended).await?;
+        // Only the jobs something can follow from are read (most are neither retried, nor
+        // parents, nor waiting for their runs): a job that is not read plans nothing, as a
+        // deleted one. A workflow node's job is read whatever its own rules.
+        let node_jobs: BTreeSet<i64> = ended
+            .iter()
+            .filter(|r| node_rules.contains_key(&r.id))
+            .map(|r| r.job_id)
+            .collect();
+        let (of_nodes, others): (Vec<i64>, Vec<i64>) =
+            job_ids.iter().partition(|id| node_jobs.contains(id));
         let mut jobs: HashMap<i64, Job> = HashMap::with_capacity(job_ids.len());
-        let select = format!("SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id IN ");
-        for q in in_ids::<B>(&select, &job_ids) {
+        let every = format!("SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id IN ");
+        let followed = format!(
+            "SELECT {JOB_COLUMNS} FROM tw_jobs WHERE {} AND id IN ",
+            *CAN_FOLLOW
+        );
+        let reads = in_ids::<B>(&every, &of_nodes)
+            .into_iter()
+            .chain(in_ids::<B>(&followed, &others));
+        for q in reads {
             for job in convert::<JobRow, Job>(B::fetch_all::<JobRow>(&mut *conn, q).await?)? {
                 jobs.insert(job.id, job);
             }
         }
-        // A workflow node's runs follow its rules (its retries, no child jobs).
-        let node_rules = workflows::node_rules::<B>(&mut *conn, &ended).await?;
         let mut ids = Vec::new();
         // (retry, the run it retries): a retry of a workflow node's run runs for that node.
         let mut retries = Vec::new();

@@ -369,3 +369,65 @@ pub(crate) async fn misfiring_a_fixed_delay_fire_moves_its_job_on(ctx: Ctx) {
         Some(NOW + 88_000)
     );
 }
+
+/// Ending runs reads only the jobs something can follow from
+/// (`tickwork_core::follow_up::can_follow`): a plain job's runs end without its row being read
+/// or the planner asked, and the others still get their follow-ups.
+pub(crate) async fn ending_runs_reads_only_jobs_that_can_follow(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "can-follow").await;
+    let plain = store.job_create(job_new(g.id, "plain")).await.unwrap();
+    let child = store.job_create(job_new(g.id, "child")).await.unwrap();
+    let mut parent = job_new(g.id, "parent");
+    parent.spec.child_job_ids = vec![child.id];
+    let parent = store.job_create(parent).await.unwrap();
+    let mut flaky = job_new(g.id, "flaky");
+    flaky.spec.retry_count = 1;
+    let flaky = store.job_create(flaky).await.unwrap();
+    let (delay, delay_runs) = waiting_fixed_delay_job(store, g.id, "delay", "me", &[NOW]).await;
+    let delay_run = &delay_runs[0];
+
+    let mut runs = Vec::new();
+    for (job, state) in [
+        (plain.id, RunState::Failed),
+        (plain.id, RunState::Succeeded),
+        (parent.id, RunState::Succeeded),
+        (flaky.id, RunState::Failed),
+    ] {
+        let run = planned(store, job, Some("me"), NOW).await;
+        dispatch(store, run.id, "http://e:1", NOW).await;
+        runs.push((run.id, state));
+    }
+    dispatch(store, delay_run.id, "http://e:1", NOW).await;
+    runs.push((delay_run.id, RunState::Succeeded));
+    let asked = std::sync::Mutex::new(Vec::new());
+    let inner = follow_up_planner("me");
+    let planner = |run: &Run, job: &Job| {
+        asked.lock().unwrap().push(job.id);
+        inner(run, job)
+    };
+    let batch: Vec<RunComplete> = runs
+        .iter()
+        .map(|&(id, state)| result(id, state, NOW + 10))
+        .collect();
+    let ended = store.runs_complete(&batch, &planner).await.unwrap();
+    assert_eq!(ended.runs.len(), 5);
+    let mut asked = asked.into_inner().unwrap();
+    asked.sort_unstable();
+    let mut want = vec![parent.id, flaky.id, delay.id];
+    want.sort_unstable();
+    assert_eq!(asked, want);
+    let mut followed: Vec<(i64, TriggerType)> = ended
+        .follow_ups
+        .iter()
+        .map(|r| (r.job_id, r.trigger_type))
+        .collect();
+    followed.sort_unstable();
+    let mut expected = vec![
+        (child.id, TriggerType::Parent),
+        (flaky.id, TriggerType::Retry),
+    ];
+    expected.sort_unstable();
+    assert_eq!(followed, expected);
+    assert_eq!(ended.advanced_jobs, [delay.id]);
+}

@@ -429,6 +429,7 @@ conformance! {
         completion_writes_retries_and_children_in_its_transaction,
         a_follow_up_that_cannot_be_written_leaves_the_run_pending,
         misfiring_a_fixed_delay_fire_moves_its_job_on,
+        ending_runs_reads_only_jobs_that_can_follow,
     ],
     workflows: [
         workflows_are_created_changed_and_deleted_by_key,
