@@ -340,9 +340,10 @@ async fn admin_restarted_after_a_clean_stop_fires_its_claimed_runs_at_once() {
     db.drop_database().await;
 }
 
-/// An executor outage used to send one alarm per failed run: 364,929 of them in one
-/// benchmark. A job's alarms on a channel are now `alarm.group_window_ms` (60 s by default)
-/// apart, and the one after the first counts the runs that failed in between.
+/// An executor outage used to mean one alarm per failed run on each of its job's channels (one
+/// benchmark queued 364,929 failed runs for an alarm). A job's alarms on a channel are now
+/// `alarm.group_window_ms` (60 s by default) apart, and the one after the first counts the runs
+/// that failed in between.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_job_failing_again_and_again_alarms_once_a_window_counting_the_runs_between() {
     let Some(s) = Setup::start("flaky").await else {
