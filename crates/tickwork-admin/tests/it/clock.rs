@@ -340,6 +340,23 @@ async fn admin_restarted_after_a_clean_stop_fires_its_claimed_runs_at_once() {
     db.drop_database().await;
 }
 
+/// Waits until the alarm statuses of `runs` are `want`.
+async fn alarm_statuses_become(
+    store: &dyn tickwork_store::Store,
+    runs: &[i64],
+    want: &[AlarmStatus],
+    what: &str,
+) {
+    wait_until(what, WAIT, || async {
+        let mut got = Vec::new();
+        for &id in runs {
+            got.push(store.run_get(id).await.ok()?.alarm_status);
+        }
+        (got == want).then_some(())
+    })
+    .await;
+}
+
 /// An executor outage used to mean one alarm per failed run on each of its job's channels (one
 /// benchmark queued 364,929 failed runs for an alarm). A job's alarms on a channel are now
 /// `alarm.group_window_ms` (60 s by default) apart, and the one after the first counts the runs
@@ -380,17 +397,6 @@ async fn a_job_failing_again_and_again_alarms_once_a_window_counting_the_runs_be
         now += 1_000;
         s.move_to(now)
     };
-    let statuses = |runs: Vec<i64>| {
-        let store = store.clone();
-        async move {
-            let mut out = Vec::new();
-            for id in runs {
-                out.push(store.run_get(id).await.ok()?.alarm_status);
-            }
-            Some(out)
-        }
-    };
-
     // The first failure alarms at once.
     let first = fail().await;
     look().await;
@@ -405,16 +411,12 @@ async fn a_job_failing_again_and_again_alarms_once_a_window_counting_the_runs_be
     // after the first one, and the other two join it.
     let later = vec![fail().await, fail().await, fail().await];
     look().await;
-    let want = vec![
+    let want = [
         AlarmStatus::Delivering,
         AlarmStatus::Grouped,
         AlarmStatus::Grouped,
     ];
-    wait_until("the later runs queued and grouped", WAIT, || {
-        let (statuses, later, want) = (&statuses, later.clone(), want.clone());
-        async move { (statuses(later).await? == want).then_some(()) }
-    })
-    .await;
+    alarm_statuses_become(&*store, &later, &want, "the later runs queued and grouped").await;
     let (status, listed) = s
         .api
         .call("GET", &format!("alarm-deliveries?job_id={job}"), None)
@@ -460,15 +462,17 @@ async fn a_job_failing_again_and_again_alarms_once_a_window_counting_the_runs_be
     );
     let title = body["title"].as_str().expect("title");
     assert!(title.ends_with("and 2 more runs"), "{title}");
-    let want = vec![
+    let want = [
         AlarmStatus::Sent,
         AlarmStatus::Grouped,
         AlarmStatus::Grouped,
     ];
-    wait_until("the carrier's alarm recorded as sent", WAIT, || {
-        let (statuses, later, want) = (&statuses, later.clone(), want.clone());
-        async move { (statuses(later).await? == want).then_some(()) }
-    })
+    alarm_statuses_become(
+        &*store,
+        &later,
+        &want,
+        "the carrier's alarm recorded as sent",
+    )
     .await;
     assert_eq!(receiver.requests("/hook").len(), 2);
     s.finish().await;

@@ -88,11 +88,16 @@ fn channel_new(name: &str, kind: AlarmKind) -> AlarmChannelNew {
     }
 }
 
-/// A job alarming on `channels` with one failed run queued for an alarm.
-async fn failed_run_queued(store: &dyn Store, g: &Group, key: &str, channels: &str) -> Run {
+/// A new job of group `g` alarming on `channels`.
+async fn job_alarming_on(store: &dyn Store, g: &Group, key: &str, channels: &str) -> Job {
     let mut new = job_new(g.id, key);
     new.spec.alarm_channels = channels.to_owned();
-    let job = store.job_create(new).await.expect("create job");
+    store.job_create(new).await.expect("create job")
+}
+
+/// A job alarming on `channels` with one failed run queued for an alarm.
+async fn failed_run_queued(store: &dyn Store, g: &Group, key: &str, channels: &str) -> Run {
+    let job = job_alarming_on(store, g, key, channels).await;
     let run = planned(store, job.id, Some("n"), NOW).await;
     complete(store, run.id, RunState::Failed).await;
     let queued = store.runs_queue_alarms(1000).await.unwrap();
@@ -492,9 +497,7 @@ pub(crate) async fn alarm_delivery_claimers_never_share_a_delivery(ctx: Ctx) {
         .alarm_channel_create(channel_new("race", AlarmKind::Webhook))
         .await
         .unwrap();
-    let mut job = job_new(g.id, "racing");
-    job.spec.alarm_channels = "race".to_owned();
-    let job = store.job_create(job).await.unwrap();
+    let job = job_alarming_on(store, &g, "racing", "race").await;
     let mut runs = Vec::new();
     for _ in 0..60 {
         let run = planned(store, job.id, Some("n"), NOW).await;
@@ -607,12 +610,8 @@ pub(crate) async fn alarms_of_a_job_are_grouped_per_channel_a_window_apart(ctx: 
         .alarm_channel_create(channel_new("b", AlarmKind::Slack))
         .await
         .unwrap();
-    let mut new = job_new(g.id, "flaky");
-    new.spec.alarm_channels = "a,b".to_owned();
-    let flaky = store.job_create(new).await.unwrap();
-    let mut new = job_new(g.id, "other");
-    new.spec.alarm_channels = "a".to_owned();
-    let other = store.job_create(new).await.unwrap();
+    let flaky = job_alarming_on(store, &g, "flaky", "a,b").await;
+    let other = job_alarming_on(store, &g, "other", "a").await;
     let queue = |runs: &[(&Run, &[i64])], now, group_window_ms| AlarmDeliveriesQueue {
         runs: runs
             .iter()
