@@ -3,9 +3,9 @@
 //!
 //! Runs queued for an alarm become one delivery row per channel of their job (written once:
 //! a unique key on (run, channel)), or join their job's delivery on the channel not yet sent,
-//! so a job's alarms on a channel are `alarm.group_window` apart. The delivery loop claims due rows in the database, sends
-//! each with a timeout, and records the outcome: sent, tried again after a backoff, or failed
-//! with its last error once the attempts are used up. A node sends only rows it claimed, so
+//! so a job's alarms on a channel are `alarm.group_window` apart. The delivery loop claims due
+//! rows in the database, sends each with a timeout, and records the outcome: sent, tried again
+//! after a backoff, or failed with its last error once the attempts are used up. A node sends only rows it claimed, so
 //! two admins never send the same attempt. A send that succeeded but could not be recorded
 //! (its node died mid-send, or the database went away in between) is sent again after the
 //! claim's hold: at least once in that window, under the same delivery id for the receiver to

@@ -60,7 +60,7 @@ impl<B: Backend> SqlStore<B> {
             wanted.dedup();
             let (mut own, mut joined) = (0, 0);
             for &channel in &wanted {
-                let latest = Self::latest_alarm(&mut tx, job_id, channel).await?;
+                let latest = latest_alarm::<B>(&mut tx, job_id, channel).await?;
                 let window = queue.group_window_ms;
                 let mut grouping = alarm::group(latest.map(|(_, l)| l), queue.now, window);
                 if let (Grouping::Join, Some((id, l))) = (grouping, latest) {
@@ -129,27 +129,6 @@ impl<B: Backend> SqlStore<B> {
         Ok(Some(written))
     }
 
-    /// The newest delivery of a run of `job_id` on `channel`, and where it stands.
-    async fn latest_alarm(
-        conn: &mut Conn<B>,
-        job_id: i64,
-        channel: i64,
-    ) -> Result<Option<(i64, LatestAlarm)>, Error> {
-        let q = Query::new(
-            "SELECT id, due_at, state, attempts, claimed_by FROM tw_alarm_deliveries \
-             WHERE job_id = ? AND channel_id = ? AND alert_id = 0 \
-             ORDER BY due_at DESC, id DESC LIMIT 1",
-        )
-        .bind(job_id)
-        .bind(channel);
-        let row = B::fetch_optional::<(i64, i64, String, i32, Option<String>)>(conn, q).await?;
-        Ok(row.map(|(id, due_at, state, attempts, claimed_by)| {
-            let open =
-                state == DeliveryState::Pending.as_str() && attempts == 0 && claimed_by.is_none();
-            (id, LatestAlarm { due_at, open })
-        }))
-    }
-
     async fn channel_in(conn: &mut Conn<B>, id: i64) -> Result<AlarmChannel, Error> {
         let q = Query::new(format!(
             "SELECT {ALARM_CHANNEL_COLUMNS} FROM tw_alarm_channels WHERE id = ?"
@@ -160,6 +139,27 @@ impl<B: Backend> SqlStore<B> {
             None => Err(Error::not_found("alarm channel", id)),
         }
     }
+}
+
+/// The newest delivery of a run of `job_id` on `channel`, and where it stands.
+async fn latest_alarm<B: Backend>(
+    conn: &mut Conn<B>,
+    job_id: i64,
+    channel: i64,
+) -> Result<Option<(i64, LatestAlarm)>, Error> {
+    let q = Query::new(
+        "SELECT id, due_at, state, attempts, claimed_by FROM tw_alarm_deliveries \
+         WHERE job_id = ? AND channel_id = ? AND alert_id = 0 \
+         ORDER BY due_at DESC, id DESC LIMIT 1",
+    )
+    .bind(job_id)
+    .bind(channel);
+    let row = B::fetch_optional::<(i64, i64, String, i32, Option<String>)>(conn, q).await?;
+    Ok(row.map(|(id, due_at, state, attempts, claimed_by)| {
+        let open =
+            state == DeliveryState::Pending.as_str() && attempts == 0 && claimed_by.is_none();
+        (id, LatestAlarm { due_at, open })
+    }))
 }
 
 /// Validates a channel's name and config.
