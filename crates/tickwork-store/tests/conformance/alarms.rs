@@ -88,6 +88,19 @@ fn channel_new(name: &str, kind: AlarmKind) -> AlarmChannelNew {
     }
 }
 
+/// Channel `a` (a webhook) and channel `b` (Slack).
+async fn channels_a_and_b(store: &dyn Store) -> (AlarmChannel, AlarmChannel) {
+    let a = store
+        .alarm_channel_create(channel_new("a", AlarmKind::Webhook))
+        .await
+        .unwrap();
+    let b = store
+        .alarm_channel_create(channel_new("b", AlarmKind::Slack))
+        .await
+        .unwrap();
+    (a, b)
+}
+
 /// A new job of group `g` alarming on `channels`.
 async fn job_alarming_on(store: &dyn Store, g: &Group, key: &str, channels: &str) -> Job {
     let mut new = job_new(g.id, key);
@@ -192,14 +205,7 @@ pub(crate) async fn alarm_channel_crud(ctx: Ctx) {
 pub(crate) async fn alarm_deliveries_are_queued_once_per_run_and_channel(ctx: Ctx) {
     let store = &*ctx.store;
     let g = group(store, "deliveries").await;
-    let a = store
-        .alarm_channel_create(channel_new("a", AlarmKind::Webhook))
-        .await
-        .unwrap();
-    let b = store
-        .alarm_channel_create(channel_new("b", AlarmKind::Slack))
-        .await
-        .unwrap();
+    let (a, b) = channels_a_and_b(store).await;
     let run = failed_run_queued(store, &g, "two-channels", "a,b").await;
     let quiet = failed_run_queued(store, &g, "no-channel", "").await;
     let awaiting: Vec<i64> = store
@@ -292,6 +298,16 @@ pub(crate) async fn alarm_deliveries_are_queued_once_per_run_and_channel(ctx: Ct
     assert_eq!(gone.total, 0);
 }
 
+/// Node `node`'s outcome of delivery `id`.
+fn finish(id: i64, node: &str, outcome: DeliveryOutcome, now: i64) -> DeliveryFinish {
+    DeliveryFinish {
+        id,
+        node_id: node.to_owned(),
+        outcome,
+        now,
+    }
+}
+
 fn claim_of(node: &str, now: i64, limit: u32) -> DeliveryClaim {
     DeliveryClaim {
         node_id: node.to_owned(),
@@ -361,12 +377,6 @@ pub(crate) async fn alarm_delivery_claim_retry_and_finish(ctx: Ctx) {
         (&claimed[1], &claimed[0])
     };
     // n1 lost `first` to n2: its result is refused.
-    let finish = |id: i64, node: &str, outcome: DeliveryOutcome, now: i64| DeliveryFinish {
-        id,
-        node_id: node.to_owned(),
-        outcome,
-        now,
-    };
     assert!(
         !store
             .alarm_delivery_finish(finish(first.id, "n1", DeliveryOutcome::Sent, NOW + 10_001))
@@ -559,16 +569,6 @@ async fn queued_failure(store: &dyn Store, job: i64) -> Run {
     run
 }
 
-/// Node `n1`'s outcome of delivery `id`.
-fn finished(id: i64, outcome: DeliveryOutcome, now: i64) -> DeliveryFinish {
-    DeliveryFinish {
-        id,
-        node_id: "n1".to_owned(),
-        outcome,
-        now,
-    }
-}
-
 async fn alarm_status(store: &dyn Store, run: &Run) -> AlarmStatus {
     store.run_get(run.id).await.unwrap().alarm_status
 }
@@ -602,14 +602,7 @@ pub(crate) async fn alarms_of_a_job_are_grouped_per_channel_a_window_apart(ctx: 
     const WINDOW: i64 = 60_000;
     let store = &*ctx.store;
     let g = group(store, "grouped").await;
-    let a = store
-        .alarm_channel_create(channel_new("a", AlarmKind::Webhook))
-        .await
-        .unwrap();
-    let b = store
-        .alarm_channel_create(channel_new("b", AlarmKind::Slack))
-        .await
-        .unwrap();
+    let (a, b) = channels_a_and_b(store).await;
     let flaky = job_alarming_on(store, &g, "flaky", "a,b").await;
     let other = job_alarming_on(store, &g, "other", "a").await;
     let queue = |runs: &[(&Run, &[i64])], now, group_window_ms| AlarmDeliveriesQueue {
@@ -669,7 +662,7 @@ pub(crate) async fn alarms_of_a_job_are_grouped_per_channel_a_window_apart(ctx: 
         .unwrap();
     assert!(
         store
-            .alarm_delivery_finish(finished(on_a.id, DeliveryOutcome::Sent, NOW + 25))
+            .alarm_delivery_finish(finish(on_a.id, "n1", DeliveryOutcome::Sent, NOW + 25))
             .await
             .unwrap()
     );
@@ -694,7 +687,7 @@ pub(crate) async fn alarms_of_a_job_are_grouped_per_channel_a_window_apart(ctx: 
         ]
     );
     for d in claimed.iter().filter(|d| d.id != on_a.id) {
-        let sent = finished(d.id, DeliveryOutcome::Sent, NOW + 50);
+        let sent = finish(d.id, "n1", DeliveryOutcome::Sent, NOW + 50);
         assert!(store.alarm_delivery_finish(sent).await.unwrap());
     }
     assert!(
@@ -712,7 +705,7 @@ pub(crate) async fn alarms_of_a_job_are_grouped_per_channel_a_window_apart(ctx: 
     runs.sort_unstable();
     assert_eq!(runs, [(r3.id, 1), (r3.id, 1)]);
     for d in &later {
-        let sent = finished(d.id, DeliveryOutcome::Sent, NOW + WINDOW + 1);
+        let sent = finish(d.id, "n1", DeliveryOutcome::Sent, NOW + WINDOW + 1);
         assert!(store.alarm_delivery_finish(sent).await.unwrap());
     }
     // The carrier's run moves with its deliveries; the carried one stays grouped.
