@@ -84,26 +84,19 @@ impl<B: Backend> SqlStore<B> {
                     Grouping::New { due_at } => due_at,
                     Grouping::Join => queue.now,
                 };
-                // The channel's name and kind are copied, so the row still reads well after
-                // the channel is renamed or deleted.
-                let mut q = Query::new(B::KIND.insert_or_skip());
-                q.push(
-                    "tw_alarm_deliveries (run_id, job_id, channel_id, channel_name, kind, state, \
-                     attempts, next_attempt_at, due_at, created_at, updated_at) \
-                     SELECT ?, ?, id, name, kind, 'pending', 0, ?, ?, ?, ? \
-                     FROM tw_alarm_channels WHERE id = ?",
-                );
-                q = q
-                    .bind(run.run_id)
-                    .bind(job_id)
-                    .bind(due_at)
-                    .bind(due_at)
-                    .bind(queue.now)
-                    .bind(queue.now)
-                    .bind(channel);
-                q.push(&B::KIND.on_conflict_skip("run_id, channel_id, alert_id"));
-                let rows = B::execute(&mut *tx, q).await?.rows;
-                own += rows;
+                own += insert_delivery::<B>(
+                    &mut tx,
+                    DeliveryNew {
+                        run_id: run.run_id,
+                        job_id,
+                        alert_id: 0,
+                        channel_id: channel,
+                        due_at,
+                        now: queue.now,
+                        enabled_only: false,
+                    },
+                )
+                .await?;
             }
             written.deliveries += own;
             written.joined += u64::from(own == 0 && joined > 0);
@@ -139,6 +132,51 @@ impl<B: Backend> SqlStore<B> {
             None => Err(Error::not_found("alarm channel", id)),
         }
     }
+}
+
+/// A pending delivery to write on one channel: a failed run's alarm, or a fire alert's.
+pub(super) struct DeliveryNew {
+    pub(super) run_id: i64,
+    pub(super) job_id: i64,
+    /// The fire alert it sends; 0 for a failed run's alarm.
+    pub(super) alert_id: i64,
+    pub(super) channel_id: i64,
+    /// When it is first due.
+    pub(super) due_at: i64,
+    pub(super) now: i64,
+    /// Writes nothing on a disabled channel (a fire alert takes its job's list as it is; a
+    /// run's channels come filtered).
+    pub(super) enabled_only: bool,
+}
+
+/// Writes `d`; how many rows it wrote: none for an unknown (or, with `enabled_only`, disabled)
+/// channel, or when the delivery is there already. The channel's name and kind are copied, so
+/// the row still reads well after the channel is renamed or deleted.
+pub(super) async fn insert_delivery<B: Backend>(
+    conn: &mut Conn<B>,
+    d: DeliveryNew,
+) -> Result<u64, Error> {
+    let mut q = Query::new(B::KIND.insert_or_skip());
+    q.push(
+        "tw_alarm_deliveries (run_id, job_id, alert_id, channel_id, channel_name, kind, state, \
+         attempts, next_attempt_at, due_at, created_at, updated_at) \
+         SELECT ?, ?, ?, id, name, kind, 'pending', 0, ?, ?, ?, ? \
+         FROM tw_alarm_channels WHERE id = ?",
+    );
+    let mut q = q
+        .bind(d.run_id)
+        .bind(d.job_id)
+        .bind(d.alert_id)
+        .bind(d.due_at)
+        .bind(d.due_at)
+        .bind(d.now)
+        .bind(d.now)
+        .bind(d.channel_id);
+    if d.enabled_only {
+        q.push(" AND enabled = 1");
+    }
+    q.push(&B::KIND.on_conflict_skip("run_id, channel_id, alert_id"));
+    Ok(B::execute(&mut *conn, q).await?.rows)
 }
 
 /// The newest delivery of a run of `job_id` on `channel`, and where it stands.

@@ -2,6 +2,7 @@
 
 use tickwork_core::fire_check::{DoubledFire, FireAlert, FireAlertKind, FireRecord};
 
+use super::alarms::{DeliveryNew, insert_delivery};
 use super::*;
 
 const FIRE_ALERT_COLUMNS: &str =
@@ -221,25 +222,17 @@ impl<B: Backend> FireCheckStore for SqlStore<B> {
                 let mut channels = new.channel_ids.clone();
                 channels.sort_unstable();
                 channels.dedup();
-                for channel in channels {
-                    let mut q = Query::new(B::KIND.insert_or_skip());
-                    q.push(
-                        "tw_alarm_deliveries (run_id, channel_id, channel_name, kind, state, \
-                         attempts, next_attempt_at, created_at, updated_at, alert_id, job_id, \
-                         due_at) SELECT ?, id, name, kind, 'pending', 0, ?, ?, ?, ?, ?, ? \
-                         FROM tw_alarm_channels WHERE id = ? AND enabled = 1",
-                    );
-                    let mut q = q
-                        .bind(a.run_id)
-                        .bind(record.now)
-                        .bind(record.now)
-                        .bind(record.now)
-                        .bind(id)
-                        .bind(a.job_id)
-                        .bind(record.now)
-                        .bind(channel);
-                    q.push(&B::KIND.on_conflict_skip("run_id, channel_id, alert_id"));
-                    B::execute(&mut *tx, q).await?;
+                for channel_id in channels {
+                    let delivery = DeliveryNew {
+                        run_id: a.run_id,
+                        job_id: a.job_id,
+                        alert_id: id,
+                        channel_id,
+                        due_at: record.now,
+                        now: record.now,
+                        enabled_only: true,
+                    };
+                    insert_delivery::<B>(&mut tx, delivery).await?;
                 }
                 written.push(FireAlertWritten::New(FireAlertRecord {
                     id,
