@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use tickwork_store::{ClaimParams, Job};
+use tickwork_store::{ClaimParams, ClaimPlanner, Job, JobDue, JobPlan};
 use tracing::warn;
 
 use super::planner::{PlanLimits, plan_job};
@@ -43,6 +43,31 @@ const BACKLOG_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
 /// starts and stops from the API failed with a lock timeout (PostgreSQL) or queued behind it
 /// (SQLite).
 const CLAIM_FIRES_MAX: usize = 20_000;
+
+/// The claim's planner: the job cache's definitions and parsed schedules, and core's rules.
+struct CachedPlanner<'a> {
+    scheduler: &'a Scheduler,
+    limits: PlanLimits,
+}
+
+impl ClaimPlanner for CachedPlanner<'_> {
+    fn known(&self, id: i64, version: i64, created_at: i64) -> Option<Arc<Job>> {
+        let jobs = self.scheduler.inner.jobs.lock().expect("jobs lock");
+        jobs.get_version(id, version, created_at)
+            .map(|c| c.job.clone())
+    }
+
+    fn plan(&self, job: &Job, due: JobDue, now: i64) -> JobPlan {
+        stop_point_in_claim();
+        let cached = {
+            let jobs = self.scheduler.inner.jobs.lock().expect("jobs lock");
+            jobs.get_version(job.id, job.version, job.created_at)
+                .cloned()
+        };
+        let cached = cached.unwrap_or_else(|| self.scheduler.cache_job(job.clone()));
+        plan_job(job, due, cached.schedule.as_ref(), now, self.limits)
+    }
+}
 
 /// The jobs the next claim takes: `configured`, or fewer when the last claim's jobs had so
 /// many fires each (`last_fires` over `last_jobs`) that `configured` of them would write more
@@ -103,10 +128,9 @@ impl Scheduler {
                 lookahead_ms: limits.lookahead_ms,
                 limit,
             };
-            let planner = |job: &Job, now: i64| {
-                stop_point_in_claim();
-                let cached = self.cache_job(job.clone());
-                plan_job(job, cached.schedule.as_ref(), now, limits)
+            let planner = CachedPlanner {
+                scheduler: &self,
+                limits,
             };
             let more = match inner.store.jobs_claim_due(params, &planner).await {
                 Ok(result) => {

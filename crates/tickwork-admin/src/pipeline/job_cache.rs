@@ -13,7 +13,8 @@ use tracing::warn;
 
 /// A job as the pipeline uses it: the stored row and its parsed schedule.
 pub(crate) struct CachedJob {
-    pub(crate) job: Job,
+    /// Shared with the claim, which plans with it while the version is unchanged.
+    pub(crate) job: Arc<Job>,
     /// `None`: the schedule no longer parses (the claim stops the job).
     pub(crate) schedule: Option<Schedule>,
 }
@@ -48,11 +49,22 @@ impl JobCache {
         self.jobs.get(&job_id).cloned()
     }
 
+    /// Job `id` when it is cached at `version` (and `created_at`: the same row, not another
+    /// under its id).
+    pub(crate) fn get_version(
+        &self,
+        id: i64,
+        version: i64,
+        created_at: i64,
+    ) -> Option<&Arc<CachedJob>> {
+        self.jobs
+            .get(&id)
+            .filter(|c| c.job.version == version && c.job.created_at == created_at)
+    }
+
     /// Caches `job`, keeping the cached entry while the job's version is unchanged.
     pub(crate) fn insert(&mut self, job: Job) -> Arc<CachedJob> {
-        if let Some(c) = self.jobs.get(&job.id)
-            && c.job.version == job.version
-        {
+        if let Some(c) = self.get_version(job.id, job.version, job.created_at) {
             return c.clone();
         }
         let text = ScheduleText::of(&job);
@@ -71,7 +83,10 @@ impl JobCache {
                 }
             },
         };
-        let cached = Arc::new(CachedJob { job, schedule });
+        let cached = Arc::new(CachedJob {
+            job: Arc::new(job),
+            schedule,
+        });
         self.jobs.insert(cached.job.id, cached.clone());
         if parsed {
             self.prune();
@@ -159,6 +174,26 @@ mod tests {
         assert_ne!(first.schedule, changed.schedule);
         let broken = cache.insert(job(1, 3, "not a cron", "UTC"));
         assert!(broken.schedule.is_none());
+    }
+
+    #[test]
+    fn a_job_is_known_only_at_its_version_and_creation() {
+        let mut cache = JobCache::default();
+        cache.insert(job(1, 4, "* * * * * ?", "UTC"));
+        assert!(cache.get_version(1, 4, 0).is_some());
+        assert!(cache.get_version(1, 5, 0).is_none(), "edited since");
+        assert!(
+            cache.get_version(1, 4, 7).is_none(),
+            "another row under the id"
+        );
+        assert!(cache.get_version(2, 4, 0).is_none(), "never cached");
+        let mut again = job(1, 4, "0 0 * * * ?", "UTC");
+        again.created_at = 7;
+        let other = cache.insert(again);
+        assert_eq!(
+            other.job.created_at, 7,
+            "the other row replaces the cached one"
+        );
     }
 
     #[test]

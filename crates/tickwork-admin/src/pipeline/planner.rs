@@ -4,7 +4,7 @@
 
 use tickwork_core::schedule::Schedule;
 use tickwork_core::{ScheduleType, misfire};
-use tickwork_store::{Job, JobPlan, PlannedFire};
+use tickwork_store::{Job, JobDue, JobPlan, PlannedFire};
 
 /// `next_fire_at` of a job that waits for its run's end (fixed delay, cron after end) while
 /// the run is under way: the completion sets the real one. The claim query never reaches it.
@@ -18,10 +18,17 @@ pub struct PlanLimits {
     pub max_fires_per_job: usize,
 }
 
-/// Plans one claimed job at `now`. `schedule` is the job's parsed schedule (`None` when it no
-/// longer parses: the job is stopped rather than fired wrongly).
-pub fn plan_job(job: &Job, schedule: Option<&Schedule>, now: i64, limits: PlanLimits) -> JobPlan {
-    let (Some(schedule), Some(first)) = (schedule, job.next_fire_at) else {
+/// Plans one claimed job at `now`, its due columns being `due` (the definition's own may be
+/// older). `schedule` is the job's parsed schedule (`None` when it no longer parses: the job
+/// is stopped rather than fired wrongly).
+pub fn plan_job(
+    job: &Job,
+    due: JobDue,
+    schedule: Option<&Schedule>,
+    now: i64,
+    limits: PlanLimits,
+) -> JobPlan {
+    let (Some(schedule), Some(first)) = (schedule, due.next_fire_at) else {
         return JobPlan::default();
     };
     let kind = schedule.kind();
@@ -33,7 +40,7 @@ pub fn plan_job(job: &Job, schedule: Option<&Schedule>, now: i64, limits: PlanLi
     let mut fires = Vec::new();
     // A job with a number of fires left (a submission's repeat count) plans no more than
     // those, and stops after the last.
-    let cap = match job.fires_left {
+    let cap = match due.fires_left {
         Some(left) => usize::try_from(left.max(0))
             .unwrap_or(usize::MAX)
             .min(limits.max_fires_per_job),
@@ -46,7 +53,7 @@ pub fn plan_job(job: &Job, schedule: Option<&Schedule>, now: i64, limits: PlanLi
         }
     }
     // Every fire planned counts, misfired ones too: a count is of the schedule's fires.
-    let exhausted = job
+    let exhausted = due
         .fires_left
         .is_some_and(|left| left <= fires.len() as i64);
     let Some(&last) = fires.last() else {
@@ -129,7 +136,7 @@ mod tests {
             10_000,
             MisfireStrategy::DoNothing,
         );
-        let plan = plan_job(&j, Some(&s), 10_000, LIMITS);
+        let plan = plan_job(&j, j.due(), Some(&s), 10_000, LIMITS);
         let keys: Vec<i64> = plan.fires.iter().map(|f| f.fire_key).collect();
         assert_eq!(
             keys,
@@ -137,6 +144,28 @@ mod tests {
         );
         assert!(plan.fires.iter().all(|f| f.state == RunState::Planned));
         assert_eq!(plan.next_fire_at, Some(13_500));
+    }
+
+    /// The claim plans a job with the definition its cache holds, whose due columns were
+    /// written when it was cached: only the ones the claim read now count.
+    #[test]
+    fn a_job_is_planned_from_the_due_columns_read_now_not_its_cached_ones() {
+        let (mut j, s) = job(ScheduleType::FixRate, "1s", 5_000, MisfireStrategy::DoNothing);
+        let due = JobDue {
+            next_fire_at: Some(10_000),
+            last_fire_at: Some(9_000),
+            fires_left: Some(2),
+        };
+        j.fires_left = None;
+        let plan = plan_job(&j, due, Some(&s), 10_000, LIMITS);
+        let keys: Vec<i64> = plan.fires.iter().map(|f| f.fire_key).collect();
+        assert_eq!(keys, [10_000, 11_000], "from the due fire, two left");
+        assert_eq!(plan.next_fire_at, None, "the last fire stops the job");
+        let stale = JobDue {
+            next_fire_at: None,
+            ..due
+        };
+        assert_eq!(plan_job(&j, stale, Some(&s), 10_000, LIMITS), JobPlan::default());
     }
 
     #[test]
@@ -151,7 +180,7 @@ mod tests {
             0,
             MisfireStrategy::DoNothing,
         );
-        let plan = plan_job(&j, Some(&s), 0, limits);
+        let plan = plan_job(&j, j.due(), Some(&s), 0, limits);
         assert_eq!(plan.fires.len(), 3);
         assert_eq!(plan.next_fire_at, Some(300));
     }
@@ -159,7 +188,7 @@ mod tests {
     #[test]
     fn late_fires_follow_the_misfire_policy() {
         let (j, s) = job(ScheduleType::FixRate, "1s", 0, MisfireStrategy::DoNothing);
-        let plan = plan_job(&j, Some(&s), 20_000, LIMITS);
+        let plan = plan_job(&j, j.due(), Some(&s), 20_000, LIMITS);
         let misfired = plan
             .fires
             .iter()
@@ -170,7 +199,7 @@ mod tests {
         assert_eq!(plan.fires.len(), 24);
 
         let (j, s) = job(ScheduleType::FixRate, "1s", 0, MisfireStrategy::FireOnceNow);
-        let plan = plan_job(&j, Some(&s), 20_000, LIMITS);
+        let plan = plan_job(&j, j.due(), Some(&s), 20_000, LIMITS);
         let catch_up: Vec<_> = plan
             .fires
             .iter()
@@ -189,7 +218,7 @@ mod tests {
             1_000,
             MisfireStrategy::DoNothing,
         );
-        let plan = plan_job(&j, Some(&s), 1_000, LIMITS);
+        let plan = plan_job(&j, j.due(), Some(&s), 1_000, LIMITS);
         assert_eq!(plan.fires.len(), 1);
         assert_eq!(plan.next_fire_at, Some(WAITING_FOR_COMPLETION));
     }
@@ -203,13 +232,13 @@ mod tests {
             1_000,
             MisfireStrategy::DoNothing,
         );
-        let plan = plan_job(&j, Some(&s), 1_000, LIMITS);
+        let plan = plan_job(&j, j.due(), Some(&s), 1_000, LIMITS);
         let keys: Vec<i64> = plan.fires.iter().map(|f| f.fire_key).collect();
         assert_eq!(keys, [1_000]);
         assert_eq!(plan.fires[0].trigger_type, TriggerType::Cron);
         assert_eq!(plan.next_fire_at, Some(WAITING_FOR_COMPLETION));
         // Too late to run: it does not wait, the next match comes after now.
-        let plan = plan_job(&j, Some(&s), 9_500, LIMITS);
+        let plan = plan_job(&j, j.due(), Some(&s), 9_500, LIMITS);
         assert_eq!(plan.fires[0].state, RunState::Misfired);
         assert_eq!(plan.next_fire_at, Some(10_000));
     }
@@ -222,7 +251,7 @@ mod tests {
             1_767_225_600_000,
             MisfireStrategy::DoNothing,
         );
-        let plan = plan_job(&j, Some(&s), 1_767_225_599_000, LIMITS);
+        let plan = plan_job(&j, j.due(), Some(&s), 1_767_225_599_000, LIMITS);
         assert_eq!(plan.fires.len(), 1);
         assert_eq!(plan.next_fire_at, None);
     }
@@ -230,7 +259,7 @@ mod tests {
     #[test]
     fn unparsable_schedule_stops_the_job() {
         let (j, _) = job(ScheduleType::FixRate, "1s", 0, MisfireStrategy::DoNothing);
-        let plan = plan_job(&j, None, 0, LIMITS);
+        let plan = plan_job(&j, j.due(), None, 0, LIMITS);
         assert!(plan.fires.is_empty());
         assert_eq!(plan.next_fire_at, None);
     }
@@ -243,7 +272,7 @@ mod tests {
             100_000,
             MisfireStrategy::DoNothing,
         );
-        let plan = plan_job(&j, Some(&s), 0, LIMITS);
+        let plan = plan_job(&j, j.due(), Some(&s), 0, LIMITS);
         assert!(plan.fires.is_empty());
         assert_eq!(plan.next_fire_at, Some(100_000));
     }
@@ -287,7 +316,7 @@ mod tests {
         for (kind, conf, left, keys, next) in cases {
             let (mut j, s) = job(kind, conf, 10_000, MisfireStrategy::DoNothing);
             j.fires_left = Some(left);
-            let plan = plan_job(&j, Some(&s), 10_000, LIMITS);
+            let plan = plan_job(&j, j.due(), Some(&s), 10_000, LIMITS);
             let got: Vec<i64> = plan.fires.iter().map(|f| f.fire_key).collect();
             assert_eq!(got, keys, "{kind:?} with {left} left");
             assert_eq!(plan.next_fire_at, next, "{kind:?} with {left} left");

@@ -1,5 +1,7 @@
 //! Jobs and the claim that plans their fires.
 
+use std::sync::Arc;
+
 use tickwork_core::run::RunState;
 use tickwork_core::{TriggerType, misfire};
 
@@ -208,9 +210,56 @@ pub struct JobPlan {
     pub next_fire_at: Option<i64>,
 }
 
+/// What a claim reads of a job every time, beside its definition: the columns the claim itself
+/// moves, as they are now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobDue {
+    pub next_fire_at: Option<i64>,
+    pub last_fire_at: Option<i64>,
+    pub fires_left: Option<i64>,
+}
+
+impl Job {
+    /// This row's [`JobDue`] columns.
+    pub fn due(&self) -> JobDue {
+        JobDue {
+            next_fire_at: self.next_fire_at,
+            last_fire_at: self.last_fire_at,
+            fires_left: self.fires_left,
+        }
+    }
+}
+
 /// The schedule math the admin supplies to a claim: called once per claimed job with the
 /// claim's `now`, inside the claim transaction, so it must be quick and must not block.
-pub type Planner<'a> = dyn Fn(&Job, i64) -> JobPlan + Send + Sync + 'a;
+///
+/// A closure `Fn(&Job, i64) -> JobPlan` is one: it holds no jobs, so the claim reads each
+/// job's whole row and passes it.
+pub trait ClaimPlanner: Send + Sync {
+    /// Job `id`'s definition when the planner holds it at `version` (and `created_at`, so that
+    /// a row under a reissued id is never taken for the old one): the claim then reads only
+    /// the job's [`JobDue`] columns, not its whole row, and plans with this definition, whose
+    /// own due columns may be older than the ones it passes. A definition changes only with
+    /// the version.
+    fn known(&self, id: i64, version: i64, created_at: i64) -> Option<Arc<Job>> {
+        let _ = (id, version, created_at);
+        None
+    }
+
+    /// The fires of `job` at `now`, its due columns being `due` (those inside `job` may be
+    /// older when it came from [`ClaimPlanner::known`]).
+    fn plan(&self, job: &Job, due: JobDue, now: i64) -> JobPlan;
+}
+
+impl<F: Fn(&Job, i64) -> JobPlan + Send + Sync> ClaimPlanner for F {
+    fn plan(&self, job: &Job, _due: JobDue, now: i64) -> JobPlan {
+        // Never given a job from `known`: this row was read whole, its due columns included.
+        self(job, now)
+    }
+}
+
+/// The planner a claim is given (see [`ClaimPlanner`]).
+pub type Planner<'a> = dyn ClaimPlanner + 'a;
 
 /// What one claim round did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -222,6 +222,137 @@ pub(crate) async fn claim_rejects_a_planner_state_that_is_not_a_fire(ctx: Ctx) {
     assert_eq!(store.job_get(job.id).await.unwrap().next_fire_at, Some(NOW));
 }
 
+/// A planner holding job definitions: it knows a job only at the version and creation it
+/// holds, and records what it was asked and what it planned with.
+struct Holding {
+    held: Vec<Arc<Job>>,
+    asked: std::sync::Mutex<Vec<(i64, i64, bool)>>,
+    planned: std::sync::Mutex<Vec<(i64, JobDue, String)>>,
+}
+
+impl ClaimPlanner for Holding {
+    fn known(&self, id: i64, version: i64, created_at: i64) -> Option<Arc<Job>> {
+        let hit = self
+            .held
+            .iter()
+            .find(|j| j.id == id && j.version == version && j.created_at == created_at)
+            .cloned();
+        self.asked
+            .lock()
+            .unwrap()
+            .push((id, version, hit.is_some()));
+        hit
+    }
+
+    fn plan(&self, job: &Job, due: JobDue, _now: i64) -> JobPlan {
+        self.planned
+            .lock()
+            .unwrap()
+            .push((job.id, due, job.spec.handler.clone()));
+        let at = due.next_fire_at.expect("a claimed job has a next fire");
+        JobPlan {
+            fires: vec![PlannedFire::on_time(at, TriggerType::FixRate)],
+            next_fire_at: Some(at + 1000),
+        }
+    }
+}
+
+pub(crate) async fn claim_plans_a_known_job_with_its_held_definition_and_fresh_due_columns(
+    ctx: Ctx,
+) {
+    let store = &*ctx.store;
+    let g = group(store, "held").await;
+    let held_job = running_job(store, g.id, "held", NOW).await;
+    let edited = running_job(store, g.id, "edited", NOW).await;
+    let unheld = running_job(store, g.id, "unheld", NOW).await;
+    let reissued = running_job(store, g.id, "reissued", NOW).await;
+    // The planner's copies: a handler the rows do not have (so a run shows which definition
+    // it came from), and due columns older than the rows'.
+    let copy = |job: &Job, created_at: i64| {
+        let mut c = job.clone();
+        c.spec.handler = format!("held-{}", job.key);
+        c.next_fire_at = None;
+        c.last_fire_at = Some(1);
+        c.created_at = created_at;
+        Arc::new(c)
+    };
+    let planner = Holding {
+        held: vec![
+            copy(&held_job, held_job.created_at),
+            copy(&edited, edited.created_at),
+            copy(&reissued, reissued.created_at + 1),
+        ],
+        asked: Default::default(),
+        planned: Default::default(),
+    };
+    let mut spec = edited.spec.clone();
+    spec.handler = "edited-now".to_owned();
+    let edited = store
+        .job_update(JobUpdate {
+            id: edited.id,
+            expected_version: None,
+            spec,
+            next_fire_at: Some(NOW),
+            now: NOW,
+        })
+        .await
+        .unwrap();
+
+    let result = store
+        .jobs_claim_due(claim("node-a", NOW, 0, 10), &planner)
+        .await
+        .unwrap();
+    let handler_of = |job: &Job| {
+        let runs: Vec<&Run> = result.runs.iter().filter(|r| r.job_id == job.id).collect();
+        assert_eq!(runs.len(), 1, "one run of job {}", job.key);
+        assert_eq!(runs[0].scheduled_at, NOW);
+        runs[0].handler.clone()
+    };
+    assert_eq!(handler_of(&held_job), "held-held", "the held definition");
+    assert_eq!(
+        handler_of(&edited),
+        "edited-now",
+        "an edit makes a new version"
+    );
+    assert_eq!(handler_of(&unheld), unheld.spec.handler, "read whole");
+    assert_eq!(handler_of(&reissued), reissued.spec.handler, "another row");
+    let mut asked = planner.asked.lock().unwrap().clone();
+    asked.sort();
+    let mut want = vec![
+        (held_job.id, held_job.version, true),
+        (edited.id, edited.version, false),
+        (unheld.id, unheld.version, false),
+        (reissued.id, reissued.version, false),
+    ];
+    want.sort();
+    assert_eq!(asked, want);
+    // Every job planned with its due columns as the rows held them, not the copies'.
+    for (id, due, _) in planner.planned.lock().unwrap().drain(..) {
+        assert_eq!(
+            due,
+            JobDue {
+                next_fire_at: Some(NOW),
+                last_fire_at: None,
+                fires_left: None
+            },
+            "job {id}"
+        );
+    }
+
+    // The next round reads what this one moved.
+    let next = store
+        .jobs_claim_due(claim("node-a", NOW + 1000, 0, 10), &planner)
+        .await
+        .unwrap();
+    assert_eq!(next.runs.len(), 4);
+    let planned = planner.planned.lock().unwrap().clone();
+    let held_due = planned
+        .iter()
+        .find(|(id, _, _)| *id == held_job.id)
+        .map(|(_, due, handler)| (due.next_fire_at, due.last_fire_at, handler.as_str()));
+    assert_eq!(held_due, Some((Some(NOW + 1000), Some(NOW), "held-held")));
+}
+
 pub(crate) async fn ledger_skips_a_forced_duplicate_fire(ctx: Ctx) {
     let store = &*ctx.store;
     let g = group(store, "ledger").await;

@@ -344,6 +344,7 @@ conformance! {
         claim_respects_limit_and_order,
         claim_returns_only_planned_runs,
         claim_rejects_a_planner_state_that_is_not_a_fire,
+        claim_plans_a_known_job_with_its_held_definition_and_fresh_due_columns,
         ledger_skips_a_forced_duplicate_fire,
         ledger_racing_claimers_write_each_fire_once,
         concurrent_claimers_never_share_a_job,
