@@ -127,6 +127,9 @@ fn bad_url(_: sqlx::Error) -> Error {
 /// checkpoints.
 const WAL_BACKSTOP_PAGES: u32 = 20_000;
 
+/// Rows a SQLite statement hands to its caller before it waits for the caller to take them.
+const SQLITE_ROW_BUFFER: usize = 1024;
+
 /// Embedded SQLite: one file, WAL, one writer at a time.
 pub(crate) struct SqliteBackend;
 
@@ -146,6 +149,10 @@ impl Backend for SqliteBackend {
             // 10,000 fires a second. The writer checkpoints only past this backstop.
             .pragma("wal_autocheckpoint", WAL_BACKSTOP_PAGES.to_string())
             .busy_timeout(options.sqlite_busy_timeout)
+            // A statement's rows cross from SQLite's thread to the caller through a bounded
+            // channel; at the default of 50 rows a claim's or a batch of results' thousands
+            // stopped and woke SQLite's thread every 50 rows.
+            .row_buffer_size(SQLITE_ROW_BUFFER)
             .foreign_keys(true);
         let pool = SqlitePoolOptions::new().acquire_timeout(options.acquire_timeout);
         // Every connection to `:memory:` is a database of its own: keep exactly one, forever.
