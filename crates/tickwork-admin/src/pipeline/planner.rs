@@ -150,7 +150,12 @@ mod tests {
     /// written when it was cached: only the ones the claim read now count.
     #[test]
     fn a_job_is_planned_from_the_due_columns_read_now_not_its_cached_ones() {
-        let (mut j, s) = job(ScheduleType::FixRate, "1s", 5_000, MisfireStrategy::DoNothing);
+        let (mut j, s) = job(
+            ScheduleType::FixRate,
+            "1s",
+            5_000,
+            MisfireStrategy::DoNothing,
+        );
         let due = JobDue {
             next_fire_at: Some(10_000),
             last_fire_at: Some(9_000),
@@ -165,7 +170,10 @@ mod tests {
             next_fire_at: None,
             ..due
         };
-        assert_eq!(plan_job(&j, stale, Some(&s), 10_000, LIMITS), JobPlan::default());
+        assert_eq!(
+            plan_job(&j, stale, Some(&s), 10_000, LIMITS),
+            JobPlan::default()
+        );
     }
 
     #[test]
