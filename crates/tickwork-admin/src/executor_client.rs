@@ -4,22 +4,23 @@
 //! the same calls down a pull executor's own connection when its address is `pull://`.
 
 use std::collections::HashMap;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use tickwork_protocol::pull::is_pull_address;
 use tickwork_protocol::{
-    ACCEPTED_PATH, ACCESS_TOKEN_HEADER, APP_NAME_HEADER, AcceptedQuery, AcceptedRuns, Envelope,
-    IdleBeatParam, KillParam, LogParam, LogResult, MAX_ACCEPTED_QUERY, TriggerParam,
+    ACCEPTED_PATH, AcceptedQuery, AcceptedRuns, Envelope, IdleBeatParam, KillParam, LogParam,
+    LogResult, MAX_ACCEPTED_QUERY, TriggerParam,
 };
 use tracing::{debug, warn};
 
 use crate::pull_links::{LinkFailure, PullLinks};
+use transport::{CallBody, CallFailure, CallHeaders, GatedBody, Transport};
+
+mod transport;
 
 /// The outcome of one call: the executor's envelope code and message, or a transport failure
 /// (unreachable, redirect, non-200 status, over-size or unreadable body), which counts as
@@ -40,44 +41,6 @@ pub struct CallOutcome<T = serde_json::Value> {
 /// the request built): `false` stops the request there, so that a node that froze on its way
 /// to the executor, and lost the run to another node meanwhile, does not send it after all.
 pub type SendGate = Arc<dyn Fn() -> bool + Send + Sync>;
-
-/// A `/run` body that asks its gate before it gives its bytes to the connection.
-struct GatedBody {
-    bytes: Option<Bytes>,
-    gate: SendGate,
-    held_back: Arc<AtomicBool>,
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("held back: this node may no longer send the run")]
-struct HeldBack;
-
-impl http_body::Body for GatedBody {
-    type Data = Bytes;
-    type Error = HeldBack;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, HeldBack>>> {
-        let Some(bytes) = self.bytes.take() else {
-            return Poll::Ready(None);
-        };
-        if !(self.gate)() {
-            self.held_back.store(true, Ordering::SeqCst);
-            return Poll::Ready(Some(Err(HeldBack)));
-        }
-        Poll::Ready(Some(Ok(http_body::Frame::data(bytes))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.bytes.is_none()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        http_body::SizeHint::with_exact(self.bytes.as_ref().map_or(0, |b| b.len() as u64))
-    }
-}
 
 /// What kind of answer a call got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,7 +123,7 @@ impl RunPaths {
 /// Calls executors. Cheap to clone: connections are pooled and kept alive.
 #[derive(Clone)]
 pub struct ExecutorClient {
-    http: reqwest::Client,
+    transport: Transport,
     token: String,
     /// The app name of the group called, sent as `XXL-JOB-APPNAME` (3.5 executors refuse a
     /// call without their own); older executors ignore it.
@@ -168,7 +131,7 @@ pub struct ExecutorClient {
     run_paths: Arc<RunPaths>,
     /// Calls in flight per executor address, shared by every clone.
     in_flight: Arc<InFlight>,
-    /// How long a call may take (HTTP's is in `http` as well).
+    /// How long a call may take (the transport's is the same).
     timeout: Duration,
     /// The pull executors connected to this admin, shared by every clone.
     pull: Arc<PullLinks>,
@@ -242,25 +205,14 @@ impl ExecutorClient {
     /// (XXL-JOB's default is 3 s: a slow `/run` answer is a trigger failure).
     pub fn new(token: &str, timeout: Duration) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            // As many as may be in flight (see `CALLS_PER_ADDRESS`). Not more than that bound:
-            // idle connections count against an executor's connection cap, and three admins
-            // each keeping a burst's worth filled a Tickwork executor's 512; a `/run` then
-            // waited in the executor's accept queue past its timeout, and ran after it was
-            // recorded as failed.
-            .pool_max_idle_per_host(CALLS_PER_ADDRESS)
-            // Below the executor's default header-read timeout (30 s), which also closes idle
-            // connections: a job every 30 s would otherwise race the close.
-            .pool_idle_timeout(Duration::from_secs(20))
-            .tcp_nodelay(true)
-            // A redirect would carry `/run` and the access token to another host.
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .expect("the HTTP client's fixed configuration is valid");
+        // As many idle connections as may be in flight (see `CALLS_PER_ADDRESS`). Not more
+        // than that bound: idle connections count against an executor's connection cap, and
+        // three admins each keeping a burst's worth filled a Tickwork executor's 512; a `/run`
+        // then waited in the executor's accept queue past its timeout, and ran after it was
+        // recorded as failed.
+        let transport = Transport::new(timeout, CALLS_PER_ADDRESS);
         ExecutorClient {
-            http,
+            transport,
             token: token.to_owned(),
             app_name: None,
             run_paths: Arc::default(),
@@ -366,9 +318,7 @@ impl ExecutorClient {
             gate: gate.clone(),
             held_back: held_back.clone(),
         };
-        let mut out: CallOutcome = self
-            .call_with(address, path, Some(reqwest::Body::wrap(body)))
-            .await;
+        let mut out: CallOutcome = self.call_with(address, path, CallBody::Gated(body)).await;
         if held_back.load(Ordering::SeqCst) {
             out = CallOutcome::transport(format!(
                 "{}: held back before sending (this node may no longer send the run)",
@@ -462,7 +412,7 @@ impl ExecutorClient {
             };
             return self.pull_call(address, method, body).await;
         }
-        self.call_with(address, method, body.map(reqwest::Body::from))
+        self.call_with(address, method, CallBody::Bytes(body.map(Bytes::from)))
             .await
     }
 
@@ -534,65 +484,37 @@ impl ExecutorClient {
         &self,
         address: &str,
         method: &str,
-        body: Option<reqwest::Body>,
+        body: CallBody,
     ) -> CallOutcome<T> {
         let url = join(address, method);
         // Held until the answer is read (or the call gives up).
         let _slot = self.in_flight.acquire(address).await;
-        let mut req = self
-            .http
-            .post(&url)
-            .header("Content-Type", "application/json;charset=UTF-8");
-        if !self.token.is_empty() {
-            req = req.header(ACCESS_TOKEN_HEADER, &self.token);
-        }
-        if let Some(app) = &self.app_name {
-            req = req.header(APP_NAME_HEADER, app);
-        }
-        if let Some(body) = body {
-            req = req.body(body);
-        }
-        let mut resp = match req.send().await {
-            Ok(r) => r,
-            Err(e) => return no_answer(&url, &e),
+        let headers = CallHeaders {
+            token: &self.token,
+            app_name: self.app_name.as_deref(),
         };
-        let status = resp.status();
-        if status.is_redirection() {
+        let limit = answer_limit(method);
+        match self.transport.post(&url, headers, body, limit).await {
+            Ok(bytes) => outcome_of(&url, &bytes),
+            // What the caller sees says only that there was no answer: whether the host
+            // refused, timed out or reset would tell an open port from a closed one. The
+            // cause is logged.
+            Err(CallFailure::Unreachable { cause, error }) => {
+                warn!(url, cause, error, "executor call failed");
+                CallOutcome::transport(format!("{url}: executor unreachable"))
+            }
             // Never followed: that would resend the run and the token to another host.
-            return CallOutcome::transport(format!(
+            Err(CallFailure::Redirect(status)) => CallOutcome::transport(format!(
                 "{url}: executor answered a redirect ({})",
                 status.as_u16()
-            ));
-        }
-        if !status.is_success() {
-            return CallOutcome::transport(format!(
-                "{url}: executor answered http status {status}"
-            ));
-        }
-        let limit = answer_limit(method);
-        let too_large = || {
-            CallOutcome::transport(format!(
-                "{url}: executor answer over the {limit} byte limit"
-            ))
-        };
-        if resp.content_length().is_some_and(|n| n > limit as u64) {
-            return too_large();
-        }
-        // Read chunk by chunk, so that an endless or huge answer costs at most `limit`.
-        let mut bytes = Vec::new();
-        loop {
-            match resp.chunk().await {
-                Ok(Some(chunk)) => {
-                    if bytes.len() + chunk.len() > limit {
-                        return too_large();
-                    }
-                    bytes.extend_from_slice(&chunk);
-                }
-                Ok(None) => break,
-                Err(e) => return no_answer(&url, &e),
+            )),
+            Err(CallFailure::Status(status)) => {
+                CallOutcome::transport(format!("{url}: executor answered http status {status}"))
             }
+            Err(CallFailure::TooLarge) => CallOutcome::transport(format!(
+                "{url}: executor answer over the {limit} byte limit"
+            )),
         }
-        outcome_of(&url, &bytes)
     }
 }
 
@@ -674,21 +596,6 @@ fn pull_held_back<T>(url: &str) -> CallOutcome<T> {
     ));
     out.held_back = true;
     out
-}
-
-/// A call that got no (complete) answer. What the caller sees says only that: whether the
-/// host refused, timed out or reset would tell an open port from a closed one. The cause is
-/// logged.
-fn no_answer<T>(url: &str, e: &reqwest::Error) -> CallOutcome<T> {
-    let cause = if e.is_timeout() {
-        "timeout"
-    } else if e.is_connect() {
-        "connect"
-    } else {
-        "other"
-    };
-    warn!(url, cause, error = %e, "executor call failed");
-    CallOutcome::transport(format!("{url}: executor unreachable"))
 }
 
 #[cfg(test)]

@@ -1,0 +1,291 @@
+//! How an executor call travels: hyper's pooled HTTP/1.1 client for `http://` executors, and
+//! reqwest for `https://` ones (its TLS); either way one deadline for the whole call, no
+//! redirect followed and at most a limit of answer read.
+//!
+//! At 10,000 fires a second reqwest's own layers (URL parsing, its request future, the
+//! service stack it puts around hyper) were about a tenth of the admin's CPU, for calls that
+//! need none of what they add over hyper.
+
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::Body as _;
+use hyper::body::Incoming;
+use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
+use hyper::{Method, Request, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tickwork_protocol::{ACCESS_TOKEN_HEADER, APP_NAME_HEADER};
+use tokio::time::Instant;
+
+use super::SendGate;
+
+/// The content type of every call's body.
+const JSON: &str = "application/json;charset=UTF-8";
+
+/// A call's body: a `/run` that asks its gate first, other calls' bytes, or none.
+pub(super) enum CallBody {
+    Gated(GatedBody),
+    Bytes(Option<Bytes>),
+}
+
+/// A `/run` body that asks its gate before it gives its bytes to the connection.
+pub(super) struct GatedBody {
+    pub(super) bytes: Option<Bytes>,
+    pub(super) gate: SendGate,
+    pub(super) held_back: Arc<AtomicBool>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("held back: this node may no longer send the run")]
+pub(super) struct HeldBack;
+
+impl http_body::Body for CallBody {
+    type Data = Bytes;
+    type Error = HeldBack;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, HeldBack>>> {
+        match self.get_mut() {
+            CallBody::Bytes(bytes) => {
+                Poll::Ready(bytes.take().map(|b| Ok(http_body::Frame::data(b))))
+            }
+            CallBody::Gated(body) => {
+                let Some(bytes) = body.bytes.take() else {
+                    return Poll::Ready(None);
+                };
+                if !(body.gate)() {
+                    body.held_back.store(true, Ordering::SeqCst);
+                    return Poll::Ready(Some(Err(HeldBack)));
+                }
+                Poll::Ready(Some(Ok(http_body::Frame::data(bytes))))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            CallBody::Bytes(bytes) => bytes.is_none(),
+            CallBody::Gated(body) => body.bytes.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        let bytes = match self {
+            CallBody::Bytes(bytes) => bytes.as_ref(),
+            CallBody::Gated(body) => body.bytes.as_ref(),
+        };
+        http_body::SizeHint::with_exact(bytes.map_or(0, |b| b.len() as u64))
+    }
+}
+
+/// Why a call got no answer to read.
+#[derive(Debug)]
+pub(super) enum CallFailure {
+    /// No (complete) answer: `cause` is `timeout`, `connect` or `other`, `error` the detail
+    /// for the log.
+    Unreachable {
+        cause: &'static str,
+        error: String,
+    },
+    Redirect(StatusCode),
+    Status(StatusCode),
+    TooLarge,
+}
+
+/// What a call sends besides its body.
+pub(super) struct CallHeaders<'a> {
+    pub(super) token: &'a str,
+    pub(super) app_name: Option<&'a str>,
+}
+
+/// The two clients, with the pools of connections they keep.
+#[derive(Clone)]
+pub(super) struct Transport {
+    plain: Client<HttpConnector, CallBody>,
+    tls: reqwest::Client,
+    timeout: Duration,
+}
+
+impl Transport {
+    /// Clients keeping at most `idle_per_host` idle connections to an executor for 20 s, each
+    /// call given `timeout` in all.
+    pub(super) fn new(timeout: Duration, idle_per_host: usize) -> Transport {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(timeout));
+        // Below the executor's default header-read timeout (30 s), which also closes idle
+        // connections: a job every 30 s would otherwise race the close.
+        let idle = Duration::from_secs(20);
+        let plain = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(idle_per_host)
+            .pool_idle_timeout(idle)
+            .pool_timer(TokioTimer::new())
+            .build(connector);
+        let tls = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout)
+            .pool_max_idle_per_host(idle_per_host)
+            .pool_idle_timeout(idle)
+            .tcp_nodelay(true)
+            // A redirect would carry `/run` and the access token to another host.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("the HTTP client's fixed configuration is valid");
+        Transport {
+            plain,
+            tls,
+            timeout,
+        }
+    }
+
+    /// POSTs `body` to `url` and reads the answer, at most `limit` bytes of it.
+    pub(super) async fn post(
+        &self,
+        url: &str,
+        headers: CallHeaders<'_>,
+        body: CallBody,
+        limit: usize,
+    ) -> Result<Vec<u8>, CallFailure> {
+        let deadline = Instant::now() + self.timeout;
+        if url.starts_with("http://") {
+            self.post_plain(url, headers, body, limit, deadline).await
+        } else {
+            self.post_tls(url, headers, body, limit).await
+        }
+    }
+
+    async fn post_plain(
+        &self,
+        url: &str,
+        headers: CallHeaders<'_>,
+        body: CallBody,
+        limit: usize,
+        deadline: Instant,
+    ) -> Result<Vec<u8>, CallFailure> {
+        let other = |error: String| CallFailure::Unreachable {
+            cause: "other",
+            error,
+        };
+        let mut req = Request::builder()
+            .method(Method::POST)
+            .uri(url)
+            .header(CONTENT_TYPE, HeaderValue::from_static(JSON));
+        if !headers.token.is_empty() {
+            req = req.header(ACCESS_TOKEN_HEADER, headers.token);
+        }
+        if let Some(app) = headers.app_name {
+            req = req.header(APP_NAME_HEADER, app);
+        }
+        let req = req.body(body).map_err(|e| other(e.to_string()))?;
+        let resp = match tokio::time::timeout_at(deadline, self.plain.request(req)).await {
+            Ok(Ok(resp)) => resp,
+            Ok(Err(e)) => {
+                return Err(CallFailure::Unreachable {
+                    cause: if e.is_connect() { "connect" } else { "other" },
+                    error: e.to_string(),
+                });
+            }
+            Err(_) => return Err(timed_out()),
+        };
+        let status = resp.status();
+        check_status(status)?;
+        let length = resp
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if length.is_some_and(|n| n > limit as u64) {
+            return Err(CallFailure::TooLarge);
+        }
+        let mut body: Incoming = resp.into_body();
+        let mut bytes = Vec::new();
+        loop {
+            let frame = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx));
+            match tokio::time::timeout_at(deadline, frame).await {
+                Ok(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        if bytes.len() + data.len() > limit {
+                            return Err(CallFailure::TooLarge);
+                        }
+                        bytes.extend_from_slice(&data);
+                    }
+                }
+                Ok(None) => return Ok(bytes),
+                Ok(Some(Err(e))) => return Err(other(e.to_string())),
+                Err(_) => return Err(timed_out()),
+            }
+        }
+    }
+
+    async fn post_tls(
+        &self,
+        url: &str,
+        headers: CallHeaders<'_>,
+        body: CallBody,
+        limit: usize,
+    ) -> Result<Vec<u8>, CallFailure> {
+        let unreachable = |e: reqwest::Error| CallFailure::Unreachable {
+            cause: if e.is_timeout() {
+                "timeout"
+            } else if e.is_connect() {
+                "connect"
+            } else {
+                "other"
+            },
+            error: e.to_string(),
+        };
+        let mut req = self.tls.post(url).header(CONTENT_TYPE, JSON);
+        if !headers.token.is_empty() {
+            req = req.header(ACCESS_TOKEN_HEADER, headers.token);
+        }
+        if let Some(app) = headers.app_name {
+            req = req.header(APP_NAME_HEADER, app);
+        }
+        let mut resp = req
+            .body(reqwest::Body::wrap(body))
+            .send()
+            .await
+            .map_err(unreachable)?;
+        check_status(resp.status())?;
+        if resp.content_length().is_some_and(|n| n > limit as u64) {
+            return Err(CallFailure::TooLarge);
+        }
+        // Read chunk by chunk, so that an endless or huge answer costs at most `limit`.
+        let mut bytes = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(unreachable)? {
+            if bytes.len() + chunk.len() > limit {
+                return Err(CallFailure::TooLarge);
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
+    }
+}
+
+fn timed_out() -> CallFailure {
+    CallFailure::Unreachable {
+        cause: "timeout",
+        error: "no answer in time".to_owned(),
+    }
+}
+
+/// A redirect is never followed (it would resend the run and the token to another host), and
+/// any status but success is no answer.
+fn check_status(status: StatusCode) -> Result<(), CallFailure> {
+    if status.is_redirection() {
+        return Err(CallFailure::Redirect(status));
+    }
+    if !status.is_success() {
+        return Err(CallFailure::Status(status));
+    }
+    Ok(())
+}
