@@ -604,6 +604,48 @@ mod tests {
     use super::*;
     use tokio::io::AsyncReadExt;
 
+    /// An executor that takes the request and never answers, or answers its head and then
+    /// nothing: the call gives up at its deadline, as no answer, whichever part was missing.
+    #[tokio::test]
+    async fn a_call_without_a_whole_answer_gives_up_at_its_deadline() {
+        use tokio::io::AsyncWriteExt;
+        for head_only in [false, true] {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let address = format!("http://{}", listener.local_addr().expect("address"));
+            let server = tokio::spawn(async move {
+                let (mut socket, _) = listener.accept().await.expect("accept");
+                let mut request = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let n = socket.read(&mut buf).await.expect("read");
+                    request.extend_from_slice(&buf[..n]);
+                }
+                if head_only {
+                    let head = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{";
+                    socket.write_all(head.as_bytes()).await.expect("write");
+                }
+                // Held open, silent, until the test ends.
+                std::future::pending::<()>().await;
+            });
+            let client = ExecutorClient::new("", Duration::from_millis(300));
+            let started = std::time::Instant::now();
+            let outcome = client.beat(&address).await;
+            let took = started.elapsed();
+            assert!(outcome.transport, "head only: {head_only}");
+            assert_eq!(
+                outcome.msg.as_deref(),
+                Some(format!("{address}/beat: executor unreachable").as_str())
+            );
+            assert!(
+                took >= Duration::from_millis(300) && took < Duration::from_secs(5),
+                "gave up after {took:?} (head only: {head_only})"
+            );
+            server.abort();
+        }
+    }
+
     /// Three admins each keeping a burst's worth of connections to one executor filled its
     /// connection cap, and runs it ran were recorded as failed: one admin's client has at most
     /// `CALLS_PER_ADDRESS` calls to an address in flight, and keeps no more connections open

@@ -159,7 +159,8 @@ pub trait JobStore: Send + Sync {
 
     /// The claim (design 3.1). In one transaction: takes up to `limit` running jobs due by
     /// `now + lookahead_ms`, oldest `next_fire_at` first, skipping jobs another node holds;
-    /// asks `planner` for each job's fires and next fire; writes one run row per fire
+    /// asks `planner` for each job's fires and next fire (with the definition it holds at
+    /// the version read, if any: see [`ClaimPlanner::known`]); writes one run row per fire
     /// (`owner_node = node_id`, `fire_key` = the fire's key); advances each job (`None`
     /// stops it); commits. Fires the ledger already holds are skipped, not returned.
     /// Returns the `planned` runs written. A deadlock is retried a few times.
