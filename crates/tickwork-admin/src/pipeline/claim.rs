@@ -59,12 +59,7 @@ impl ClaimPlanner for CachedPlanner<'_> {
 
     fn plan(&self, job: &Job, due: JobDue, now: i64) -> JobPlan {
         stop_point_in_claim();
-        let cached = {
-            let jobs = self.scheduler.inner.jobs.lock().expect("jobs lock");
-            jobs.get_version(job.id, job.version, job.created_at)
-                .cloned()
-        };
-        let cached = cached.unwrap_or_else(|| self.scheduler.cache_job(job.clone()));
+        let cached = self.scheduler.cache_job(job);
         plan_job(job, due, cached.schedule.as_ref(), now, self.limits)
     }
 }
@@ -184,7 +179,7 @@ impl Scheduler {
     }
 
     /// Caches `job` with its parsed schedule, reusing the parse while the job is unchanged.
-    pub(super) fn cache_job(&self, job: Job) -> Arc<CachedJob> {
+    pub(super) fn cache_job(&self, job: &Job) -> Arc<CachedJob> {
         self.inner.jobs.lock().expect("jobs lock").insert(job)
     }
 
@@ -193,7 +188,7 @@ impl Scheduler {
             return Ok(c);
         }
         let job = self.inner.store.job_get(job_id).await?;
-        Ok(self.cache_job(job))
+        Ok(self.cache_job(&job))
     }
 }
 

@@ -88,7 +88,7 @@ impl Scheduler {
     pub(super) fn follow_up_planner(&self) -> impl Fn(&Run, &Job) -> FollowUpPlan + Send + Sync {
         move |run: &Run, job: &Job| {
             // The cache only lends its parsed schedule: the row given is the one to decide on.
-            let cached = self.cache_job(job.clone());
+            let cached = self.cache_job(job);
             plan_follow_ups(
                 run,
                 job,

@@ -62,11 +62,13 @@ impl JobCache {
             .filter(|c| c.job.version == version && c.job.created_at == created_at)
     }
 
-    /// Caches `job`, keeping the cached entry while the job's version is unchanged.
-    pub(crate) fn insert(&mut self, job: Job) -> Arc<CachedJob> {
+    /// Caches `job`, keeping the cached entry while the job's version is unchanged: a job
+    /// cached at its version is not copied again.
+    pub(crate) fn insert(&mut self, job: &Job) -> Arc<CachedJob> {
         if let Some(c) = self.get_version(job.id, job.version, job.created_at) {
             return c.clone();
         }
+        let job = job.clone();
         let text = ScheduleText::of(&job);
         let mut parsed = false;
         let schedule = match self.schedules.get(&text) {
@@ -150,10 +152,10 @@ mod tests {
     fn jobs_with_one_schedule_text_share_one_parse() {
         let mut cache = JobCache::default();
         for id in 0..1000 {
-            cache.insert(job(id, 1, "* * * * * ?", "UTC"));
+            cache.insert(&job(id, 1, "* * * * * ?", "UTC"));
         }
-        cache.insert(job(1000, 1, "* * * * * ?", "Asia/Shanghai"));
-        cache.insert(job(1001, 1, "0 * * * * ?", "UTC"));
+        cache.insert(&job(1000, 1, "* * * * * ?", "Asia/Shanghai"));
+        cache.insert(&job(1001, 1, "0 * * * * ?", "UTC"));
         assert_eq!(cache.parsed(), 3);
         let a = cache.get(0).unwrap();
         let b = cache.get(999).unwrap();
@@ -164,22 +166,22 @@ mod tests {
     #[test]
     fn a_new_version_is_parsed_again_and_an_unparsable_one_has_no_schedule() {
         let mut cache = JobCache::default();
-        let first = cache.insert(job(1, 1, "* * * * * ?", "UTC"));
+        let first = cache.insert(&job(1, 1, "* * * * * ?", "UTC"));
         assert!(Arc::ptr_eq(
             &first,
-            &cache.insert(job(1, 1, "* * * * * ?", "UTC"))
+            &cache.insert(&job(1, 1, "* * * * * ?", "UTC"))
         ));
-        let changed = cache.insert(job(1, 2, "0 0 * * * ?", "UTC"));
+        let changed = cache.insert(&job(1, 2, "0 0 * * * ?", "UTC"));
         assert!(!Arc::ptr_eq(&first, &changed));
         assert_ne!(first.schedule, changed.schedule);
-        let broken = cache.insert(job(1, 3, "not a cron", "UTC"));
+        let broken = cache.insert(&job(1, 3, "not a cron", "UTC"));
         assert!(broken.schedule.is_none());
     }
 
     #[test]
     fn a_job_is_known_only_at_its_version_and_creation() {
         let mut cache = JobCache::default();
-        cache.insert(job(1, 4, "* * * * * ?", "UTC"));
+        cache.insert(&job(1, 4, "* * * * * ?", "UTC"));
         assert!(cache.get_version(1, 4, 0).is_some());
         assert!(cache.get_version(1, 5, 0).is_none(), "edited since");
         assert!(
@@ -189,7 +191,7 @@ mod tests {
         assert!(cache.get_version(2, 4, 0).is_none(), "never cached");
         let mut again = job(1, 4, "0 0 * * * ?", "UTC");
         again.created_at = 7;
-        let other = cache.insert(again);
+        let other = cache.insert(&again);
         assert_eq!(
             other.job.created_at, 7,
             "the other row replaces the cached one"
@@ -202,7 +204,7 @@ mod tests {
         // One job edited through 200 distinct expressions: the old parses go (kept: at most
         // twice the jobs plus 64, and the one just parsed).
         for v in 0..200 {
-            cache.insert(job(1, v, &format!("{} * * * * ?", v % 60), &zone(v)));
+            cache.insert(&job(1, v, &format!("{} * * * * ?", v % 60), &zone(v)));
         }
         assert!(cache.parsed() <= 67, "{} parses kept", cache.parsed());
         assert!(cache.get(1).unwrap().schedule.is_some());
