@@ -395,26 +395,25 @@ async fn due_jobs<B: Backend>(
     let rows = B::fetch_all::<DueRow>(&mut *conn, select).await?;
     let mut known = Vec::with_capacity(rows.len());
     let mut dues = Vec::with_capacity(rows.len());
-    let mut unknown = Vec::new();
     for (id, version, created_at, next_fire_at, last_fire_at, fires_left) in rows {
-        let def = planner.known(id, version, created_at);
-        if def.is_none() {
-            unknown.push(id);
-        }
-        known.push((id, def));
+        known.push((id, planner.known(id, version, created_at)));
         dues.push(JobDue {
             next_fire_at,
             last_fire_at,
             fires_left,
         });
     }
+    let unknown: Vec<i64> = known
+        .iter()
+        .filter(|(_, def)| def.is_none())
+        .map(|&(id, _)| id)
+        .collect();
     let mut read: HashMap<i64, Arc<Job>> = HashMap::with_capacity(unknown.len());
-    for chunk in unknown.chunks(500) {
-        // The rows are this transaction's already (locked above, or SQLite's one writer), so
-        // a plain read sees them as they are. A locking read here would lock more than them:
-        // MariaDB scanned a small table whole for the list and locked every row.
-        let mut q = Query::new(format!("SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id IN ")).one_off();
-        q.push_list(chunk.iter().copied());
+    // The rows are this transaction's already (locked above, or SQLite's one writer), so a
+    // plain read sees them as they are. A locking read here would lock more than them:
+    // MariaDB scanned a small table whole for the list and locked every row.
+    let select = format!("SELECT {JOB_COLUMNS} FROM tw_jobs WHERE id IN ");
+    for q in in_ids::<B>(&select, &unknown) {
         for row in B::fetch_all::<JobRow>(&mut *conn, q).await? {
             let job = Job::try_from(row)?;
             read.insert(job.id, Arc::new(job));
