@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::Body as _;
 use hyper::body::Incoming;
-use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
+use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -107,6 +107,17 @@ pub(super) struct CallHeaders<'a> {
     pub(super) app_name: Option<&'a str>,
 }
 
+impl CallHeaders<'_> {
+    /// The headers, by name: the content type, the token unless it is empty, the app name.
+    fn pairs(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        let token = (!self.token.is_empty()).then_some((ACCESS_TOKEN_HEADER, self.token));
+        let app = self.app_name.map(|app| (APP_NAME_HEADER, app));
+        [Some((CONTENT_TYPE.as_str(), JSON)), token, app]
+            .into_iter()
+            .flatten()
+    }
+}
+
 /// The two clients, with the pools of connections they keep.
 #[derive(Clone)]
 pub(super) struct Transport {
@@ -175,16 +186,10 @@ impl Transport {
             cause: "other",
             error,
         };
-        let mut req = Request::builder()
-            .method(Method::POST)
-            .uri(url)
-            .header(CONTENT_TYPE, HeaderValue::from_static(JSON));
-        if !headers.token.is_empty() {
-            req = req.header(ACCESS_TOKEN_HEADER, headers.token);
-        }
-        if let Some(app) = headers.app_name {
-            req = req.header(APP_NAME_HEADER, app);
-        }
+        let req = headers.pairs().fold(
+            Request::builder().method(Method::POST).uri(url),
+            |req, (name, value)| req.header(name, value),
+        );
         let req = req.body(body).map_err(|e| other(e.to_string()))?;
         let resp = match tokio::time::timeout_at(deadline, self.plain.request(req)).await {
             Ok(Ok(resp)) => resp,
@@ -196,16 +201,12 @@ impl Transport {
             }
             Err(_) => return Err(timed_out()),
         };
-        let status = resp.status();
-        check_status(status)?;
         let length = resp
             .headers()
             .get(CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        if length.is_some_and(|n| n > limit as u64) {
-            return Err(CallFailure::TooLarge);
-        }
+        check_head(resp.status(), length, limit)?;
         let mut body: Incoming = resp.into_body();
         let mut bytes = Vec::new();
         loop {
@@ -213,10 +214,7 @@ impl Transport {
             match tokio::time::timeout_at(deadline, frame).await {
                 Ok(Some(Ok(frame))) => {
                     if let Ok(data) = frame.into_data() {
-                        if bytes.len() + data.len() > limit {
-                            return Err(CallFailure::TooLarge);
-                        }
-                        bytes.extend_from_slice(&data);
+                        append_within(&mut bytes, &data, limit)?;
                     }
                 }
                 Ok(None) => return Ok(bytes),
@@ -243,29 +241,20 @@ impl Transport {
             },
             error: e.to_string(),
         };
-        let mut req = self.tls.post(url).header(CONTENT_TYPE, JSON);
-        if !headers.token.is_empty() {
-            req = req.header(ACCESS_TOKEN_HEADER, headers.token);
-        }
-        if let Some(app) = headers.app_name {
-            req = req.header(APP_NAME_HEADER, app);
-        }
+        let req = headers
+            .pairs()
+            .fold(self.tls.post(url), |req, (name, value)| {
+                req.header(name, value)
+            });
         let mut resp = req
             .body(reqwest::Body::wrap(body))
             .send()
             .await
             .map_err(unreachable)?;
-        check_status(resp.status())?;
-        if resp.content_length().is_some_and(|n| n > limit as u64) {
-            return Err(CallFailure::TooLarge);
-        }
-        // Read chunk by chunk, so that an endless or huge answer costs at most `limit`.
+        check_head(resp.status(), resp.content_length(), limit)?;
         let mut bytes = Vec::new();
         while let Some(chunk) = resp.chunk().await.map_err(unreachable)? {
-            if bytes.len() + chunk.len() > limit {
-                return Err(CallFailure::TooLarge);
-            }
-            bytes.extend_from_slice(&chunk);
+            append_within(&mut bytes, &chunk, limit)?;
         }
         Ok(bytes)
     }
@@ -278,14 +267,28 @@ fn timed_out() -> CallFailure {
     }
 }
 
-/// A redirect is never followed (it would resend the run and the token to another host), and
-/// any status but success is no answer.
-fn check_status(status: StatusCode) -> Result<(), CallFailure> {
+/// An answer's head: a redirect is never followed (it would resend the run and the token to
+/// another host), any status but success is no answer, and a declared length over `limit` is
+/// not read.
+fn check_head(status: StatusCode, length: Option<u64>, limit: usize) -> Result<(), CallFailure> {
     if status.is_redirection() {
         return Err(CallFailure::Redirect(status));
     }
     if !status.is_success() {
         return Err(CallFailure::Status(status));
     }
+    if length.is_some_and(|n| n > limit as u64) {
+        return Err(CallFailure::TooLarge);
+    }
+    Ok(())
+}
+
+/// Adds a piece of the answer to `bytes`, read piece by piece so that an endless or huge
+/// answer costs at most `limit`.
+fn append_within(bytes: &mut Vec<u8>, piece: &[u8], limit: usize) -> Result<(), CallFailure> {
+    if bytes.len() + piece.len() > limit {
+        return Err(CallFailure::TooLarge);
+    }
+    bytes.extend_from_slice(piece);
     Ok(())
 }
