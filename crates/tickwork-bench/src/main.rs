@@ -45,6 +45,10 @@ enum Scenario {
     /// Workflows of 10 nodes firing every 10 s (`--jobs` of them, default 100), with the
     /// fake executor: node lateness after its last parent, nothing missed or doubled.
     Workflow,
+    /// `--jobs` `/run` calls due on the same instant every second (default 10,000), sent to
+    /// the fake executor with no scheduler: the lateness floor of this machine, against which
+    /// fire-rate's is read.
+    SendFloor,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -63,6 +67,7 @@ fn main() -> anyhow::Result<()> {
         Scenario::FireRate => admin_load::run(admin_load::Load::FireRate, cli.load),
         Scenario::Overload => admin_load::run(admin_load::Load::Overload, cli.load),
         Scenario::CreateJobs => admin_load::run(admin_load::Load::CreateJobs, cli.load),
+        Scenario::SendFloor => admin_load::send_floor(cli.load),
         Scenario::JobsPage => admin_load::run(admin_load::Load::JobsPage, cli.load),
         Scenario::Workflow => admin_load::run(admin_load::Load::Workflow, cli.load),
     }

@@ -14,6 +14,7 @@ mod creates;
 mod db;
 mod executors;
 mod fake;
+mod floor;
 mod health;
 mod jobs_page;
 mod probe;
@@ -179,6 +180,14 @@ pub(crate) fn run(load: Load, args: LoadArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?
         .block_on(run_async(load, args))
+}
+
+/// `--scenario send-floor`: see `floor.rs`.
+pub(crate) fn send_floor(args: LoadArgs) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(floor::run(args))
 }
 
 /// Epoch milliseconds from the wall clock (comparable between processes on one machine).

@@ -1,0 +1,167 @@
+//! `--scenario send-floor`: the lateness this machine gives `--jobs` `/run` calls due on the
+//! same instant with no scheduler at all. A sender on a runtime of its own (as many threads as
+//! the admin's) posts each second's calls to the fake executor over hyper's pooled HTTP/1.1
+//! client with at most 64 in flight, as the admin's dispatch does to one address, and the fake
+//! executor records their arrival as in fire-rate. What fire-rate measures above this floor is
+//! the admin's own; below it no scheduler on these cores can go.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use http_body::Body;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use tickwork_protocol::{ACCESS_TOKEN_HEADER, TriggerParam};
+use tokio::sync::Semaphore;
+
+use super::fake::{self, FakeSpec};
+use super::stats::{Spread, ms, window_figures};
+use super::{LoadArgs, now_ms, sleep_until_ms, token};
+
+/// Calls in flight to the one executor address: the admin's bound per address.
+const IN_FLIGHT: usize = 64;
+/// Longest wait for one call's answer.
+const CALL_MAX: Duration = Duration::from_secs(10);
+
+/// Runs the scenario and prints its figures and RESULT line.
+pub(super) async fn run(args: LoadArgs) -> anyhow::Result<()> {
+    let jobs = args.jobs.unwrap_or(10_000);
+    let duration = args.duration.unwrap_or(30);
+    if jobs == 0 || duration == 0 || jobs > i32::MAX as usize {
+        anyhow::bail!("--jobs and --duration must be at least 1 (--jobs at most 2^31 - 1)");
+    }
+    // The fake executor's reqwest client is built without a default TLS provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let token = token();
+    let executor = fake::start(FakeSpec {
+        index: 0,
+        admins: &[],
+        token: &token,
+        app: "send-floor",
+    })
+    .await?;
+    println!(
+        "scenario=send-floor jobs={jobs} in_flight={IN_FLIGHT} warmup={}s window={duration}s",
+        args.warmup
+    );
+    println!(
+        "measured: lateness = instant the fake executor's /run handler got the call minus the \
+         whole second it was due; the sender runs on its own runtime, with nothing else to do"
+    );
+    let sender = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("send-floor")
+        .build()
+        .context("cannot build the sender's runtime")?;
+    let url: hyper::Uri = format!("{}run", executor.address).parse()?;
+    let first = (now_ms() / 1000 + 2) * 1000;
+    let from_ms = first + 1000 * args.warmup as i64;
+    let to_ms = from_ms + 1000 * duration as i64;
+    let seconds = sender.spawn(send_every_second(url, token, jobs, first, to_ms));
+    let failed = seconds.await.context("the sender panicked")??;
+    sleep_until_ms(to_ms + 1000).await;
+    sender.shutdown_background();
+    let arrivals = executor.finish().await;
+    let job_ids: Vec<i64> = (1..=jobs as i64).collect();
+    let w = window_figures(&arrivals, &job_ids, from_ms, to_ms);
+    for (i, s) in w.per_second.iter().enumerate() {
+        if let Some(l) = &s.lateness {
+            println!(
+                "  s{i:<3} arrived {:>6}  p50 {:>9}  p99 {:>9}  max {:>9}",
+                s.arrived,
+                ms(l.p50),
+                ms(l.p99),
+                ms(l.max)
+            );
+        }
+    }
+    let l = w.lateness.unwrap_or(Spread {
+        min: 0,
+        p50: 0,
+        p99: 0,
+        max: 0,
+        count: 0,
+    });
+    println!(
+        "summary: expected {} calls, {} missed, {} duplicated, {failed} failed",
+        w.expected, w.missed, w.duplicated
+    );
+    println!(
+        "RESULT scenario=send-floor jobs={jobs} in_flight={IN_FLIGHT} calls_per_s={:.1} \
+         p50_ms={:.1} p99_ms={:.1} max_ms={:.1} missed={} failed={failed}",
+        (w.expected - w.missed) as f64 / duration as f64,
+        l.p50 as f64 / 1000.0,
+        l.p99 as f64 / 1000.0,
+        l.max as f64 / 1000.0,
+        w.missed,
+    );
+    Ok(())
+}
+
+/// Posts `jobs` calls due at each whole second from `first_ms` to `to_ms`, each body built at
+/// its send as the admin builds it; the calls that failed.
+async fn send_every_second(
+    url: hyper::Uri,
+    token: String,
+    jobs: usize,
+    first_ms: i64,
+    to_ms: i64,
+) -> anyhow::Result<u64> {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    let client: Client<HttpConnector, String> = Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(IN_FLIGHT)
+        .pool_idle_timeout(Duration::from_secs(20))
+        .build(connector);
+    let gate = Arc::new(Semaphore::new(IN_FLIGHT));
+    let failed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut log_id = 0_i64;
+    let mut due = first_ms;
+    while due < to_ms {
+        sleep_until_ms(due).await;
+        for job in 1..=jobs {
+            log_id += 1;
+            let permit = Arc::clone(&gate).acquire_owned().await?;
+            let body = serde_json::to_string(&TriggerParam {
+                job_id: job as i32,
+                executor_handler: "bench-noop".into(),
+                executor_block_strategy: "SERIAL_EXECUTION".into(),
+                log_id,
+                log_date_time: due,
+                glue_type: "BEAN".into(),
+                broadcast_total: 1,
+                ..TriggerParam::default()
+            })?;
+            let request = hyper::Request::post(url.clone())
+                .header(hyper::header::CONTENT_TYPE, "application/json")
+                .header(ACCESS_TOKEN_HEADER, token.as_str())
+                .body(body)?;
+            let (client, failed) = (client.clone(), Arc::clone(&failed));
+            tokio::spawn(async move {
+                let answered = tokio::time::timeout(CALL_MAX, async {
+                    let answer = client.request(request).await?;
+                    let ok = answer.status().is_success();
+                    let mut body = answer.into_body();
+                    while let Some(frame) =
+                        std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx))
+                            .await
+                    {
+                        frame?;
+                    }
+                    Ok::<bool, anyhow::Error>(ok)
+                })
+                .await;
+                if !matches!(answered, Ok(Ok(true))) {
+                    failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                drop(permit);
+            });
+        }
+        due += 1000;
+    }
+    // Every call has its answer once every permit is back.
+    let _all = gate.acquire_many(IN_FLIGHT as u32).await?;
+    Ok(failed.load(std::sync::atomic::Ordering::Relaxed))
+}
