@@ -45,7 +45,7 @@ struct Shared {
     arrivals: Arc<AtomicU64>,
     /// Wakes the callback sender when a full batch is waiting.
     batch_ready: Notify,
-    /// Whether results are queued for an admin (not when there is none, see `floor.rs`).
+    /// Whether there are admins to register with and post results to (none in `floor.rs`).
     callbacks: bool,
 }
 
@@ -151,27 +151,47 @@ pub(super) async fn start(spec: FakeSpec<'_>) -> anyhow::Result<FakeExecutor> {
             let _ = tickwork_serve::serve(listener, router, limits, stop).await;
         }
     }));
-    let registration = tickwork_protocol::encode(&RegistryParam::executor(spec.app, &address));
-    if spec.admins.is_empty() {
-        return Ok(FakeExecutor {
-            name,
-            address,
-            arrivals: Arc::clone(&shared.arrivals),
-            callbacks_sent,
-            shared,
-            admin,
-            app: spec.app.to_owned(),
-            stop,
-            tasks,
-        });
+    if shared.callbacks {
+        register(&admin, spec.app, &address, &name, &stop, &mut tasks).await?;
+        tasks.push(tokio::spawn(send_callbacks(
+            Arc::clone(&shared),
+            admin.clone(),
+            stop.clone(),
+            Arc::clone(&callbacks_sent),
+            name.clone(),
+        )));
     }
+    Ok(FakeExecutor {
+        name,
+        address,
+        arrivals: Arc::clone(&shared.arrivals),
+        callbacks_sent,
+        shared,
+        admin,
+        app: spec.app.to_owned(),
+        stop,
+        tasks,
+    })
+}
+
+/// Registers the executor at `address` with the admins once, then every [`REGISTRY_EVERY`]
+/// on a task of `tasks` until `stop`.
+async fn register(
+    admin: &AdminCalls,
+    app: &str,
+    address: &str,
+    name: &str,
+    stop: &CancellationToken,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> anyhow::Result<()> {
+    let registration = tickwork_protocol::encode(&RegistryParam::executor(app, address));
     // The first registration before returning: the bench waits for the group to list it.
     admin
         .call("registry", registration.clone())
         .await
         .with_context(|| format!("{name} could not register"))?;
     tasks.push(tokio::spawn({
-        let (admin, stop, name) = (admin.clone(), stop.clone(), name.clone());
+        let (admin, stop, name) = (admin.clone(), stop.clone(), name.to_owned());
         async move {
             let mut tick = tokio::time::interval(REGISTRY_EVERY);
             tick.tick().await;
@@ -186,31 +206,14 @@ pub(super) async fn start(spec: FakeSpec<'_>) -> anyhow::Result<FakeExecutor> {
             }
         }
     }));
-    tasks.push(tokio::spawn(send_callbacks(
-        Arc::clone(&shared),
-        admin.clone(),
-        stop.clone(),
-        Arc::clone(&callbacks_sent),
-        name.clone(),
-    )));
-    Ok(FakeExecutor {
-        name,
-        address,
-        arrivals: Arc::clone(&shared.arrivals),
-        callbacks_sent,
-        shared,
-        admin,
-        app: spec.app.to_owned(),
-        stop,
-        tasks,
-    })
+    Ok(())
 }
 
 impl FakeExecutor {
     /// Deregisters, stops the server, posts the results still waiting and returns the records.
     pub(super) async fn finish(self) -> Vec<Arrival> {
         let bye = tickwork_protocol::encode(&RegistryParam::executor(&self.app, &self.address));
-        if !self.admin.bases.is_empty()
+        if self.shared.callbacks
             && let Err(e) = self.admin.call("registryRemove", bye).await
         {
             eprintln!("{}: deregistration failed: {e:#}", self.name);
