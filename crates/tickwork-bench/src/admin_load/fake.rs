@@ -46,7 +46,7 @@ struct Shared {
     /// Wakes the callback sender when a full batch is waiting.
     batch_ready: Notify,
     /// Whether there are admins to register with and post results to (none in `floor.rs`).
-    callbacks: bool,
+    has_admins: bool,
 }
 
 /// One fake executor: its server, its registration loop and its callback sender.
@@ -118,7 +118,7 @@ pub(super) async fn start(spec: FakeSpec<'_>) -> anyhow::Result<FakeExecutor> {
         pending: Mutex::new(Vec::new()),
         arrivals: Arc::new(AtomicU64::new(0)),
         batch_ready: Notify::new(),
-        callbacks: !spec.admins.is_empty(),
+        has_admins: !spec.admins.is_empty(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = format!("http://{}/", listener.local_addr()?);
@@ -151,7 +151,7 @@ pub(super) async fn start(spec: FakeSpec<'_>) -> anyhow::Result<FakeExecutor> {
             let _ = tickwork_serve::serve(listener, router, limits, stop).await;
         }
     }));
-    if shared.callbacks {
+    if shared.has_admins {
         register(&admin, spec.app, &address, &name, &stop, &mut tasks).await?;
         tasks.push(tokio::spawn(send_callbacks(
             Arc::clone(&shared),
@@ -213,7 +213,7 @@ impl FakeExecutor {
     /// Deregisters, stops the server, posts the results still waiting and returns the records.
     pub(super) async fn finish(self) -> Vec<Arrival> {
         let bye = tickwork_protocol::encode(&RegistryParam::executor(&self.app, &self.address));
-        if self.shared.callbacks
+        if self.shared.has_admins
             && let Err(e) = self.admin.call("registryRemove", bye).await
         {
             eprintln!("{}: deregistration failed: {e:#}", self.name);
@@ -331,7 +331,7 @@ async fn run(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes)
         wire_us: 0,
     });
     shared.arrivals.fetch_add(1, Ordering::Relaxed);
-    if !shared.callbacks {
+    if !shared.has_admins {
         return answer(Envelope::success());
     }
     let full = {
