@@ -604,16 +604,23 @@ mod tests {
     use super::*;
     use tokio::io::AsyncReadExt;
 
+    /// A socket on a free loopback port for the executor a test plays, and its address
+    /// (`http://host:port`, no slash).
+    async fn executor_socket() -> (tokio::net::TcpListener, String) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = format!("http://{}", listener.local_addr().expect("address"));
+        (listener, address)
+    }
+
     /// An executor that takes the request and never answers, or answers its head and then
     /// nothing: the call gives up at its deadline, as no answer, whichever part was missing.
     #[tokio::test]
     async fn a_call_without_a_whole_answer_gives_up_at_its_deadline() {
         use tokio::io::AsyncWriteExt;
         for head_only in [false, true] {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("bind");
-            let address = format!("http://{}", listener.local_addr().expect("address"));
+            let (listener, address) = executor_socket().await;
             let server = tokio::spawn(async move {
                 let (mut socket, _) = listener.accept().await.expect("accept");
                 let mut request = Vec::new();
@@ -656,10 +663,8 @@ mod tests {
     async fn calls_to_one_executor_never_hold_more_connections_than_the_bound() {
         use std::sync::atomic::AtomicUsize;
         use tokio::io::AsyncWriteExt;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let address = format!("http://{}/", listener.local_addr().expect("address"));
+        let (listener, base) = executor_socket().await;
+        let address = format!("{base}/");
         // An executor that holds every request until the test lets go, then answers each on
         // its connection, kept alive.
         let accepted = Arc::new(AtomicUsize::new(0));
@@ -765,10 +770,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_closed_gate_keeps_the_run_from_leaving() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let address = format!("http://{}/", listener.local_addr().expect("address"));
+        let (listener, base) = executor_socket().await;
+        let address = format!("{base}/");
         // Everything the executor's socket ever receives, until the admin closes it.
         let executor = tokio::spawn(async move {
             let (mut socket, _) = listener.accept().await.expect("accept");

@@ -6,6 +6,7 @@
 //! the admin's own; below it no scheduler on these cores can go.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -60,8 +61,8 @@ pub(super) async fn run(args: LoadArgs) -> anyhow::Result<()> {
     let from_ms = first + 1000 * args.warmup as i64;
     let to_ms = from_ms + 1000 * duration as i64;
     let seconds = sender.spawn(send_every_second(url, token, jobs, first, to_ms));
+    // Every call has its answer when the sender returns, and each was recorded before it.
     let failed = seconds.await.context("the sender panicked")??;
-    sleep_until_ms(to_ms + 1000).await;
     sender.shutdown_background();
     let arrivals = executor.finish().await;
     let job_ids: Vec<i64> = (1..=jobs as i64).collect();
@@ -116,7 +117,7 @@ async fn send_every_second(
         .pool_idle_timeout(Duration::from_secs(20))
         .build(connector);
     let gate = Arc::new(Semaphore::new(IN_FLIGHT));
-    let failed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
     let mut log_id = 0_i64;
     let mut due = first_ms;
     while due < to_ms {
@@ -154,7 +155,7 @@ async fn send_every_second(
                 })
                 .await;
                 if !matches!(answered, Ok(Ok(true))) {
-                    failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    failed.fetch_add(1, Ordering::Relaxed);
                 }
                 drop(permit);
             });
@@ -163,5 +164,5 @@ async fn send_every_second(
     }
     // Every call has its answer once every permit is back.
     let _all = gate.acquire_many(IN_FLIGHT as u32).await?;
-    Ok(failed.load(std::sync::atomic::Ordering::Relaxed))
+    Ok(failed.load(Ordering::Relaxed))
 }
