@@ -8,6 +8,7 @@
 //! over `Backend` and never names a driver type.
 
 use std::future::Future;
+use std::sync::LazyLock;
 
 use sqlx::mysql::MySqlRow;
 use sqlx::postgres::PgRow;
@@ -117,6 +118,19 @@ impl Query {
 pub(crate) fn state_in(states: &[RunState]) -> String {
     in_list(states.iter().map(|s| format!("'{}'", s.as_str())))
 }
+
+/// The condition on runs not yet ended, whole: the `WHERE` of the partial index
+/// `tw_runs_open` (SQLite and PostgreSQL). A query that finds runs by state and owner adds it
+/// as it is, term for term, since SQLite uses a partial index only for a query that carries
+/// its condition.
+pub(crate) static OPEN_RUN: LazyLock<String> = LazyLock::new(|| {
+    let open: Vec<RunState> = RunState::ALL
+        .iter()
+        .copied()
+        .filter(|s| !s.is_final())
+        .collect();
+    format!("state{}", state_in(&open))
+});
 
 /// The condition ` = 0` or ` IN (4, 2)` that follows an alarm status column, as
 /// [`state_in`] does for run states.

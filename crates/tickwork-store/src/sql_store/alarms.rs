@@ -8,7 +8,7 @@ use super::*;
 const QUEUE_RACES: u32 = 5;
 
 /// `state` condition of the runs that call for an alarm ([`RunState::calls_for_alarm`]).
-static ALARM_STATES: LazyLock<String> = LazyLock::new(|| {
+pub(super) static ALARM_STATES: LazyLock<String> = LazyLock::new(|| {
     let states: Vec<RunState> = RunState::ALL
         .iter()
         .copied()

@@ -32,7 +32,7 @@ use json_rows::JsonRows;
 use crate::error::{is_foreign_key_violation, is_retryable, is_unique_violation};
 use crate::model::*;
 use crate::rows::*;
-use crate::sql::{Arg, Backend, Conn, Kind, Query, alarm_in, state_in, state_literal};
+use crate::sql::{Arg, Backend, Conn, Kind, OPEN_RUN, Query, alarm_in, state_in, state_literal};
 use crate::store::{
     AccountStore, AlarmStore, AuditStore, ClusterStore, FireCheckStore, GroupStore, JobStore,
     RunLedger, ScriptStore, Store,
@@ -486,6 +486,21 @@ impl<B: Backend> Store for SqlStore<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// SQLite uses a partial index only for a query that carries its condition term for term,
+    /// so the queries' conditions are the indexes' conditions, written out.
+    #[test]
+    fn queries_carry_the_partial_indexes_conditions() {
+        let alarm = format!("WHERE state{}", *alarms::ALARM_STATES);
+        let open = format!("WHERE {}", *OPEN_RUN);
+        for migration in [
+            include_str!("../../migrations/sqlite/0014_open_runs.sql"),
+            include_str!("../../migrations/postgres/0014_open_runs.sql"),
+        ] {
+            assert!(migration.contains(&open), "{open} not in {migration}");
+            assert!(migration.contains(&alarm), "{alarm} not in {migration}");
+        }
+    }
 
     #[test]
     fn like_patterns_escape_wildcards_and_fold_case() {

@@ -46,8 +46,9 @@ impl<B: Backend> SqlStore<B> {
         let mut conn = self.pool.acquire().await?;
         // Only planned runs lose their owner (a clean stop's hand-back).
         let unowned = Query::new(format!(
-            "SELECT id FROM tw_runs WHERE state{} AND owner_node IS NULL LIMIT 1",
-            state_in(RunMove::Adopt.from_states())
+            "SELECT id FROM tw_runs WHERE state{} AND owner_node IS NULL AND {} LIMIT 1",
+            state_in(RunMove::Adopt.from_states()),
+            *OPEN_RUN
         ));
         let unowned = B::fetch_optional::<(i64,)>(&mut *conn, unowned)
             .await?
@@ -67,9 +68,10 @@ impl<B: Backend> SqlStore<B> {
             let mut after = String::new();
             loop {
                 let next = Query::new(format!(
-                    "SELECT owner_node FROM tw_runs WHERE state{} AND owner_node > ? \
+                    "SELECT owner_node FROM tw_runs WHERE state{} AND owner_node > ? AND {} \
                      ORDER BY owner_node LIMIT 1",
-                    state_in(&[state])
+                    state_in(&[state]),
+                    *OPEN_RUN
                 ))
                 .bind(after.as_str());
                 let Some((owner,)) = B::fetch_optional::<(String,)>(&mut *conn, next).await? else {
@@ -111,6 +113,10 @@ impl<B: Backend> SqlStore<B> {
         }
         if let Some(state) = filter.state {
             q.push(" AND state = ").push_bind(state.as_str());
+            // Open runs have an index of their own, which a query reaches by its condition.
+            if !state.is_final() {
+                q.push(" AND ").push(&OPEN_RUN);
+            }
         }
         push_range(&mut q, "scheduled_at", filter.range);
         q
@@ -151,8 +157,9 @@ impl<B: Backend> RunLedger for SqlStore<B> {
     async fn runs_hand_back(&self, hand_back: HandBack) -> Result<u64, Error> {
         check_required("node id", &hand_back.node_id, NODE_ID_MAX)?;
         let q = Query::new(format!(
-            "UPDATE tw_runs SET owner_node = NULL WHERE state{} AND owner_node = ?",
-            state_in(RunMove::Adopt.from_states())
+            "UPDATE tw_runs SET owner_node = NULL WHERE state{} AND owner_node = ? AND {}",
+            state_in(RunMove::Adopt.from_states()),
+            *OPEN_RUN
         ))
         .bind(hand_back.node_id.as_str());
         Ok(self.execute(q).await?)
@@ -306,9 +313,9 @@ impl<B: Backend> RunLedger for SqlStore<B> {
 
     async fn runs_pending_owned_by(&self, node: &str) -> Result<Vec<Run>, Error> {
         let q = Query::new(format!(
-            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE state{} AND owner_node = ? \
+            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE state{} AND owner_node = ? AND {} \
              ORDER BY scheduled_at, id",
-            *OWNED_STATES
+            *OWNED_STATES, *OPEN_RUN
         ))
         .bind(node);
         convert(self.fetch_all::<RunRow>(q).await?)
@@ -344,7 +351,8 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         // Sending runs never lose their owner, so only a dead owner's are taken.
         let adoptable = &*OWNED_STATES;
         let mut select = Query::new(format!(
-            "SELECT id FROM tw_runs WHERE state{adoptable} AND ("
+            "SELECT id FROM tw_runs WHERE state{adoptable} AND {} AND (",
+            *OPEN_RUN
         ));
         if orphans.unowned {
             select.push("owner_node IS NULL");
@@ -502,13 +510,14 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         // As XXL-JOB: the executor counts as gone when no registry row under its address has
         // beaten lately, whatever app it registered for.
         let q = Query::new(format!(
-            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE state{} AND dispatched_at < ? \
+            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE state{} AND {} AND dispatched_at < ? \
              AND NOT EXISTS (SELECT 1 FROM tw_registry \
              WHERE tw_registry.address = tw_runs.executor_address \
              AND tw_registry.updated_at >= ?) ORDER BY dispatched_at, id LIMIT ?",
             // Only dispatched runs have an executor to be gone; a `sending` run's maybe is
             // resolved by asking, not by the monitor.
-            state_in(&[RunMove::Dispatch.to()])
+            state_in(&[RunMove::Dispatch.to()]),
+            *OPEN_RUN
         ))
         .bind(query.dispatched_before)
         .bind(query.alive_since)
@@ -521,9 +530,10 @@ impl<B: Backend> RunLedger for SqlStore<B> {
             return Ok(Vec::new());
         }
         let q = Query::new(format!(
-            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE state{} AND executor_address = ? \
+            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE state{} AND {} AND executor_address = ? \
              AND dispatched_at < ? ORDER BY dispatched_at, id LIMIT ?",
-            state_in(&[RunMove::Dispatch.to()])
+            state_in(&[RunMove::Dispatch.to()]),
+            *OPEN_RUN
         ))
         .bind(query.address)
         .bind(query.dispatched_before)
