@@ -125,9 +125,6 @@ fn sized_chunks<T>(items: &[T], row_bytes: impl Fn(&T) -> usize) -> Vec<&[T]> {
     chunks
 }
 
-/// Ids in one `IN (...)` list on SQLite: under its 32,766 binds with room for a few more.
-const SQLITE_IDS_PER_STATEMENT: usize = 30_000;
-
 /// Most rows of one insert. Inserts are prepared once per row count and kept by the driver,
 /// so row counts are powers of two up to this: a handful of statement texts per table. A
 /// statement prepared for one use costs MySQL a prepare and a close each time, and the close

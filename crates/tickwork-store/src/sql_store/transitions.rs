@@ -76,19 +76,25 @@ impl<B: Backend> SqlStore<B> {
     ) -> Result<Vec<i64>, Error> {
         let mut moved = Vec::with_capacity(ids.len());
         let mut tx = B::begin_write(&self.writes).await?;
-        if B::KIND == Kind::Sqlite {
-            // The only writer, so no lock to take first: what the statement changed is what
-            // moved, read back by RETURNING in the same call (as many ids as the bind limit
-            // allows, one call to the driver's worker thread).
-            for chunk in ids.chunks(SQLITE_IDS_PER_STATEMENT) {
-                let mut q = Query::new(format!(
-                    "UPDATE tw_runs SET state = {} WHERE state{} AND owner_node = ",
-                    state_literal(op.to()),
-                    state_in(op.from_states())
-                ))
-                .one_off();
-                q.push_bind(node);
-                q.push(" AND id IN ").push_list(chunk.iter().copied());
+        if B::KIND != Kind::MySql {
+            // One statement, no lock first: what it changed is what moved, read back by
+            // RETURNING. SQLite has one writer, and PostgreSQL looks at a row's state again
+            // after waiting for another transaction's lock on it. Locking first cost
+            // PostgreSQL a locking read and a log record a run before the update, for every
+            // fire sent. The ids go in ascending, the order every batch locks rows in; the
+            // state is kept off its index, so the planner finds each run by its id.
+            let mut sorted = ids.to_vec();
+            sorted.sort_unstable();
+            for mut q in in_ids::<B>(
+                &format!(
+                    "UPDATE tw_runs SET state = {} WHERE id IN ",
+                    state_literal(op.to())
+                ),
+                &sorted,
+            ) {
+                q.push(" AND ").push(B::KIND.state_beside_ids());
+                q.push(&state_in(op.from_states()));
+                q.push(" AND owner_node = ").push_bind(node);
                 if let Some(when) = when {
                     q.append(when);
                 }
