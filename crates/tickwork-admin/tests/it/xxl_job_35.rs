@@ -110,6 +110,13 @@ async fn an_xxl_job_3_5_executor_registers_runs_logs_is_killed_and_fires_on_sche
     let done = api.run_reaches(run, "succeeded").await;
     assert_eq!(done["handle_msg"], "demo ok", "{done}");
     assert!(executor.ran(run));
+    // This executor posts its result before it answers `/trigger`, so the result can be
+    // written before the dispatch record, which names the executor the log is read from.
+    wait_until("the run's dispatch record", WAIT, || async {
+        let r = api.run(run).await;
+        r["executor_address"].is_string().then_some(())
+    })
+    .await;
     let (status, log) = api.call("GET", &format!("runs/{run}/log"), None).await;
     assert_eq!(status, 200, "{log}");
     assert!(
