@@ -77,21 +77,36 @@ impl<B: Backend> SqlStore<B> {
         let mut moved = Vec::with_capacity(ids.len());
         let mut tx = B::begin_write(&self.writes).await?;
         if B::KIND != Kind::MySql {
-            // One statement, no lock first: what it changed is what moved, read back by
-            // RETURNING. SQLite has one writer, and PostgreSQL looks at a row's state again
-            // after waiting for another transaction's lock on it. Locking first cost
-            // PostgreSQL a locking read and a log record a run before the update, for every
-            // fire sent. The ids go in ascending, the order every batch locks rows in; the
-            // state is kept off its index, so the planner finds each run by its id.
+            // No lock first: what the update changed is what moved, read back by RETURNING.
+            // SQLite has one writer, and PostgreSQL looks at a row's state again after
+            // waiting for another transaction's lock on it. Locking first cost PostgreSQL a
+            // locking read and a log record a run before the update, for every fire sent. The
+            // ids go in ascending, the order every batch locks rows in; the state is kept off
+            // its index, so the planner finds each run by its id. On SQLite one statement, the
+            // ids one JSON array; on PostgreSQL a list of ids a statement, which it always
+            // looks up by key: a join with JSON rows is planned by the ledger's size when the
+            // statement is prepared, and a ledger still small then was scanned whole at every
+            // send (the first fires of a fresh database late by 400 ms; under overload none
+            // sent for 40 s).
             let mut sorted = ids.to_vec();
             sorted.sort_unstable();
-            for mut q in in_ids::<B>(
-                &format!(
-                    "UPDATE tw_runs SET state = {} WHERE id IN ",
-                    state_literal(op.to())
-                ),
-                &sorted,
-            ) {
+            let update = format!(
+                "UPDATE tw_runs SET state = {} WHERE id IN ",
+                state_literal(op.to())
+            );
+            let statements = if B::KIND == Kind::Sqlite {
+                in_ids::<B>(&update, &sorted)
+            } else {
+                sorted
+                    .chunks(ROWS_PER_STATEMENT)
+                    .map(|chunk| {
+                        let mut q = Query::new(update.as_str()).one_off();
+                        q.push_list(chunk.iter().copied());
+                        q
+                    })
+                    .collect()
+            };
+            for mut q in statements {
                 q.push(" AND ").push(B::KIND.state_beside_ids());
                 q.push(&state_in(op.from_states()));
                 q.push(" AND owner_node = ").push_bind(node);
