@@ -78,7 +78,7 @@ const STATEMENT_BYTES: usize = 12 * 1024;
 
 /// The statements of `select` (a query ending in `IN `) over `ids`: on SQLite and
 /// PostgreSQL one, the ids as one JSON array (see [`JsonRows`]), so that it is prepared once
-/// whatever their number; on MySQL/MariaDB one per [`ROWS_PER_STATEMENT`] ids.
+/// whatever their number; on MySQL/MariaDB [`id_lists`].
 fn in_ids<B: Backend>(select: &str, ids: &[i64]) -> Vec<Query> {
     if ids.is_empty() {
         return Vec::new();
@@ -96,6 +96,13 @@ fn in_ids<B: Backend>(select: &str, ids: &[i64]) -> Vec<Query> {
         .bind(rows.finish());
         return vec![q];
     }
+    id_lists(select, ids)
+}
+
+/// The statements of `select` (a query ending in `IN `) over `ids` as lists of ids, one per
+/// [`ROWS_PER_STATEMENT`], each made for one use: every planner looks such a list up by key,
+/// whatever it knew of the table's size when it planned.
+fn id_lists(select: &str, ids: &[i64]) -> Vec<Query> {
     ids.chunks(ROWS_PER_STATEMENT)
         .map(|chunk| {
             let mut q = Query::new(select).one_off();

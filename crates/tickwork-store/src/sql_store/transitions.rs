@@ -97,14 +97,7 @@ impl<B: Backend> SqlStore<B> {
             let statements = if B::KIND == Kind::Sqlite {
                 in_ids::<B>(&update, &sorted)
             } else {
-                sorted
-                    .chunks(ROWS_PER_STATEMENT)
-                    .map(|chunk| {
-                        let mut q = Query::new(update.as_str()).one_off();
-                        q.push_list(chunk.iter().copied());
-                        q
-                    })
-                    .collect()
+                id_lists(&update, &sorted)
             };
             for mut q in statements {
                 q.push(" AND ").push(B::KIND.state_beside_ids());
