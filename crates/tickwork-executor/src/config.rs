@@ -268,6 +268,7 @@ impl ExecutorConfig {
         tickwork_serve::Limits {
             header_read_timeout: self.header_read_timeout,
             max_connections: self.max_connections,
+            ..tickwork_serve::Limits::default()
         }
     }
 }

@@ -3,11 +3,17 @@
 //! would close at its header-read timeout anyway. Without this a client that opened many
 //! connections in a burst (an executor calling back hundreds of results at once) held every
 //! slot with idle ones, and any other client waited up to the timeout.
+//!
+//! Only a connection idle for some time is closed: one that has just been answered is most
+//! likely about to carry its client's next request, which a close would cut (the client sees
+//! its connection end without an answer, and does not resend a POST).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// The idle connections of one server.
@@ -20,9 +26,22 @@ pub(crate) struct IdleConnections {
 
 #[derive(Default)]
 struct State {
-    /// Each idle connection's close token, by the order in which it became idle.
-    by_age: BTreeMap<u64, CancellationToken>,
+    /// Each idle connection's close token and the instant it became idle, by the order in
+    /// which it became idle.
+    by_age: BTreeMap<u64, (Instant, CancellationToken)>,
     next: u64,
+}
+
+/// What [`IdleConnections::close_longest_idle`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Closing {
+    /// The connection idle the longest is closing.
+    Closed,
+    /// None is idle.
+    NoneIdle,
+    /// The connection idle the longest has been idle for less than the minimum: it may be
+    /// closed once this much more time has passed (if it is still idle then).
+    TooRecent(Duration),
 }
 
 impl IdleConnections {
@@ -30,14 +49,21 @@ impl IdleConnections {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Closes the connection idle the longest (gracefully: one whose next request has just
-    /// begun finishes it first); `false` when none is idle.
-    pub(crate) fn close_longest_idle(&self) -> bool {
-        let Some((_, close)) = self.lock().by_age.pop_first() else {
-            return false;
+    /// Closes the connection idle the longest if it has been idle for at least `min_idle`
+    /// (gracefully: one whose next request has just begun finishes it first).
+    pub(crate) fn close_longest_idle(&self, min_idle: Duration) -> Closing {
+        let mut state = self.lock();
+        let Some(oldest) = state.by_age.first_entry() else {
+            return Closing::NoneIdle;
         };
+        let idle_for = oldest.get().0.elapsed();
+        if idle_for < min_idle {
+            return Closing::TooRecent(min_idle - idle_for);
+        }
+        let (_, close) = oldest.remove();
+        drop(state);
         close.cancel();
-        true
+        Closing::Closed
     }
 
     /// Waits until some connection becomes idle (at once when one did since the last wait).
@@ -84,7 +110,9 @@ impl ConnectionIdleness {
         }
         let new = state.next;
         state.next += 1;
-        state.by_age.insert(new, self.close.clone());
+        state
+            .by_age
+            .insert(new, (Instant::now(), self.close.clone()));
         *key = Some(new);
         drop(state);
         self.idle.became_idle.notify_one();
@@ -93,5 +121,60 @@ impl ConnectionIdleness {
     /// The connection ended.
     pub(crate) fn ended(&self) {
         self.busy();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN_IDLE: Duration = Duration::from_secs(1);
+
+    fn connection(idle: &Arc<IdleConnections>) -> (ConnectionIdleness, CancellationToken) {
+        let close = CancellationToken::new();
+        (
+            ConnectionIdleness::new(Arc::clone(idle), close.clone()),
+            close,
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_a_connection_idle_for_the_minimum_is_closed() {
+        let idle = Arc::new(IdleConnections::default());
+        let (conn, close) = connection(&idle);
+        assert_eq!(idle.close_longest_idle(MIN_IDLE), Closing::NoneIdle);
+        conn.idle();
+        tokio::time::advance(Duration::from_millis(400)).await;
+        assert_eq!(
+            idle.close_longest_idle(MIN_IDLE),
+            Closing::TooRecent(Duration::from_millis(600))
+        );
+        assert!(!close.is_cancelled());
+        tokio::time::advance(Duration::from_millis(600)).await;
+        assert_eq!(idle.close_longest_idle(MIN_IDLE), Closing::Closed);
+        assert!(close.is_cancelled());
+        assert_eq!(idle.close_longest_idle(MIN_IDLE), Closing::NoneIdle);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_new_request_starts_a_connections_idleness_again() {
+        let idle = Arc::new(IdleConnections::default());
+        let (first, first_close) = connection(&idle);
+        let (second, second_close) = connection(&idle);
+        first.idle();
+        second.idle();
+        tokio::time::advance(MIN_IDLE).await;
+        // The first one is asked again: it is busy, then idle from now on.
+        first.busy();
+        first.idle();
+        assert_eq!(idle.close_longest_idle(MIN_IDLE), Closing::Closed);
+        assert!(second_close.is_cancelled());
+        assert!(!first_close.is_cancelled());
+        assert_eq!(
+            idle.close_longest_idle(MIN_IDLE),
+            Closing::TooRecent(MIN_IDLE)
+        );
+        first.ended();
+        assert_eq!(idle.close_longest_idle(MIN_IDLE), Closing::NoneIdle);
     }
 }

@@ -7,12 +7,14 @@
 //!   long after it opened (or after its previous response) is closed; idle keep-alive
 //!   connections therefore close after the same time;
 //! - a **connection cap**: at the cap a new connection first takes the slot of the connection
-//!   idle the longest between two requests (closed, as its keep-alive timeout would), else it
-//!   waits for a connection to end, and the next ones wait in the kernel's listen backlog
-//!   instead of costing a file descriptor each. A legitimate client is served late rather than
-//!   refused (accept-and-close would turn a dispatch or callback into an error), and idle
-//!   connections of one busy client never keep the others out. The timeout bounds how long a
-//!   slow client holds a slot, so the wait is bounded too;
+//!   idle the longest between two requests (closed, as its keep-alive timeout would) once it
+//!   has been idle for [`Limits::idle_before_close`], else it waits for a connection to end,
+//!   and the next ones wait in the kernel's listen backlog instead of costing a file
+//!   descriptor each. A legitimate client is served late rather than refused (accept-and-close
+//!   would turn a dispatch or callback into an error), idle connections of one busy client
+//!   never keep the others out, and a client between two of its requests keeps its
+//!   connection. The timeout bounds how long a slow client holds a slot, so the wait is
+//!   bounded too;
 //! - the client's address as `ConnectInfo<SocketAddr>` on every request, as
 //!   `into_make_service_with_connect_info` gave it;
 //! - a **graceful stop**: when the token is cancelled the loop stops accepting, idle
@@ -39,7 +41,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower_service::Service;
 
-use crate::idle::{ConnectionIdleness, IdleConnections};
+use crate::idle::{Closing, ConnectionIdleness, IdleConnections};
 
 /// Accepted header-read timeouts: below 100 ms a slow network fails honest clients.
 pub const HEADER_READ_TIMEOUT_RANGE: RangeInclusive<Duration> =
@@ -61,15 +63,23 @@ pub struct Limits {
     /// longest between requests, else waits (the next ones in the listen backlog) until one
     /// ends.
     pub max_connections: usize,
+    /// How long a connection must have been idle before the cap closes it to make room: a
+    /// connection just answered most likely carries its client's next request in a moment,
+    /// and a close at that moment ends the request unanswered (the client does not resend a
+    /// POST).
+    pub idle_before_close: Duration,
 }
 
 impl Default for Limits {
     /// 30 s (hyper's own default) and 512 connections, well below the usual limit of 1024
-    /// open files, which the process also needs for its database, logs and outgoing calls.
+    /// open files, which the process also needs for its database, logs and outgoing calls; a
+    /// connection idle for a second makes room at the cap (a client between two requests
+    /// comes back within milliseconds).
     fn default() -> Self {
         Limits {
             header_read_timeout: Duration::from_secs(30),
             max_connections: 512,
+            idle_before_close: Duration::from_secs(1),
         }
     }
 }
@@ -132,20 +142,27 @@ pub async fn serve(
                 }
             },
         };
-        // At the cap the connection idle the longest makes room; with none idle this one
-        // waits for a slot (and the next ones in the listen backlog).
+        // At the cap the connection idle the longest makes room once it has been idle long
+        // enough; until then this one waits for a slot (and the next ones in the listen
+        // backlog).
         let slot = loop {
             if let Ok(slot) = Arc::clone(&slots).try_acquire_owned() {
                 break slot;
             }
-            let closing = idle.close_longest_idle();
+            let closing = idle.close_longest_idle(limits.idle_before_close);
+            let (look_again, none_idle) = match closing {
+                Closing::TooRecent(left) => (left, false),
+                Closing::NoneIdle => (Duration::MAX, true),
+                // One closed connection makes one slot.
+                Closing::Closed => (Duration::MAX, false),
+            };
             tokio::select! {
                 _ = stop.cancelled() => break 'accept,
                 slot = Arc::clone(&slots).acquire_owned() => {
                     break slot.expect("the semaphore is never closed");
                 }
-                // Only while none is closing: one closed connection makes one slot.
-                _ = idle.one_became_idle(), if !closing => {}
+                _ = idle.one_became_idle(), if none_idle => {}
+                _ = tokio::time::sleep(look_again), if look_again != Duration::MAX => {}
             }
         };
         // Small request/response pairs: Nagle would add delay for nothing.

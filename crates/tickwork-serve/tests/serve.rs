@@ -1,7 +1,7 @@
 //! The server loop over real sockets: half-sent requests are closed after the header-read
 //! timeout, the connection cap holds new connections until a slot frees (or the connection
-//! idle the longest makes room), handlers see the client's address, and a stop lets requests
-//! in flight finish.
+//! idle the longest makes room, once it has been idle a while), handlers see the client's
+//! address, and a stop lets requests in flight finish.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -39,7 +39,18 @@ struct Server {
     gate: Arc<Gate>,
 }
 
+/// A server with these limits; a connection idle for 100 ms makes room at the cap, so that
+/// the tests of making room run fast.
 async fn start(header_read_timeout: Duration, max_connections: usize) -> Server {
+    start_with(Limits {
+        header_read_timeout,
+        max_connections,
+        idle_before_close: Duration::from_millis(100),
+    })
+    .await
+}
+
+async fn start_with(limits: Limits) -> Server {
     let gate = Arc::new(Gate::default());
     let router = Router::new()
         .route("/", routing::get(|| async { "ok" }))
@@ -54,10 +65,6 @@ async fn start(header_read_timeout: Duration, max_connections: usize) -> Server 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let stop = CancellationToken::new();
-    let limits = Limits {
-        header_read_timeout,
-        max_connections,
-    };
     let task = tokio::spawn(serve(listener, router, limits, stop.clone()));
     Server {
         addr,
@@ -217,6 +224,40 @@ async fn idle_keep_alive_connections_at_the_cap_make_room_for_a_new_one() {
     for mut s in idle {
         assert_eq!(ask_again(&mut s).await, "ok");
     }
+}
+
+/// At the cap the server closed the connection idle the longest even when it had only just
+/// been answered: a client sending its requests one after another on one connection (a test's
+/// stop of 200 jobs, while an executor's callbacks held the other slots) saw its next POST end
+/// unanswered.
+#[tokio::test]
+async fn at_the_cap_a_client_between_two_requests_keeps_its_connection() {
+    let server = start_with(Limits {
+        header_read_timeout: Duration::from_secs(600),
+        max_connections: 2,
+        idle_before_close: Duration::from_secs(600),
+    })
+    .await;
+    let entered = server.gate.entered.notified();
+    let in_flight = tokio::spawn(get_within(server.addr, "/held", DEADLINE));
+    entered.await;
+    let mut client = kept_alive(server.addr).await;
+    // A new connection at the cap, while the only idle one has just been answered: it waits.
+    let mut waiting = tokio::spawn(get_within(server.addr, "/", DEADLINE));
+    let served = tokio::time::timeout(Duration::from_millis(300), &mut waiting).await;
+    assert!(
+        served.is_err(),
+        "served at the cap by closing a connection just answered"
+    );
+    // The client goes on with its next requests on the same connection...
+    for _ in 0..3 {
+        assert_eq!(ask_again(&mut client).await, "ok");
+    }
+    // ...and the waiting one is served once a slot frees.
+    drop(client);
+    assert_eq!(waiting.await.unwrap().as_deref(), Some("ok"));
+    server.gate.release.notify_one();
+    assert_eq!(in_flight.await.unwrap().as_deref(), Some("done"));
 }
 
 #[tokio::test]
