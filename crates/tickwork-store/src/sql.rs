@@ -132,6 +132,16 @@ pub(crate) static OPEN_RUN: LazyLock<String> = LazyLock::new(|| {
     format!("state{}", state_in(&open))
 });
 
+/// The condition on open runs in `states`, as a query that finds them by state writes it:
+/// `state IN (...)` and [`OPEN_RUN`] after it, so that SQLite may use `tw_runs_open`.
+pub(crate) fn open_runs_in(states: &[RunState]) -> String {
+    debug_assert!(
+        states.iter().all(|s| !s.is_final()),
+        "open runs only: {states:?}"
+    );
+    format!("state{} AND {}", state_in(states), *OPEN_RUN)
+}
+
 /// The condition ` = 0` or ` IN (4, 2)` that follows an alarm status column, as
 /// [`state_in`] does for run states.
 pub(crate) fn alarm_in(statuses: &[AlarmStatus]) -> String {

@@ -32,7 +32,9 @@ use json_rows::JsonRows;
 use crate::error::{is_foreign_key_violation, is_retryable, is_unique_violation};
 use crate::model::*;
 use crate::rows::*;
-use crate::sql::{Arg, Backend, Conn, Kind, OPEN_RUN, Query, alarm_in, state_in, state_literal};
+use crate::sql::{
+    Arg, Backend, Conn, Kind, OPEN_RUN, Query, alarm_in, open_runs_in, state_in, state_literal,
+};
 use crate::store::{
     AccountStore, AlarmStore, AuditStore, ClusterStore, FireCheckStore, GroupStore, JobStore,
     RunLedger, ScriptStore, Store,

@@ -20,6 +20,13 @@ static OWNED_STATES: LazyLock<String> = LazyLock::new(|| {
     state_in(&states)
 });
 
+/// [`OWNED_STATES`] as a query that finds runs by state writes it (see `open_runs_in`).
+static OWNED_OPEN: LazyLock<String> = LazyLock::new(|| {
+    let mut states = RunMove::Adopt.from_states().to_vec();
+    states.extend_from_slice(RunMove::AdoptSending.from_states());
+    open_runs_in(&states)
+});
+
 /// The owners whose planned runs may be adopted (see `orphan_owners`).
 struct Orphans {
     /// Owners without a recent heartbeat (or without a row: they left).
@@ -46,9 +53,8 @@ impl<B: Backend> SqlStore<B> {
         let mut conn = self.pool.acquire().await?;
         // Only planned runs lose their owner (a clean stop's hand-back).
         let unowned = Query::new(format!(
-            "SELECT id FROM tw_runs WHERE state{} AND owner_node IS NULL AND {} LIMIT 1",
-            state_in(RunMove::Adopt.from_states()),
-            *OPEN_RUN
+            "SELECT id FROM tw_runs WHERE {} AND owner_node IS NULL LIMIT 1",
+            open_runs_in(RunMove::Adopt.from_states())
         ));
         let unowned = B::fetch_optional::<(i64,)>(&mut *conn, unowned)
             .await?
@@ -68,10 +74,9 @@ impl<B: Backend> SqlStore<B> {
             let mut after = String::new();
             loop {
                 let next = Query::new(format!(
-                    "SELECT owner_node FROM tw_runs WHERE state{} AND owner_node > ? AND {} \
+                    "SELECT owner_node FROM tw_runs WHERE {} AND owner_node > ? \
                      ORDER BY owner_node LIMIT 1",
-                    state_in(&[state]),
-                    *OPEN_RUN
+                    open_runs_in(&[state])
                 ))
                 .bind(after.as_str());
                 let Some((owner,)) = B::fetch_optional::<(String,)>(&mut *conn, next).await? else {
@@ -157,9 +162,8 @@ impl<B: Backend> RunLedger for SqlStore<B> {
     async fn runs_hand_back(&self, hand_back: HandBack) -> Result<u64, Error> {
         check_required("node id", &hand_back.node_id, NODE_ID_MAX)?;
         let q = Query::new(format!(
-            "UPDATE tw_runs SET owner_node = NULL WHERE state{} AND owner_node = ? AND {}",
-            state_in(RunMove::Adopt.from_states()),
-            *OPEN_RUN
+            "UPDATE tw_runs SET owner_node = NULL WHERE {} AND owner_node = ?",
+            open_runs_in(RunMove::Adopt.from_states())
         ))
         .bind(hand_back.node_id.as_str());
         Ok(self.execute(q).await?)
@@ -313,9 +317,9 @@ impl<B: Backend> RunLedger for SqlStore<B> {
 
     async fn runs_pending_owned_by(&self, node: &str) -> Result<Vec<Run>, Error> {
         let q = Query::new(format!(
-            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE state{} AND owner_node = ? AND {} \
+            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE {} AND owner_node = ? \
              ORDER BY scheduled_at, id",
-            *OWNED_STATES, *OPEN_RUN
+            *OWNED_OPEN
         ))
         .bind(node);
         convert(self.fetch_all::<RunRow>(q).await?)
@@ -349,10 +353,9 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         // moved has a live owner by the time this scan reaches it. The scan visits only the
         // runs of the owners found dead above; liveness is checked again here, under the lock.
         // Sending runs never lose their owner, so only a dead owner's are taken.
-        let adoptable = &*OWNED_STATES;
         let mut select = Query::new(format!(
-            "SELECT id FROM tw_runs WHERE state{adoptable} AND {} AND (",
-            *OPEN_RUN
+            "SELECT id FROM tw_runs WHERE {} AND (",
+            *OWNED_OPEN
         ));
         if orphans.unowned {
             select.push("owner_node IS NULL");
@@ -384,7 +387,7 @@ impl<B: Backend> RunLedger for SqlStore<B> {
             let mut q = Query::new("UPDATE tw_runs SET owner_node = ").one_off();
             q.push_bind(params.node_id.as_str());
             q.push(" WHERE ").push(B::KIND.state_beside_ids());
-            q.push(adoptable).push(" AND id IN ");
+            q.push(&OWNED_STATES).push(" AND id IN ");
             q.push_list(chunk.iter().copied());
             B::execute(&mut *tx, q).await?;
             let mut read =
@@ -392,7 +395,7 @@ impl<B: Backend> RunLedger for SqlStore<B> {
             read.push_list(chunk.iter().copied());
             read.push(" AND ")
                 .push(B::KIND.state_beside_ids())
-                .push(adoptable)
+                .push(&OWNED_STATES)
                 .push(" AND owner_node = ")
                 .push_bind(params.node_id.as_str());
             for row in B::fetch_all::<RunRow>(&mut *tx, read).await? {
@@ -510,14 +513,13 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         // As XXL-JOB: the executor counts as gone when no registry row under its address has
         // beaten lately, whatever app it registered for.
         let q = Query::new(format!(
-            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE state{} AND {} AND dispatched_at < ? \
+            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE {} AND dispatched_at < ? \
              AND NOT EXISTS (SELECT 1 FROM tw_registry \
              WHERE tw_registry.address = tw_runs.executor_address \
              AND tw_registry.updated_at >= ?) ORDER BY dispatched_at, id LIMIT ?",
             // Only dispatched runs have an executor to be gone; a `sending` run's maybe is
             // resolved by asking, not by the monitor.
-            state_in(&[RunMove::Dispatch.to()]),
-            *OPEN_RUN
+            open_runs_in(&[RunMove::Dispatch.to()])
         ))
         .bind(query.dispatched_before)
         .bind(query.alive_since)
@@ -530,10 +532,9 @@ impl<B: Backend> RunLedger for SqlStore<B> {
             return Ok(Vec::new());
         }
         let q = Query::new(format!(
-            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE state{} AND {} AND executor_address = ? \
+            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE {} AND executor_address = ? \
              AND dispatched_at < ? ORDER BY dispatched_at, id LIMIT ?",
-            state_in(&[RunMove::Dispatch.to()]),
-            *OPEN_RUN
+            open_runs_in(&[RunMove::Dispatch.to()])
         ))
         .bind(query.address)
         .bind(query.dispatched_before)
