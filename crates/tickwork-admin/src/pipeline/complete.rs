@@ -61,6 +61,14 @@ impl Scheduler {
                 return Err(e.into());
             }
         };
+        // Ended without an executor: the result came before the record (see
+        // `dispatch_records`), which is written as soon as it comes.
+        let node = self.inner.config.node_id.as_str();
+        let ended_first = ended
+            .runs
+            .iter()
+            .filter(|r| r.executor_address.is_none() && r.owner_node.as_deref() == Some(node));
+        records.ended_first(ended_first.map(|r| r.id), std::time::Instant::now());
         let with_result = dispatched.runs.len() as u64;
         let stats = &self.inner.stats;
         stats.dispatched.fetch_add(with_result, Ordering::Relaxed);

@@ -7,6 +7,10 @@
 //! Holding a record lengthens the time an accepted run stays `sending` in the database by at
 //! most the hold: a node that dies in that time leaves it to the maybe-sent resolution, as it
 //! does a run whose record had not been written yet.
+//!
+//! A result can also come before its record: an executor that calls back before it answers
+//! the call (XXL-JOB 3.5 does). The run then ended without the executor that ran it, which its
+//! log is read from; its record is written as soon as it comes, not held.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -16,6 +20,10 @@ use tickwork_store::Dispatched;
 
 /// Records held at most: past it the oldest are written at once, whatever their age.
 const MAX_HELD: usize = 50_000;
+
+/// How long a run whose result came first waits for its record: longer than any call to an
+/// executor lasts. A record that never comes (the call failed) is forgotten after it.
+const ENDED_FIRST_KEPT: Duration = Duration::from_secs(120);
 
 /// The records held, by run, and in the order they came.
 #[derive(Default)]
@@ -28,15 +36,37 @@ struct Held {
     by_run: HashMap<i64, Dispatched>,
     /// When each record came, oldest first; a record taken early leaves its entry behind.
     order: VecDeque<(Instant, i64)>,
+    /// The runs whose result was written before their record came, and since when.
+    ended_first: HashMap<i64, Instant>,
 }
 
 impl DispatchRecords {
-    /// Holds `records`, which came at `now`.
-    pub(crate) fn hold(&self, records: Vec<Dispatched>, now: Instant) {
+    /// Holds `records`, which came at `now`, but for those of runs whose result was written
+    /// first: those are returned, to be written at once.
+    pub(crate) fn hold(&self, records: Vec<Dispatched>, now: Instant) -> Vec<Dispatched> {
         let mut held = self.state.lock().expect("dispatch records lock");
-        for d in records {
-            held.order.push_back((now, d.run_id));
-            held.by_run.insert(d.run_id, d);
+        if held.ended_first.is_empty() {
+            held.hold(records, now);
+            return Vec::new();
+        }
+        let (now_due, to_hold): (Vec<Dispatched>, Vec<Dispatched>) = records
+            .into_iter()
+            .partition(|d| held.ended_first.contains_key(&d.run_id));
+        for d in &now_due {
+            held.ended_first.remove(&d.run_id);
+        }
+        held.hold(to_hold, now);
+        now_due
+    }
+
+    /// Notes the runs whose result was written at `now` before their record came.
+    pub(crate) fn ended_first(&self, run_ids: impl Iterator<Item = i64>, now: Instant) {
+        let mut held = self.state.lock().expect("dispatch records lock");
+        for id in run_ids {
+            if held.ended_first.len() >= MAX_HELD {
+                break;
+            }
+            held.ended_first.insert(id, now);
         }
     }
 
@@ -51,7 +81,10 @@ impl DispatchRecords {
 
     /// Puts back records taken for a write that failed.
     pub(crate) fn put_back(&self, records: Vec<Dispatched>, now: Instant) {
-        self.hold(records, now);
+        self.state
+            .lock()
+            .expect("dispatch records lock")
+            .hold(records, now);
     }
 
     /// Takes the records held for `hold` or longer, and the oldest beyond [`MAX_HELD`]; with
@@ -62,6 +95,8 @@ impl DispatchRecords {
         hold: Duration,
     ) -> (Vec<Dispatched>, Option<Instant>) {
         let mut held = self.state.lock().expect("dispatch records lock");
+        held.ended_first
+            .retain(|_, at| now.saturating_duration_since(*at) < ENDED_FIRST_KEPT);
         let mut due = Vec::new();
         while let Some(&(at, run_id)) = held.order.front() {
             if now.saturating_duration_since(at) < hold && held.by_run.len() <= MAX_HELD {
@@ -81,6 +116,7 @@ impl DispatchRecords {
     pub(crate) fn take_all(&self) -> Vec<Dispatched> {
         let mut held = self.state.lock().expect("dispatch records lock");
         held.order.clear();
+        held.ended_first.clear();
         held.by_run.drain().map(|(_, d)| d).collect()
     }
 
@@ -91,6 +127,15 @@ impl DispatchRecords {
             .expect("dispatch records lock")
             .by_run
             .len()
+    }
+}
+
+impl Held {
+    fn hold(&mut self, records: Vec<Dispatched>, now: Instant) {
+        for d in records {
+            self.order.push_back((now, d.run_id));
+            self.by_run.insert(d.run_id, d);
+        }
     }
 }
 
@@ -138,6 +183,24 @@ mod tests {
         let (due, next) = held.take_due(t0 + Duration::from_secs(1), hold);
         assert_eq!((ids(&due), next), (vec![4], None));
         assert_eq!(held.len(), 0);
+    }
+
+    #[test]
+    fn the_record_of_a_run_whose_result_came_first_is_not_held() {
+        let hold = Duration::from_millis(250);
+        let t0 = Instant::now();
+        let held = DispatchRecords::default();
+        held.ended_first([5, 6].into_iter(), t0);
+        assert_eq!(ids(&held.hold(vec![record(4), record(5)], t0)), [5]);
+        assert_eq!(held.len(), 1);
+        // Once: another record of run 5 is held as any.
+        assert_eq!(held.hold(vec![record(5)], t0), []);
+        assert_eq!(held.len(), 2);
+        // Run 6's record never came: forgotten after a while, its run held as any then.
+        let later = t0 + ENDED_FIRST_KEPT;
+        assert_eq!(ids(&held.take_due(later, hold).0), [4, 5]);
+        assert_eq!(held.hold(vec![record(6)], later), []);
+        assert_eq!(held.len(), 1);
     }
 
     #[test]

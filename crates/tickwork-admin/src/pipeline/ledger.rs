@@ -116,16 +116,16 @@ impl Ledger {
                 refused.push((run, out));
             }
         }
-        // Held for their callback (see `dispatch_records`), unless there is no hold; one
-        // without an address, which the store refuses, is written now so that it fails
-        // without the held ones.
-        let (held, now): (Vec<Dispatched>, Vec<Dispatched>) =
+        // Held for their callback (see `dispatch_records`), unless there is no hold or the
+        // result came first; one without an address, which the store refuses, is written now
+        // so that it fails without the held ones.
+        let (held, mut now): (Vec<Dispatched>, Vec<Dispatched>) =
             if self.s.inner.config.dispatch.record_hold.is_zero() {
                 (Vec::new(), accepted)
             } else {
                 accepted.into_iter().partition(|d| !d.address.is_empty())
             };
-        self.s.inner.dispatch_records.hold(held, Instant::now());
+        now.extend(self.s.inner.dispatch_records.hold(held, Instant::now()));
         self.write_dispatched(now).await;
         let mut failures = Vec::with_capacity(refused.len());
         for (run, out) in refused {

@@ -1,18 +1,22 @@
 //! An accepted run's dispatch record waits for the run's callback (`dispatch.record_hold_ms`):
-//! a callback within the hold is written with the record in one update, and a run still going
-//! when the hold ends is recorded `dispatched` on its own. A real admin on SQLite and a real
-//! executor; the store's side is the conformance test of `runs_complete_dispatched`.
+//! a callback within the hold is written with the record in one update, a run still going
+//! when the hold ends is recorded `dispatched` on its own, and a record that comes after its
+//! run's result is written at once. A real admin on SQLite and a real executor; the store's
+//! side is the conformance test of `runs_complete_dispatched`.
 
 use crate::support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use axum::Router;
+use axum::extract::{Path, State};
 use serde_json::{Value, json};
 use support::{Api, Backend, CountingExecutor, InProcessAdmin, TestDb};
 use tickwork_testkit::wait_until;
 
 /// A hold far beyond a callback of a run that ends at once, even on a loaded machine.
 const ADMIN: &str = "[dispatch]\nrecord_hold_ms = 5000\n";
+const HOLD: Duration = Duration::from_secs(5);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_callback_within_the_hold_is_written_with_the_dispatch_record() {
@@ -48,6 +52,146 @@ async fn a_callback_within_the_hold_is_written_with_the_dispatch_record() {
     counters_reach(&api, (2, 1)).await;
     admin.shutdown().await;
     db.drop_database().await;
+}
+
+/// An executor that calls back before it answers the call (XXL-JOB 3.5 does) left its run
+/// ended without the executor that ran it for the whole hold: the record waited for a
+/// callback that had already come, and the run's log, read from that executor, could not be
+/// asked for meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_record_that_comes_after_its_runs_result_is_written_at_once() {
+    let Some(db) = TestDb::create(Backend::Sqlite).await else {
+        return;
+    };
+    let admin = InProcessAdmin::start(&db, "hold-b", ADMIN).await;
+    let api = Api::new(&admin.address);
+    let executor = CallsBackFirst::start("first", &admin.address, &db.token).await;
+    support::registered(admin.store.as_ref(), &executor.address).await;
+    let group = api.group("first").await;
+    let job = api
+        .post(
+            "jobs",
+            json!({"group_id": group, "description": "first", "handler": "count"}),
+        )
+        .await["id"]
+        .as_i64()
+        .expect("job id");
+
+    let triggered = Instant::now();
+    let run = api.trigger(job).await;
+    // The result was recorded before the executor answered the call.
+    api.run_reaches(run, "succeeded").await;
+    wait_until(
+        "the run's dispatch record",
+        Duration::from_secs(30),
+        || async {
+            let run = api.run(run).await;
+            run["executor_address"].is_string().then_some(run)
+        },
+    )
+    .await;
+    let recorded_after = triggered.elapsed();
+    assert!(
+        recorded_after < HOLD,
+        "the record was held {recorded_after:?} though its run had ended"
+    );
+    has_record(&api.run(run).await, &executor.address);
+    counters_reach(&api, (1, 0)).await;
+    executor.stop();
+    admin.shutdown().await;
+    db.drop_database().await;
+}
+
+/// `/run` answered only once the run's result has been taken by the admin.
+struct CallsBackFirst {
+    address: String,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+#[derive(Clone)]
+struct Caller {
+    admin: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+impl Caller {
+    /// `POST <admin>/api/<call>`: whether the admin answered with success.
+    async fn post(&self, call: &str, body: Value) -> bool {
+        let sent = self
+            .http
+            .post(format!("{}/api/{call}", self.admin))
+            .header("XXL-JOB-ACCESS-TOKEN", &self.token)
+            .json(&body)
+            .send()
+            .await;
+        match sent {
+            Ok(r) => r.json::<Value>().await.is_ok_and(|v| v["code"] == 200),
+            Err(_) => false,
+        }
+    }
+}
+
+impl CallsBackFirst {
+    async fn start(app: &str, admin: &str, token: &str) -> CallsBackFirst {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = format!("http://{}/", listener.local_addr().expect("address"));
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let caller = Caller {
+            admin: admin.trim_end_matches('/').to_owned(),
+            token: token.to_owned(),
+            http: reqwest::Client::new(),
+        };
+        let router = Router::new()
+            .route("/{*method}", axum::routing::post(answer))
+            .with_state(caller.clone());
+        let serving = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        let (app, at) = (app.to_owned(), address.clone());
+        let registering = tokio::spawn(async move {
+            let body =
+                json!({"registryGroup": "EXECUTOR", "registryKey": app, "registryValue": at});
+            loop {
+                caller.post("registry", body.clone()).await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        CallsBackFirst {
+            address,
+            tasks: vec![serving, registering],
+        }
+    }
+
+    fn stop(self) {
+        for task in self.tasks {
+            task.abort();
+        }
+    }
+}
+
+async fn answer(
+    State(caller): State<Caller>,
+    Path(method): Path<String>,
+    body: axum::body::Bytes,
+) -> String {
+    if method == "run" {
+        let call: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let result = json!([{
+            "logId": call["logId"],
+            "logDateTim": call["logDateTime"],
+            "handleCode": 200,
+            "handleMsg": "called back first",
+        }]);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !caller.post("callback", result.clone()).await {
+            assert!(Instant::now() < deadline, "the admin never took the result");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    json!({"code": 200, "msg": null}).to_string()
 }
 
 /// The run's dispatch record: the executor that took it, with the trigger's success.

@@ -111,7 +111,8 @@ async fn an_xxl_job_3_5_executor_registers_runs_logs_is_killed_and_fires_on_sche
     assert_eq!(done["handle_msg"], "demo ok", "{done}");
     assert!(executor.ran(run));
     // This executor posts its result before it answers `/trigger`, so the result can be
-    // written before the dispatch record, which names the executor the log is read from.
+    // written a moment before the dispatch record, which names the executor the log is read
+    // from.
     wait_until("the run's dispatch record", WAIT, || async {
         let r = api.run(run).await;
         r["executor_address"].is_string().then_some(())
