@@ -282,6 +282,10 @@ impl Workflows<'_> {
     /// Stops instance `id`: its running nodes' runs are killed (a planned one skipped), the
     /// nodes not started stopped, the instance `STOPPED`.
     pub async fn stop(self, by: &Principal, id: i64) -> Result<InstanceView, Error> {
+        until_written(id, || self.stop_once(by, id)).await
+    }
+
+    async fn stop_once(self, by: &Principal, id: i64) -> Result<Option<InstanceView>, Error> {
         let (read, _) = self.for_change(by, id).await?;
         let i = &read.instance;
         if i.state.is_final() {
@@ -295,8 +299,12 @@ impl Workflows<'_> {
         apply(&mut nodes, &halt);
         let current = current_runs(&read);
         let before = instance_view(read.clone())?;
-        self.write(&read, InstanceState::Stopped, nodes, None, Vec::new())
+        let written = self
+            .write(&read, InstanceState::Stopped, nodes, None, Vec::new())
             .await?;
+        if written.is_none() {
+            return Ok(None);
+        }
         for n in halt.kill {
             if let Some(run) = current.get(&n) {
                 self.end_run(by, run).await;
@@ -312,12 +320,16 @@ impl Workflows<'_> {
                 Some(&view),
             )
             .await?;
-        Ok(view)
+        Ok(Some(view))
     }
 
     /// Resumes a failed or stopped instance: its succeeded nodes (runs and context) are kept,
     /// the others decided anew, the ones whose parents are done started now.
     pub async fn resume(self, by: &Principal, id: i64) -> Result<InstanceView, Error> {
+        until_written(id, || self.resume_once(by, id)).await
+    }
+
+    async fn resume_once(self, by: &Principal, id: i64) -> Result<Option<InstanceView>, Error> {
         let (read, snapshot) = self.for_change(by, id).await?;
         let nodes = step::resume(read.instance.state, &read.instance.nodes)
             .map_err(|e| Error::Conflict(e.to_string()))?;
@@ -333,6 +345,15 @@ impl Workflows<'_> {
         id: i64,
         node: &str,
     ) -> Result<InstanceView, Error> {
+        until_written(id, || self.mark_succeeded_once(by, id, node)).await
+    }
+
+    async fn mark_succeeded_once(
+        self,
+        by: &Principal,
+        id: i64,
+        node: &str,
+    ) -> Result<Option<InstanceView>, Error> {
         let (read, snapshot) = self.for_change(by, id).await?;
         let i = node_index(&snapshot, node)?;
         let nodes = step::mark_succeeded(read.instance.state, &read.instance.nodes, i)
@@ -340,9 +361,12 @@ impl Workflows<'_> {
         if read.instance.state.is_final() {
             let before = instance_view(read.clone())?;
             let state = read.instance.state;
-            let view = self
+            let Some(view) = self
                 .write(&read, state, nodes, read.instance.ended_at, Vec::new())
-                .await?;
+                .await?
+            else {
+                return Ok(None);
+            };
             self.inner
                 .audit(
                     by,
@@ -352,7 +376,7 @@ impl Workflows<'_> {
                     Some(&view),
                 )
                 .await?;
-            return Ok(view);
+            return Ok(Some(view));
         }
         self.go_on(by, "workflow.mark", read, snapshot, nodes).await
     }
@@ -360,6 +384,15 @@ impl Workflows<'_> {
     /// Runs node `node` of an ended instance again; the nodes after it that did not succeed
     /// wait for it again, and the instance runs until they are done.
     pub async fn rerun(self, by: &Principal, id: i64, node: &str) -> Result<InstanceView, Error> {
+        until_written(id, || self.rerun_once(by, id, node)).await
+    }
+
+    async fn rerun_once(
+        self,
+        by: &Principal,
+        id: i64,
+        node: &str,
+    ) -> Result<Option<InstanceView>, Error> {
         let (read, snapshot) = self.for_change(by, id).await?;
         let graph = Graph::new(&snapshot.dag, &Limits::STANDARD)?;
         let i = node_index(&snapshot, node)?;
@@ -373,9 +406,12 @@ impl Workflows<'_> {
         };
         let runs = node_runs(&snapshot, &start, &ctx, &self.inner.config.node_id, now);
         let before = instance_view(read.clone())?;
-        let view = self
+        let Some(view) = self
             .write(&read, InstanceState::Running, nodes, None, runs)
-            .await?;
+            .await?
+        else {
+            return Ok(None);
+        };
         self.inner
             .audit(
                 by,
@@ -385,10 +421,11 @@ impl Workflows<'_> {
                 Some(&view),
             )
             .await?;
-        Ok(view)
+        Ok(Some(view))
     }
 
-    /// Writes `nodes` into the instance, running, and starts what follows from them.
+    /// Writes `nodes` into the instance, running, and starts what follows from them; `None`
+    /// when the instance changed since `read`.
     async fn go_on(
         self,
         by: &Principal,
@@ -396,7 +433,7 @@ impl Workflows<'_> {
         read: InstanceWithRuns,
         snapshot: Snapshot,
         mut nodes: Vec<NodeState>,
-    ) -> Result<InstanceView, Error> {
+    ) -> Result<Option<InstanceView>, Error> {
         let graph = Graph::new(&snapshot.dag, &Limits::STANDARD)?;
         let next = step::advance(&snapshot.dag, &graph, &nodes, snapshot.failure_policy);
         apply(&mut nodes, &next);
@@ -405,9 +442,12 @@ impl Workflows<'_> {
         let runs = node_runs(&snapshot, &next, &ctx, &self.inner.config.node_id, now);
         let state = next.end.unwrap_or(InstanceState::Running);
         let before = instance_view(read.clone())?;
-        let view = self
+        let Some(view) = self
             .write(&read, state, nodes, next.end.map(|_| now), runs)
-            .await?;
+            .await?
+        else {
+            return Ok(None);
+        };
         let id = view.id;
         self.inner
             .audit(
@@ -418,10 +458,11 @@ impl Workflows<'_> {
                 Some(&view),
             )
             .await?;
-        Ok(view)
+        Ok(Some(view))
     }
 
-    /// Writes an operator's step at the version read and arms its runs; the instance now.
+    /// Writes an operator's step at the version read and arms its runs; the instance now, or
+    /// `None` when it changed since `read` (nothing written).
     async fn write(
         self,
         read: &InstanceWithRuns,
@@ -429,7 +470,7 @@ impl Workflows<'_> {
         nodes: Vec<NodeState>,
         ended_at: Option<i64>,
         runs: Vec<tickwork_store::NodeRunNew>,
-    ) -> Result<InstanceView, Error> {
+    ) -> Result<Option<InstanceView>, Error> {
         let i = &read.instance;
         let ended_at = if state.is_final() {
             ended_at.or(Some(self.inner.clock.now_ms()))
@@ -450,18 +491,13 @@ impl Workflows<'_> {
             })
             .await
         {
-            Err(tickwork_store::Error::Conflict(_)) => {
-                return Err(Error::Conflict(format!(
-                    "workflow instance {} changed meanwhile; read it and try again",
-                    i.id
-                )));
-            }
+            Err(tickwork_store::Error::Conflict(_)) => return Ok(None),
             other => other?,
         };
         for run in stepped.runs {
             self.inner.pipeline.arm(run);
         }
-        self.instance(i.id).await
+        self.instance(i.id).await.map(Some)
     }
 
     /// Ends a node's run that its instance no longer waits for: kills a dispatched one, skips
@@ -738,4 +774,72 @@ fn instance_view(read: InstanceWithRuns) -> Result<InstanceView, Error> {
         created_at: i.created_at,
         ended_at: i.ended_at,
     })
+}
+
+/// How many times an operator's change is decided again when the instance changed between
+/// its read and its write.
+const RACES: usize = 5;
+
+/// Runs `attempt` (read the instance, decide, write at the version read) until it writes. The
+/// pipeline steps an instance whenever one of its nodes' runs moves, so a change read a
+/// moment before can find it at a newer version; the operator gave no version, so the change
+/// is decided again from what is there now (and refused if it no longer applies).
+async fn until_written<T, F, Fut>(id: i64, mut attempt: F) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>, Error>>,
+{
+    for _ in 0..RACES {
+        if let Some(view) = attempt().await? {
+            return Ok(view);
+        }
+    }
+    Err(Error::Conflict(format!(
+        "workflow instance {id} keeps changing; read it and try again"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    /// An instance's stop failed with "changed meanwhile" when one of its nodes ended between
+    /// the stop's read and its write (a node without parents that ran at once).
+    #[tokio::test]
+    async fn an_operators_change_racing_a_node_end_is_decided_again() {
+        let attempts = Cell::new(0);
+        // Raced twice, then written.
+        let written = until_written(7, || async {
+            attempts.set(attempts.get() + 1);
+            Ok((attempts.get() == 3).then_some("stopped"))
+        })
+        .await;
+        assert_eq!((written.unwrap(), attempts.get()), ("stopped", 3));
+
+        // A refusal is the answer at once.
+        attempts.set(0);
+        let refused: Result<(), Error> = until_written(7, || async {
+            attempts.set(attempts.get() + 1);
+            Err(Error::Conflict(
+                "workflow instance 7 is failed, not running".into(),
+            ))
+        })
+        .await;
+        assert!(matches!(refused, Err(Error::Conflict(m)) if m.contains("not running")));
+        assert_eq!(attempts.get(), 1);
+
+        // Raced every time: a conflict, after a bounded number of tries.
+        attempts.set(0);
+        let raced: Result<(), Error> = until_written(7, || async {
+            attempts.set(attempts.get() + 1);
+            Ok(None)
+        })
+        .await;
+        assert!(
+            matches!(raced, Err(Error::Conflict(m)) if m.contains("instance 7 keeps changing"))
+        );
+        assert_eq!(attempts.get(), RACES);
+    }
 }
