@@ -205,7 +205,10 @@ async fn admin_runs_the_console() {
     let before = jobs_total(&c.admin).await;
     c.open("/jobs/new").await;
     fill_job(&c, "bad schedule", "CRON", "61 * * * * ?", "echo never").await;
-    c.click("#save").await;
+    // The live preview says so first. Its answer grows the form and moves the save button: a
+    // click while it rendered missed the button (the form stayed unsent).
+    c.wait_css("#preview-error").await;
+    c.submit("#save").await;
     c.wait_css("#err-schedule_conf").await;
     let kept = c
         .wait_css("#f-schedule_conf")
