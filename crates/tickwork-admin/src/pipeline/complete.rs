@@ -62,13 +62,16 @@ impl Scheduler {
             }
         };
         // Ended without an executor: the result came before the record (see
-        // `dispatch_records`), which is written as soon as it comes.
-        let node = self.inner.config.node_id.as_str();
-        let ended_first = ended
-            .runs
-            .iter()
-            .filter(|r| r.executor_address.is_none() && r.owner_node.as_deref() == Some(node));
-        records.ended_first(ended_first.map(|r| r.id), std::time::Instant::now());
+        // `dispatch_records`), which is written as soon as it comes. Without a hold every
+        // record is.
+        if !self.inner.config.dispatch.record_hold.is_zero() {
+            let node = self.inner.config.node_id.as_str();
+            let ended_first = ended
+                .runs
+                .iter()
+                .filter(|r| r.executor_address.is_none() && r.owner_node.as_deref() == Some(node));
+            records.ended_first(ended_first.map(|r| r.id), std::time::Instant::now());
+        }
         let with_result = dispatched.runs.len() as u64;
         let stats = &self.inner.stats;
         stats.dispatched.fetch_add(with_result, Ordering::Relaxed);
