@@ -134,11 +134,7 @@ impl Caller {
 
 impl CallsBackFirst {
     async fn start(app: &str, admin: &str, token: &str) -> CallsBackFirst {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let address = format!("http://{}/", listener.local_addr().expect("address"));
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        let (listener, address) = support::executor_listener().await;
         let caller = Caller {
             admin: admin.trim_end_matches('/').to_owned(),
             token: token.to_owned(),

@@ -34,12 +34,7 @@ pub(crate) struct JavaLikeExecutor {
 
 impl JavaLikeExecutor {
     pub(crate) async fn start(app: &str, admins: &[String], token: &str) -> JavaLikeExecutor {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let address = format!("http://{}/", listener.local_addr().expect("address"));
-        // reqwest is built without a default TLS provider (rustls with ring, as the admin).
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        let (listener, address) = super::executor_listener().await;
         let shared = Shared {
             admins: admins.to_vec(),
             token: token.to_owned(),

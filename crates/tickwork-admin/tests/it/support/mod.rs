@@ -691,7 +691,18 @@ impl Api {
 
 // ---- reading and waiting ----
 
-/// Waits (up to 30 s) until the registry lists the executor at `address`.
+/// A listener on a free loopback port for a test's own executor, and its address as an admin
+/// calls it; with the TLS provider its `reqwest` clients need (built without a default one:
+/// rustls with ring, as the admin).
+pub(crate) async fn executor_listener() -> (tokio::net::TcpListener, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = format!("http://{}/", listener.local_addr().expect("address"));
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    (listener, address)
+}
+
 /// The last lines of each child's output, for a failure message.
 pub(crate) fn tails(children: &[Child]) -> String {
     children
@@ -724,6 +735,7 @@ pub(crate) fn count(executions: &Mutex<HashMap<i64, u32>>, run_id: i64) -> u32 {
         .unwrap_or(0)
 }
 
+/// Waits (up to 30 s) until the registry lists the executor at `address`.
 pub(crate) async fn registered(store: &dyn Store, address: &str) {
     tickwork_testkit::wait_until(
         "the executor's registration",

@@ -46,11 +46,7 @@ pub(crate) struct Xxl35Executor {
 
 impl Xxl35Executor {
     pub(crate) async fn start(app: &str, admin: &str, token: &str) -> Xxl35Executor {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let address = format!("http://{}/", listener.local_addr().expect("address"));
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        let (listener, address) = super::executor_listener().await;
         let shared = Shared {
             admin: admin.trim_end_matches('/').to_owned(),
             app: app.to_owned(),
