@@ -149,20 +149,19 @@ pub async fn serve(
             if let Ok(slot) = Arc::clone(&slots).try_acquire_owned() {
                 break slot;
             }
+            // One closed connection makes one slot: then only the slot is waited for.
             let closing = idle.close_longest_idle(limits.idle_before_close);
-            let (look_again, none_idle) = match closing {
-                Closing::TooRecent(left) => (left, false),
-                Closing::NoneIdle => (Duration::MAX, true),
-                // One closed connection makes one slot.
-                Closing::Closed => (Duration::MAX, false),
+            let look_again = match closing {
+                Closing::TooRecent(left) => Some(left),
+                Closing::NoneIdle | Closing::Closed => None,
             };
             tokio::select! {
                 _ = stop.cancelled() => break 'accept,
                 slot = Arc::clone(&slots).acquire_owned() => {
                     break slot.expect("the semaphore is never closed");
                 }
-                _ = idle.one_became_idle(), if none_idle => {}
-                _ = tokio::time::sleep(look_again), if look_again != Duration::MAX => {}
+                _ = idle.one_became_idle(), if closing == Closing::NoneIdle => {}
+                _ = tokio::time::sleep(look_again.unwrap_or_default()), if look_again.is_some() => {}
             }
         };
         // Small request/response pairs: Nagle would add delay for nothing.

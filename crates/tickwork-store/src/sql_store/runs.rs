@@ -13,19 +13,18 @@ static FINAL_STATES: LazyLock<String> = LazyLock::new(|| {
     state_in(&states)
 });
 
-/// `state` condition of the runs a node holds: not yet sent, or being sent.
-static OWNED_STATES: LazyLock<String> = LazyLock::new(|| {
+/// The states of the runs a node holds: not yet sent, or being sent.
+fn owned_states() -> Vec<RunState> {
     let mut states = RunMove::Adopt.from_states().to_vec();
     states.extend_from_slice(RunMove::AdoptSending.from_states());
-    state_in(&states)
-});
+    states
+}
+
+/// `state` condition of the runs a node holds.
+static OWNED_STATES: LazyLock<String> = LazyLock::new(|| state_in(&owned_states()));
 
 /// [`OWNED_STATES`] as a query that finds runs by state writes it (see `open_runs_in`).
-static OWNED_OPEN: LazyLock<String> = LazyLock::new(|| {
-    let mut states = RunMove::Adopt.from_states().to_vec();
-    states.extend_from_slice(RunMove::AdoptSending.from_states());
-    open_runs_in(&states)
-});
+static OWNED_OPEN: LazyLock<String> = LazyLock::new(|| open_runs_in(&owned_states()));
 
 /// The owners whose planned runs may be adopted (see `orphan_owners`).
 struct Orphans {
