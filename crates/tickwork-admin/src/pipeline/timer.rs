@@ -42,10 +42,13 @@ fn now_ns() -> i128 {
 /// a closed output is seen within it at worst.
 const THREAD_WAIT_MAX: Duration = Duration::from_secs(1);
 
+/// A heap entry. The item is boxed so that the heap moves 24 bytes per step: a pipeline's
+/// item (a run, some 400 bytes) moved inline made each pop copy about 5 KiB at 10,000
+/// entries, and releasing a burst of 10,000 runs took 9 ms before the first was sent.
 struct Entry<T> {
     at: i64,
     seq: u64,
-    item: T,
+    item: Box<T>,
 }
 
 impl<T> PartialEq for Entry<T> {
@@ -143,7 +146,7 @@ impl<T: Send + 'static> Timer<T> {
                 heap.push(Reverse(Entry {
                     at,
                     seq: *seq,
-                    item,
+                    item: Box::new(item),
                 }));
                 if before.is_none_or(|b| at < b) {
                     earliest_changed = true;
@@ -174,7 +177,7 @@ impl<T: Send + 'static> Timer<T> {
         let mut kept = Vec::with_capacity(heap.len());
         for Reverse(e) in heap.into_vec() {
             if f(&e.item) {
-                removed.push((e.at, e.item));
+                removed.push((e.at, *e.item));
             } else {
                 kept.push(Reverse(e));
             }
@@ -234,7 +237,7 @@ fn take_due<T>(guard: &mut MutexGuard<'_, Heap<T>>, now: i64, window_ms: i64) ->
     };
     while heap.peek().is_some_and(|e| e.0.at <= until) {
         let Reverse(e) = heap.pop().expect("peeked");
-        due.push((e.at, e.item));
+        due.push((e.at, *e.item));
     }
     due
 }
