@@ -185,6 +185,11 @@ impl Metrics {
         self.ledger.fetch_sub(n as i64, Ordering::Relaxed);
     }
 
+    /// Runs waiting in the fast lane for a dispatch slot: a burst is being sent.
+    pub(crate) fn fast_lane_queued(&self) -> bool {
+        self.lanes[0].load(Ordering::Relaxed) > 0
+    }
+
     /// Runs waiting in the lanes and outcomes waiting for the ledger.
     pub(crate) fn queued(&self) -> usize {
         let n = self.ledger.load(Ordering::Relaxed)

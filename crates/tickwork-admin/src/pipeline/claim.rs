@@ -37,6 +37,9 @@ fn stop_point_in_claim() {
 /// How long a claim put off by a full backlog waits before it looks again.
 const BACKLOG_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
 
+/// How often a claim waiting for a burst to be sent looks at the fast lane again.
+const BURST_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// Most fires one claim transaction should write. Every fire is a row, a misfired one too:
 /// an overloaded admin ran minutes behind, each of `claim_limit` jobs had hundreds of fires to
 /// record, and a claim held their rows locked longer than a session waits for a lock, so
@@ -174,6 +177,26 @@ impl Scheduler {
                 _ = inner.stop.cancelled() => return,
                 _ = inner.claim_wake.notified() => {}
                 _ = inner.clock.sleep(pause) => {}
+            }
+            // A round that took all it could is followed at once; the next cycle lets a burst
+            // go first.
+            self.wait_for_burst(s.claim_interval).await;
+        }
+    }
+
+    /// Waits while the fast lane has runs queued for a dispatch slot (a burst is being sent),
+    /// at most `at_most`. Jobs due on one instant come into the look-ahead together at the
+    /// instant their earlier fire is due, so an unpaced claim met their burst, and its write
+    /// and planning took the cores from the sends (on SQLite, 20,000 jobs due each second:
+    /// p99 999 ms with the claim in the burst, 596 ms after it). The fires it claims are a
+    /// look-ahead away. Real time: what is awaited is the cores, on any clock.
+    async fn wait_for_burst(&self, at_most: std::time::Duration) {
+        let inner = &self.inner;
+        let since = std::time::Instant::now();
+        while inner.metrics.fast_lane_queued() && since.elapsed() < at_most {
+            tokio::select! {
+                _ = inner.stop.cancelled() => return,
+                _ = tokio::time::sleep(BURST_WAIT) => {}
             }
         }
     }
