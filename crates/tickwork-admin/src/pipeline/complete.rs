@@ -10,10 +10,10 @@ use tickwork_core::TriggerType;
 use tickwork_core::follow_up::{self, EndedRun, JobRules};
 use tickwork_core::schedule::Schedule;
 use tickwork_store::{
-    CompleteDispatched, Ended, FollowUpPlan, Job, JobStatus, MarkDispatched, Run, RunComplete,
-    RunNew,
+    CompleteDispatched, Dispatched, Ended, FollowUpPlan, Job, JobStatus, MarkDispatched, Run,
+    RunComplete, RunNew,
 };
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::Scheduler;
 use super::clock::Clock;
@@ -70,7 +70,8 @@ impl Scheduler {
                 .runs
                 .iter()
                 .filter(|r| r.executor_address.is_none() && r.owner_node.as_deref() == Some(node));
-            records.ended_first(ended_first.map(|r| r.id), std::time::Instant::now());
+            let came = records.ended_first(ended_first.map(|r| r.id), std::time::Instant::now());
+            self.write_dispatch_records_now(came).await;
         }
         let with_result = dispatched.runs.len() as u64;
         let stats = &self.inner.stats;
@@ -81,6 +82,30 @@ impl Scheduler {
         let ids = ended.runs.iter().map(|r| r.id).collect();
         self.completed(ended);
         Ok(ids)
+    }
+
+    /// Writes at once the records of runs whose result came first; a failed write leaves them
+    /// held, for the ledger to write when their hold ends.
+    async fn write_dispatch_records_now(&self, runs: Vec<Dispatched>) {
+        if runs.is_empty() {
+            return;
+        }
+        let n = runs.len() as u64;
+        let batch = MarkDispatched {
+            node_id: self.inner.config.node_id.clone(),
+            runs,
+        };
+        match self.inner.store.runs_mark_dispatched(batch.clone()).await {
+            Ok(_) => {
+                self.inner.stats.dispatched.fetch_add(n, Ordering::Relaxed);
+            }
+            Err(e) => {
+                warn!(runs = n, error = %e, "dispatch records not written; held");
+                self.inner
+                    .dispatch_records
+                    .put_back(batch.runs, std::time::Instant::now());
+            }
+        }
     }
 
     fn completed(&self, ended: Ended) {

@@ -10,7 +10,8 @@
 //!
 //! A result can also come before its record: an executor that calls back before it answers
 //! the call (XXL-JOB 3.5 does). The run then ended without the executor that ran it, which its
-//! log is read from; its record is written as soon as it comes, not held.
+//! log is read from; its record is written as soon as it comes, not held, and so is one that
+//! came while the result was being written.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -59,15 +60,25 @@ impl DispatchRecords {
         now_due
     }
 
-    /// Notes the runs whose result was written at `now` before their record came.
-    pub(crate) fn ended_first(&self, run_ids: impl Iterator<Item = i64>, now: Instant) {
+    /// Notes the runs whose result was written at `now` before their record came. A record
+    /// that came while the result was being written (after the callback looked for it, before
+    /// its commit) is held already: those are returned, to be written at once.
+    pub(crate) fn ended_first(
+        &self,
+        run_ids: impl Iterator<Item = i64>,
+        now: Instant,
+    ) -> Vec<Dispatched> {
         let mut held = self.state.lock().expect("dispatch records lock");
+        let mut came = Vec::new();
         for id in run_ids {
-            if held.ended_first.len() >= MAX_HELD {
-                break;
+            if let Some(d) = held.by_run.remove(&id) {
+                // Its entry in `order` stays behind, as for a record a callback took.
+                came.push(d);
+            } else if held.ended_first.len() < MAX_HELD {
+                held.ended_first.insert(id, now);
             }
-            held.ended_first.insert(id, now);
         }
+        came
     }
 
     /// Takes the records of the runs among `run_ids` (a callback's).
@@ -190,7 +201,7 @@ mod tests {
         let hold = Duration::from_millis(250);
         let t0 = Instant::now();
         let held = DispatchRecords::default();
-        held.ended_first([5, 6].into_iter(), t0);
+        assert_eq!(held.ended_first([5, 6].into_iter(), t0), []);
         assert_eq!(ids(&held.hold(vec![record(4), record(5)], t0)), [5]);
         assert_eq!(held.len(), 1);
         // Once: another record of run 5 is held as any.
@@ -201,6 +212,23 @@ mod tests {
         assert_eq!(ids(&held.take_due(later, hold).0), [4, 5]);
         assert_eq!(held.hold(vec![record(6)], later), []);
         assert_eq!(held.len(), 1);
+    }
+
+    #[test]
+    fn a_record_that_came_while_its_runs_result_was_written_is_not_held() {
+        let hold = Duration::from_millis(250);
+        let t0 = Instant::now();
+        let held = DispatchRecords::default();
+        // The callback looked for run 7's record before it came, and wrote the result; the
+        // record came before that write's end.
+        assert_eq!(held.take_for([7].into_iter()), []);
+        assert_eq!(held.hold(vec![record(7), record(8)], t0), []);
+        assert_eq!(ids(&held.ended_first([7].into_iter(), t0)), [7]);
+        assert_eq!(held.len(), 1);
+        // Not noted as ended first: it came, and a second record of run 7 is held as any.
+        assert_eq!(held.hold(vec![record(7)], t0), []);
+        let (due, _) = held.take_due(t0 + hold, hold);
+        assert_eq!(ids(&due), [7, 8]);
     }
 
     #[test]
