@@ -45,8 +45,8 @@ impl Scheduler {
                 }
             }
             // Higher priority first when several runs are due at once; fire order otherwise.
-            // The timer's batches come in fire order: sorted only when priorities differ, as
-            // a sort moves each run (some 400 bytes) about log2(n) times.
+            // The timer's batches come in fire order: sorted only when out of this order (runs
+            // of several priorities), as a sort moves each run (some 400 bytes) log2(n) times.
             let order = |(at, a): &(i64, Armed)| (std::cmp::Reverse(a.run.priority), *at);
             if !batch.is_sorted_by_key(order) {
                 batch.sort_by_key(order);
