@@ -119,11 +119,10 @@ pub(crate) fn state_in(states: &[RunState]) -> String {
     in_list(states.iter().map(|s| format!("'{}'", s.as_str())))
 }
 
-/// The condition on runs not yet ended, whole: the `WHERE` of the partial index
-/// `tw_runs_open` (SQLite and PostgreSQL). A query that finds runs by state and owner adds it
-/// as it is, term for term, since SQLite uses a partial index only for a query that carries
-/// its condition.
-pub(crate) static OPEN_RUN: LazyLock<String> = LazyLock::new(|| {
+/// `state IN (...)` of the states of runs not yet ended: the `WHERE` of the partial index
+/// `tw_runs_open` on SQLite, and the expression of the generated column `is_open` on
+/// PostgreSQL.
+pub(crate) static OPEN_STATES: LazyLock<String> = LazyLock::new(|| {
     let open: Vec<RunState> = RunState::ALL
         .iter()
         .copied()
@@ -132,14 +131,27 @@ pub(crate) static OPEN_RUN: LazyLock<String> = LazyLock::new(|| {
     format!("state{}", state_in(&open))
 });
 
+/// `state IN (...)` of the states that call for an alarm ([`RunState::calls_for_alarm`]):
+/// the `WHERE` of the partial index `tw_runs_alarm` on SQLite, and the expression of the
+/// generated column `calls_alarm` on PostgreSQL.
+pub(crate) static ALARM_STATES: LazyLock<String> = LazyLock::new(|| {
+    let states: Vec<RunState> = RunState::ALL
+        .iter()
+        .copied()
+        .filter(|s| s.calls_for_alarm())
+        .collect();
+    format!("state{}", state_in(&states))
+});
+
 /// The condition on open runs in `states`, as a query that finds them by state writes it:
-/// `state IN (...)` and [`OPEN_RUN`] after it, so that SQLite may use `tw_runs_open`.
-pub(crate) fn open_runs_in(states: &[RunState]) -> String {
+/// `state IN (...)` and the open-run index's condition after it, term for term
+/// ([`Kind::open_run`]).
+pub(crate) fn open_runs_in(kind: Kind, states: &[RunState]) -> String {
     debug_assert!(
         states.iter().all(|s| !s.is_final()),
         "open runs only: {states:?}"
     );
-    format!("state{} AND {}", state_in(states), *OPEN_RUN)
+    format!("state{} AND {}", state_in(states), kind.open_run())
 }
 
 /// The condition ` = 0` or ` IN (4, 2)` that follows an alarm status column, as
@@ -188,17 +200,41 @@ impl Kind {
         }
     }
 
+    /// The condition on runs not yet ended, whole: the `WHERE` of the partial index
+    /// `tw_runs_open`, which a query that finds runs by state and owner adds as it is, since
+    /// SQLite uses a partial index only for a query that carries its condition. On
+    /// PostgreSQL it is a generated column: an index whose key or condition names `state`
+    /// takes a new entry at every change of it, where an update that changes no indexed
+    /// column and fits its page writes none (a heap-only update). The send and the dispatch
+    /// record change the state between open states only, so `is_open` stays as it was and
+    /// both are heap-only. MySQL/MariaDB have no partial index; the condition is the states.
+    pub(crate) fn open_run(self) -> &'static str {
+        match self {
+            Kind::Postgres => "is_open",
+            Kind::Sqlite | Kind::MySql => OPEN_STATES.as_str(),
+        }
+    }
+
+    /// The condition on runs that call for an alarm, whole, as [`Kind::open_run`] is for
+    /// open runs: the states, and on PostgreSQL the generated column `calls_alarm` that the
+    /// partial index `tw_runs_alarm` names.
+    pub(crate) fn alarm_runs(self) -> String {
+        match self {
+            Kind::Postgres => format!("{} AND calls_alarm", *ALARM_STATES),
+            Kind::Sqlite | Kind::MySql => ALARM_STATES.clone(),
+        }
+    }
+
     /// The run state column where rows are also picked by a list of ids, written so that no
     /// index on it is considered: the ids are looked up in the primary key. SQLite's planner
-    /// would rather walk the state index (every planned run); PostgreSQL, with statistics
-    /// older than the table's growth, intersects the ids with the state index and reads
-    /// every entry of it, dead ones included (tens of milliseconds per statement under load).
-    /// MySQL estimates ranges from the index itself and picks the primary key.
+    /// would rather walk the state index (every planned run). PostgreSQL has no index on the
+    /// state (see [`Kind::open_run`]); when it had, with statistics older than the table's
+    /// growth it intersected the ids with that index and read every entry of it, dead ones
+    /// included. MySQL estimates ranges from the index itself and picks the primary key.
     pub(crate) const fn state_beside_ids(self) -> &'static str {
         match self {
             Kind::Sqlite => "+state",
-            Kind::Postgres => "(state || '')",
-            Kind::MySql => "state",
+            Kind::Postgres | Kind::MySql => "state",
         }
     }
 

@@ -7,16 +7,6 @@ use super::*;
 /// How often a queueing round starts over because another node queued one of its runs first.
 const QUEUE_RACES: u32 = 5;
 
-/// `state` condition of the runs that call for an alarm ([`RunState::calls_for_alarm`]).
-pub(super) static ALARM_STATES: LazyLock<String> = LazyLock::new(|| {
-    let states: Vec<RunState> = RunState::ALL
-        .iter()
-        .copied()
-        .filter(|s| s.calls_for_alarm())
-        .collect();
-    state_in(&states)
-});
-
 impl<B: Backend> SqlStore<B> {
     /// The ids of the jobs whose alarm channels list `name`.
     async fn jobs_using_channel(conn: &mut Conn<B>, name: &str) -> Result<Vec<i64>, Error> {
@@ -227,9 +217,9 @@ impl<B: Backend> AlarmStore for SqlStore<B> {
         }
         let mut tx = B::begin_write(&self.writes).await?;
         let select = Query::new(format!(
-            "SELECT id FROM tw_runs WHERE alarm_status{} AND state{} ORDER BY id LIMIT ?{}",
+            "SELECT id FROM tw_runs WHERE alarm_status{} AND {} ORDER BY id LIMIT ?{}",
             alarm_in(AlarmStatus::sources_of(AlarmStatus::Queued)),
-            *ALARM_STATES,
+            B::KIND.alarm_runs(),
             B::KIND.skip_locked()
         ))
         .bind(i64::from(limit));
@@ -263,10 +253,10 @@ impl<B: Backend> AlarmStore for SqlStore<B> {
 
     async fn runs_awaiting_alarm(&self, limit: u32) -> Result<Vec<Run>, Error> {
         let q = Query::new(format!(
-            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE alarm_status{} AND state{} \
+            "SELECT {RUN_COLUMNS} FROM tw_runs WHERE alarm_status{} AND {} \
              ORDER BY id LIMIT ?",
             alarm_in(&[AlarmStatus::Queued]),
-            *ALARM_STATES
+            B::KIND.alarm_runs()
         ))
         .bind(i64::from(limit));
         convert(self.fetch_all::<RunRow>(q).await?)

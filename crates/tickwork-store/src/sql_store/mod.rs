@@ -33,7 +33,7 @@ use crate::error::{is_foreign_key_violation, is_retryable, is_unique_violation};
 use crate::model::*;
 use crate::rows::*;
 use crate::sql::{
-    Arg, Backend, Conn, Kind, OPEN_RUN, Query, alarm_in, open_runs_in, state_in, state_literal,
+    Arg, Backend, Conn, Kind, Query, alarm_in, open_runs_in, state_in, state_literal,
 };
 use crate::store::{
     AccountStore, AlarmStore, AuditStore, ClusterStore, FireCheckStore, GroupStore, JobStore,
@@ -492,20 +492,33 @@ impl<B: Backend> Store for SqlStore<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sql::{ALARM_STATES, OPEN_STATES};
 
     /// SQLite uses a partial index only for a query that carries its condition term for term,
-    /// so the queries' conditions are the indexes' conditions, written out.
+    /// so the queries' conditions are the indexes' conditions, written out; on PostgreSQL the
+    /// conditions are generated columns of the same states.
     #[test]
     fn queries_carry_the_partial_indexes_conditions() {
-        let alarm = format!("WHERE state{}", *alarms::ALARM_STATES);
-        let open = format!("WHERE {}", *OPEN_RUN);
-        for migration in [
-            include_str!("../../migrations/sqlite/0014_open_runs.sql"),
-            include_str!("../../migrations/postgres/0014_open_runs.sql"),
+        let sqlite = include_str!("../../migrations/sqlite/0014_open_runs.sql");
+        for condition in [
+            Kind::Sqlite.open_run().to_owned(),
+            Kind::Sqlite.alarm_runs(),
         ] {
-            assert!(migration.contains(&open), "{open} not in {migration}");
-            assert!(migration.contains(&alarm), "{alarm} not in {migration}");
+            let index = format!("WHERE {condition}");
+            assert!(sqlite.contains(&index), "{index} not in {sqlite}");
         }
+        let postgres = include_str!("../../migrations/postgres/0015_heap_only_updates.sql");
+        for (column, states) in [("is_open", &*OPEN_STATES), ("calls_alarm", &*ALARM_STATES)] {
+            let generated = format!("{column} BOOLEAN GENERATED ALWAYS AS ({states}) STORED");
+            assert!(
+                postgres.contains(&generated),
+                "{generated} not in {postgres}"
+            );
+            let index = format!("WHERE {column};");
+            assert!(postgres.contains(&index), "{index} not in {postgres}");
+        }
+        assert_eq!(Kind::Postgres.open_run(), "is_open");
+        assert!(Kind::Postgres.alarm_runs().ends_with(" AND calls_alarm"));
     }
 
     #[test]

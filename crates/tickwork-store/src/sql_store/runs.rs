@@ -24,7 +24,9 @@ fn owned_states() -> Vec<RunState> {
 static OWNED_STATES: LazyLock<String> = LazyLock::new(|| state_in(&owned_states()));
 
 /// [`OWNED_STATES`] as a query that finds runs by state writes it (see `open_runs_in`).
-static OWNED_OPEN: LazyLock<String> = LazyLock::new(|| open_runs_in(&owned_states()));
+fn owned_open(kind: Kind) -> String {
+    open_runs_in(kind, &owned_states())
+}
 
 /// The owners whose planned runs may be adopted (see `orphan_owners`).
 struct Orphans {
@@ -46,14 +48,14 @@ impl<B: Backend> SqlStore<B> {
     /// Who may hold orphaned planned runs: the owners of planned runs, other than
     /// `params.node_id`, without a heartbeat since `params.dead_before`, and whether some
     /// planned run has no owner at all. `None`: nobody. The owners are found by walking the
-    /// `(state, owner_node)` index one owner at a time, a few probes for a few nodes, where
-    /// one scan would visit every planned run of every live node at each adoption round.
+    /// open-run index one owner at a time, a few probes for a few nodes, where one scan would
+    /// visit every planned run of every live node at each adoption round.
     async fn orphan_owners(&self, params: &AdoptParams) -> Result<Option<Orphans>, Error> {
         let mut conn = self.pool.acquire().await?;
         // Only planned runs lose their owner (a clean stop's hand-back).
         let unowned = Query::new(format!(
             "SELECT id FROM tw_runs WHERE {} AND owner_node IS NULL LIMIT 1",
-            open_runs_in(RunMove::Adopt.from_states())
+            open_runs_in(B::KIND, RunMove::Adopt.from_states())
         ));
         let unowned = B::fetch_optional::<(i64,)>(&mut *conn, unowned)
             .await?
@@ -65,17 +67,26 @@ impl<B: Backend> SqlStore<B> {
                 unowned,
             }));
         };
-        // One state per walk: it relies on an equality on the index's first column.
-        let states = [RunMove::Adopt, RunMove::AdoptSending]
-            .into_iter()
-            .flat_map(|m| m.from_states().iter().copied());
-        for state in states {
+        // Where the index is keyed by state, then owner, one walk per state: it relies on an
+        // equality on the first column. PostgreSQL's holds the open runs by owner alone (see
+        // `Kind::open_run`): one walk over the owners of open runs, and a dead owner found is
+        // kept below only if it holds a run to adopt (not only dispatched ones).
+        let by_owner = B::KIND == Kind::Postgres;
+        let walks: Vec<String> = if by_owner {
+            vec![B::KIND.open_run().to_owned()]
+        } else {
+            [RunMove::Adopt, RunMove::AdoptSending]
+                .into_iter()
+                .flat_map(|m| m.from_states().iter().copied())
+                .map(|state| open_runs_in(B::KIND, &[state]))
+                .collect()
+        };
+        for walk in walks {
             let mut after = String::new();
             loop {
                 let next = Query::new(format!(
-                    "SELECT owner_node FROM tw_runs WHERE {} AND owner_node > ? \
-                     ORDER BY owner_node LIMIT 1",
-                    open_runs_in(&[state])
+                    "SELECT owner_node FROM tw_runs WHERE {walk} AND owner_node > ? \
+                     ORDER BY owner_node LIMIT 1"
                 ))
                 .bind(after.as_str());
                 let Some((owner,)) = B::fetch_optional::<(String,)>(&mut *conn, next).await? else {
@@ -100,6 +111,20 @@ impl<B: Backend> SqlStore<B> {
                 .collect();
             owners.retain(|o| !live.contains(o));
         }
+        if by_owner && !owners.is_empty() {
+            let mut holding = Vec::with_capacity(owners.len());
+            for owner in owners {
+                let q = Query::new(format!(
+                    "SELECT id FROM tw_runs WHERE {} AND owner_node = ? LIMIT 1",
+                    owned_open(B::KIND)
+                ))
+                .bind(owner.as_str());
+                if B::fetch_optional::<(i64,)>(&mut *conn, q).await?.is_some() {
+                    holding.push(owner);
+                }
+            }
+            owners = holding;
+        }
         Ok((unowned || !owners.is_empty()).then_some(Orphans {
             dead: owners,
             unowned,
@@ -119,7 +144,7 @@ impl<B: Backend> SqlStore<B> {
             q.push(" AND state = ").push_bind(state.as_str());
             // Open runs have an index of their own, which a query reaches by its condition.
             if !state.is_final() {
-                q.push(" AND ").push(&OPEN_RUN);
+                q.push(" AND ").push(B::KIND.open_run());
             }
         }
         push_range(&mut q, "scheduled_at", filter.range);
@@ -162,7 +187,7 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         check_required("node id", &hand_back.node_id, NODE_ID_MAX)?;
         let q = Query::new(format!(
             "UPDATE tw_runs SET owner_node = NULL WHERE {} AND owner_node = ?",
-            open_runs_in(RunMove::Adopt.from_states())
+            open_runs_in(B::KIND, RunMove::Adopt.from_states())
         ))
         .bind(hand_back.node_id.as_str());
         Ok(self.execute(q).await?)
@@ -318,7 +343,7 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         let q = Query::new(format!(
             "SELECT {RUN_COLUMNS} FROM tw_runs WHERE {} AND owner_node = ? \
              ORDER BY scheduled_at, id",
-            *OWNED_OPEN
+            owned_open(B::KIND)
         ))
         .bind(node);
         convert(self.fetch_all::<RunRow>(q).await?)
@@ -354,7 +379,7 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         // Sending runs never lose their owner, so only a dead owner's are taken.
         let mut select = Query::new(format!(
             "SELECT id FROM tw_runs WHERE {} AND (",
-            *OWNED_OPEN
+            owned_open(B::KIND)
         ));
         if orphans.unowned {
             select.push("owner_node IS NULL");
@@ -518,7 +543,7 @@ impl<B: Backend> RunLedger for SqlStore<B> {
              AND tw_registry.updated_at >= ?) ORDER BY dispatched_at, id LIMIT ?",
             // Only dispatched runs have an executor to be gone; a `sending` run's maybe is
             // resolved by asking, not by the monitor.
-            open_runs_in(&[RunMove::Dispatch.to()])
+            open_runs_in(B::KIND, &[RunMove::Dispatch.to()])
         ))
         .bind(query.dispatched_before)
         .bind(query.alive_since)
@@ -533,7 +558,7 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         let q = Query::new(format!(
             "SELECT {RUN_COLUMNS} FROM tw_runs WHERE {} AND executor_address = ? \
              AND dispatched_at < ? ORDER BY dispatched_at, id LIMIT ?",
-            open_runs_in(&[RunMove::Dispatch.to()])
+            open_runs_in(B::KIND, &[RunMove::Dispatch.to()])
         ))
         .bind(query.address)
         .bind(query.dispatched_before)
