@@ -45,11 +45,11 @@ impl<B: Backend> SqlStore<B> {
             .transpose()
     }
 
-    /// Who may hold orphaned planned runs: the owners of planned runs, other than
-    /// `params.node_id`, without a heartbeat since `params.dead_before`, and whether some
-    /// planned run has no owner at all. `None`: nobody. The owners are found by walking the
-    /// open-run index one owner at a time, a few probes for a few nodes, where one scan would
-    /// visit every planned run of every live node at each adoption round.
+    /// Who may hold orphaned planned runs: the owners of planned runs (on PostgreSQL, of open
+    /// runs), other than `params.node_id`, without a heartbeat since `params.dead_before`, and
+    /// whether some planned run has no owner at all. `None`: nobody. The owners are found by
+    /// walking the open-run index one owner at a time, a few probes for a few nodes, where one
+    /// scan would visit every planned run of every live node at each adoption round.
     async fn orphan_owners(&self, params: &AdoptParams) -> Result<Option<Orphans>, Error> {
         let mut conn = self.pool.acquire().await?;
         // Only planned runs lose their owner (a clean stop's hand-back).
@@ -69,10 +69,9 @@ impl<B: Backend> SqlStore<B> {
         };
         // Where the index is keyed by state, then owner, one walk per state: it relies on an
         // equality on the first column. PostgreSQL's holds the open runs by owner alone (see
-        // `Kind::open_run`): one walk over the owners of open runs, and a dead owner found is
-        // kept below only if it holds a run to adopt (not only dispatched ones).
-        let by_owner = B::KIND == Kind::Postgres;
-        let walks: Vec<String> = if by_owner {
+        // `Kind::open_run`): one walk over the owners of open runs. A dead owner of dispatched
+        // runs only is then passed on too; the adoption's select keeps only runs to adopt.
+        let walks: Vec<String> = if B::KIND == Kind::Postgres {
             vec![B::KIND.open_run().to_owned()]
         } else {
             [RunMove::Adopt, RunMove::AdoptSending]
@@ -110,20 +109,6 @@ impl<B: Backend> SqlStore<B> {
                 .map(|(id,)| id)
                 .collect();
             owners.retain(|o| !live.contains(o));
-        }
-        if by_owner && !owners.is_empty() {
-            let mut holding = Vec::with_capacity(owners.len());
-            for owner in owners {
-                let q = Query::new(format!(
-                    "SELECT id FROM tw_runs WHERE {} AND owner_node = ? LIMIT 1",
-                    owned_open(B::KIND)
-                ))
-                .bind(owner.as_str());
-                if B::fetch_optional::<(i64,)>(&mut *conn, q).await?.is_some() {
-                    holding.push(owner);
-                }
-            }
-            owners = holding;
         }
         Ok((unowned || !owners.is_empty()).then_some(Orphans {
             dead: owners,
