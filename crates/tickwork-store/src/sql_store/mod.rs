@@ -519,6 +519,10 @@ mod tests {
         }
         assert_eq!(Kind::Postgres.open_run(), "is_open");
         assert!(Kind::Postgres.alarm_runs().ends_with(" AND calls_alarm"));
+        // The follow-ups' read of its jobs, on the index of the jobs it can find.
+        let followed = include_str!("../../migrations/postgres/0016_followed_jobs.sql");
+        let index = format!("WHERE {};", *transitions::CAN_FOLLOW);
+        assert!(followed.contains(&index), "{index} not in {followed}");
     }
 
     #[test]

@@ -16,8 +16,9 @@ static DISPATCH_RECORD_STATES: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// The jobs whose runs can have follow-ups ([`follow_up::can_follow`]): those that retry, have
-/// children, or whose schedule waits for their runs' ends.
-static CAN_FOLLOW: LazyLock<String> = LazyLock::new(|| {
+/// children, or whose schedule waits for their runs' ends. PostgreSQL indexes them apart
+/// (`tw_jobs_followed`).
+pub(super) static CAN_FOLLOW: LazyLock<String> = LazyLock::new(|| {
     let waiting: Vec<String> = ScheduleType::ALL
         .iter()
         .filter(|&&t| follow_up::can_follow(t, 0, false))
