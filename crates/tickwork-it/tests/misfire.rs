@@ -12,7 +12,7 @@ const RATE_MS: i64 = 500;
 const LOOKAHEAD_MS: i64 = 500;
 const THRESHOLD_MS: i64 = 1000;
 /// How long the admin stays down: several fires fall due past the threshold.
-const DOWN: Duration = Duration::from_millis(4500);
+const DOWN: Duration = Duration::from_millis(5000);
 
 async fn misfire_policies(mut c: Cluster) {
     c.settings = AdminSettings {
@@ -57,9 +57,11 @@ async fn misfire_policies(mut c: Cluster) {
         .await;
     }
 
-    // Fires the stopped admin cannot have claimed (beyond its look-ahead) and that were
-    // already more than the threshold late when the new one started.
-    let in_gap = |key: i64| key > stopped_at + LOOKAHEAD_MS && key < restarted_at - THRESHOLD_MS;
+    // Fires the stopped admin cannot have claimed (beyond a look-ahead past the last fire it
+    // could claim) and that were already more than the threshold late when the new one
+    // started.
+    let in_gap =
+        |key: i64| key > stopped_at + 2 * LOOKAHEAD_MS && key < restarted_at - THRESHOLD_MS;
 
     let runs = ledger(&api, do_nothing).await;
     let gap: Vec<&Run> = runs

@@ -33,7 +33,12 @@ pub fn plan_job(
     };
     let kind = schedule.kind();
     let trigger = kind.trigger_type();
-    let until = now.saturating_add(limits.lookahead_ms);
+    // A job is due when its next fire is a look-ahead away, and its fires are planned for a
+    // look-ahead past that fire: a job due every second is claimed, and its row written, once
+    // for three fires instead of once a fire. A late job plans a look-ahead past now, as its
+    // fires before now are the misfire policy's.
+    let due_by = now.saturating_add(limits.lookahead_ms);
+    let until = now.max(first).saturating_add(limits.lookahead_ms);
 
     // Every fire in [first, until], capped: the cap keeps a 10 ms job from writing a huge
     // batch; the rest comes next round.
@@ -46,7 +51,7 @@ pub fn plan_job(
             .min(limits.max_fires_per_job),
         None => limits.max_fires_per_job,
     };
-    if first <= until && cap > 0 {
+    if first <= due_by && cap > 0 {
         fires.push(first);
         if !kind.waits_for_end() && kind != ScheduleType::Once {
             fires.extend(schedule.fires_between(first, until, cap - 1));
@@ -270,6 +275,37 @@ mod tests {
         let plan = plan_job(&j, j.due(), None, 0, LIMITS);
         assert!(plan.fires.is_empty());
         assert_eq!(plan.next_fire_at, None);
+    }
+
+    /// A job claimed as its next fire comes into the look-ahead plans a look-ahead past that
+    /// fire, so that it is claimed again only after several fires; a late one plans a
+    /// look-ahead past now.
+    #[test]
+    fn a_job_plans_a_look_ahead_past_its_first_fire() {
+        // (first fire, fire keys planned at 10,000 with a 3,000 ms look-ahead, next fire)
+        let cases: [(i64, &[i64], Option<i64>); 5] = [
+            (13_000, &[13_000, 14_000, 15_000, 16_000], Some(17_000)),
+            (11_500, &[11_500, 12_500, 13_500, 14_500], Some(15_500)),
+            (10_000, &[10_000, 11_000, 12_000, 13_000], Some(14_000)),
+            (
+                8_000,
+                &[8_000, 9_000, 10_000, 11_000, 12_000, 13_000],
+                Some(14_000),
+            ),
+            (13_001, &[], Some(13_001)),
+        ];
+        for (first, keys, next) in cases {
+            let (j, s) = job(
+                ScheduleType::FixRate,
+                "1s",
+                first,
+                MisfireStrategy::DoNothing,
+            );
+            let plan = plan_job(&j, j.due(), Some(&s), 10_000, LIMITS);
+            let got: Vec<i64> = plan.fires.iter().map(|f| f.fire_key).collect();
+            assert_eq!(got, keys, "first fire {first}");
+            assert_eq!(plan.next_fire_at, next, "first fire {first}");
+        }
     }
 
     #[test]
