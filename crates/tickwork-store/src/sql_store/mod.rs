@@ -496,7 +496,8 @@ mod tests {
 
     /// SQLite uses a partial index only for a query that carries its condition term for term,
     /// so the queries' conditions are the indexes' conditions, written out; on PostgreSQL the
-    /// conditions are generated columns of the same states.
+    /// conditions are generated columns of the same states. The follow-ups' read of its jobs
+    /// carries the condition of PostgreSQL's index of the jobs it can find.
     #[test]
     fn queries_carry_the_partial_indexes_conditions() {
         let sqlite = include_str!("../../migrations/sqlite/0014_open_runs.sql");
