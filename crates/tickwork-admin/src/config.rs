@@ -42,7 +42,8 @@ pub struct Config {
 /// Claim and timer settings.
 #[derive(Debug, Clone)]
 pub struct SchedulerConfig {
-    /// How far ahead fires are claimed into the timer.
+    /// How far ahead a job's next fire is when the job is claimed; its fires are planned into
+    /// the timer up to this far past that one.
     pub lookahead: Duration,
     /// The longest pause between claim rounds (a job change wakes the loop earlier).
     pub claim_interval: Duration,

@@ -35,8 +35,8 @@ pub fn plan_job(
     let trigger = kind.trigger_type();
     // A job is due when its next fire is a look-ahead away, and its fires are planned for a
     // look-ahead past that fire: a job due every second is claimed, and its row written, once
-    // for three or four fires instead of once a fire. A late job plans a look-ahead past now, as its
-    // fires before now are the misfire policy's.
+    // for three or four fires instead of once a fire. A late job plans a look-ahead past now,
+    // as its fires before now are the misfire policy's.
     let due_by = now.saturating_add(limits.lookahead_ms);
     let until = now.max(first).saturating_add(limits.lookahead_ms);
 
