@@ -12,7 +12,10 @@ use sqlx::sqlite::{
 use sqlx::{AssertSqlSafe, Executor, Pool, Transaction};
 
 use crate::bounds::{MySqlFlavor, POSTGRES_UNBOUNDED};
-use crate::sql::{AnyRow, Arg, Backend, Conn, Done, Kind, Pools, Query, numbered_placeholders};
+use crate::sql::{
+    AnyRow, Arg, Backend, CLUSTER_CONNECTIONS, Conn, Done, Kind, Pools, Query,
+    numbered_placeholders,
+};
 use crate::{Error, StoreOptions};
 
 // `sqlx::migrate!` lives behind sqlx's `macros` feature, which we leave off; the proc macro
@@ -182,6 +185,7 @@ impl Backend for SqliteBackend {
             reads,
             writes,
             separate: true,
+            cluster: None,
         })
     }
 
@@ -211,13 +215,18 @@ impl Backend for PostgresBackend {
         let connect = PgConnectOptions::from_str(url)
             .map_err(bad_url)?
             .options(options.session_bounds.postgres_settings());
-        match PgPoolOptions::new()
+        let pool = PgPoolOptions::new().acquire_timeout(options.acquire_timeout);
+        match pool
+            .clone()
             .max_connections(options.max_connections.unwrap_or(10))
-            .acquire_timeout(options.acquire_timeout)
             .connect_with(connect.clone())
             .await
         {
-            Ok(pool) => Ok(Pools::one(pool)),
+            Ok(opened) => Ok(Pools::server(
+                opened,
+                pool.max_connections(CLUSTER_CONNECTIONS)
+                    .connect_lazy_with(connect),
+            )),
             Err(e) => Err(explain_timeout(e, &connect).await.into()),
         }
     }
@@ -307,8 +316,7 @@ impl Backend for MySqlBackend {
         };
         let connect = MySqlConnectOptions::from_str(&url).map_err(bad_url)?;
         let bounds = options.session_bounds;
-        let opened = MySqlPoolOptions::new()
-            .max_connections(options.max_connections.unwrap_or(10))
+        let pool = MySqlPoolOptions::new()
             .acquire_timeout(options.acquire_timeout)
             // READ COMMITTED, as on PostgreSQL. Under InnoDB's default REPEATABLE READ a claim's
             // `FOR UPDATE SKIP LOCKED` scan also locks the index entry after the last row it
@@ -323,11 +331,18 @@ impl Backend for MySqlBackend {
                         .await?;
                     Ok(())
                 })
-            })
+            });
+        let opened = pool
+            .clone()
+            .max_connections(options.max_connections.unwrap_or(10))
             .connect_with(connect.clone())
             .await;
         match opened {
-            Ok(pool) => Ok(Pools::one(pool)),
+            Ok(opened) => Ok(Pools::server(
+                opened,
+                pool.max_connections(CLUSTER_CONNECTIONS)
+                    .connect_lazy_with(connect),
+            )),
             Err(e) => Err(explain_timeout(e, &connect).await.into()),
         }
     }

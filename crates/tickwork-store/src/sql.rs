@@ -334,6 +334,10 @@ pub(crate) struct Pools<D: Database> {
     pub(crate) writes: Pool<D>,
     /// Two pools (a SQLite file), not one under two names.
     pub(crate) separate: bool,
+    /// The heartbeat's and the lease's own connections on a server database (`None`: they
+    /// take `writes`). Behind a burst's writes in the shared pool a heartbeat came late, the
+    /// node's fence closed, and it held its runs until they misfired.
+    pub(crate) cluster: Option<Pool<D>>,
 }
 
 impl<D: Database> Pools<D> {
@@ -343,9 +347,22 @@ impl<D: Database> Pools<D> {
             writes: pool.clone(),
             reads: pool,
             separate: false,
+            cluster: None,
+        }
+    }
+
+    /// A server database's pool, and the cluster's own.
+    pub(crate) fn server(pool: Pool<D>, cluster: Pool<D>) -> Self {
+        Pools {
+            cluster: Some(cluster),
+            ..Pools::one(pool)
         }
     }
 }
+
+/// Connections of a server database's cluster pool: a heartbeat that timed out may still hold
+/// one while the lease is renewed.
+pub(crate) const CLUSTER_CONNECTIONS: u32 = 2;
 
 pub(crate) type Conn<B> = <<B as Backend>::Db as Database>::Connection;
 

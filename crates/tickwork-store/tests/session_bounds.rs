@@ -3,6 +3,9 @@
 //! ended by the server within the idle bound, and another node then claims the job; a
 //! statement that waits for a lock longer than the lock bound fails instead of waiting.
 //!
+//! The heartbeat and the lease have connections of their own: a node whose pool is taken
+//! whole (here by a silent claim) still beats in time.
+//!
 //! The silent client is a claim whose planner, called inside the transaction, blocks until the
 //! test releases it: the admin frozen mid-claim of the bug, with nothing sent to the server.
 
@@ -230,6 +233,50 @@ async fn lock_wait_past_the_lock_bound_fails_instead_of_waiting(url: String) {
     waiter.close().await;
 }
 
+/// The bug: the heartbeat waited for a connection of the node's one pool behind a burst's
+/// writes, came late, closed the node's fence, and the node held its runs until they
+/// misfired. Now the heartbeat and the lease go through connections of their own.
+async fn heartbeat_and_lease_are_written_while_the_pool_is_taken_whole(url: String) {
+    let options = StoreOptions {
+        max_connections: Some(1),
+        acquire_timeout: Duration::from_secs(3),
+        session_bounds: bounds(60, 5),
+        ..StoreOptions::default()
+    };
+    let store = tickwork_store::connect(&url, &options)
+        .await
+        .expect("open the test database");
+    due_job(&*store).await;
+    // The pool's only connection is inside the frozen claim's transaction.
+    let frozen = Frozen::start(store.clone(), "node-a").await;
+    let beat = NodeBeat {
+        id: "node-a".to_owned(),
+        address: "127.0.0.1:8080".to_owned(),
+        now: NOW,
+    };
+    tokio::time::timeout(Duration::from_secs(2), store.node_heartbeat(beat))
+        .await
+        .expect("the heartbeat does not wait for the pool")
+        .expect("the heartbeat is written");
+    let lease = LeaseRequest {
+        name: "maintenance".to_owned(),
+        node: "node-a".to_owned(),
+        ttl_ms: 5_000,
+        now: NOW,
+    };
+    let held = tokio::time::timeout(Duration::from_secs(2), store.lease_acquire(lease))
+        .await
+        .expect("the lease does not wait for the pool")
+        .expect("the lease is written");
+    assert!(held, "a free lease is taken");
+    let claimed = frozen.release().await.expect("the claim commits");
+    assert_eq!(claimed.jobs, 1);
+    let nodes = store.nodes_list().await.expect("nodes");
+    assert_eq!(nodes.len(), 1);
+    assert_eq!(nodes[0].id, "node-a");
+    store.close().await;
+}
+
 macro_rules! on_servers {
     ($($test:ident),+ $(,)?) => {
         mod postgres {
@@ -254,6 +301,7 @@ macro_rules! on_servers {
 on_servers!(
     paused_claimer_holds_due_jobs_only_for_the_idle_bound,
     lock_wait_past_the_lock_bound_fails_instead_of_waiting,
+    heartbeat_and_lease_are_written_while_the_pool_is_taken_whole,
 );
 
 /// SQLite has no other sessions to bound: a store with short bounds opens and works as ever.

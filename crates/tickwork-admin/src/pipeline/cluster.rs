@@ -507,15 +507,13 @@ impl Heartbeat {
         }
     }
 
-    /// Heartbeats and renews the maintenance lease until the admin has written everything
-    /// at shutdown.
+    /// Heartbeats until the admin has written everything at shutdown.
     pub(crate) async fn membership_loop(self) {
         let c = self.inner.config.cluster.clone();
         // A write that hangs must not keep the loop from trying again with a fresh instant.
         // It bounds database IO, so it is real time; the beats follow the scheduler's clock.
         let call_timeout = c.node_dead_after / 2;
         let mut beats = BoundedSlot::new();
-        let mut leases = BoundedSlot::new();
         loop {
             tokio::select! {
                 _ = self.inner.cluster_stop.cancelled() => return,
@@ -561,7 +559,23 @@ impl Heartbeat {
                     continue;
                 }
             }
-            if !self.inner.stop.is_cancelled() {
+        }
+    }
+
+    /// Renews the maintenance lease every heartbeat interval while the fence is open, until
+    /// the admin stops. A loop of its own: when the renewal waited in the heartbeat's loop, a
+    /// slow one held the next beat back long enough to close the fence.
+    pub(crate) async fn lease_loop(self) {
+        let c = self.inner.config.cluster.clone();
+        let call_timeout = c.node_dead_after / 2;
+        let mut leases = BoundedSlot::new();
+        loop {
+            tokio::select! {
+                _ = self.inner.stop.cancelled() => return,
+                _ = self.inner.clock.sleep(c.heartbeat_interval) => {}
+            }
+            let now = self.inner.clock.now_ms();
+            if self.inner.membership.fence_open(now, &self.inner.config) {
                 self.renew_lease(&mut leases, call_timeout).await;
             }
         }

@@ -353,6 +353,7 @@ impl Scheduler {
         ledger.spawn(results.run(results_rx));
         let mut cluster = JoinSet::new();
         cluster.spawn(s.heartbeat().membership_loop());
+        cluster.spawn(s.heartbeat().lease_loop());
         // A SQLite admin is the only node: nothing to relay.
         if s.inner.store.backend() != "sqlite" {
             s.inner

@@ -20,7 +20,7 @@ impl<B: Backend> ClusterStore for SqlStore<B> {
         .bind(beat.now)
         .bind(beat.now);
         q.push(&B::KIND.on_conflict_update("id", &["address", "heartbeat_at"]));
-        self.execute(q).await?;
+        self.execute_cluster(q).await?;
         Ok(())
     }
 
@@ -66,7 +66,7 @@ impl<B: Backend> ClusterStore for SqlStore<B> {
             .push_bind(expires_at)
             .push(")")
             .push(&B::KIND.on_conflict_skip("name"));
-        if self.execute(insert).await? > 0 {
+        if self.execute_cluster(insert).await? > 0 {
             return Ok(true);
         }
         let renew = Query::new(
@@ -78,7 +78,7 @@ impl<B: Backend> ClusterStore for SqlStore<B> {
         .bind(request.name.as_str())
         .bind(request.node.as_str())
         .bind(request.now);
-        Ok(self.execute(renew).await? > 0)
+        Ok(self.execute_cluster(renew).await? > 0)
     }
 
     async fn lease_release(&self, key: LeaseKey) -> Result<bool, Error> {

@@ -171,6 +171,10 @@ pub(crate) struct SqlStore<B: Backend> {
     writes: Pool<B::Db>,
     /// `writes` is a pool of its own, not a clone of `pool`.
     separate_writes: bool,
+    /// The heartbeat's and the lease's writes (see [`crate::sql::Pools`]): `writes` on SQLite.
+    cluster: Pool<B::Db>,
+    /// `cluster` is a pool of its own.
+    separate_cluster: bool,
     backend: PhantomData<B>,
 }
 
@@ -346,6 +350,8 @@ impl<B: Backend> SqlStore<B> {
         B::migrate(&pools.writes).await?;
         Ok(SqlStore {
             separate_writes: pools.separate,
+            separate_cluster: pools.cluster.is_some(),
+            cluster: pools.cluster.unwrap_or_else(|| pools.writes.clone()),
             pool: pools.reads,
             writes: pools.writes,
             backend: PhantomData,
@@ -365,6 +371,12 @@ impl<B: Backend> SqlStore<B> {
     /// Runs one statement on its own (autocommit); the number of rows it touched.
     async fn execute(&self, q: Query) -> Result<u64, sqlx::Error> {
         let mut conn = self.writes.acquire().await?;
+        Ok(B::execute(&mut *conn, q).await?.rows)
+    }
+
+    /// As [`Self::execute`], on the cluster's connections: a heartbeat or a lease renewal.
+    async fn execute_cluster(&self, q: Query) -> Result<u64, sqlx::Error> {
+        let mut conn = self.cluster.acquire().await?;
         Ok(B::execute(&mut *conn, q).await?.rows)
     }
 
@@ -458,6 +470,7 @@ impl<B: Backend> Store for SqlStore<B> {
     }
 
     async fn close(&self) {
+        self.cluster.close().await;
         self.writes.close().await;
         self.pool.close().await;
     }
@@ -468,6 +481,10 @@ impl<B: Backend> Store for SqlStore<B> {
         if self.separate_writes {
             open += self.writes.size();
             idle += self.writes.num_idle() as u32;
+        }
+        if self.separate_cluster {
+            open += self.cluster.size();
+            idle += self.cluster.num_idle() as u32;
         }
         crate::Connections { open, idle }
     }
