@@ -92,6 +92,8 @@ impl Scheduler {
         // Successful claim rounds in a row: held runs go back once two rounds passed, so that
         // the late fires of every due job were planned (and their catch-ups written) first.
         let mut ok_rounds = 0u32;
+        // Whether the closed fence was reported (once a closure).
+        let mut fenced = false;
         let mut limit = s.claim_limit;
         loop {
             if inner.stop.is_cancelled() {
@@ -101,12 +103,21 @@ impl Scheduler {
             if !inner.membership.fence_open(now, &inner.config) {
                 // Others may soon count this node as dead: claim nothing they would adopt.
                 ok_rounds = 0;
+                let last_beat = inner.membership.last_beat();
+                if !fenced && last_beat > 0 {
+                    fenced = true;
+                    warn!(
+                        heartbeat_age_ms = now - last_beat,
+                        "fence closed: the last heartbeat is too old; claims and fires wait"
+                    );
+                }
                 tokio::select! {
                     _ = inner.stop.cancelled() => return,
                     _ = inner.clock.sleep(s.claim_interval) => {}
                 }
                 continue;
             }
+            fenced = false;
             if self.waiting().backlog() >= s.max_backlog
                 || inner.send_behind.load(Ordering::Relaxed)
             {
@@ -168,7 +179,9 @@ impl Scheduler {
             if more {
                 continue;
             }
-            if ok_rounds >= 2 {
+            // Once stopping, held runs are the shutdown's to hand back: given back here, the
+            // late ones would be misfired by a node that is leaving.
+            if ok_rounds >= 2 && !inner.stop.is_cancelled() {
                 self.adoption().resume_held().await;
             }
             // A random pause between half and all of the interval: admins that started

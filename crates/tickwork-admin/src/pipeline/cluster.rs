@@ -147,6 +147,18 @@ pub(crate) enum Origin {
 }
 
 impl Origin {
+    /// How late a run of this origin may be beyond the misfire threshold. Runs that waited
+    /// for a failover (a death noticed, a restart) get its grace, and so do held ones: a node
+    /// whose fence closed held them for as long as the others would have waited before
+    /// adopting them, and the others would have fired them within that grace. A run that came
+    /// due late on an open fence gets none.
+    fn grace_ms(self, config: &Config) -> i64 {
+        match self {
+            Origin::Restart | Origin::Adopted | Origin::Held => failover_grace_ms(config),
+            Origin::Late => 0,
+        }
+    }
+
     fn as_str(self) -> &'static str {
         match self {
             Origin::Restart => "restart",
@@ -336,10 +348,7 @@ impl Adoption {
     pub(crate) async fn take_over(&self, runs: Vec<Run>, origin: Origin) {
         let config = &self.inner.config;
         let now = self.inner.clock.now_ms();
-        let grace = match origin {
-            Origin::Restart | Origin::Adopted => failover_grace_ms(config),
-            Origin::Held | Origin::Late => 0,
-        };
+        let grace = origin.grace_ms(config);
         let threshold = config.scheduler.misfire_threshold.as_millis() as i64 + grace;
         // A dead node's `sending` runs may have reached an executor: asked about, not fired.
         let (maybe_sent, runs): (Vec<Run>, Vec<Run>) =
@@ -738,5 +747,22 @@ mod tests {
         assert!(m.holds_lease(3_000, &config));
         assert!(!m.holds_lease(3_600, &config), "fence closed");
         assert_eq!(failover_grace_ms(&config), 7_000);
+    }
+
+    /// A node whose fence closed for a few seconds held its runs and, once it could fire
+    /// again, misfired every one more than the misfire threshold late, where a survivor that
+    /// adopted them would have fired them within the failover's grace.
+    #[test]
+    fn held_runs_are_misfired_only_past_the_failover_grace() {
+        let config = Config::new("sqlite::memory:", "a", "b");
+        let grace = failover_grace_ms(&config);
+        for (origin, expected) in [
+            (Origin::Restart, grace),
+            (Origin::Adopted, grace),
+            (Origin::Held, grace),
+            (Origin::Late, 0),
+        ] {
+            assert_eq!(origin.grace_ms(&config), expected, "{}", origin.as_str());
+        }
     }
 }
