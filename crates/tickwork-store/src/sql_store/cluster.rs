@@ -7,6 +7,13 @@ const PULL_CALLS_CHANNEL: &str = "tw_pull_calls";
 /// PostgreSQL's notification channel of answered pull calls (the payload: the call's id).
 const PULL_ANSWERS_CHANNEL: &str = "tw_pull_answers";
 
+/// Runs one statement on the cluster's connections (a heartbeat or a lease renewal); the
+/// number of rows it touched.
+async fn execute_cluster<B: Backend>(store: &SqlStore<B>, q: Query) -> Result<u64, sqlx::Error> {
+    let mut conn = store.cluster.acquire().await?;
+    Ok(B::execute(&mut *conn, q).await?.rows)
+}
+
 #[async_trait]
 impl<B: Backend> ClusterStore for SqlStore<B> {
     async fn node_heartbeat(&self, beat: NodeBeat) -> Result<(), Error> {
@@ -20,7 +27,7 @@ impl<B: Backend> ClusterStore for SqlStore<B> {
         .bind(beat.now)
         .bind(beat.now);
         q.push(&B::KIND.on_conflict_update("id", &["address", "heartbeat_at"]));
-        self.execute_cluster(q).await?;
+        execute_cluster(self, q).await?;
         Ok(())
     }
 
@@ -66,7 +73,7 @@ impl<B: Backend> ClusterStore for SqlStore<B> {
             .push_bind(expires_at)
             .push(")")
             .push(&B::KIND.on_conflict_skip("name"));
-        if self.execute_cluster(insert).await? > 0 {
+        if execute_cluster(self, insert).await? > 0 {
             return Ok(true);
         }
         let renew = Query::new(
@@ -78,7 +85,7 @@ impl<B: Backend> ClusterStore for SqlStore<B> {
         .bind(request.name.as_str())
         .bind(request.node.as_str())
         .bind(request.now);
-        Ok(self.execute_cluster(renew).await? > 0)
+        Ok(execute_cluster(self, renew).await? > 0)
     }
 
     async fn lease_release(&self, key: LeaseKey) -> Result<bool, Error> {

@@ -374,12 +374,6 @@ impl<B: Backend> SqlStore<B> {
         Ok(B::execute(&mut *conn, q).await?.rows)
     }
 
-    /// As [`Self::execute`], on the cluster's connections: a heartbeat or a lease renewal.
-    async fn execute_cluster(&self, q: Query) -> Result<u64, sqlx::Error> {
-        let mut conn = self.cluster.acquire().await?;
-        Ok(B::execute(&mut *conn, q).await?.rows)
-    }
-
     /// Runs an INSERT and returns the new row's id, or `None` when it inserted nothing.
     async fn insert_id(conn: &mut Conn<B>, mut q: Query) -> Result<Option<i64>, sqlx::Error> {
         if B::KIND.has_returning() {
