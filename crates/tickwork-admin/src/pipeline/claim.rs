@@ -16,6 +16,8 @@ use crate::Error;
 /// A test-only fault point (debug builds): with `TICKWORK_TEST_STOP_IN_CLAIM` naming a file,
 /// the first claim that plans a job once the file exists freezes the whole process with
 /// SIGSTOP there, inside its transaction with its jobs' rows locked, until it gets SIGCONT.
+/// Several admins may be armed with one file: the first to plan takes it (a rename succeeds
+/// once), so one stops, and the test need not wait for a given admin to win a claim.
 fn stop_point_in_claim() {
     #[cfg(debug_assertions)]
     {
@@ -27,7 +29,9 @@ fn stop_point_in_claim() {
         let Some(path) = std::env::var_os("TICKWORK_TEST_STOP_IN_CLAIM") else {
             return;
         };
-        if std::path::Path::new(&path).exists() && !STOPPED.swap(true, Ordering::SeqCst) {
+        let mut taken = path.clone();
+        taken.push(format!(".taken-by-{}", std::process::id()));
+        if std::fs::rename(&path, &taken).is_ok() && !STOPPED.swap(true, Ordering::SeqCst) {
             tracing::error!("test fault point: stopping inside a claim transaction");
             // On stdout too, where a test waits for its children's lines.
             println!("TW-STOPPED-IN-CLAIM");

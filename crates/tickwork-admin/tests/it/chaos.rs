@@ -19,6 +19,7 @@ use nix::sys::signal::Signal;
 use support::java_like::JavaLikeExecutor;
 use support::{Api, Backend, Child, CountingExecutor, TestDb, report, runs_of};
 use tickwork_core::run::RunState;
+use tickwork_testkit::wait_until_sync;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {
@@ -195,13 +196,15 @@ async fn scenario(backend: Backend, fault: Fault, kind: Kind) {
     let store = db.store().await;
     let logs = support::log_dir();
     let nodes = ["node-a", "node-b", "node-c"];
-    // The first admin may stop itself inside a claim once this file exists.
+    // Once this file exists, the first admin to plan a job takes it and stops inside its
+    // claim (a job is claimed for several fires at once, so one given admin could go many
+    // rounds without winning a claim).
     let stop_file = logs.path().join("stop-in-claim");
     let stop_env = stop_file.to_str().expect("a UTF-8 path");
     let mut admins = Vec::new();
-    for (i, node) in nodes.into_iter().enumerate() {
+    for node in nodes {
         let env: &[(&str, &str)] = match fault {
-            Fault::PauseInClaim(_) if i == 0 => &[("TICKWORK_TEST_STOP_IN_CLAIM", stop_env)],
+            Fault::PauseInClaim(_) => &[("TICKWORK_TEST_STOP_IN_CLAIM", stop_env)],
             _ => &[],
         };
         admins.push(Child::admin_with(&logs, node, &db, "", None, env).await);
@@ -258,13 +261,17 @@ async fn scenario(backend: Backend, fault: Fault, kind: Kind) {
             admins[victim].signal(Signal::SIGCONT);
         }
         Fault::PauseInClaim(pause) => {
-            victim = 0;
             std::fs::write(&stop_file, b"").expect("the stop file");
-            admins[victim]
-                .wait_for_line("its stop inside a claim", Duration::from_secs(30), |line| {
-                    line.contains("TW-STOPPED-IN-CLAIM").then_some(())
-                })
-                .await;
+            victim = wait_until_sync(
+                "an admin's stop inside a claim",
+                Duration::from_secs(30),
+                || {
+                    admins
+                        .iter()
+                        .position(|a| a.output().contains("TW-STOPPED-IN-CLAIM"))
+                },
+            )
+            .await;
             fault_at = support::now_ms();
             support::sleep_until_ms(fault_at + pause.as_millis() as i64).await;
             admins[victim].signal(Signal::SIGCONT);
