@@ -124,6 +124,13 @@ fn half_dead_after(config: &Config) -> i64 {
     dead_after(config) / 2
 }
 
+/// How long the heartbeat's and the lease's loops wait for one database call: a write that
+/// hangs must not keep a loop from trying again with a fresh instant. It bounds database IO,
+/// so it is real time; the loops' ticks follow the scheduler's clock.
+fn call_bound(config: &Config) -> Duration {
+    config.cluster.node_dead_after / 2
+}
+
 /// How late an adopted run may be before its misfire policy applies, beyond the misfire
 /// threshold: the longest a survivor needs to notice a death (the last beat, the wait for
 /// `node_dead_after`, the next adoption round). Without it every failover would misfire the
@@ -519,9 +526,7 @@ impl Heartbeat {
     /// Heartbeats until the admin has written everything at shutdown.
     pub(crate) async fn membership_loop(self) {
         let c = self.inner.config.cluster.clone();
-        // A write that hangs must not keep the loop from trying again with a fresh instant.
-        // It bounds database IO, so it is real time; the beats follow the scheduler's clock.
-        let call_timeout = c.node_dead_after / 2;
+        let call_timeout = call_bound(&self.inner.config);
         let mut beats = BoundedSlot::new();
         loop {
             tokio::select! {
@@ -576,7 +581,7 @@ impl Heartbeat {
     /// slow one held the next beat back long enough to close the fence.
     pub(crate) async fn lease_loop(self) {
         let c = self.inner.config.cluster.clone();
-        let call_timeout = c.node_dead_after / 2;
+        let call_timeout = call_bound(&self.inner.config);
         let mut leases = BoundedSlot::new();
         loop {
             tokio::select! {
