@@ -14,7 +14,8 @@ use crate::Scheduler;
 use crate::pipeline::dispatch::DispatchOutcome;
 use crate::timer::now_ms;
 
-/// How long the database gauges are reused.
+/// How long the database gauges are reused, at least: longer when reading them took long
+/// (`runs_today` counts the day's runs), as a monitor waits after a long round.
 const DB_GAUGES_TTL: Duration = Duration::from_secs(5);
 
 /// Upper bounds of the lateness buckets, in milliseconds.
@@ -153,6 +154,7 @@ pub(crate) struct Metrics {
     lanes: [AtomicI64; 2],
     /// Outcomes waiting for the ledger.
     ledger: AtomicI64,
+    /// The database gauges, until when they are reused.
     db: Mutex<Option<(Instant, Result<DbGauges, String>)>>,
     /// Alarm sends per channel kind (in `AlarmKind::ALL` order) and outcome (in
     /// `ALARM_OUTCOMES` order).
@@ -213,11 +215,12 @@ fn metric(out: &mut String, name: &str, kind: &str, help: &str, value: impl std:
 async fn db_gauges(admin: &Scheduler) -> Result<DbGauges, String> {
     let metrics = &admin.inner.metrics;
     let mut cached = metrics.db.lock().await;
-    if let Some((at, gauges)) = &*cached
-        && at.elapsed() < DB_GAUGES_TTL
+    if let Some((until, gauges)) = &*cached
+        && Instant::now() < *until
     {
         return gauges.clone();
     }
+    let started = Instant::now();
     let read = async {
         let config = &admin.inner.config;
         let store = &admin.inner.store;
@@ -262,7 +265,8 @@ async fn db_gauges(admin: &Scheduler) -> Result<DbGauges, String> {
         })
     };
     let gauges = read.await.map_err(|e| e.to_string());
-    *cached = Some((Instant::now(), gauges.clone()));
+    let reuse = crate::pipeline::monitor::wait_after_round(DB_GAUGES_TTL, started.elapsed());
+    *cached = Some((Instant::now() + reuse, gauges.clone()));
     gauges
 }
 
