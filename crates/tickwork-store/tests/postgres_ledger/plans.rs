@@ -11,14 +11,11 @@
 use std::time::Duration;
 
 use sqlx::PgPool;
-use tickwork_core::TriggerType;
 use tickwork_core::run::RunState;
 use tickwork_store::*;
 use tickwork_testkit::{Backend, TestDb, Wait};
 
-/// A fixed "now": the store never reads the clock.
-const NOW: i64 = 1_700_000_000_000;
-const NODE: &str = "node-a";
+use super::{NODE, NOW, planned_runs};
 /// Fires taken through send, dispatch record and end while the ledger is small: more than the
 /// five executions after which the server may keep a generic plan.
 const SMALL_FIRES: usize = 8;
@@ -104,32 +101,7 @@ async fn a_dispatch_record_prepared_on_a_small_ledger_reads_no_more_than_its_run
     let store = tickwork_store::connect(db.url(), &options)
         .await
         .expect("open the test database");
-    let group = store
-        .group_create(GroupNew {
-            app_name: "plans".to_owned(),
-            title: "plans".to_owned(),
-            address_mode: AddressMode::Auto,
-            addresses: Vec::new(),
-            now: NOW,
-        })
-        .await
-        .expect("create group");
-    let job = store
-        .job_create(JobNew {
-            key: "plans".to_owned(),
-            spec: JobSpec::new(group.id, "plansHandler"),
-            status: JobStatus::Stopped,
-            next_fire_at: None,
-            now: NOW,
-        })
-        .await
-        .expect("create job");
-    let mut runs = Vec::new();
-    for n in 0..=SMALL_FIRES as i64 {
-        let mut run = RunNew::new(job.id, TriggerType::Manual, NOW + n);
-        run.owner_node = Some(NODE.to_owned());
-        runs.push(store.run_insert(run).await.expect("insert run").id);
-    }
+    let (job, runs) = planned_runs(&*store, "plans", SMALL_FIRES + 1).await;
     for &run in &runs[..SMALL_FIRES] {
         fire(&*store, run).await;
     }
@@ -144,7 +116,7 @@ async fn a_dispatch_record_prepared_on_a_small_ledger_reads_no_more_than_its_run
          FROM generate_series(1, $4) AS g",
     )
     .bind(job.id)
-    .bind(group.id)
+    .bind(job.spec.group_id)
     .bind(NOW)
     .bind(GROWN_BY)
     .execute(&server)

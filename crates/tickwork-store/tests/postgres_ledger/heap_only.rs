@@ -1,18 +1,15 @@
-//! PostgreSQL's ledger takes the send and the dispatch record of a run as heap-only updates
-//! (no index entry written), and its generated columns `is_open` and `calls_alarm` say what
-//! the core says of every state. The updates are read off the table's page itself
-//! (`pageinspect`): the row version each one leaves is a heap-only tuple, which no index
-//! points at.
+//! The send and the dispatch record of a run are heap-only updates (no index entry written),
+//! and the generated columns `is_open` and `calls_alarm` say what the core says of every
+//! state. The updates are read off the table's page itself (`pageinspect`): the row version
+//! each one leaves is a heap-only tuple, which no index points at.
 
 use sqlx::{Connection, PgConnection};
-use tickwork_core::TriggerType;
 use tickwork_core::run::RunState;
 use tickwork_store::*;
 use tickwork_testkit::{Backend, TestDb};
 
-/// A fixed "now": the store never reads the clock.
-const NOW: i64 = 1_700_000_000_000;
-const NODE: &str = "node-a";
+use super::{NODE, NOW, planned_runs};
+
 /// Runs of the test: few enough that all stay on the table's first page.
 const RUNS: usize = 8;
 /// `HEAP_ONLY_TUPLE` in a tuple's `t_infomask2`.
@@ -31,36 +28,6 @@ async fn latest_versions(conn: &mut PgConnection) -> (i64, i64) {
     .expect("read the ledger's first page")
 }
 
-async fn planned_runs(store: &dyn Store) -> Vec<i64> {
-    let group = store
-        .group_create(GroupNew {
-            app_name: "hot".to_owned(),
-            title: "hot".to_owned(),
-            address_mode: AddressMode::Auto,
-            addresses: Vec::new(),
-            now: NOW,
-        })
-        .await
-        .expect("create group");
-    let job = store
-        .job_create(JobNew {
-            key: "hot".to_owned(),
-            spec: JobSpec::new(group.id, "hotHandler"),
-            status: JobStatus::Stopped,
-            next_fire_at: None,
-            now: NOW,
-        })
-        .await
-        .expect("create job");
-    let mut ids = Vec::new();
-    for n in 0..RUNS as i64 {
-        let mut run = RunNew::new(job.id, TriggerType::Manual, NOW + n);
-        run.owner_node = Some(NODE.to_owned());
-        ids.push(store.run_insert(run).await.expect("insert run").id);
-    }
-    ids
-}
-
 #[tokio::test]
 async fn sends_and_dispatch_records_write_no_index_entry_on_postgres() {
     let Some(db) = TestDb::create(Backend::Postgres, "tw").await else {
@@ -75,7 +42,7 @@ async fn sends_and_dispatch_records_write_no_index_entry_on_postgres() {
         .await
         .expect("pageinspect");
 
-    let ids = planned_runs(&*store).await;
+    let (_, ids) = planned_runs(&*store, "hot", RUNS).await;
     let runs = RUNS as i64;
     assert_eq!(latest_versions(&mut conn).await, (runs, 0), "inserted");
     // Found through the open-run index, by owner.
