@@ -206,10 +206,10 @@ impl Backend for SqliteBackend {
 /// The planning of a PostgreSQL session: every execution of a prepared statement is planned
 /// for the tables as they are then. After five executions the server may instead keep a
 /// generic plan made with the sizes of that moment until the table's statistics change; on a
-/// server that never analyzes they never do, and a session lives as long as the admin. The
-/// dispatch record's join of its batch with the ledger, prepared on a fresh database, then
-/// read the whole ledger at every batch (500 ms a batch at a million runs). Planning the
-/// ledger's statements each time costs the server far less than one such read.
+/// server that never analyzes they never do, and the pool keeps a session for up to half an
+/// hour. The dispatch record's join of its batch with the ledger, prepared on a fresh
+/// database, then read the whole ledger at every batch (500 ms a batch at a million runs).
+/// Planning the ledger's statements each time costs the server far less than one such read.
 const POSTGRES_PLANNING: [(&str, &str); 1] = [("plan_cache_mode", "force_custom_plan")];
 
 /// PostgreSQL.

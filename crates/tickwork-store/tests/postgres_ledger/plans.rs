@@ -3,9 +3,9 @@
 //!
 //! A prepared statement runs on a plan of its own for its first five executions and may then
 //! keep a generic plan made with the table's size of that moment, until the table's statistics
-//! change. With autovacuum off they never do, and a session lives as long as the admin: the
-//! dispatch record's join of its batch with the ledger, prepared on a fresh database, read the
-//! whole ledger at every batch from then on. The sessions plan every execution
+//! change. With autovacuum off they never do, and the pool keeps a session for up to half an
+//! hour: the dispatch record's join of its batch with the ledger, prepared on a fresh
+//! database, read the whole ledger at every batch for as long. The sessions plan every execution
 //! (`plan_cache_mode`); the test counts the sequential reads of the ledger the server reports.
 
 use std::time::Duration;
