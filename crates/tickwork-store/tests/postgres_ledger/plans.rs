@@ -16,6 +16,7 @@ use tickwork_store::*;
 use tickwork_testkit::{Backend, TestDb, Wait};
 
 use super::{NODE, NOW, planned_runs};
+
 /// Fires taken through send, dispatch record and end while the ledger is small: more than the
 /// five executions after which the server may keep a generic plan.
 const SMALL_FIRES: usize = 8;
@@ -112,12 +113,13 @@ async fn a_dispatch_record_prepared_on_a_small_ledger_reads_no_more_than_its_run
     sqlx::query(
         "INSERT INTO tw_runs (job_id, group_id, scheduled_at, trigger_type, handler, params, \
          state, created_at, finished_at) \
-         SELECT $1, $2, $3 - g, 'cron', 'plansHandler', '', 'succeeded', $3, $3 \
-         FROM generate_series(1, $4) AS g",
+         SELECT $1, $2, $3 - g, 'cron', $4, '', 'succeeded', $3, $3 \
+         FROM generate_series(1, $5) AS g",
     )
     .bind(job.id)
     .bind(job.spec.group_id)
     .bind(NOW)
+    .bind(&job.spec.handler)
     .bind(GROWN_BY)
     .execute(&server)
     .await
