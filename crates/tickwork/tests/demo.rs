@@ -8,12 +8,28 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-struct Demo(Child);
+/// The demo's process and the file its logs go to.
+struct Demo {
+    child: Child,
+    logs: std::path::PathBuf,
+}
 
 impl Drop for Demo {
+    /// Stops the demo; when the test failed, shows how the demo had ended and what it
+    /// logged, which the failure alone does not say (a refused login is the demo's story).
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let ended = self.child.try_wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            let ended = match ended {
+                Ok(Some(status)) => format!("had ended ({status})"),
+                Ok(None) => "was running".to_owned(),
+                Err(e) => format!("could not be asked ({e})"),
+            };
+            let logged = std::fs::read_to_string(&self.logs).unwrap_or_else(|e| e.to_string());
+            eprintln!("the demo {ended} when the test failed; its logs:\n{logged}");
+        }
     }
 }
 
@@ -119,13 +135,16 @@ async fn demo_runs_its_sample_jobs_and_stops_on_sigterm() {
         .stderr(std::fs::File::create(&logs).unwrap())
         .spawn()
         .expect("the tickwork binary starts");
-    let mut demo = Demo(child);
+    let mut demo = Demo {
+        child,
+        logs: logs.clone(),
+    };
     let Announcement {
         url,
         token,
         console,
         executor,
-    } = announcement(&mut demo.0);
+    } = announcement(&mut demo.child);
 
     // The first start's generated password is announced with the console's URL, and works.
     let password = console
@@ -180,13 +199,13 @@ async fn demo_runs_its_sample_jobs_and_stops_on_sigterm() {
     }
 
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(demo.0.id() as i32),
+        nix::unistd::Pid::from_raw(demo.child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     let status = loop {
-        if let Some(status) = demo.0.try_wait().unwrap() {
+        if let Some(status) = demo.child.try_wait().unwrap() {
             break status;
         }
         assert!(
