@@ -9,7 +9,10 @@
 //! processes from the test's own code, not from a `spawn_blocking` thread, which ends when idle.
 //!
 //! Plain threads read the output and reap the process, so nothing depends on the test's
-//! runtime still running, and a child never blocks on a full pipe.
+//! runtime still running, and a child never blocks on a full pipe. Its status is read when it
+//! ends, but it is reaped only when its [`Process`] is dropped: until then its pid, which is
+//! also its group's id, cannot be given to another process, so no signal of the test (the
+//! drop's SIGKILL to the group among them) can reach a stranger that got the same number.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
@@ -102,9 +105,15 @@ impl ProcessBuilder {
             std::thread::spawn(move || read_lines(pipe, stream, &shared, log.as_deref()));
         }
         let reaper = shared.clone();
+        let (release, released) = std::sync::mpsc::channel::<()>();
         std::thread::spawn(move || {
-            let status = child.wait().expect("wait for a child process");
+            let status = exit_status(pid);
             reaper.update(|state| state.status = Some(status));
+            reaper.exited.notify_all();
+            // The sender goes with the `Process`.
+            let _ = released.recv();
+            let _ = child.wait();
+            reaper.update(|state| state.reaped = true);
             reaper.exited.notify_all();
         });
         Process {
@@ -113,6 +122,7 @@ impl ProcessBuilder {
             stdin,
             shared,
             tail_on_panic,
+            release: Some(release),
         }
     }
 }
@@ -127,6 +137,8 @@ pub struct Process {
     stdin: Option<ChildStdin>,
     shared: Arc<Shared>,
     tail_on_panic: usize,
+    /// Dropped with the `Process`: the reaping thread then reaps it.
+    release: Option<std::sync::mpsc::Sender<()>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,6 +161,8 @@ struct State {
     lines: Vec<(Stream, String)>,
     stdout_closed: bool,
     status: Option<ExitStatus>,
+    /// Its pid is free for the system to give again.
+    reaped: bool,
 }
 
 impl Shared {
@@ -372,11 +386,12 @@ impl Drop for Process {
     fn drop(&mut self) {
         self.stdin.take();
         self.signal_group(Signal::SIGKILL);
+        self.release.take();
         let state = self.shared.lock();
         let _ = self
             .shared
             .exited
-            .wait_timeout_while(state, REAP_DEADLINE, |s| s.status.is_none());
+            .wait_timeout_while(state, REAP_DEADLINE, |s| !s.reaped);
         if self.tail_on_panic > 0 && std::thread::panicking() {
             eprintln!(
                 "----- {} (last {} lines of its output) -----\n{}",
@@ -384,6 +399,24 @@ impl Drop for Process {
                 self.tail_on_panic,
                 self.tail(self.tail_on_panic)
             );
+        }
+    }
+}
+
+/// The status of child `pid` once it has ended, read without reaping it.
+fn exit_status(pid: Pid) -> ExitStatus {
+    use nix::errno::Errno;
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    use std::os::unix::process::ExitStatusExt;
+    loop {
+        // As `waitpid` encodes them: the code in the second byte, or the signal and a core flag.
+        match waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
+            Ok(WaitStatus::Exited(_, code)) => return ExitStatus::from_raw((code & 0xff) << 8),
+            Ok(WaitStatus::Signaled(_, signal, core)) => {
+                return ExitStatus::from_raw(signal as i32 | if core { 0x80 } else { 0 });
+            }
+            Ok(_) | Err(Errno::EINTR) => continue,
+            Err(e) => panic!("cannot wait for a child process: {e}"),
         }
     }
 }
@@ -408,6 +441,19 @@ mod tests {
         let mut c = Command::new("sh");
         c.args(["-c", script]);
         c
+    }
+
+    /// Reaped at its exit, a process's pid could be given to another process before the
+    /// drop's SIGKILL to its group, which would then reach a stranger (another test).
+    #[tokio::test]
+    async fn an_ended_process_keeps_its_pid_until_it_is_dropped() {
+        let p = Process::start("quick", sh("exit 3"));
+        let status = p.wait_exit(Duration::from_secs(30)).await;
+        assert_eq!(status.and_then(|s| s.code()), Some(3));
+        let stat = format!("/proc/{}/stat", p.pid());
+        assert!(std::fs::exists(&stat).unwrap(), "reaped before the drop");
+        drop(p);
+        assert!(!std::fs::exists(&stat).unwrap(), "the drop reaps it");
     }
 
     #[tokio::test]
