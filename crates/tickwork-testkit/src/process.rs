@@ -110,7 +110,7 @@ impl ProcessBuilder {
             let status = exit_status(pid);
             reaper.update(|state| state.status = Some(status));
             reaper.exited.notify_all();
-            // The sender goes with the `Process`.
+            // Ended but not reaped until the `Process`, and its sender with it, is dropped.
             let _ = released.recv();
             let _ = child.wait();
             reaper.update(|state| state.reaped = true);
