@@ -91,7 +91,7 @@ impl ProcessBuilder {
         let (changed, _) = watch::channel(());
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
-            exited: Condvar::new(),
+            reaped: Condvar::new(),
             changed,
         });
         let stdout = child.stdout.take().expect("piped stdout");
@@ -109,12 +109,11 @@ impl ProcessBuilder {
         std::thread::spawn(move || {
             let status = exit_status(pid);
             reaper.update(|state| state.status = Some(status));
-            reaper.exited.notify_all();
             // Ended but not reaped until the `Process`, and its sender with it, is dropped.
             let _ = released.recv();
             let _ = child.wait();
             reaper.update(|state| state.reaped = true);
-            reaper.exited.notify_all();
+            reaper.reaped.notify_all();
         });
         Process {
             name,
@@ -150,8 +149,8 @@ enum Stream {
 /// What the reading and reaping threads share with the [`Process`].
 struct Shared {
     state: Mutex<State>,
-    /// Signalled once the status is known (for the drop, which cannot await).
-    exited: Condvar,
+    /// Signalled once the process is reaped (for the drop, which cannot await).
+    reaped: Condvar,
     /// Bumped on every line and on the exit (for the async waits).
     changed: watch::Sender<()>,
 }
@@ -282,7 +281,7 @@ impl Process {
         self.wait_exit(timeout).await
     }
 
-    /// SIGKILL to its whole group (no cleanup at all), then its status once reaped.
+    /// SIGKILL to its whole group (no cleanup at all), then its status once it has ended.
     pub async fn kill(&self) -> Option<ExitStatus> {
         self.signal_group(Signal::SIGKILL);
         self.wait_exit(REAP_DEADLINE).await
@@ -390,7 +389,7 @@ impl Drop for Process {
         let state = self.shared.lock();
         let _ = self
             .shared
-            .exited
+            .reaped
             .wait_timeout_while(state, REAP_DEADLINE, |s| !s.reaped);
         if self.tail_on_panic > 0 && std::thread::panicking() {
             eprintln!(
