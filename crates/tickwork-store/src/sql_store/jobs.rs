@@ -5,6 +5,7 @@ use super::*;
 mod claim;
 mod create;
 mod many;
+mod numbered;
 
 pub(super) use many::delete_job_rows;
 

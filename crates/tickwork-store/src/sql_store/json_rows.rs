@@ -7,7 +7,7 @@
 
 use std::io::Write;
 
-use crate::sql::Kind;
+use crate::sql::{Arg, Kind};
 
 /// The rows bound as one parameter, as a `FROM` item named `alias` whose rows are read with
 /// [`json_field`] (SQLite and PostgreSQL).
@@ -94,6 +94,15 @@ impl JsonRows {
         }
     }
 
+    /// A statement's value, as the JSON value its column reads back.
+    pub(super) fn arg(&mut self, v: &Arg) -> &mut Self {
+        match v {
+            Arg::Int(v) => self.opt_int(*v),
+            Arg::Int32(v) => self.opt_int(v.map(i64::from)),
+            Arg::Text(v) => self.opt_str(v.as_deref()),
+        }
+    }
+
     pub(super) fn null(&mut self) -> &mut Self {
         self.sep();
         self.text.extend_from_slice(b"null");
@@ -121,5 +130,13 @@ mod tests {
         rows.row().opt_int(Some(-2)).opt_str(None).opt_int(None);
         assert_eq!(rows.finish(), r#"[[1,"a \"b\"\n",null],[-2,null,null]]"#);
         assert_eq!(JsonRows::with_capacity(0).finish(), "[]");
+        let mut rows = JsonRows::with_capacity(1);
+        let args = [
+            Arg::Int(Some(7)),
+            Arg::Int32(None),
+            Arg::Text(Some("x".into())),
+        ];
+        args.iter().fold(rows.row(), |r, a| r.arg(a));
+        assert_eq!(rows.finish(), r#"[[7,null,"x"]]"#);
     }
 }

@@ -194,6 +194,21 @@ pub(crate) async fn jobs_create_is_all_or_nothing(ctx: Ctx) {
     nothing_written().await;
     assert_eq!(store.job_get(taken.id).await.unwrap(), taken);
 
+    // The same in a batch small enough for one statement, and a group missing there.
+    let few = |keys: [usize; 3]| keys.map(|i| bulk_job(g.id, i)).to_vec();
+    match store.jobs_create(few([1, 700, 2]), &record).await {
+        Err(Error::Conflict(m)) => assert!(m.contains("\"bulk-00700\""), "{m}"),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    nothing_written().await;
+    let mut orphan = few([1, 2, 3]);
+    orphan[2].job.spec.group_id = g.id + 1000;
+    match store.jobs_create(orphan, &record).await {
+        Err(Error::Invalid(m)) => assert!(m.contains(&format!("group {}", g.id + 1000)), "{m}"),
+        other => panic!("expected invalid, got {other:?}"),
+    }
+    nothing_written().await;
+
     // A key twice in the batch.
     let mut twice = batch();
     twice.retain(|c| c.job.key != "bulk-00700");

@@ -4,7 +4,7 @@
 use super::*;
 
 /// The columns a job insert writes, in [`job_args`] order.
-static JOB_INSERT_COLUMNS: LazyLock<String> = LazyLock::new(|| {
+pub(super) static JOB_INSERT_COLUMNS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "job_key, {SPEC_COLUMNS}, glue_updated_at, status, next_fire_at, last_fire_at, \
          version, created_at, updated_at"
@@ -12,14 +12,14 @@ static JOB_INSERT_COLUMNS: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// The columns of a script version insert, in [`version_args`] order.
-const VERSION_INSERT_COLUMNS: &str = "job_id, version, glue_type, source, comment, author, \
+pub(super) const VERSION_INSERT_COLUMNS: &str = "job_id, version, glue_type, source, comment, author, \
      created_at";
 
 /// Keys per `IN (...)` list when looking keys up again: under every backend's bind limit.
 const KEYS_PER_LOOKUP: usize = 500;
 
 /// The values of a new job's row, in [`JOB_INSERT_COLUMNS`] order.
-fn job_args(key: &str, job: &JobNew) -> Vec<Arg> {
+pub(super) fn job_args(key: &str, job: &JobNew) -> Vec<Arg> {
     let mut args = Vec::with_capacity(27);
     args.push(key.into());
     args.extend(spec_args(&job.spec));
@@ -36,7 +36,7 @@ fn job_args(key: &str, job: &JobNew) -> Vec<Arg> {
 }
 
 /// The values of a job's first script version.
-fn version_args(job: &Job, first: &FirstScript) -> [Arg; 7] {
+pub(super) fn version_args(job: &Job, first: &FirstScript) -> [Arg; 7] {
     [
         job.id.into(),
         1_i64.into(),
@@ -110,6 +110,25 @@ fn keys_taken(taken: &[String]) -> Error {
     })
 }
 
+/// The job `c` becomes once written with `id` (the handler trimmed, as the checks read it).
+pub(super) fn new_job(c: &JobCreate, id: i64, key: String) -> Job {
+    let mut spec = c.job.spec.clone();
+    spec.handler = spec.handler.trim().to_owned();
+    Job {
+        id,
+        key,
+        spec,
+        status: c.job.status,
+        next_fire_at: c.job.next_fire_at,
+        last_fire_at: None,
+        fires_left: None,
+        glue_updated_at: c.job.now,
+        version: 1,
+        created_at: c.job.now,
+        updated_at: c.job.now,
+    }
+}
+
 impl<B: Backend> SqlStore<B> {
     /// See [`JobStore::jobs_create`].
     pub(super) async fn create_jobs(
@@ -121,6 +140,9 @@ impl<B: Backend> SqlStore<B> {
             return Ok(Vec::new());
         }
         let keys = check_batch(&jobs)?;
+        if B::KIND == Kind::Postgres {
+            return self.create_numbered(jobs, keys, audit).await;
+        }
         let mut tx = B::begin_write(&self.writes).await?;
         let ids = match Self::insert_jobs(&mut tx, &jobs, &keys).await {
             Ok(ids) => ids,
@@ -137,21 +159,7 @@ impl<B: Backend> SqlStore<B> {
                 let id = ids.get(&key).copied().ok_or_else(|| {
                     Error::corrupt(format!("the insert of job {key:?} returned no id"))
                 })?;
-                let mut spec = c.job.spec.clone();
-                spec.handler = spec.handler.trim().to_owned();
-                Ok(Job {
-                    id,
-                    key,
-                    spec,
-                    status: c.job.status,
-                    next_fire_at: c.job.next_fire_at,
-                    last_fire_at: None,
-                    fires_left: None,
-                    glue_updated_at: c.job.now,
-                    version: 1,
-                    created_at: c.job.now,
-                    updated_at: c.job.now,
-                })
+                Ok(new_job(c, id, key))
             })
             .collect::<Result<_, Error>>()?;
 
@@ -214,7 +222,7 @@ impl<B: Backend> SqlStore<B> {
     }
 
     /// The error of a failed insert of `jobs`: which keys are taken, which groups missing.
-    async fn explain_insert_failure(
+    pub(super) async fn explain_insert_failure(
         &self,
         e: sqlx::Error,
         jobs: &[JobCreate],
