@@ -248,7 +248,7 @@ impl Backend for PostgresBackend {
             .map_err(bad_url)?
             .options(options.session_bounds.postgres_settings())
             .options(POSTGRES_PLANNING);
-        let pool = pinged_when_idle(PgPoolOptions::new().acquire_timeout(options.acquire_timeout));
+        let pool = pinged_when_idle(PgPoolOptions::new()).acquire_timeout(options.acquire_timeout);
         match pool
             .clone()
             .max_connections(options.max_connections.unwrap_or(10))
@@ -349,22 +349,22 @@ impl Backend for MySqlBackend {
         };
         let connect = MySqlConnectOptions::from_str(&url).map_err(bad_url)?;
         let bounds = options.session_bounds;
-        let pool =
-            pinged_when_idle(MySqlPoolOptions::new().acquire_timeout(options.acquire_timeout))
-                // READ COMMITTED, as on PostgreSQL. Under InnoDB's default REPEATABLE READ a claim's
-                // `FOR UPDATE SKIP LOCKED` scan also locks the index entry after the last row it
-                // returns, so a second claimer waits on it and the two deadlock; edits of jobs
-                // being claimed deadlock the same way. (Needs row or mixed binlog format, the
-                // default of MySQL 8 and MariaDB.)
-                .after_connect(move |conn, _meta| {
-                    Box::pin(async move {
-                        conn.execute(MYSQL_READ_COMMITTED).await?;
-                        let flavor = mysql_flavor(conn).await?;
-                        conn.execute(AssertSqlSafe(bounds.mysql_settings(flavor)))
-                            .await?;
-                        Ok(())
-                    })
-                });
+        let pool = pinged_when_idle(MySqlPoolOptions::new())
+            .acquire_timeout(options.acquire_timeout)
+            // READ COMMITTED, as on PostgreSQL. Under InnoDB's default REPEATABLE READ a claim's
+            // `FOR UPDATE SKIP LOCKED` scan also locks the index entry after the last row it
+            // returns, so a second claimer waits on it and the two deadlock; edits of jobs
+            // being claimed deadlock the same way. (Needs row or mixed binlog format, the
+            // default of MySQL 8 and MariaDB.)
+            .after_connect(move |conn, _meta| {
+                Box::pin(async move {
+                    conn.execute(MYSQL_READ_COMMITTED).await?;
+                    let flavor = mysql_flavor(conn).await?;
+                    conn.execute(AssertSqlSafe(bounds.mysql_settings(flavor)))
+                        .await?;
+                    Ok(())
+                })
+            });
         let opened = pool
             .clone()
             .max_connections(options.max_connections.unwrap_or(10))

@@ -17,6 +17,10 @@ use super::create::{
 };
 use super::*;
 
+/// The columns of a job insert with its id given.
+static NUMBERED_JOB_COLUMNS: LazyLock<String> =
+    LazyLock::new(|| format!("id, {}", *JOB_INSERT_COLUMNS));
+
 /// The SQL type an [`Arg`]'s JSON value is cast to.
 fn sql_type(arg: &Arg) -> &'static str {
     match arg {
@@ -91,13 +95,23 @@ fn insert_statement(rows: &[JobRows]) -> Query {
         .filter_map(|r| Some(&r.version.as_ref()?[..]))
         .collect();
     let records: Vec<&[Arg]> = rows.iter().map(|r| &r.record[..]).collect();
-    let columns = format!("id, {}", *JOB_INSERT_COLUMNS);
     let parts = [
-        insert_from_json("tw_jobs", &columns, &jobs),
+        insert_from_json("tw_jobs", &NUMBERED_JOB_COLUMNS, &jobs),
         insert_from_json("tw_script_versions", VERSION_INSERT_COLUMNS, &versions),
         insert_from_json("tw_audit", AUDIT_INSERT_COLUMNS, &records),
     ];
     insert_together(parts.into_iter().flatten().collect())
+}
+
+/// Writes `chunks` one statement each, stopping at the first error.
+async fn write_chunks<B: Backend>(
+    conn: &mut Conn<B>,
+    chunks: &[&[JobRows]],
+) -> Result<(), sqlx::Error> {
+    for chunk in chunks {
+        B::execute(conn, insert_statement(chunk)).await?;
+    }
+    Ok(())
 }
 
 impl<B: Backend> SqlStore<B> {
@@ -158,16 +172,7 @@ impl<B: Backend> SqlStore<B> {
         } else {
             drop(conn);
             let mut tx = B::begin_write(&self.writes).await?;
-            let mut result = Ok(());
-            for chunk in chunks {
-                result = B::execute(&mut *tx, insert_statement(chunk))
-                    .await
-                    .map(drop);
-                if result.is_err() {
-                    break;
-                }
-            }
-            match result {
+            match write_chunks::<B>(&mut tx, &chunks).await {
                 Ok(()) => tx.commit().await,
                 Err(e) => {
                     tx.rollback().await?;
