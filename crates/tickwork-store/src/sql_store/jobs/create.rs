@@ -141,7 +141,7 @@ impl<B: Backend> SqlStore<B> {
         }
         let keys = check_batch(&jobs)?;
         if B::KIND == Kind::Postgres {
-            return self.create_numbered(jobs, keys, audit).await;
+            return numbered::create_numbered(self, jobs, keys, audit).await;
         }
         let mut tx = B::begin_write(&self.writes).await?;
         let ids = match Self::insert_jobs(&mut tx, &jobs, &keys).await {

@@ -114,76 +114,77 @@ async fn write_chunks<B: Backend>(
     Ok(())
 }
 
-impl<B: Backend> SqlStore<B> {
-    /// [`JobStore::jobs_create`] on PostgreSQL, of a checked batch with its trimmed `keys`.
-    pub(super) async fn create_numbered(
-        &self,
-        jobs: Vec<JobCreate>,
-        keys: Vec<String>,
-        audit: &JobAudit<'_>,
-    ) -> Result<Vec<Job>, Error> {
-        let mut conn = self.writes.acquire().await?;
-        let q = Query::new("SELECT nextval('tw_jobs_id_seq') FROM generate_series(1, ?)")
-            .bind(jobs.len() as i64);
-        let mut ids: Vec<i64> = B::fetch_all::<(i64,)>(&mut conn, q)
-            .await?
-            .into_iter()
-            .map(|(id,)| id)
-            .collect();
-        if ids.len() != jobs.len() {
-            return Err(Error::corrupt(format!(
-                "the job sequence gave {} ids for {} jobs",
-                ids.len(),
-                jobs.len()
-            )));
-        }
-        ids.sort_unstable();
-        let created: Vec<Job> = jobs
-            .iter()
-            .zip(keys.iter().cloned())
-            .zip(ids)
-            .map(|((c, key), id)| new_job(c, id, key))
-            .collect();
-        let rows = jobs
-            .iter()
-            .zip(&created)
-            .enumerate()
-            .map(|(index, (c, job))| {
-                let entry = audit(index, job)?;
-                check_audit(&entry)?;
-                let mut row = vec![job.id.into()];
-                row.extend(job_args(&job.key, &c.job));
-                Ok(JobRows {
-                    job: row,
-                    version: c
-                        .first_script
-                        .as_ref()
-                        .map(|first| version_args(job, first)),
-                    record: audit_args(entry),
-                })
+/// [`JobStore::jobs_create`] on PostgreSQL, of a checked batch with its trimmed `keys`.
+///
+/// A function beside the store rather than its method: the store's type stays under the
+/// house bound on methods, and this path belongs to one backend.
+pub(super) async fn create_numbered<B: Backend>(
+    store: &SqlStore<B>,
+    jobs: Vec<JobCreate>,
+    keys: Vec<String>,
+    audit: &JobAudit<'_>,
+) -> Result<Vec<Job>, Error> {
+    let mut conn = store.writes.acquire().await?;
+    let q = Query::new("SELECT nextval('tw_jobs_id_seq') FROM generate_series(1, ?)")
+        .bind(jobs.len() as i64);
+    let mut ids: Vec<i64> = B::fetch_all::<(i64,)>(&mut conn, q)
+        .await?
+        .into_iter()
+        .map(|(id,)| id)
+        .collect();
+    if ids.len() != jobs.len() {
+        return Err(Error::corrupt(format!(
+            "the job sequence gave {} ids for {} jobs",
+            ids.len(),
+            jobs.len()
+        )));
+    }
+    ids.sort_unstable();
+    let created: Vec<Job> = jobs
+        .iter()
+        .zip(keys.iter().cloned())
+        .zip(ids)
+        .map(|((c, key), id)| new_job(c, id, key))
+        .collect();
+    let rows = jobs
+        .iter()
+        .zip(&created)
+        .enumerate()
+        .map(|(index, (c, job))| {
+            let entry = audit(index, job)?;
+            check_audit(&entry)?;
+            let mut row = vec![job.id.into()];
+            row.extend(job_args(&job.key, &c.job));
+            Ok(JobRows {
+                job: row,
+                version: c
+                    .first_script
+                    .as_ref()
+                    .map(|first| version_args(job, first)),
+                record: audit_args(entry),
             })
-            .collect::<Result<Vec<_>, Error>>()?;
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
 
-        let chunks = sized_chunks(&rows, JobRows::bytes);
-        let written = if let [only] = chunks[..] {
-            B::execute(&mut conn, insert_statement(only))
-                .await
-                .map(drop)
-        } else {
-            drop(conn);
-            let mut tx = B::begin_write(&self.writes).await?;
-            match write_chunks::<B>(&mut tx, &chunks).await {
-                Ok(()) => tx.commit().await,
-                Err(e) => {
-                    tx.rollback().await?;
-                    Err(e)
-                }
+    let chunks = sized_chunks(&rows, JobRows::bytes);
+    let written = if let [only] = chunks[..] {
+        B::execute(&mut conn, insert_statement(only))
+            .await
+            .map(drop)
+    } else {
+        drop(conn);
+        let mut tx = B::begin_write(&store.writes).await?;
+        match write_chunks::<B>(&mut tx, &chunks).await {
+            Ok(()) => tx.commit().await,
+            Err(e) => {
+                tx.rollback().await?;
+                Err(e)
             }
-        };
-        match written {
-            Ok(()) => Ok(created),
-            Err(e) => Err(self.explain_insert_failure(e, &jobs, &keys).await),
         }
+    };
+    match written {
+        Ok(()) => Ok(created),
+        Err(e) => Err(store.explain_insert_failure(e, &jobs, &keys).await),
     }
 }
 
