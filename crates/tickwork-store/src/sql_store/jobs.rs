@@ -8,6 +8,7 @@ mod many;
 mod numbered;
 
 pub(super) use many::delete_job_rows;
+pub(super) use numbered::JobIds;
 
 /// How often a claim that lost a deadlock is tried again.
 const CLAIM_RETRIES: u32 = 3;

@@ -175,6 +175,8 @@ pub(crate) struct SqlStore<B: Backend> {
     cluster: Pool<B::Db>,
     /// `cluster` is a pool of its own.
     separate_cluster: bool,
+    /// Job ids taken ahead from the jobs' sequence (PostgreSQL only).
+    job_ids: jobs::JobIds,
     backend: PhantomData<B>,
 }
 
@@ -354,6 +356,7 @@ impl<B: Backend> SqlStore<B> {
             cluster: pools.cluster.unwrap_or_else(|| pools.writes.clone()),
             pool: pools.reads,
             writes: pools.writes,
+            job_ids: Default::default(),
             backend: PhantomData,
         })
     }

@@ -174,6 +174,58 @@ pub(crate) async fn jobs_create_writes_jobs_versions_and_records_together(ctx: C
     );
 }
 
+/// Two admins creating jobs on one database at once, in batches and one by one (PostgreSQL's
+/// admins take ids from the sequence ahead of need): no id given twice, the ids of each
+/// admin's batches increasing, every job found under its id, and every batch's records naming
+/// their jobs. (A job created alone takes the sequence's next id at once, as the admin never
+/// does: it creates every job in a batch.)
+pub(crate) async fn jobs_created_by_two_admins_at_once_have_ids_of_their_own(ctx: Ctx) {
+    let first = ctx.store.clone();
+    let g = group(&*first, "bulk").await;
+    let stores = [first, ctx.connect_again().await];
+    let mut tasks = Vec::new();
+    for (n, store) in stores.iter().enumerate() {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            // (id, made in a batch, so with an audit record)
+            let mut made = Vec::new();
+            for round in 0..30 {
+                let base = n * 10_000 + round * 100;
+                if round % 5 == 4 {
+                    let job = store.job_create(job_new(g.id, &format!("one-{base}")));
+                    made.push((job.await.unwrap().id, false));
+                    continue;
+                }
+                let batch = (0..=round % 7).map(|i| bulk_job(g.id, base + i)).collect();
+                let created = store.jobs_create(batch, &record).await.unwrap();
+                made.extend(created.iter().map(|j| (j.id, true)));
+            }
+            made
+        }));
+    }
+    let mut all = HashSet::new();
+    for task in tasks {
+        let made = task.await.unwrap();
+        let batched: Vec<i64> = made.iter().filter(|m| m.1).map(|m| m.0).collect();
+        assert!(batched.is_sorted(), "one admin's ids increase: {batched:?}");
+        for (id, in_batch) in made {
+            assert!(all.insert(id), "id {id} given twice");
+            assert_eq!(stores[0].job_get(id).await.unwrap().id, id);
+            let records = stores[0]
+                .audit_list(AuditFilter {
+                    target_type: Some("job".to_owned()),
+                    target_id: Some(id.to_string()),
+                    ..AuditFilter::default()
+                })
+                .await
+                .unwrap();
+            assert_eq!(records.total, u64::from(in_batch), "records of job {id}");
+        }
+    }
+    assert_eq!(job_total(&*stores[0]).await, all.len() as u64);
+    stores[1].close().await;
+}
+
 pub(crate) async fn jobs_create_is_all_or_nothing(ctx: Ctx) {
     let store = &*ctx.store;
     let g = group(store, "bulk").await;

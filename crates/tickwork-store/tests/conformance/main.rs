@@ -329,6 +329,7 @@ conformance! {
     jobs_bulk: [
         jobs_create_writes_jobs_versions_and_records_together,
         jobs_create_is_all_or_nothing,
+        jobs_created_by_two_admins_at_once_have_ids_of_their_own,
         jobs_set_status_changes_jobs_and_records_together,
         jobs_set_status_and_delete_are_all_or_nothing,
         jobs_delete_removes_jobs_with_their_runs_together,

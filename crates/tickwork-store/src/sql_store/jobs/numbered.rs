@@ -1,14 +1,17 @@
 //! Many jobs created on PostgreSQL in as few round trips as a batch allows (see
-//! [`JobStore::jobs_create`]). The jobs' ids come from their table's sequence first, so each
-//! job's audit record, which names its id, is made before anything is written; then the jobs,
+//! [`JobStore::jobs_create`]). The jobs' ids come from their table's sequence before anything
+//! is written, so each job's audit record, which names its id, is made first; then the jobs,
 //! their first script versions and their records go as three JSON arrays bound to one
-//! statement, which the server runs as one transaction. A batch of the API's creates costs two
-//! round trips, where a transaction cost its begin, its commit and a statement per table and
+//! statement, which the server runs as one transaction. The ids are taken from the sequence
+//! [`IDS_AHEAD`] at a time and kept in a [`JobIds`], so a batch of the API's creates is mostly
+//! one round trip, where a transaction cost its begin, its commit and a statement per table and
 //! power of two of jobs, each round trip waiting on a busy machine for both processes.
 //! Statements stay under [`STATEMENT_BYTES`]; a batch needing more runs its statements in one
 //! transaction.
 
+use std::collections::VecDeque;
 use std::fmt::Write;
+use std::sync::Mutex;
 
 use super::super::audit::{AUDIT_INSERT_COLUMNS, audit_args, check_audit};
 use super::super::json_rows::{json_field, json_source};
@@ -20,6 +23,61 @@ use super::*;
 /// The columns of a job insert with its id given.
 static NUMBERED_JOB_COLUMNS: LazyLock<String> =
     LazyLock::new(|| format!("id, {}", *JOB_INSERT_COLUMNS));
+
+/// Ids taken from the jobs' sequence beyond a batch's need, kept for the batches after it.
+///
+/// What this costs: ids come out of one admin in increasing order, but two admins creating
+/// jobs at once may give a later job a smaller id (as PostgreSQL's own `CACHE` on a sequence
+/// does), and the ids an admin held when it stopped are never used.
+const IDS_AHEAD: usize = 64;
+
+/// The job ids a store has taken from the sequence and not yet given to a job, smallest first.
+#[derive(Default)]
+pub(crate) struct JobIds(Mutex<VecDeque<i64>>);
+
+impl JobIds {
+    /// The `n` smallest ids held, if there are that many.
+    fn take(&self, n: usize) -> Option<Vec<i64>> {
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        (held.len() >= n).then(|| held.drain(..n).collect())
+    }
+
+    /// Adds `fetched` to the ids held and takes the `n` smallest.
+    fn add_and_take(&self, fetched: Vec<i64>, n: usize) -> Vec<i64> {
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        held.extend(fetched);
+        held.make_contiguous().sort_unstable();
+        let n = n.min(held.len());
+        held.drain(..n).collect()
+    }
+}
+
+/// `n` ids for new jobs, in increasing order: from those `ids` holds, or else from the jobs'
+/// sequence on `conn` with [`IDS_AHEAD`] more kept.
+async fn job_ids<B: Backend>(
+    ids: &JobIds,
+    conn: &mut Conn<B>,
+    n: usize,
+) -> Result<Vec<i64>, Error> {
+    if let Some(taken) = ids.take(n) {
+        return Ok(taken);
+    }
+    let wanted = n + IDS_AHEAD;
+    let q = Query::new("SELECT nextval('tw_jobs_id_seq') FROM generate_series(1, ?)")
+        .bind(wanted as i64);
+    let fetched: Vec<i64> = B::fetch_all::<(i64,)>(conn, q)
+        .await?
+        .into_iter()
+        .map(|(id,)| id)
+        .collect();
+    if fetched.len() != wanted {
+        return Err(Error::corrupt(format!(
+            "the job sequence gave {} ids for {wanted}",
+            fetched.len()
+        )));
+    }
+    Ok(ids.add_and_take(fetched, n))
+}
 
 /// The SQL type an [`Arg`]'s JSON value is cast to.
 fn sql_type(arg: &Arg) -> &'static str {
@@ -125,21 +183,7 @@ pub(super) async fn create_numbered<B: Backend>(
     audit: &JobAudit<'_>,
 ) -> Result<Vec<Job>, Error> {
     let mut conn = store.writes.acquire().await?;
-    let q = Query::new("SELECT nextval('tw_jobs_id_seq') FROM generate_series(1, ?)")
-        .bind(jobs.len() as i64);
-    let mut ids: Vec<i64> = B::fetch_all::<(i64,)>(&mut conn, q)
-        .await?
-        .into_iter()
-        .map(|(id,)| id)
-        .collect();
-    if ids.len() != jobs.len() {
-        return Err(Error::corrupt(format!(
-            "the job sequence gave {} ids for {} jobs",
-            ids.len(),
-            jobs.len()
-        )));
-    }
-    ids.sort_unstable();
+    let ids = job_ids::<B>(&store.job_ids, &mut conn, jobs.len()).await?;
     let created: Vec<Job> = jobs
         .iter()
         .zip(keys.iter().cloned())
@@ -218,5 +262,17 @@ mod tests {
             assert_eq!(q.sql, want);
             assert_eq!(q.args.len(), parts);
         }
+    }
+
+    #[test]
+    fn held_ids_go_out_smallest_first_and_only_when_there_are_enough() {
+        let ids = JobIds::default();
+        assert_eq!(ids.take(1), None);
+        assert_eq!(ids.add_and_take(vec![7, 3, 5, 4], 2), vec![3, 4]);
+        assert_eq!(ids.take(3), None, "two are held");
+        assert_eq!(ids.add_and_take(vec![6, 9], 1), vec![5]);
+        assert_eq!(ids.take(3), Some(vec![6, 7, 9]));
+        assert_eq!(ids.take(0), Some(vec![]));
+        assert_eq!(ids.take(1), None);
     }
 }
