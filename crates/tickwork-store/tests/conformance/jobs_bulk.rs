@@ -101,6 +101,18 @@ async fn audit_total(store: &dyn Store) -> u64 {
     page.total
 }
 
+/// The audit records of job `id`.
+async fn job_records(store: &dyn Store, id: i64) -> Paged<AuditEntry> {
+    store
+        .audit_list(AuditFilter {
+            target_type: Some("job".to_owned()),
+            target_id: Some(id.to_string()),
+            ..AuditFilter::default()
+        })
+        .await
+        .unwrap()
+}
+
 pub(crate) async fn jobs_create_writes_jobs_versions_and_records_together(ctx: Ctx) {
     let store = &*ctx.store;
     let g = group(store, "bulk").await;
@@ -143,14 +155,7 @@ pub(crate) async fn jobs_create_writes_jobs_versions_and_records_together(ctx: C
 
     assert_eq!(audit_total(store).await, MANY as u64);
     let last = &created[MANY - 1];
-    let records = store
-        .audit_list(AuditFilter {
-            target_type: Some("job".to_owned()),
-            target_id: Some(last.id.to_string()),
-            ..AuditFilter::default()
-        })
-        .await
-        .unwrap();
+    let records = job_records(store, last.id).await;
     assert_eq!(records.total, 1);
     let r = &records.items[0];
     assert_eq!((r.action.as_str(), r.actor.as_str()), ("job.create", "ann"));
@@ -211,14 +216,7 @@ pub(crate) async fn jobs_created_by_two_admins_at_once_have_ids_of_their_own(ctx
         for (id, in_batch) in made {
             assert!(all.insert(id), "id {id} given twice");
             assert_eq!(stores[0].job_get(id).await.unwrap().id, id);
-            let records = stores[0]
-                .audit_list(AuditFilter {
-                    target_type: Some("job".to_owned()),
-                    target_id: Some(id.to_string()),
-                    ..AuditFilter::default()
-                })
-                .await
-                .unwrap();
+            let records = job_records(&*stores[0], id).await;
             assert_eq!(records.total, u64::from(in_batch), "records of job {id}");
         }
     }
@@ -359,14 +357,7 @@ pub(crate) async fn jobs_set_status_changes_jobs_and_records_together(ctx: Ctx) 
         assert_eq!(&store.job_get(job.id).await.unwrap(), job, "as stored");
     }
     assert_eq!(audit_total(store).await, audit_before + MANY as u64);
-    let records = store
-        .audit_list(AuditFilter {
-            target_type: Some("job".to_owned()),
-            target_id: Some(created[0].id.to_string()),
-            ..AuditFilter::default()
-        })
-        .await
-        .unwrap();
+    let records = job_records(store, created[0].id).await;
     assert_eq!(records.total, 2, "created, then started");
     let status = records.items.iter().find(|r| r.action == "job.status");
     assert_eq!(
