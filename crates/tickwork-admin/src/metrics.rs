@@ -478,6 +478,13 @@ pub(crate) async fn render(admin: &Scheduler) -> String {
     );
     metric(
         &mut out,
+        "tickwork_dispatch_records_held",
+        "gauge",
+        "Accepted runs whose dispatch record waits for their callback, to be written with it.",
+        admin.waiting().records,
+    );
+    metric(
+        &mut out,
         "tickwork_held_runs",
         "gauge",
         "Runs held back, waiting to be checked and fired.",

@@ -37,13 +37,20 @@ impl Scheduler {
     /// Records many results, and what follows them, in one transaction; returns the ids of the
     /// runs that reached their final state now.
     ///
-    /// The dispatch records still held for these runs go in the same write (see
-    /// `dispatch_records`).
-    pub(crate) async fn complete_many(&self, batch: &[RunComplete]) -> Result<Vec<i64>, Error> {
+    /// The dispatch records of these runs go in the same write: `taken`, those their callbacks
+    /// took when they came, and those still held (see `dispatch_records`). A failed write puts
+    /// them all back.
+    pub(crate) async fn complete_many(
+        &self,
+        batch: &[RunComplete],
+        taken: Vec<Dispatched>,
+    ) -> Result<Vec<i64>, Error> {
         let records = &self.inner.dispatch_records;
+        let mut runs = taken;
+        runs.extend(records.take_for(batch.iter().map(|c| c.run_id)));
         let dispatched = MarkDispatched {
             node_id: self.inner.config.node_id.clone(),
-            runs: records.take_for(batch.iter().map(|c| c.run_id)),
+            runs,
         };
         let both = CompleteDispatched {
             results: batch,
@@ -247,7 +254,7 @@ pub(crate) async fn end_lost(scheduler: &Scheduler, lost: &[RunComplete]) -> Res
     if lost.is_empty() {
         return Ok(0);
     }
-    let n = scheduler.complete_many(lost).await?.len();
+    let n = scheduler.complete_many(lost, Vec::new()).await?.len();
     scheduler
         .inner
         .stats

@@ -5,8 +5,9 @@
 //! nobody took is written on its own.
 //!
 //! Holding a record lengthens the time an accepted run stays `sending` in the database by at
-//! most the hold: a node that dies in that time leaves it to the maybe-sent resolution, as it
-//! does a run whose record had not been written yet.
+//! most the hold, or until the write of the callback that took it: a node that dies in that
+//! time leaves it to the maybe-sent resolution, as it does a run whose record had not been
+//! written yet.
 //!
 //! A result can also come before its record: an executor that calls back before it answers
 //! the call (XXL-JOB 3.5 does). The run then ended without the executor that ran it, which its

@@ -188,7 +188,7 @@ impl Adoption {
             .stats
             .runs_maybe_sent_lost
             .fetch_add(n as u64, Ordering::Relaxed);
-        match self.scheduler().complete_many(&lost).await {
+        match self.scheduler().complete_many(&lost, Vec::new()).await {
             Ok(ended) => warn!(
                 runs = n,
                 ended = ended.len(),

@@ -237,6 +237,8 @@ pub struct Waiting {
     /// Due, waiting for a dispatch slot in a lane, or dispatched and waiting for the ledger
     /// to record the outcome.
     pub queued: usize,
+    /// Of `queued`, the accepted runs whose dispatch record is held for their callback.
+    pub records: usize,
 }
 
 impl Waiting {
@@ -457,10 +459,12 @@ impl Scheduler {
 
     /// How many runs wait in this node's memory, and where.
     pub fn waiting(&self) -> Waiting {
+        let records = self.inner.dispatch_records.len();
         Waiting {
             timer: self.inner.fence_timer.len() + self.inner.timer.len(),
             held: self.inner.held.lock().expect("held lock").len(),
-            queued: self.inner.metrics.queued() + self.inner.dispatch_records.len(),
+            queued: self.inner.metrics.queued() + records,
+            records,
         }
     }
 

@@ -1,19 +1,25 @@
 //! The results writer: executors' callbacks recorded in batches, the requests that arrive
 //! together in one transaction. A burst of callbacks then holds one database connection, not
 //! one per request: one each took the whole pool, and the heartbeat starved behind them.
+//!
+//! A callback takes its runs' held dispatch records when it comes, not when it is written: a
+//! record's hold may end while its callback waits here behind a long write, and a record
+//! written alone is one more update of its run for the database that is already the bound.
 
 use std::collections::HashSet;
 
-use tickwork_store::RunComplete;
+use tickwork_store::{Dispatched, RunComplete};
 use tokio::sync::{mpsc, oneshot};
 use tracing::warn;
 
 use super::Scheduler;
 use crate::Error;
 
-/// One callback request's results, and where its answer goes: how many of its runs ended now.
+/// One callback request's results, the dispatch records it took, and where its answer goes:
+/// how many of its runs ended now.
 pub(crate) struct ResultsRequest {
     items: Vec<RunComplete>,
+    records: Vec<Dispatched>,
     reply: oneshot::Sender<Result<usize, Error>>,
 }
 
@@ -32,18 +38,27 @@ impl Results {
         if items.is_empty() {
             return Ok(0);
         }
-        let (reply, answer) = oneshot::channel();
-        match self
+        let records = self
             .scheduler
             .inner
-            .results
-            .send(ResultsRequest { items, reply })
-        {
+            .dispatch_records
+            .take_for(items.iter().map(|c| c.run_id));
+        let (reply, answer) = oneshot::channel();
+        let request = ResultsRequest {
+            items,
+            records,
+            reply,
+        };
+        match self.scheduler.inner.results.send(request) {
             Ok(()) => answer
                 .await
                 .unwrap_or_else(|_| Err(Error::Internal("the results writer stopped".to_owned()))),
             Err(mpsc::error::SendError(request)) => {
-                Ok(self.scheduler.complete_many(&request.items).await?.len())
+                let ended = self
+                    .scheduler
+                    .complete_many(&request.items, request.records)
+                    .await?;
+                Ok(ended.len())
             }
         }
     }
@@ -75,13 +90,18 @@ impl Results {
     }
 
     async fn write_results(&self, buf: &mut Vec<ResultsRequest>) {
-        let requests: Vec<ResultsRequest> = std::mem::take(buf);
+        let mut requests: Vec<ResultsRequest> = std::mem::take(buf);
         if requests.len() > 1 {
             let all: Vec<RunComplete> = requests
                 .iter()
                 .flat_map(|r| r.items.iter().cloned())
                 .collect();
-            match self.scheduler.complete_many(&all).await {
+            // A failed write puts the records back, for the requests one by one to take again.
+            let records = requests
+                .iter_mut()
+                .flat_map(|r| std::mem::take(&mut r.records))
+                .collect();
+            match self.scheduler.complete_many(&all, records).await {
                 Ok(ended) => {
                     let mut ended: HashSet<i64> = ended.into_iter().collect();
                     for request in requests {
@@ -103,7 +123,10 @@ impl Results {
             }
         }
         for request in requests {
-            let written = self.scheduler.complete_many(&request.items).await;
+            let written = self
+                .scheduler
+                .complete_many(&request.items, request.records)
+                .await;
             let written = written.map(|ended| ended.len());
             let _ = request.reply.send(written);
         }

@@ -1,8 +1,9 @@
 //! An accepted run's dispatch record waits for the run's callback (`dispatch.record_hold_ms`):
-//! a callback within the hold is written with the record in one update, a run still going
-//! when the hold ends is recorded `dispatched` on its own, and a record that comes after its
-//! run's result is written at once. A real admin on SQLite and a real executor; the store's
-//! side is the conformance test of `runs_complete_dispatched`.
+//! a callback within the hold is written with the record in one update, a callback waiting
+//! behind another write took its record when it came, a run still going when the hold ends is
+//! recorded `dispatched` on its own, and a record that comes after its run's result is written
+//! at once. A real admin on SQLite or PostgreSQL and a real executor; the store's side is the
+//! conformance test of `runs_complete_dispatched`.
 
 use crate::support;
 
@@ -102,6 +103,149 @@ async fn a_record_that_comes_after_its_runs_result_is_written_at_once() {
     db.drop_database().await;
 }
 
+/// A callback that waited for the results writer behind another long write (another
+/// executor's callback, on a loaded database) left its run's record held until its own write
+/// began, and a hold that ended meanwhile wrote the record alone: one more update of the run.
+/// Here run a's row is locked, so the write of a's result waits; b's callback comes meanwhile,
+/// and b's hold would end before a's write can.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_callback_waiting_behind_a_long_write_takes_its_record_when_it_comes() {
+    let Some(db) = TestDb::create(Backend::Postgres).await else {
+        return;
+    };
+    let admin = InProcessAdmin::start(&db, "hold-c", ADMIN).await;
+    let api = Api::new(&admin.address);
+    let executor = AnswersAtOnce::start("later", &admin.address, &db.token).await;
+    support::registered(admin.store.as_ref(), &executor.address).await;
+    let group = api.group("later").await;
+    let job = api
+        .post(
+            "jobs",
+            json!({"group_id": group, "description": "later", "handler": "count"}),
+        )
+        .await["id"]
+        .as_i64()
+        .expect("job id");
+    let pool = sqlx::PgPool::connect(&db.url).await.expect("connect");
+
+    let run_a = api.trigger(job).await;
+    held_records_reach(&api, 1).await;
+    let mut lock = pool.begin().await.expect("begin");
+    sqlx::query("SELECT id FROM tw_runs WHERE id = $1 FOR UPDATE")
+        .bind(run_a)
+        .execute(&mut *lock)
+        .await
+        .expect("lock run a");
+    let caller = executor.caller.clone();
+    let first = tokio::spawn(async move { caller.post("callback", result(run_a)).await });
+    wait_until(
+        "the write of a's result to wait for a's row",
+        Duration::from_secs(30),
+        || async {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            .fetch_one(&pool)
+            .await
+            .expect("pg_stat_activity");
+            (waiting > 0).then_some(())
+        },
+    )
+    .await;
+    held_records_reach(&api, 0).await;
+
+    let run_b = api.trigger(job).await;
+    held_records_reach(&api, 1).await;
+    let caller = executor.caller.clone();
+    let second = tokio::spawn(async move { caller.post("callback", result(run_b)).await });
+    // Taken at once by the callback; before, it waited here for its hold to end.
+    held_records_reach(&api, 0).await;
+    lock.rollback().await.expect("unlock run a");
+
+    assert!(first.await.expect("a's callback"), "a's result refused");
+    assert!(second.await.expect("b's callback"), "b's result refused");
+    for run in [run_a, run_b] {
+        has_record(&api.run_reaches(run, "succeeded").await, &executor.address);
+    }
+    counters_reach(&api, (2, 2)).await;
+    executor.stop();
+    admin.shutdown().await;
+    pool.close().await;
+    db.drop_database().await;
+}
+
+/// A successful result of `run`, as an executor's callback carries it.
+fn result(run: i64) -> Value {
+    json!([{"logId": run, "logDateTim": 0, "handleCode": 200, "handleMsg": "done"}])
+}
+
+/// Waits until the admin holds `n` dispatch records for their callbacks.
+async fn held_records_reach(api: &Api, n: u64) {
+    wait_until(
+        "the dispatch records held",
+        Duration::from_secs(30),
+        || async {
+            let (status, text) = api.get("/metrics").await;
+            assert_eq!(status, 200, "{text}");
+            let held = support::counter(&text, "tickwork_dispatch_records_held");
+            if held == Some(n) { Ok(()) } else { Err(held) }
+        },
+    )
+    .await;
+}
+
+/// An executor that answers every call at once and calls back only when told.
+struct AnswersAtOnce {
+    address: String,
+    caller: Caller,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl AnswersAtOnce {
+    async fn start(app: &str, admin: &str, token: &str) -> AnswersAtOnce {
+        let router = Router::new().route(
+            "/{*method}",
+            axum::routing::post(|| async { json!({"code": 200, "msg": null}).to_string() }),
+        );
+        let caller = Caller::new(admin, token);
+        let (address, tasks) = serve(app, &caller, router).await;
+        AnswersAtOnce {
+            address,
+            caller,
+            tasks,
+        }
+    }
+
+    fn stop(self) {
+        for task in self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Serves `router` as the executor `app`, registered through `caller`: its address, and the
+/// tasks to abort.
+async fn serve(
+    app: &str,
+    caller: &Caller,
+    router: Router,
+) -> (String, Vec<tokio::task::JoinHandle<()>>) {
+    let (listener, address) = support::executor_listener().await;
+    let serving = tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    let (app, at, caller) = (app.to_owned(), address.clone(), caller.clone());
+    let registering = tokio::spawn(async move {
+        let body = json!({"registryGroup": "EXECUTOR", "registryKey": app, "registryValue": at});
+        loop {
+            caller.post("registry", body.clone()).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+    (address, vec![serving, registering])
+}
+
 /// `/run` answered only once the run's result has been taken by the admin.
 struct CallsBackFirst {
     address: String,
@@ -116,6 +260,14 @@ struct Caller {
 }
 
 impl Caller {
+    fn new(admin: &str, token: &str) -> Caller {
+        Caller {
+            admin: admin.trim_end_matches('/').to_owned(),
+            token: token.to_owned(),
+            http: reqwest::Client::new(),
+        }
+    }
+
     /// `POST <admin>/api/<call>`: whether the admin answered with success.
     async fn post(&self, call: &str, body: Value) -> bool {
         let sent = self
@@ -134,31 +286,12 @@ impl Caller {
 
 impl CallsBackFirst {
     async fn start(app: &str, admin: &str, token: &str) -> CallsBackFirst {
-        let (listener, address) = support::executor_listener().await;
-        let caller = Caller {
-            admin: admin.trim_end_matches('/').to_owned(),
-            token: token.to_owned(),
-            http: reqwest::Client::new(),
-        };
+        let caller = Caller::new(admin, token);
         let router = Router::new()
             .route("/{*method}", axum::routing::post(answer))
             .with_state(caller.clone());
-        let serving = tokio::spawn(async move {
-            let _ = axum::serve(listener, router).await;
-        });
-        let (app, at) = (app.to_owned(), address.clone());
-        let registering = tokio::spawn(async move {
-            let body =
-                json!({"registryGroup": "EXECUTOR", "registryKey": app, "registryValue": at});
-            loop {
-                caller.post("registry", body.clone()).await;
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        });
-        CallsBackFirst {
-            address,
-            tasks: vec![serving, registering],
-        }
+        let (address, tasks) = serve(app, &caller, router).await;
+        CallsBackFirst { address, tasks }
     }
 
     fn stop(self) {
