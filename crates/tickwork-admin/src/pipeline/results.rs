@@ -82,7 +82,10 @@ impl Results {
             if n == 0 {
                 return;
             }
+            let started = std::time::Instant::now();
             self.write_results(&mut buf).await;
+            let records = &self.scheduler.inner.dispatch_records;
+            records.results_written(started.elapsed());
             if self.scheduler.inner.ledger_stop.is_cancelled() && requests.is_empty() {
                 return;
             }
