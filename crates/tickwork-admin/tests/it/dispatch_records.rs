@@ -30,14 +30,8 @@ async fn a_callback_within_the_hold_is_written_with_the_dispatch_record() {
         CountingExecutor::start("hold", std::slice::from_ref(&admin.address), &db.token).await;
     support::registered(admin.store.as_ref(), &executor.address()).await;
     let group = api.group("hold").await;
-    let job = |handler: &str| {
-        api.post(
-            "jobs",
-            json!({"group_id": group, "description": handler, "handler": handler}),
-        )
-    };
-    let quick = job("count").await["id"].as_i64().expect("job id");
-    let long = job("long").await["id"].as_i64().expect("job id");
+    let quick = new_job(&api, group, "count").await;
+    let long = new_job(&api, group, "long").await;
 
     // Ends at once: its callback takes the held record.
     let run = api.trigger(quick).await;
@@ -68,15 +62,7 @@ async fn a_record_that_comes_after_its_runs_result_is_written_at_once() {
     let api = Api::new(&admin.address);
     let executor = CallsBackFirst::start("first", &admin.address, &db.token).await;
     support::registered(admin.store.as_ref(), &executor.address).await;
-    let group = api.group("first").await;
-    let job = api
-        .post(
-            "jobs",
-            json!({"group_id": group, "description": "first", "handler": "count"}),
-        )
-        .await["id"]
-        .as_i64()
-        .expect("job id");
+    let job = new_job(&api, api.group("first").await, "count").await;
 
     let triggered = Instant::now();
     let run = api.trigger(job).await;
@@ -117,15 +103,7 @@ async fn a_callback_waiting_behind_a_long_write_takes_its_record_when_it_comes()
     let api = Api::new(&admin.address);
     let executor = AnswersAtOnce::start("later", &admin.address, &db.token).await;
     support::registered(admin.store.as_ref(), &executor.address).await;
-    let group = api.group("later").await;
-    let job = api
-        .post(
-            "jobs",
-            json!({"group_id": group, "description": "later", "handler": "count"}),
-        )
-        .await["id"]
-        .as_i64()
-        .expect("job id");
+    let job = new_job(&api, api.group("later").await, "count").await;
     let pool = sqlx::PgPool::connect(&db.url).await.expect("connect");
 
     let run_a = api.trigger(job).await;
@@ -173,6 +151,12 @@ async fn a_callback_waiting_behind_a_long_write_takes_its_record_when_it_comes()
     admin.shutdown().await;
     pool.close().await;
     db.drop_database().await;
+}
+
+/// A job of `group` that runs `handler` (and is described by it): its id.
+async fn new_job(api: &Api, group: i64, handler: &str) -> i64 {
+    let body = json!({"group_id": group, "description": handler, "handler": handler});
+    api.post("jobs", body).await["id"].as_i64().expect("job id")
 }
 
 /// A successful result of `run`, as an executor's callback carries it.
