@@ -60,7 +60,7 @@ async fn a_record_that_comes_after_its_runs_result_is_written_at_once() {
     };
     let admin = InProcessAdmin::start(&db, "hold-b", ADMIN).await;
     let api = Api::new(&admin.address);
-    let executor = CallsBackFirst::start("first", &admin.address, &db.token).await;
+    let executor = TestExecutor::start("first", &admin.address, &db.token, calls_back_first).await;
     support::registered(admin.store.as_ref(), &executor.address).await;
     let job = new_job(&api, api.group("first").await, "count").await;
 
@@ -101,7 +101,7 @@ async fn a_callback_waiting_behind_a_long_write_takes_its_record_when_it_comes()
     };
     let admin = InProcessAdmin::start(&db, "hold-c", ADMIN).await;
     let api = Api::new(&admin.address);
-    let executor = AnswersAtOnce::start("later", &admin.address, &db.token).await;
+    let executor = TestExecutor::start("later", &admin.address, &db.token, answers_at_once).await;
     support::registered(admin.store.as_ref(), &executor.address).await;
     let job = new_job(&api, api.group("later").await, "count").await;
     let pool = sqlx::PgPool::connect(&db.url).await.expect("connect");
@@ -170,34 +170,49 @@ async fn held_records_reach(api: &Api, n: u64) {
         "the dispatch records held",
         Duration::from_secs(30),
         || async {
-            let (status, text) = api.get("/metrics").await;
-            assert_eq!(status, 200, "{text}");
-            let held = support::counter(&text, "tickwork_dispatch_records_held");
+            let held = support::counter(&metrics(api).await, "tickwork_dispatch_records_held");
             if held == Some(n) { Ok(()) } else { Err(held) }
         },
     )
     .await;
 }
 
-/// An executor that answers every call at once and calls back only when told.
-struct AnswersAtOnce {
+/// An executor this test serves: its address, its caller of the admin's executor API, and the
+/// tasks to abort when it stops.
+struct TestExecutor {
     address: String,
     caller: Caller,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-impl AnswersAtOnce {
-    async fn start(app: &str, admin: &str, token: &str) -> AnswersAtOnce {
-        let router = Router::new().route(
-            "/{*method}",
-            axum::routing::post(|| async { json!({"code": 200, "msg": null}).to_string() }),
-        );
+impl TestExecutor {
+    /// Serves the router `routes` builds on its caller as the executor `app`, registered with
+    /// `admin`.
+    async fn start(
+        app: &str,
+        admin: &str,
+        token: &str,
+        routes: fn(Caller) -> Router,
+    ) -> TestExecutor {
         let caller = Caller::new(admin, token);
-        let (address, tasks) = serve(app, &caller, router).await;
-        AnswersAtOnce {
+        let router = routes(caller.clone());
+        let (listener, address) = support::executor_listener().await;
+        let serving = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        let (app, at, registrar) = (app.to_owned(), address.clone(), caller.clone());
+        let registering = tokio::spawn(async move {
+            let body =
+                json!({"registryGroup": "EXECUTOR", "registryKey": app, "registryValue": at});
+            loop {
+                registrar.post("registry", body.clone()).await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        TestExecutor {
             address,
             caller,
-            tasks,
+            tasks: vec![serving, registering],
         }
     }
 
@@ -208,32 +223,21 @@ impl AnswersAtOnce {
     }
 }
 
-/// Serves `router` as the executor `app`, registered through `caller`: its address, and the
-/// tasks to abort.
-async fn serve(
-    app: &str,
-    caller: &Caller,
-    router: Router,
-) -> (String, Vec<tokio::task::JoinHandle<()>>) {
-    let (listener, address) = support::executor_listener().await;
-    let serving = tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-    let (app, at, caller) = (app.to_owned(), address.clone(), caller.clone());
-    let registering = tokio::spawn(async move {
-        let body = json!({"registryGroup": "EXECUTOR", "registryKey": app, "registryValue": at});
-        loop {
-            caller.post("registry", body.clone()).await;
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    });
-    (address, vec![serving, registering])
+/// Every call answered at once; results only when the test posts them.
+fn answers_at_once(_: Caller) -> Router {
+    Router::new().route("/{*method}", axum::routing::post(|| async { accepted() }))
 }
 
 /// `/run` answered only once the run's result has been taken by the admin.
-struct CallsBackFirst {
-    address: String,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+fn calls_back_first(caller: Caller) -> Router {
+    Router::new()
+        .route("/{*method}", axum::routing::post(answer))
+        .with_state(caller)
+}
+
+/// An executor's answer that it took the call.
+fn accepted() -> String {
+    json!({"code": 200, "msg": null}).to_string()
 }
 
 #[derive(Clone)]
@@ -268,23 +272,6 @@ impl Caller {
     }
 }
 
-impl CallsBackFirst {
-    async fn start(app: &str, admin: &str, token: &str) -> CallsBackFirst {
-        let caller = Caller::new(admin, token);
-        let router = Router::new()
-            .route("/{*method}", axum::routing::post(answer))
-            .with_state(caller.clone());
-        let (address, tasks) = serve(app, &caller, router).await;
-        CallsBackFirst { address, tasks }
-    }
-
-    fn stop(self) {
-        for task in self.tasks {
-            task.abort();
-        }
-    }
-}
-
 async fn answer(
     State(caller): State<Caller>,
     Path(method): Path<String>,
@@ -304,7 +291,7 @@ async fn answer(
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-    json!({"code": 200, "msg": null}).to_string()
+    accepted()
 }
 
 /// The run's dispatch record: the executor that took it, with the trigger's success.
@@ -326,8 +313,7 @@ async fn counters_reach(api: &Api, want: (u64, u64)) {
 
 /// Runs dispatched, and of them those written with their result, from `/metrics`.
 async fn counters(api: &Api) -> (u64, u64) {
-    let (status, text) = api.get("/metrics").await;
-    assert_eq!(status, 200, "{text}");
+    let text = metrics(api).await;
     let read = |name: &str| -> u64 {
         support::counter(&text, name).unwrap_or_else(|| panic!("{name} missing from:\n{text}"))
     };
@@ -335,4 +321,11 @@ async fn counters(api: &Api) -> (u64, u64) {
         read("tickwork_runs_dispatched_total"),
         read("tickwork_runs_dispatched_with_result_total"),
     )
+}
+
+/// The admin's `/metrics` text.
+async fn metrics(api: &Api) -> String {
+    let (status, text) = api.get("/metrics").await;
+    assert_eq!(status, 200, "{text}");
+    text
 }
