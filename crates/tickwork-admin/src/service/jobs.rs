@@ -228,7 +228,11 @@ impl Jobs<'_> {
             Ok(job) => job,
             Err(e) => return Err(self.refused_by_store(group_id, e).await),
         };
-        self.inner.pipeline.wake();
+        // A stopped job has nothing to claim: a claim round for it would be a transaction
+        // for nothing, one per request while jobs are created one by one.
+        if job.status == JobStatus::Running {
+            self.inner.pipeline.wake();
+        }
         Ok(job_view(job))
     }
 
@@ -291,7 +295,9 @@ impl Jobs<'_> {
             Err(e) => return Err(self.refused_by_store(group_id, e.into()).await),
         };
         self.inner.pipeline.forget_job(id);
-        self.inner.pipeline.wake();
+        if job.status == JobStatus::Running {
+            self.inner.pipeline.wake();
+        }
         let script_changed = old.spec.glue_type != job.spec.glue_type
             || old.spec.glue_source != job.spec.glue_source;
         if script_changed && has_source(job.spec.glue_type) {
