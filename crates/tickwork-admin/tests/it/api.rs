@@ -1558,55 +1558,38 @@ async fn rest_changes_reach_the_pipeline_only_through_its_handle() {
         "creating a group asks nothing of the pipeline"
     );
 
-    let mut running = job(group, "0 0 3 * * ?");
-    running["start"] = true.into();
-    let created = h
-        .call(Method::POST, "/jobs", "/jobs", BUILTIN, Some(running))
-        .await;
-    assert_eq!(created.status, 200, "{created:?}");
-    let job_id = created.body["id"].as_i64().unwrap();
-    assert_eq!(
-        h.pipeline.take(),
-        [Call::Wake],
-        "a new running job wakes the claim loop"
-    );
-
-    let edited = h
-        .call(
-            Method::PUT,
-            "/jobs/{id}",
-            &format!("/jobs/{job_id}"),
-            BUILTIN,
-            Some(job(group, "0 0 4 * * ?")),
-        )
-        .await;
-    assert_eq!(edited.status, 200, "{edited:?}");
-    assert_eq!(h.pipeline.take(), [Call::ForgetJob(job_id), Call::Wake]);
-
-    // A stopped job has nothing to claim: neither its creation nor its change wakes the loop.
-    let stopped = h
-        .call(
-            Method::POST,
-            "/jobs",
-            "/jobs",
-            BUILTIN,
-            Some(job(group, "0 0 3 * * ?")),
-        )
-        .await;
-    assert_eq!(stopped.status, 200, "{stopped:?}");
-    assert_eq!(h.pipeline.take(), [], "a new stopped job wakes nothing");
-    let stopped_id = stopped.body["id"].as_i64().unwrap();
-    let edited = h
-        .call(
-            Method::PUT,
-            "/jobs/{id}",
-            &format!("/jobs/{stopped_id}"),
-            BUILTIN,
-            Some(job(group, "0 0 4 * * ?")),
-        )
-        .await;
-    assert_eq!(edited.status, 200, "{edited:?}");
-    assert_eq!(h.pipeline.take(), [Call::ForgetJob(stopped_id)]);
+    // A running job wakes the claim loop when it is created or changed; a stopped one has
+    // nothing to claim and wakes nothing.
+    let mut job_id = 0;
+    for start in [true, false] {
+        let mut new = job(group, "0 0 3 * * ?");
+        new["start"] = start.into();
+        let created = h
+            .call(Method::POST, "/jobs", "/jobs", BUILTIN, Some(new))
+            .await;
+        assert_eq!(created.status, 200, "{created:?}");
+        let id = created.body["id"].as_i64().unwrap();
+        let wake: &[Call] = if start { &[Call::Wake] } else { &[] };
+        assert_eq!(h.pipeline.take(), wake, "a job created, started: {start}");
+        let edited = h
+            .call(
+                Method::PUT,
+                "/jobs/{id}",
+                &format!("/jobs/{id}"),
+                BUILTIN,
+                Some(job(group, "0 0 4 * * ?")),
+            )
+            .await;
+        assert_eq!(edited.status, 200, "{edited:?}");
+        assert_eq!(
+            h.pipeline.take(),
+            [&[Call::ForgetJob(id)][..], wake].concat(),
+            "a job changed, started: {start}"
+        );
+        if start {
+            job_id = id;
+        }
+    }
 
     let triggered = h
         .call(
