@@ -224,7 +224,26 @@ pub trait RunLedger: Send + Sync {
     /// Ends a run of the node that is `planned`, or `sending` and never sent, as `skipped`
     /// (its job was stopped before the run was due); `None` when the run is unknown, past
     /// that point, or another node's.
-    async fn run_skip(&self, skip: RunSkip) -> Result<Option<Run>, Error>;
+    async fn run_skip(&self, skip: RunSkip) -> Result<Option<Run>, Error> {
+        let RunSkip {
+            run_id,
+            node_id,
+            reason,
+            at,
+        } = skip;
+        let skipped = MarkSkipped {
+            node_id,
+            run_ids: vec![run_id],
+            reason,
+            at,
+        };
+        Ok(self.runs_mark_skipped(skipped).await?.into_iter().next())
+    }
+
+    /// [`RunLedger::run_skip`] for many runs in one transaction: a stop of thousands of jobs
+    /// leaves thousands of claimed runs to skip, and one transaction each kept the database
+    /// busy long after the stop. Returns the runs that ended, those the skip applied to.
+    async fn runs_mark_skipped(&self, skipped: MarkSkipped) -> Result<Vec<Run>, Error>;
 
     /// Records the shard of a run that became shard `index` of a broadcast of `total`
     /// (its siblings are written with their shard by `run_insert`).

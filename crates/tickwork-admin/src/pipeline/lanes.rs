@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 
 use tickwork_core::RouteStrategy;
 use tickwork_core::run::RunState;
-use tickwork_store::{BeginSend, JobStatus, OwnedRuns, Run, RunNew, RunShard, RunSkip};
+use tickwork_store::{BeginSend, JobStatus, OwnedRuns, Run, RunNew, RunShard};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
 use super::cluster::Origin;
 use super::dispatch::{DispatchOutcome, DispatchRequest, dispatch};
-use super::{Armed, CachedJob, Scheduler, SlowCount};
+use super::{Armed, CachedJob, Scheduler, SlowCount, ledger};
 use crate::Error;
 use crate::executor_client::{ExecutorClient, SendGate};
 
@@ -279,16 +279,8 @@ impl Scheduler {
             && run.fire_key.is_some()
             && cached.job.updated_at > run.created_at
         {
-            let skip = RunSkip {
-                run_id: run.id,
-                node_id: self.inner.config.node_id.clone(),
-                reason: "job stopped before the run was due".to_owned(),
-                at: self.inner.clock.now_ms(),
-            };
-            if let Err(e) = self.inner.store.run_skip(skip).await {
-                warn!(run_id = run.id, error = %e, "skipping a run of a stopped job failed");
-                self.hold(run, "skip not recorded");
-            }
+            // Written in batches: a stop of thousands of jobs skips thousands of runs at once.
+            self.send_to_ledger(ledger::Entry::Skipped(run));
             return;
         }
         let (candidates, client) = match self
@@ -338,8 +330,12 @@ impl Scheduler {
     }
 
     fn to_ledger(&self, run: Run, outcome: DispatchOutcome) {
+        self.send_to_ledger(ledger::Entry::Dispatched(run, outcome));
+    }
+
+    fn send_to_ledger(&self, entry: ledger::Entry) {
         self.inner.metrics.ledger_sent();
-        if self.inner.ledger.send((run, outcome)).is_err() {
+        if self.inner.ledger.send(entry).is_err() {
             self.inner.metrics.ledger_received(1);
         }
     }

@@ -1,11 +1,11 @@
-//! The ledger writer: dispatch outcomes recorded in batches (one transaction for many
-//! accepted runs), tried again until the database answers.
+//! The ledger writer: dispatch outcomes and skips recorded in batches (one transaction for
+//! many runs), tried again until the database answers.
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use tickwork_store::{Dispatched, MarkDispatched, Run, TriggerFailed};
+use tickwork_store::{Dispatched, MarkDispatched, MarkSkipped, Run, TriggerFailed};
 use tokio::sync::mpsc;
 use tracing::{error, warn};
 
@@ -17,16 +17,28 @@ use crate::metrics::DispatchCause;
 /// on SQLite the transaction holds the one write lock.
 const TRIGGER_FAILURES_PER_WRITE: usize = 500;
 
+/// Why a skipped run did not run, for operators.
+const SKIPPED_REASON: &str = "job stopped before the run was due";
+
+/// What the lanes hand the ledger writer for one run.
+#[derive(Debug)]
+pub(super) enum Entry {
+    /// The run was sent, or its send failed.
+    Dispatched(Run, DispatchOutcome),
+    /// Its job was stopped after the claim: the run ends `skipped`, unsent.
+    Skipped(Run),
+}
+
 /// The ledger writer of a [`Scheduler`].
 pub(super) struct Ledger {
     pub(super) s: Scheduler,
 }
 
 impl Ledger {
-    /// Writes dispatch outcomes in batches: one transaction for many accepted runs. A write
+    /// Writes dispatch outcomes and skips in batches: one transaction for many runs. A write
     /// that fails is tried again until the database answers: the executor runs these, and a
     /// run left `planned` would be fired again by whoever adopts it.
-    pub(super) async fn run(self, mut outcomes: mpsc::UnboundedReceiver<(Run, DispatchOutcome)>) {
+    pub(super) async fn run(self, mut outcomes: mpsc::UnboundedReceiver<Entry>) {
         // A write waits its turn behind the others (on SQLite 100-200 ms at 10,000 fires a
         // second) whatever its size: batches of 1,000 recorded at most 6,000 runs a second
         // there, and the ledger fell minutes behind.
@@ -99,11 +111,42 @@ impl Ledger {
         }
     }
 
-    async fn write_outcomes(&self, buf: &mut Vec<(Run, DispatchOutcome)>) {
+    /// Ends the runs of stopped jobs as `skipped`. One not written stays the node's, and
+    /// whoever meets it next (this node after a restart, or one adopting it) skips it then.
+    async fn write_skipped(&self, run_ids: Vec<i64>) {
+        if run_ids.is_empty() {
+            return;
+        }
+        let n = run_ids.len();
+        let skipped = MarkSkipped {
+            node_id: self.s.inner.config.node_id.clone(),
+            run_ids,
+            reason: SKIPPED_REASON.to_owned(),
+            at: self.s.inner.clock.now_ms(),
+        };
+        let written = self
+            .persist("recording skipped runs", || {
+                self.s.inner.store.runs_mark_skipped(skipped.clone())
+            })
+            .await;
+        if written.is_none() {
+            error!(runs = n, "skipped runs not recorded");
+        }
+    }
+
+    async fn write_outcomes(&self, buf: &mut Vec<Entry>) {
         let at = self.s.inner.clock.now_ms();
         let mut accepted = Vec::with_capacity(buf.len());
         let mut refused = Vec::new();
-        for (run, out) in buf.drain(..) {
+        let mut skipped = Vec::new();
+        for entry in buf.drain(..) {
+            let (run, out) = match entry {
+                Entry::Dispatched(run, out) => (run, out),
+                Entry::Skipped(run) => {
+                    skipped.push(run.id);
+                    continue;
+                }
+            };
             if out.accepted() {
                 accepted.push(Dispatched {
                     run_id: out.run_id,
@@ -127,6 +170,7 @@ impl Ledger {
             };
         now.extend(self.s.inner.dispatch_records.hold(held, Instant::now()));
         self.write_dispatched(now).await;
+        self.write_skipped(skipped).await;
         let mut failures = Vec::with_capacity(refused.len());
         for (run, out) in refused {
             let cause = DispatchCause::of(&out);

@@ -57,7 +57,6 @@ use addresses::AddressCache;
 pub(crate) use addresses::live_addresses;
 use clock::Clock;
 use cluster::{Membership, Origin};
-use dispatch::DispatchOutcome;
 pub(crate) use job_cache::CachedJob;
 use job_cache::JobCache;
 use monitor::Monitor;
@@ -190,7 +189,7 @@ pub(crate) struct Inner {
     pub(crate) senders: Arc<crate::alarm::Senders>,
     fast_lane: mpsc::UnboundedSender<Armed>,
     slow_lane: mpsc::UnboundedSender<Armed>,
-    ledger: mpsc::UnboundedSender<(Run, DispatchOutcome)>,
+    ledger: mpsc::UnboundedSender<ledger::Entry>,
     /// Accepted runs' dispatch records, held by the ledger for their callback.
     pub(crate) dispatch_records: dispatch_records::DispatchRecords,
     /// Callback requests for the results writer.

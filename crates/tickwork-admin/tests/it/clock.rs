@@ -1,6 +1,7 @@
 //! The admin on a manual clock: a cron job due in an hour and a retry after a ten-minute
 //! backoff fire once the test moves the clock past them, and not before, with no wait for that
-//! time. A real admin on SQLite with a real executor; only time is the test's.
+//! time; fires claimed before their job stopped end skipped, unsent. A real admin on SQLite
+//! with a real executor; only time is the test's.
 
 use crate::support;
 
@@ -338,6 +339,63 @@ async fn admin_restarted_after_a_clean_stop_fires_its_claimed_runs_at_once() {
     admin.shutdown().await;
     store.close().await;
     db.drop_database().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn runs_claimed_before_their_jobs_stopped_end_skipped_unsent() {
+    let Some(s) = Setup::start("stopping").await else {
+        return;
+    };
+    let store = s.admin.store.clone();
+    // Three jobs due at the same instant; two are stopped after their fires were claimed.
+    let mut jobs = Vec::new();
+    for _ in 0..3 {
+        jobs.push(
+            s.job(json!({
+                "schedule_type": "CRON",
+                "schedule_conf": "10 0 * * * ?",
+                "handler": "count",
+                "start": true,
+            }))
+            .await,
+        );
+    }
+    let fire = T0 + 10_000;
+    s.move_to(fire - FENCE_LEAD_MS - 1).await;
+    assert_eq!(runs_of(&*store, None).await.len(), 3);
+    s.move_to(fire - 1).await;
+    for job in &jobs[1..] {
+        s.api.post(&format!("jobs/{job}/stop"), json!({})).await;
+    }
+
+    s.move_to(fire + 1_000).await;
+    let runs = wait_until("the three runs to end", WAIT, || {
+        let store = store.clone();
+        async move {
+            let runs = runs_of(&*store, None).await;
+            runs.iter().all(|r| r.state.is_final()).then_some(runs)
+        }
+    })
+    .await;
+    for run in &runs {
+        if run.job_id == jobs[0] {
+            assert_eq!(run.state, RunState::Succeeded, "{run:?}");
+            assert_eq!(s.executor.count(run.id), 1, "{run:?}");
+        } else {
+            assert_eq!(
+                (run.state, run.trigger_msg.as_deref(), run.dispatched_at),
+                (
+                    RunState::Skipped,
+                    Some("job stopped before the run was due"),
+                    None
+                ),
+                "{run:?}"
+            );
+            assert_eq!(run.finished_at, Some(fire + 1_000), "{run:?}");
+            assert_eq!(s.executor.count(run.id), 0, "sent: {run:?}");
+        }
+    }
+    s.finish().await;
 }
 
 /// Waits until the alarm statuses of `runs` are `want`.

@@ -161,6 +161,17 @@ pub struct RunSkip {
     pub at: i64,
 }
 
+/// Runs of `node_id` that will not run because their job was stopped: [`RunSkip`] for many
+/// runs at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkSkipped {
+    pub node_id: String,
+    pub run_ids: Vec<i64>,
+    /// Why, for operators (kept in `trigger_msg`).
+    pub reason: String,
+    pub at: i64,
+}
+
 /// A run's shard in a broadcast.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunShard {

@@ -211,25 +211,32 @@ impl<B: Backend> RunLedger for SqlStore<B> {
         Ok(())
     }
 
-    async fn run_skip(&self, skip: RunSkip) -> Result<Option<Run>, Error> {
-        let q = Query::new(format!(
-            "UPDATE tw_runs SET state = {}, trigger_msg = ?, finished_at = ? \
-             WHERE id = ? AND state{} AND owner_node = ?",
-            state_literal(RunMove::Skip.to()),
-            state_in(RunMove::Skip.from_states())
-        ))
-        .bind(clip(Some(&skip.reason)))
-        .bind(skip.at)
-        .bind(skip.run_id)
-        .bind(skip.node_id.as_str());
-        // The skip and, for a submission's run, its end are written together.
-        let mut tx = B::begin_write(&self.writes).await?;
-        let ended = Self::ended_one(&mut tx, q, skip.run_id).await?;
-        if let Some(run) = ended.first() {
-            submissions::record_ends::<B>(&mut tx, &ended, &[run.job_id]).await?;
+    async fn runs_mark_skipped(&self, skipped: MarkSkipped) -> Result<Vec<Run>, Error> {
+        if skipped.run_ids.is_empty() {
+            return Ok(Vec::new());
         }
-        tx.commit().await?;
-        Ok(ended.into_iter().next())
+        retry_deadlocks(|| async {
+            let mut tx = B::begin_write(&self.writes).await?;
+            let unsent = transitions::Unsent {
+                end: RunMove::Skip,
+                node_id: &skipped.node_id,
+                run_ids: &skipped.run_ids,
+                reason: &skipped.reason,
+                at: skipped.at,
+            };
+            let ended = transitions::end_unsent::<B>(&mut tx, unsent).await?;
+            // The skips and, for submissions' runs, their ends are written together.
+            let job_ids: Vec<i64> = ended
+                .iter()
+                .map(|r| r.job_id)
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            submissions::record_ends::<B>(&mut tx, &ended, &job_ids).await?;
+            tx.commit().await?;
+            Ok(ended)
+        })
+        .await
     }
 
     async fn run_complete(

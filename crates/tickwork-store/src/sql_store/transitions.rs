@@ -534,45 +534,15 @@ impl<B: Backend> SqlStore<B> {
         if misfired.run_ids.is_empty() {
             return Ok(Ended::default());
         }
-        let reason = clip(Some(&misfired.reason));
-        let mut done = Vec::new();
         let mut tx = B::begin_write(&self.writes).await?;
-        for chunk in misfired.run_ids.chunks(ROWS_PER_STATEMENT) {
-            // Lock the runs first, so that the planned ones read now are exactly those the
-            // update below ends.
-            let planned: Vec<i64> = Self::lock_runs(&mut tx, chunk)
-                .await?
-                .into_iter()
-                .filter(|&(_, state)| RunMove::Misfire.applies_to(state))
-                .map(|(id, _)| id)
-                .collect();
-            if planned.is_empty() {
-                continue;
-            }
-            let mut q = Query::new(format!(
-                "UPDATE tw_runs SET state = {}, trigger_msg = ",
-                state_literal(RunMove::Misfire.to())
-            ))
-            .one_off();
-            q.push_bind(reason.clone());
-            q.push(", finished_at = ").push_bind(misfired.at);
-            q.push(" WHERE ").push(B::KIND.state_beside_ids());
-            q.push(&state_in(RunMove::Misfire.from_states()))
-                .push(" AND owner_node = ")
-                .push_bind(misfired.node_id.as_str());
-            q.push(" AND id IN ");
-            q.push_list(planned.iter().copied());
-            B::execute(&mut *tx, q).await?;
-            let mut read =
-                Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs WHERE id IN ")).one_off();
-            read.push_list(planned.iter().copied());
-            read.push(" AND ")
-                .push(B::KIND.state_beside_ids())
-                .push(&state_in(&[RunMove::Misfire.to()]))
-                .push(" AND owner_node = ")
-                .push_bind(misfired.node_id.as_str());
-            done.extend(convert(B::fetch_all::<RunRow>(&mut *tx, read).await?)?);
-        }
+        let unsent = Unsent {
+            end: RunMove::Misfire,
+            node_id: &misfired.node_id,
+            run_ids: &misfired.run_ids,
+            reason: &misfired.reason,
+            at: misfired.at,
+        };
+        let done = end_unsent::<B>(&mut tx, unsent).await?;
         let ended = Self::write_follow_ups(&mut tx, done, follow).await?;
         tx.commit().await?;
         Ok(ended)
@@ -682,4 +652,62 @@ impl<B: Backend> SqlStore<B> {
             advanced_jobs,
         })
     }
+}
+
+/// Runs of one node that end without being sent (see [`end_unsent`]).
+pub(super) struct Unsent<'a> {
+    /// [`RunMove::Misfire`] or [`RunMove::Skip`]: both apply to `planned` and `sending` runs.
+    pub(super) end: RunMove,
+    pub(super) node_id: &'a str,
+    pub(super) run_ids: &'a [i64],
+    /// Why, for operators (kept in `trigger_msg`).
+    pub(super) reason: &'a str,
+    pub(super) at: i64,
+}
+
+/// Ends the runs of `unsent` that are still in a state its move applies to and the node's, one
+/// statement per chunk, and returns them as they are now.
+pub(super) async fn end_unsent<B: Backend>(
+    tx: &mut Conn<B>,
+    unsent: Unsent<'_>,
+) -> Result<Vec<Run>, Error> {
+    let reason = clip(Some(unsent.reason));
+    let mut done = Vec::new();
+    for chunk in unsent.run_ids.chunks(ROWS_PER_STATEMENT) {
+        // Lock the runs first, so that the ones read now are exactly those the update below
+        // ends.
+        let open: Vec<i64> = SqlStore::<B>::lock_runs(&mut *tx, chunk)
+            .await?
+            .into_iter()
+            .filter(|&(_, state)| unsent.end.applies_to(state))
+            .map(|(id, _)| id)
+            .collect();
+        if open.is_empty() {
+            continue;
+        }
+        let mut q = Query::new(format!(
+            "UPDATE tw_runs SET state = {}, trigger_msg = ",
+            state_literal(unsent.end.to())
+        ))
+        .one_off();
+        q.push_bind(reason.clone());
+        q.push(", finished_at = ").push_bind(unsent.at);
+        q.push(" WHERE ").push(B::KIND.state_beside_ids());
+        q.push(&state_in(unsent.end.from_states()))
+            .push(" AND owner_node = ")
+            .push_bind(unsent.node_id);
+        q.push(" AND id IN ");
+        q.push_list(open.iter().copied());
+        B::execute(&mut *tx, q).await?;
+        let mut read =
+            Query::new(format!("SELECT {RUN_COLUMNS} FROM tw_runs WHERE id IN ")).one_off();
+        read.push_list(open.iter().copied());
+        read.push(" AND ")
+            .push(B::KIND.state_beside_ids())
+            .push(&state_in(&[unsent.end.to()]))
+            .push(" AND owner_node = ")
+            .push_bind(unsent.node_id);
+        done.extend(convert(B::fetch_all::<RunRow>(&mut *tx, read).await?)?);
+    }
+    Ok(done)
 }

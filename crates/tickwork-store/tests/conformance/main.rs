@@ -356,6 +356,7 @@ conformance! {
         runs_complete_finishes_a_batch_once,
         run_set_shard_records_a_broadcast_shard,
         run_skip_ends_only_unsent_runs_of_its_node,
+        runs_mark_skipped_ends_what_each_skip_would_in_one_batch,
         run_complete_moves_to_final_state_once,
         run_mark_trigger_failed_ends_the_run,
         runs_mark_trigger_failed_ends_each_run_of_a_batch_it_applies_to,

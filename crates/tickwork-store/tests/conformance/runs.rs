@@ -306,6 +306,55 @@ pub(crate) async fn run_skip_ends_only_unsent_runs_of_its_node(ctx: Ctx) {
     assert_eq!(store.run_skip(unknown).await.unwrap(), None);
 }
 
+/// A batch of skips (a stop of many jobs) ends exactly the runs a skip of each alone would:
+/// the node's planned and sending runs, in one call across more runs than one statement holds.
+pub(crate) async fn runs_mark_skipped_ends_what_each_skip_would_in_one_batch(ctx: Ctx) {
+    let store = &*ctx.store;
+    let g = group(store, "skips").await;
+    let job = running_job(store, g.id, "skips", NOW).await;
+    let batch = |run_ids: Vec<i64>| MarkSkipped {
+        node_id: "n".to_owned(),
+        run_ids,
+        reason: "job stopped".to_owned(),
+        at: NOW + 5,
+    };
+    assert_eq!(
+        store.runs_mark_skipped(batch(Vec::new())).await.unwrap(),
+        []
+    );
+    let mut unsent = Vec::new();
+    for _ in 0..520 {
+        unsent.push(planned(store, job.id, Some("n"), NOW).await.id);
+    }
+    let sending = planned(store, job.id, Some("n"), NOW).await;
+    begin_send(store, sending.id).await;
+    unsent.push(sending.id);
+    let dispatched = planned(store, job.id, Some("n"), NOW).await;
+    dispatch(store, dispatched.id, "http://exec:1", NOW + 1).await;
+    let foreign = planned(store, job.id, Some("other"), NOW).await;
+    let untouched = [
+        store.run_get(dispatched.id).await.unwrap(),
+        store.run_get(foreign.id).await.unwrap(),
+    ];
+    let mut ids = unsent.clone();
+    ids.extend([dispatched.id, foreign.id, 987_654]);
+    let mut ended = store.runs_mark_skipped(batch(ids.clone())).await.unwrap();
+    ended.sort_by_key(|r| r.id);
+    assert_eq!(ended.iter().map(|r| r.id).collect::<Vec<_>>(), unsent);
+    for run in &ended {
+        assert_eq!(
+            (run.state, run.trigger_msg.as_deref(), run.finished_at),
+            (RunState::Skipped, Some("job stopped"), Some(NOW + 5)),
+            "{run:?}"
+        );
+    }
+    for before in untouched {
+        assert_eq!(store.run_get(before.id).await.unwrap(), before);
+    }
+    // Again: nothing left to skip.
+    assert_eq!(store.runs_mark_skipped(batch(ids)).await.unwrap(), []);
+}
+
 pub(crate) async fn run_complete_moves_to_final_state_once(ctx: Ctx) {
     let store = &*ctx.store;
     let g = group(store, "complete").await;
