@@ -1,17 +1,19 @@
-//! Group commit of job creations. Each create of the API is validated on its own, then handed
-//! to one writer task, which writes every create waiting for it in one transaction (the jobs,
-//! their first script versions and their audit records: `JobStore::jobs_create`). While a
-//! batch is written the next one gathers, so under load many creates share one commit and at
-//! rest a create waits for nobody. Each request still gets its own answer: when a batch fails
-//! (a key taken, a group deleted meanwhile) its creates are written again one by one, each
-//! with its own result.
+//! Group commit of job creations, starts and stops. Each request of the API is checked on its
+//! own, then handed to a writer task, which writes every change of its kind waiting for it in
+//! one transaction with their audit records (`JobStore::jobs_create`,
+//! `JobStore::jobs_set_status`). While a batch is written the next one gathers, so under load
+//! many requests share one commit and at rest a request waits for nobody. Each request still
+//! gets its own answer: when a batch fails (a key taken, a group deleted meanwhile) its changes
+//! are written again one by one, each with its own result.
 //!
-//! The writer is a task of its own, so a request whose client goes away cannot cut a batch
+//! The writers are tasks of their own, so a request whose client goes away cannot cut a batch
 //! that other requests wait for.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
-use tickwork_store::{Job, JobCreate, Store};
+use tickwork_protocol::api::JobView;
+use tickwork_store::{Job, JobCreate, JobStatus, JobsStatusChange, Store};
 use tokio::sync::{mpsc, oneshot};
 use tracing::warn;
 
@@ -30,10 +32,30 @@ struct Pending {
     reply: oneshot::Sender<Result<Job, tickwork_store::Error>>,
 }
 
-/// The queue of the writer task, started by the first create.
+/// A start or a stop of one job, checked by the service.
+pub(crate) struct StatusChange {
+    pub(crate) id: i64,
+    pub(crate) status: JobStatus,
+    /// The first fire when starting; `None` when stopping.
+    pub(crate) next_fire_at: Option<i64>,
+    /// When, on the scheduler's clock (a stop skips the fires claimed before it).
+    pub(crate) now: i64,
+    /// The job as the request read it, for the audit record.
+    pub(crate) before: JobView,
+}
+
+/// One start or stop waiting for the writer.
+struct StatusPending {
+    change: StatusChange,
+    by: Principal,
+    reply: oneshot::Sender<Result<Job, tickwork_store::Error>>,
+}
+
+/// The queues of the writer tasks, each started by its first request.
 #[derive(Default)]
 pub(crate) struct JobWriter {
     queue: OnceLock<mpsc::UnboundedSender<Pending>>,
+    statuses: OnceLock<mpsc::UnboundedSender<StatusPending>>,
 }
 
 impl JobWriter {
@@ -53,6 +75,34 @@ impl JobWriter {
         let (reply, answer) = oneshot::channel();
         let pending = Pending {
             create,
+            by: by.clone(),
+            reply,
+        };
+        if queue.send(pending).is_err() {
+            return Err(writer_gone());
+        }
+        match answer.await {
+            Ok(result) => Ok(result?),
+            Err(_) => Err(writer_gone()),
+        }
+    }
+
+    /// Starts or stops one job (with its `job.start` or `job.stop` record by `by`), together
+    /// with the starts and stops that arrive meanwhile.
+    pub(crate) async fn set_status(
+        &self,
+        store: &Arc<dyn Store>,
+        by: &Principal,
+        change: StatusChange,
+    ) -> Result<Job, Error> {
+        let queue = self.statuses.get_or_init(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(status_loop(store.clone(), rx));
+            tx
+        });
+        let (reply, answer) = oneshot::channel();
+        let pending = StatusPending {
+            change,
             by: by.clone(),
             reply,
         };
@@ -125,6 +175,100 @@ async fn write_batch(store: &dyn Store, batch: Vec<Pending>) {
                         let _ = p.reply.send(Err(e));
                     }
                 }
+            }
+        }
+    }
+}
+
+/// Writes the starts and stops queued, batch after batch, until the service is gone. A batch
+/// names each job once (the store refuses a job named twice): a second change of a job waits
+/// for the next batch, so that each job's changes are written in the order they came.
+async fn status_loop(store: Arc<dyn Store>, mut queue: mpsc::UnboundedReceiver<StatusPending>) {
+    let mut waiting: Vec<StatusPending> = Vec::with_capacity(MAX_BATCH);
+    loop {
+        if waiting.is_empty() {
+            if queue.recv_many(&mut waiting, MAX_BATCH).await == 0 {
+                return;
+            }
+        } else {
+            while waiting.len() < MAX_BATCH {
+                match queue.try_recv() {
+                    Ok(p) => waiting.push(p),
+                    Err(_) => break,
+                }
+            }
+        }
+        let mut named = HashSet::new();
+        let (batch, later): (Vec<_>, Vec<_>) = std::mem::take(&mut waiting)
+            .into_iter()
+            .partition(|p| named.insert(p.change.id));
+        waiting = later;
+        let (starts, stops): (Vec<_>, Vec<_>) = batch
+            .into_iter()
+            .partition(|p| p.change.status == JobStatus::Running);
+        write_statuses(store.as_ref(), starts).await;
+        write_statuses(store.as_ref(), stops).await;
+    }
+}
+
+/// The audit record of a start or stop by `by`: the job as read before, and as written.
+fn status_record(
+    by: &Principal,
+    change: &StatusChange,
+    job: &Job,
+) -> Result<tickwork_store::AuditNew, tickwork_store::Error> {
+    let action = match change.status {
+        JobStatus::Running => "job.start",
+        JobStatus::Stopped => "job.stop",
+    };
+    let after = job_view(job.clone());
+    audit_entry(
+        by,
+        action,
+        Target::Job(job.id),
+        Some(&change.before),
+        Some(&after),
+    )
+    .map_err(|e: Error| tickwork_store::Error::Invalid(e.to_string()))
+}
+
+/// Writes `batch`, changes of distinct jobs to one status, in one transaction.
+async fn write_statuses(store: &dyn Store, batch: Vec<StatusPending>) {
+    let Some(first) = batch.first() else {
+        return;
+    };
+    let change = JobsStatusChange {
+        status: first.change.status,
+        jobs: batch
+            .iter()
+            .map(|p| (p.change.id, p.change.next_fire_at))
+            .collect(),
+        // The latest: each request's own instant or later, and the stop skips fires claimed
+        // before it (claims before this commit).
+        now: batch.iter().map(|p| p.change.now).max().unwrap_or_default(),
+    };
+    let audit = |i: usize, job: &Job| status_record(&batch[i].by, &batch[i].change, job);
+    match store.jobs_set_status(change, &audit).await {
+        Ok(jobs) => {
+            let mut written: HashMap<i64, Job> = jobs.into_iter().map(|j| (j.id, j)).collect();
+            for p in batch {
+                let id = p.change.id;
+                let answer = written.remove(&id).ok_or(tickwork_store::Error::NotFound {
+                    what: "job",
+                    id: id.to_string(),
+                });
+                let _ = p.reply.send(answer);
+            }
+        }
+        Err(e) if batch.len() == 1 => {
+            if let Some(p) = batch.into_iter().next() {
+                let _ = p.reply.send(Err(e));
+            }
+        }
+        Err(e) => {
+            warn!(error = %e, changes = batch.len(), "a batch of job starts or stops failed; writing them one by one");
+            for p in batch {
+                Box::pin(write_statuses(store, vec![p])).await;
             }
         }
     }

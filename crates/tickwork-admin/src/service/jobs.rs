@@ -11,10 +11,11 @@ use tickwork_protocol::api::{
 
 use tickwork_store::{
     FirstScript, Job, JobCreate, JobFilter, JobNew, JobSort, JobSortKey, JobSpec, JobStatus,
-    JobStatusChange, JobUpdate, RunNew, ScriptVersion, ScriptVersionNew,
+    JobUpdate, RunNew, ScriptVersion, ScriptVersionNew,
 };
 
 use super::audit::Target;
+use super::job_writer::StatusChange;
 use super::{Jobs, has_source, invalid, job_view, page, paged, run_view};
 use crate::Error;
 use crate::auth::Principal;
@@ -433,48 +434,43 @@ impl Jobs<'_> {
     /// Starts a job: its next fire is computed from now.
     pub async fn start(self, by: &Principal, id: i64) -> Result<JobView, Error> {
         let job = self.job_for_change(by, id).await?;
-        let before = job_view(job.clone());
         let now = self.inner.clock.now_ms();
-        let next = Self::start_fire(&job, now)?;
-        let job = self
-            .inner
-            .store
-            .job_set_status(JobStatusChange {
-                id,
-                status: JobStatus::Running,
-                next_fire_at: Some(next),
-                now,
-            })
-            .await?;
-        self.inner.pipeline.forget_job(id);
+        let change = StatusChange {
+            id,
+            status: JobStatus::Running,
+            next_fire_at: Some(Self::start_fire(&job, now)?),
+            now,
+            before: job_view(job),
+        };
+        let job = self.set_status(by, change).await?;
         self.inner.pipeline.wake();
-        let view = job_view(job);
-        self.inner
-            .audit(by, "job.start", Target::Job(id), Some(&before), Some(&view))
-            .await?;
-        Ok(view)
+        Ok(job_view(job))
     }
 
     /// Stops a job. Fires already claimed into the timer end as `skipped` when they come due.
     pub async fn stop(self, by: &Principal, id: i64) -> Result<JobView, Error> {
-        let before = job_view(self.job_for_change(by, id).await?);
+        let change = StatusChange {
+            id,
+            status: JobStatus::Stopped,
+            next_fire_at: None,
+            // The pipeline skips fires claimed before this instant, on its clock.
+            now: self.inner.clock.now_ms(),
+            before: job_view(self.job_for_change(by, id).await?),
+        };
+        Ok(job_view(self.set_status(by, change).await?))
+    }
+
+    /// Writes a start or stop with its audit record, in one transaction with the others
+    /// waiting (group commit), and drops the pipeline's copy of the job.
+    async fn set_status(self, by: &Principal, change: StatusChange) -> Result<Job, Error> {
+        let id = change.id;
         let job = self
             .inner
-            .store
-            .job_set_status(JobStatusChange {
-                id,
-                status: JobStatus::Stopped,
-                next_fire_at: None,
-                // The pipeline skips fires claimed before this instant, on its clock.
-                now: self.inner.clock.now_ms(),
-            })
+            .job_writer
+            .set_status(&self.inner.store, by, change)
             .await?;
         self.inner.pipeline.forget_job(id);
-        let view = job_view(job);
-        self.inner
-            .audit(by, "job.stop", Target::Job(id), Some(&before), Some(&view))
-            .await?;
-        Ok(view)
+        Ok(job)
     }
 
     /// Fires a job once now (manual or API trigger), with its own params or `input.params`,

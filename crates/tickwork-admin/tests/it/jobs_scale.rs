@@ -337,3 +337,88 @@ async fn the_console_acts_on_ticked_jobs_and_says_what_became_of_each() {
     );
     h.stop().await;
 }
+
+/// `POST /jobs/{id}/start` or `/stop` of job `id`.
+async fn one(h: &Harness, action: &str, id: i64) -> crate::api::Answer {
+    let route = format!("/jobs/{{id}}/{action}");
+    h.call(
+        Method::POST,
+        &route,
+        &format!("/jobs/{id}/{action}"),
+        BUILTIN,
+        None,
+    )
+    .await
+}
+
+/// Starts and stops sent at once share commits (group commit): each request still gets its
+/// own answer, each change its own audit record, a job changed twice in one burst ends as its
+/// last answer says, and a refused change (no such job, a schedule that cannot start)
+/// changes nothing.
+#[tokio::test]
+async fn starts_and_stops_sent_at_once_each_get_their_answer_and_record() {
+    let h = Harness::start().await;
+    let g = h.group("burst").await;
+    let mut ids = Vec::new();
+    for i in 0..100 {
+        ids.push(job(&h, g, &format!("job {i}")).await);
+    }
+    let manual = create(
+        &h,
+        json!({
+            "group_id": g, "description": "manual only", "schedule_type": "NONE",
+            "handler": "demo",
+        }),
+    )
+    .await;
+    let audit = h.audit_total().await;
+
+    let stops = futures::future::join_all(ids.iter().map(|&id| one(&h, "stop", id))).await;
+    for (id, answer) in ids.iter().zip(stops) {
+        let job = answer.ok();
+        assert_eq!(
+            (job["id"].as_i64(), &job["status"]),
+            (Some(*id), &json!("stopped"))
+        );
+    }
+    assert_eq!(
+        h.audit_total().await,
+        audit + 100,
+        "a job.stop record per job"
+    );
+
+    // Each job started twice at once, and two starts that are refused, in one burst.
+    let calls = ids
+        .iter()
+        .chain(&ids)
+        .map(|&id| one(&h, "start", id))
+        .chain([one(&h, "start", 999_999), one(&h, "start", manual)]);
+    let mut answers = futures::future::join_all(calls).await;
+    answers.pop().unwrap().refused(400, "invalid_input");
+    answers.pop().unwrap().refused(404, "not_found");
+    for answer in answers {
+        assert_eq!(answer.ok()["status"], "running");
+    }
+    assert_eq!(
+        h.audit_total().await,
+        audit + 300,
+        "a job.start record per start"
+    );
+    let running = h.get("/jobs", "/jobs?status=running", BUILTIN).await.ok();
+    assert_eq!(running["total"], 100, "all but the manual job");
+    let records = h
+        .store
+        .audit_list(AuditFilter {
+            target_type: Some("job".to_owned()),
+            target_id: Some(ids[7].to_string()),
+            ..AuditFilter::default()
+        })
+        .await
+        .unwrap();
+    let actions: Vec<&str> = records.items.iter().map(|r| r.action.as_str()).collect();
+    assert_eq!(
+        actions,
+        ["job.start", "job.start", "job.stop", "job.create"]
+    );
+    h.stop().await;
+}
