@@ -10,6 +10,7 @@
 //! that other requests wait for.
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
 use tickwork_protocol::api::JobView;
@@ -25,11 +26,14 @@ use crate::auth::Principal;
 /// Most creates in one transaction.
 const MAX_BATCH: usize = 256;
 
-/// One create waiting for the writer.
-struct Pending {
-    create: JobCreate,
+/// The answer a writer sends for one change.
+type Reply = oneshot::Sender<Result<Job, tickwork_store::Error>>;
+
+/// One change waiting for its writer: what to write, by whom, and where to answer.
+struct Pending<T> {
+    change: T,
     by: Principal,
-    reply: oneshot::Sender<Result<Job, tickwork_store::Error>>,
+    reply: Reply,
 }
 
 /// A start or a stop of one job, checked by the service.
@@ -44,18 +48,11 @@ pub(crate) struct StatusChange {
     pub(crate) before: JobView,
 }
 
-/// One start or stop waiting for the writer.
-struct StatusPending {
-    change: StatusChange,
-    by: Principal,
-    reply: oneshot::Sender<Result<Job, tickwork_store::Error>>,
-}
-
 /// The queues of the writer tasks, each started by its first request.
 #[derive(Default)]
 pub(crate) struct JobWriter {
-    queue: OnceLock<mpsc::UnboundedSender<Pending>>,
-    statuses: OnceLock<mpsc::UnboundedSender<StatusPending>>,
+    creates: OnceLock<mpsc::UnboundedSender<Pending<JobCreate>>>,
+    statuses: OnceLock<mpsc::UnboundedSender<Pending<StatusChange>>>,
 }
 
 impl JobWriter {
@@ -67,24 +64,8 @@ impl JobWriter {
         by: &Principal,
         create: JobCreate,
     ) -> Result<Job, Error> {
-        let queue = self.queue.get_or_init(|| {
-            let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(write_loop(store.clone(), rx));
-            tx
-        });
-        let (reply, answer) = oneshot::channel();
-        let pending = Pending {
-            create,
-            by: by.clone(),
-            reply,
-        };
-        if queue.send(pending).is_err() {
-            return Err(writer_gone());
-        }
-        match answer.await {
-            Ok(result) => Ok(result?),
-            Err(_) => Err(writer_gone()),
-        }
+        let start = |rx| write_loop(store.clone(), rx);
+        submit(&self.creates, start, by, create).await
     }
 
     /// Starts or stops one job (with its `job.start` or `job.stop` record by `by`), together
@@ -95,24 +76,39 @@ impl JobWriter {
         by: &Principal,
         change: StatusChange,
     ) -> Result<Job, Error> {
-        let queue = self.statuses.get_or_init(|| {
-            let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(status_loop(store.clone(), rx));
-            tx
-        });
-        let (reply, answer) = oneshot::channel();
-        let pending = StatusPending {
-            change,
-            by: by.clone(),
-            reply,
-        };
-        if queue.send(pending).is_err() {
-            return Err(writer_gone());
-        }
-        match answer.await {
-            Ok(result) => Ok(result?),
-            Err(_) => Err(writer_gone()),
-        }
+        let start = |rx| status_loop(store.clone(), rx);
+        submit(&self.statuses, start, by, change).await
+    }
+}
+
+/// Hands `change` by `by` to the writer behind `queue`, started by the first change, and
+/// waits for its answer.
+async fn submit<T, F>(
+    queue: &OnceLock<mpsc::UnboundedSender<Pending<T>>>,
+    start: impl FnOnce(mpsc::UnboundedReceiver<Pending<T>>) -> F,
+    by: &Principal,
+    change: T,
+) -> Result<Job, Error>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let queue = queue.get_or_init(|| {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(start(rx));
+        tx
+    });
+    let (reply, answer) = oneshot::channel();
+    let pending = Pending {
+        change,
+        by: by.clone(),
+        reply,
+    };
+    if queue.send(pending).is_err() {
+        return Err(writer_gone());
+    }
+    match answer.await {
+        Ok(result) => Ok(result?),
+        Err(_) => Err(writer_gone()),
     }
 }
 
@@ -137,15 +133,15 @@ pub(crate) fn create_record(
 }
 
 /// Writes what is queued, batch after batch, until the service is gone.
-async fn write_loop(store: Arc<dyn Store>, mut queue: mpsc::UnboundedReceiver<Pending>) {
+async fn write_loop(store: Arc<dyn Store>, mut queue: mpsc::UnboundedReceiver<Pending<JobCreate>>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
         write_batch(store.as_ref(), std::mem::take(&mut batch)).await;
     }
 }
 
-async fn write_batch(store: &dyn Store, batch: Vec<Pending>) {
-    let creates: Vec<JobCreate> = batch.iter().map(|p| p.create.clone()).collect();
+async fn write_batch(store: &dyn Store, batch: Vec<Pending<JobCreate>>) {
+    let creates: Vec<JobCreate> = batch.iter().map(|p| p.change.clone()).collect();
     let audit = |i: usize, job: &Job| create_record(&batch[i].by, job);
     match store.jobs_create(creates, &audit).await {
         Ok(jobs) => {
@@ -164,7 +160,7 @@ async fn write_batch(store: &dyn Store, batch: Vec<Pending>) {
             for p in batch {
                 let by = &p.by;
                 let one = |_: usize, job: &Job| create_record(by, job);
-                let result = store.jobs_create(vec![p.create], &one).await;
+                let result = store.jobs_create(vec![p.change], &one).await;
                 match result.map(|jobs| jobs.into_iter().next()) {
                     Ok(Some(job)) => {
                         let _ = p.reply.send(Ok(job));
@@ -183,8 +179,11 @@ async fn write_batch(store: &dyn Store, batch: Vec<Pending>) {
 /// Writes the starts and stops queued, batch after batch, until the service is gone. A batch
 /// names each job once (the store refuses a job named twice): a second change of a job waits
 /// for the next batch, so that each job's changes are written in the order they came.
-async fn status_loop(store: Arc<dyn Store>, mut queue: mpsc::UnboundedReceiver<StatusPending>) {
-    let mut waiting: Vec<StatusPending> = Vec::with_capacity(MAX_BATCH);
+async fn status_loop(
+    store: Arc<dyn Store>,
+    mut queue: mpsc::UnboundedReceiver<Pending<StatusChange>>,
+) {
+    let mut waiting: Vec<Pending<StatusChange>> = Vec::with_capacity(MAX_BATCH);
     loop {
         if waiting.is_empty() {
             if queue.recv_many(&mut waiting, MAX_BATCH).await == 0 {
@@ -233,7 +232,7 @@ fn status_record(
 }
 
 /// Writes `batch`, changes of distinct jobs to one status, in one transaction.
-async fn write_statuses(store: &dyn Store, batch: Vec<StatusPending>) {
+async fn write_statuses(store: &dyn Store, batch: Vec<Pending<StatusChange>>) {
     let Some(first) = batch.first() else {
         return;
     };
