@@ -210,25 +210,21 @@ async fn status_loop(
     }
 }
 
-/// The audit record of a start or stop by `by`: the job as read before, and as written.
-fn status_record(
+/// The `job.start` or `job.stop` record (by the status written) of `job` by `by`: the job as
+/// read `before`, and as written.
+pub(crate) fn status_record(
     by: &Principal,
-    change: &StatusChange,
+    status: JobStatus,
+    before: &JobView,
     job: &Job,
 ) -> Result<tickwork_store::AuditNew, tickwork_store::Error> {
-    let action = match change.status {
+    let action = match status {
         JobStatus::Running => "job.start",
         JobStatus::Stopped => "job.stop",
     };
     let after = job_view(job.clone());
-    audit_entry(
-        by,
-        action,
-        Target::Job(job.id),
-        Some(&change.before),
-        Some(&after),
-    )
-    .map_err(|e: Error| tickwork_store::Error::Invalid(e.to_string()))
+    audit_entry(by, action, Target::Job(job.id), Some(before), Some(&after))
+        .map_err(|e: Error| tickwork_store::Error::Invalid(e.to_string()))
 }
 
 /// Writes `batch`, changes of distinct jobs to one status, in one transaction.
@@ -246,7 +242,10 @@ async fn write_statuses(store: &dyn Store, batch: Vec<Pending<StatusChange>>) {
         // before it (claims before this commit).
         now: batch.iter().map(|p| p.change.now).max().unwrap_or_default(),
     };
-    let audit = |i: usize, job: &Job| status_record(&batch[i].by, &batch[i].change, job);
+    let audit = |i: usize, job: &Job| {
+        let p = &batch[i];
+        status_record(&p.by, p.change.status, &p.change.before, job)
+    };
     match store.jobs_set_status(change, &audit).await {
         Ok(jobs) => {
             let mut written: HashMap<i64, Job> = jobs.into_iter().map(|j| (j.id, j)).collect();

@@ -17,7 +17,7 @@ use tickwork_protocol::api::{
 use tickwork_store::{Job, JobCreate, JobStatus, JobsStatusChange};
 
 use super::audit::{Target, audit_entry};
-use super::job_writer::create_record;
+use super::job_writer::{create_record, status_record};
 use super::jobs::Lookups;
 use super::{Jobs, job_view};
 use crate::Error;
@@ -208,21 +208,17 @@ impl Jobs<'_> {
             };
             self.inner.store.jobs_delete(&ids, &audit).await
         } else {
+            let status = match action {
+                JobAction::Start => JobStatus::Running,
+                _ => JobStatus::Stopped,
+            };
             let change = JobsStatusChange {
-                status: match action {
-                    JobAction::Start => JobStatus::Running,
-                    _ => JobStatus::Stopped,
-                },
+                status,
                 jobs: passed.iter().map(|(id, next, _)| (*id, *next)).collect(),
                 // The pipeline skips fires claimed before this instant, on its clock.
                 now,
             };
-            let audit = |index: usize, job: &Job| {
-                let after = job_view(job.clone());
-                let before = &passed[index].2;
-                audit_entry(by, name, Target::Job(job.id), Some(before), Some(&after))
-                    .map_err(store_error)
-            };
+            let audit = |index: usize, job: &Job| status_record(by, status, &passed[index].2, job);
             self.inner.store.jobs_set_status(change, &audit).await
         };
         match written {
