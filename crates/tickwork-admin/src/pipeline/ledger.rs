@@ -113,7 +113,7 @@ impl Ledger {
 
     /// Ends the runs of stopped jobs as `skipped`. One not written stays the node's, and
     /// whoever meets it next (this node after a restart, or one adopting it) skips it then.
-    async fn write_skipped(&self, run_ids: Vec<i64>) {
+    async fn write_skipped(&self, run_ids: Vec<i64>, at: i64) {
         if run_ids.is_empty() {
             return;
         }
@@ -122,7 +122,7 @@ impl Ledger {
             node_id: self.s.inner.config.node_id.clone(),
             run_ids,
             reason: SKIPPED_REASON.to_owned(),
-            at: self.s.inner.clock.now_ms(),
+            at,
         };
         let written = self
             .persist("recording skipped runs", || {
@@ -170,7 +170,7 @@ impl Ledger {
             };
         now.extend(self.s.inner.dispatch_records.hold(held, Instant::now()));
         self.write_dispatched(now).await;
-        self.write_skipped(skipped).await;
+        self.write_skipped(skipped, at).await;
         let mut failures = Vec::with_capacity(refused.len());
         for (run, out) in refused {
             let cause = DispatchCause::of(&out);
