@@ -44,6 +44,7 @@ impl Scheduler {
                     Err(_) => break,
                 }
             }
+            let taken = batch.len();
             // Higher priority first when several runs are due at once; fire order otherwise.
             // The timer's batches come in fire order: sorted only when out of this order (runs
             // of several priorities), as a sort moves each run (some 400 bytes) log2(n) times.
@@ -108,6 +109,7 @@ impl Scheduler {
             if !late.is_empty() {
                 self.adoption().take_over(late, Origin::Late).await;
             }
+            self.inner.released.passed_on(taken);
             // Behind: this batch met the fence later than half the misfire threshold and more
             // is waiting. The claim waits until a batch is on time or nothing waits, so that
             // the fence's writes come first and fires that cannot be sent in time are recorded

@@ -52,7 +52,7 @@ use crate::config::Config;
 use crate::executor_client::ExecutorClient;
 use crate::metrics::Metrics;
 use crate::service::PipelineHandle;
-use crate::timer::Timer;
+use crate::timer::{Released, Timer};
 use addresses::AddressCache;
 pub(crate) use addresses::live_addresses;
 use clock::Clock;
@@ -177,6 +177,9 @@ pub(crate) struct Inner {
     pub(crate) fence_timer: Timer<Armed>,
     /// `sending` runs, released at their instant to the lanes.
     pub(crate) timer: Timer<Armed>,
+    /// Runs either timer released that the send loop has not yet put in a lane, back in the
+    /// timer, held or ended: in the channel, or while their fence or misfire is written.
+    released: Released,
     jobs: Mutex<JobCache>,
     pub(crate) addresses: Arc<AddressCache>,
     slow: Mutex<HashMap<i64, SlowCount>>,
@@ -233,8 +236,8 @@ pub struct Waiting {
     pub timer: usize,
     /// Held back (fence closed or database unreachable), to be checked and fired.
     pub held: usize,
-    /// Due, waiting for a dispatch slot in a lane, or dispatched and waiting for the ledger
-    /// to record the outcome.
+    /// Released by a timer and being fenced or checked, due and waiting for a dispatch slot
+    /// in a lane, or dispatched and waiting for the ledger to record the outcome.
     pub queued: usize,
     /// Of `queued`, the accepted runs whose dispatch record is held for their callback.
     pub records: usize,
@@ -268,9 +271,15 @@ impl Scheduler {
         let client = ExecutorClient::new(&config.access_token, config.dispatch.executor_timeout);
         let stop = CancellationToken::new();
         let (due_tx, due_rx) = mpsc::unbounded_channel();
-        let fence_timer =
-            Timer::start(due_tx.clone(), stop.clone(), clock.clone(), FENCE_WINDOW_MS);
-        let timer = Timer::start(due_tx, stop.clone(), clock.clone(), 0);
+        let released = Released::default();
+        let fence_timer = Timer::start(
+            due_tx.clone(),
+            released.clone(),
+            stop.clone(),
+            clock.clone(),
+            FENCE_WINDOW_MS,
+        );
+        let timer = Timer::start(due_tx, released.clone(), stop.clone(), clock.clone(), 0);
         let (fast_tx, fast_rx) = mpsc::unbounded_channel();
         let (slow_tx, slow_rx) = mpsc::unbounded_channel();
         let (ledger_tx, ledger_rx) = mpsc::unbounded_channel();
@@ -288,6 +297,7 @@ impl Scheduler {
             router: Mutex::new(Router::new()),
             fence_timer,
             timer,
+            released,
             jobs: Mutex::new(JobCache::default()),
             addresses,
             slow: Mutex::new(HashMap::new()),
@@ -457,12 +467,17 @@ impl Scheduler {
     }
 
     /// How many runs wait in this node's memory, and where.
+    /// Read in the order runs move through: from a timer to a lane, each stage counts a run
+    /// before the one it left lets go of it, so a run moving between two reads is seen.
     pub fn waiting(&self) -> Waiting {
+        let timer = self.inner.fence_timer.len() + self.inner.timer.len();
+        let released = self.inner.released.count();
+        let queued = self.inner.metrics.queued();
         let records = self.inner.dispatch_records.len();
         Waiting {
-            timer: self.inner.fence_timer.len() + self.inner.timer.len(),
+            timer,
             held: self.inner.held.lock().expect("held lock").len(),
-            queued: self.inner.metrics.queued() + records,
+            queued: released + queued + records,
             records,
         }
     }

@@ -13,6 +13,7 @@
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -70,10 +71,29 @@ impl<T> Ord for Entry<T> {
 
 type Heap<T> = (BinaryHeap<Reverse<Entry<T>>>, u64);
 
+/// Entries released by the timers that feed one consumer and not yet passed on by it: counted
+/// under a timer's lock as they leave its heap, so that a run on its way is always in a
+/// timer, here, or wherever the consumer put it before calling [`Released::passed_on`].
+#[derive(Clone, Default)]
+pub struct Released(Arc<AtomicUsize>);
+
+impl Released {
+    /// How many wait to be passed on.
+    pub fn count(&self) -> usize {
+        self.0.load(AtomicOrdering::SeqCst)
+    }
+
+    /// The consumer has put `n` released entries where they are counted again.
+    pub fn passed_on(&self, n: usize) {
+        self.0.fetch_sub(n, AtomicOrdering::SeqCst);
+    }
+}
+
 struct Shared<T> {
     /// Entries due within this many ms of a released one go with it; 0: each at its instant.
     window_ms: i64,
     heap: Mutex<Heap<T>>,
+    released: Released,
     /// Woken when an entry earlier than every other one arrives (the task's wait).
     wake: Notify,
     /// The same, for the thread's wait; also signalled when the timer stops.
@@ -96,9 +116,11 @@ impl<T> Clone for Timer<T> {
 impl<T: Send + 'static> Timer<T> {
     /// Starts the timer task on `clock`. Due entries are sent, in fire order, as batches on
     /// `out`; once one is due, those due within `window_ms` after it go in the same batch
-    /// (never earlier than that). The task ends when `stop` is cancelled or `out` is closed.
+    /// (never earlier than that), each counted in `released` until the consumer passes it
+    /// on. The task ends when `stop` is cancelled or `out` is closed.
     pub fn start(
         out: mpsc::UnboundedSender<Vec<(i64, T)>>,
+        released: Released,
         stop: CancellationToken,
         clock: Clock,
         window_ms: i64,
@@ -106,6 +128,7 @@ impl<T: Send + 'static> Timer<T> {
         let shared = Arc::new(Shared {
             window_ms,
             heap: Mutex::new((BinaryHeap::new(), 0)),
+            released,
             wake: Notify::new(),
             ready: Condvar::new(),
         });
@@ -203,7 +226,7 @@ async fn run<T>(
 
         let (due, next) = {
             let mut guard = shared.heap.lock().expect("timer lock");
-            let due = take_due(&mut guard, clock.now_ms(), shared.window_ms);
+            let due = take_due(&mut guard, clock.now_ms(), &shared);
             (due, guard.0.peek().map(|e| e.0.at))
         };
         if !due.is_empty() && out.send(due).is_err() {
@@ -225,13 +248,13 @@ async fn run<T>(
     }
 }
 
-/// Pops the entries due at `now` (epoch ms) and, once one is, those due within `window_ms`
-/// after it.
-fn take_due<T>(guard: &mut MutexGuard<'_, Heap<T>>, now: i64, window_ms: i64) -> Vec<(i64, T)> {
+/// Pops the entries due at `now` (epoch ms) and, once one is, those due within the window
+/// after it; counts them released before the lock is let go.
+fn take_due<T>(guard: &mut MutexGuard<'_, Heap<T>>, now: i64, shared: &Shared<T>) -> Vec<(i64, T)> {
     let heap = &mut guard.0;
     let mut due = Vec::new();
     let until = if heap.peek().is_some_and(|e| e.0.at <= now) {
-        now + window_ms
+        now + shared.window_ms
     } else {
         now
     };
@@ -239,6 +262,10 @@ fn take_due<T>(guard: &mut MutexGuard<'_, Heap<T>>, now: i64, window_ms: i64) ->
         let Reverse(e) = heap.pop().expect("peeked");
         due.push((e.at, *e.item));
     }
+    shared
+        .released
+        .0
+        .fetch_add(due.len(), AtomicOrdering::SeqCst);
     due
 }
 
@@ -255,7 +282,7 @@ fn run_thread<T>(
             return;
         }
         let now = now_ns();
-        let due = take_due(&mut guard, (now / 1_000_000) as i64, shared.window_ms);
+        let due = take_due(&mut guard, (now / 1_000_000) as i64, shared);
         if !due.is_empty() {
             drop(guard);
             if out.send(due).is_err() {
@@ -286,7 +313,7 @@ mod tests {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let stop = CancellationToken::new();
         let manual = ManualClock::new(1_000_000);
-        let timer = Timer::start(tx, stop.clone(), manual.clock(), 0);
+        let timer = Timer::start(tx, Released::default(), stop.clone(), manual.clock(), 0);
         let base = manual.now_ms() + 50;
         // Inserted out of order; an earlier entry arriving later must wake the task.
         timer.schedule(base + 30, "c");
@@ -313,11 +340,41 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn released_entries_count_until_passed_on() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let stop = CancellationToken::new();
+        let manual = ManualClock::new(1_000_000);
+        let released = Released::default();
+        // Two timers feeding one consumer share the count.
+        let first = Timer::start(
+            tx.clone(),
+            released.clone(),
+            stop.clone(),
+            manual.clock(),
+            0,
+        );
+        let second = Timer::start(tx, released.clone(), stop.clone(), manual.clock(), 0);
+        let at = manual.now_ms() + 10;
+        first.schedule(at, "a");
+        first.schedule(at, "b");
+        second.schedule(at, "c");
+        assert_eq!(released.count(), 0);
+        manual.set(at);
+        let mut got = rx.recv().await.expect("timer alive").len();
+        got += rx.recv().await.expect("timer alive").len();
+        assert_eq!((got, first.len() + second.len()), (3, 0));
+        assert_eq!(released.count(), 3);
+        released.passed_on(2);
+        assert_eq!(released.count(), 1);
+        stop.cancel();
+    }
+
+    #[tokio::test]
     async fn a_window_releases_what_is_due_soon_with_the_first_due_entry() {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let stop = CancellationToken::new();
         let manual = ManualClock::new(0);
-        let timer = Timer::start(tx, stop.clone(), manual.clock(), 20);
+        let timer = Timer::start(tx, Released::default(), stop.clone(), manual.clock(), 20);
         timer.schedule_all([(100, "a"), (115, "b"), (120, "c"), (121, "d")]);
         while manual.sleepers() != [100] {
             tokio::task::yield_now().await;
@@ -338,7 +395,7 @@ mod tests {
     async fn on_the_system_clock_entries_fire_in_order_never_early_and_the_thread_stops() {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let stop = CancellationToken::new();
-        let timer = Timer::start(tx, stop.clone(), Clock::system(), 0);
+        let timer = Timer::start(tx, Released::default(), stop.clone(), Clock::system(), 0);
         let base = now_ms() + 30;
         timer.schedule_all([(base + 20, "c"), (base, "a"), (base + 10, "b")]);
         let mut seen = Vec::new();
@@ -360,7 +417,7 @@ mod tests {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let stop = CancellationToken::new();
         let manual = ManualClock::new(0);
-        let timer = Timer::start(tx, stop.clone(), manual.clock(), 0);
+        let timer = Timer::start(tx, Released::default(), stop.clone(), manual.clock(), 0);
         let at = 100;
         timer.schedule_all([(at, 1), (at, 2), (at, 3)]);
         let removed = timer.remove_where(|i| *i == 2);

@@ -1,7 +1,8 @@
 //! The admin on a manual clock: a cron job due in an hour and a retry after a ten-minute
 //! backoff fire once the test moves the clock past them, and not before, with no wait for that
-//! time; fires claimed before their job stopped end skipped, unsent. A real admin on SQLite
-//! with a real executor; only time is the test's.
+//! time; fires claimed before their job stopped end skipped, unsent; runs waiting for their
+//! send fence count in the backlog. A real admin on SQLite with a real executor; only time is
+//! the test's.
 
 use crate::support;
 
@@ -9,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::json;
+use sqlx::Connection;
 use support::{Api, Backend, CountingExecutor, InProcessAdmin, TestDb, runs_of};
 use tickwork_admin::FENCE_LEAD_MS;
 use tickwork_admin::clock::ManualClock;
@@ -186,6 +188,62 @@ async fn cron_job_due_in_an_hour_fires_once_when_the_clock_passes_it() {
     assert_eq!(runs_of(&*store, Some(job)).await.len(), 1);
     let next = store.job_get(job).await.expect("job").next_fire_at;
     assert_eq!(next, Some(fire + HOUR));
+    s.finish().await;
+}
+
+/// Regression: the backlog the claim weighs against `scheduler.max_backlog` left out the runs
+/// a timer had released and the send loop had not yet put in a lane (on their way, or while
+/// their send fence was written), so a claim deciding then took a round too many: a stuck
+/// executor's backlog passed its bound by that much (77 against at most 70). Here another
+/// connection holds SQLite's write lock while the run is released for its fence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn runs_waiting_for_their_send_fence_count_in_the_backlog() {
+    let Some(s) = Setup::start("fenced").await else {
+        return;
+    };
+    let job = s
+        .job(json!({
+            "schedule_type": "CRON",
+            "schedule_conf": "0 0 * * * ?",
+            "handler": "count",
+            "start": true,
+        }))
+        .await;
+    let fire = T0 + HOUR;
+    s.move_to(fire - FENCE_LEAD_MS - 1).await;
+    let runs = runs_of(&*s.admin.store, Some(job)).await;
+    let [run] = &runs[..] else {
+        panic!("one claimed fire expected: {runs:?}")
+    };
+    let scheduler = &s.admin.admin.scheduler;
+    assert_eq!(scheduler.waiting().backlog(), 1);
+
+    let mut writer = sqlx::SqliteConnection::connect(&s.db.url)
+        .await
+        .expect("connect");
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut writer)
+        .await
+        .expect("write lock");
+    s.clock.set(fire - FENCE_LEAD_MS);
+    wait_until_sync("the run released for its fence", WAIT, || {
+        (scheduler.waiting().timer == 0).then_some(())
+    })
+    .await;
+    let waiting = scheduler.waiting();
+    sqlx::query("ROLLBACK")
+        .execute(&mut writer)
+        .await
+        .expect("lock let go");
+    assert_eq!(waiting.backlog(), 1, "{waiting:?}");
+
+    // Once the fence is written it waits for its instant and fires once.
+    s.sent_ahead(run.id, fire).await;
+    assert_eq!(scheduler.waiting().backlog(), 1);
+    s.move_to(fire + 1_000).await;
+    let ended = s.ended(run.id).await;
+    assert_eq!(ended.state, RunState::Succeeded, "{ended:?}");
+    assert_eq!(s.executor.count(run.id), 1);
     s.finish().await;
 }
 
