@@ -133,13 +133,10 @@ pub trait JobStore: Send + Sync {
     /// One page of jobs matching the filter, in its order ([`JobSort`], done by the database).
     async fn jobs_list(&self, filter: JobFilter) -> Result<Paged<Job>, Error>;
 
-    /// Starts or stops a job, writing its next fire. Leaves its version alone: this is not
-    /// an edit of the definition.
-    async fn job_set_status(&self, change: JobStatusChange) -> Result<Job, Error>;
-
-    /// Starts or stops jobs in one transaction, each as `job_set_status` does it, with the
-    /// audit record `audit` makes of each job changed (its index in `change.jobs`, the job
-    /// as written). Returns the jobs changed in the order given; a job that is not there is
+    /// Starts or stops jobs in one transaction, writing each one's status and next fire
+    /// (leaving its version alone: this is not an edit of the definition), with the audit
+    /// record `audit` makes of each job changed (its index in `change.jobs`, the job as
+    /// written). Returns the jobs changed in the order given; a job that is not there is
     /// left out. A job named twice is a conflict; an audit record that cannot be made or
     /// stored changes nothing.
     async fn jobs_set_status(

@@ -194,25 +194,41 @@ async fn paused_claimer_holds_due_jobs_only_for_the_idle_bound(url: String) {
     other.close().await;
 }
 
+/// The audit record of a stop.
+fn stop_record(_: usize, job: &Job) -> Result<AuditNew, Error> {
+    Ok(AuditNew {
+        at: NOW,
+        actor_id: None,
+        actor: "bounds".to_owned(),
+        action: "job.status".to_owned(),
+        target_type: "job".to_owned(),
+        target_id: job.id.to_string(),
+        before: None,
+        after: Some(r#"{"status":"stopped"}"#.to_owned()),
+    })
+}
+
 /// A statement that waits for a row lock gives up after the lock bound with an error, while
 /// the holder (within its own idle bound) keeps its transaction and commits.
 async fn lock_wait_past_the_lock_bound_fails_instead_of_waiting(url: String) {
     let holder = open(&url, SessionBounds::default()).await;
     let waiter = open(&url, bounds(30, 1)).await;
     let job = due_job(&*holder).await;
-    let stop = JobStatusChange {
-        id: job.id,
+    let stop = JobsStatusChange {
         status: JobStatus::Stopped,
-        next_fire_at: None,
+        jobs: vec![(job.id, None)],
         now: NOW,
     };
 
     let frozen = Frozen::start(holder.clone(), "node-a").await;
     let started = Instant::now();
     // Unbounded, this would wait for the holder, which waits for the test.
-    let waited = tokio::time::timeout(Duration::from_secs(20), waiter.job_set_status(stop.clone()))
-        .await
-        .expect("the lock wait ends on its own");
+    let waited = tokio::time::timeout(
+        Duration::from_secs(20),
+        waiter.jobs_set_status(stop.clone(), &stop_record),
+    )
+    .await
+    .expect("the lock wait ends on its own");
     assert!(
         matches!(waited, Err(Error::Database(_))),
         "a lock wait past the bound is an error: {waited:?}"
@@ -227,8 +243,11 @@ async fn lock_wait_past_the_lock_bound_fails_instead_of_waiting(url: String) {
     let claimed = frozen.release().await.expect("the holder's claim commits");
     assert_eq!(claimed.jobs, 1);
     // With the lock gone the same change goes through.
-    let stopped = waiter.job_set_status(stop).await.expect("stop the job");
-    assert_eq!(stopped.status, JobStatus::Stopped);
+    let stopped = waiter
+        .jobs_set_status(stop, &stop_record)
+        .await
+        .expect("stop the job");
+    assert_eq!(stopped[0].status, JobStatus::Stopped);
     holder.close().await;
     waiter.close().await;
 }

@@ -118,16 +118,6 @@ impl Default for JobSort {
     }
 }
 
-/// Start or stop a job.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobStatusChange {
-    pub id: i64,
-    pub status: JobStatus,
-    /// The next fire when starting; `None` when stopping.
-    pub next_fire_at: Option<i64>,
-    pub now: i64,
-}
-
 /// Start or stop many jobs together.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobsStatusChange {

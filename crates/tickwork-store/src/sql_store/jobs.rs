@@ -335,20 +335,6 @@ impl<B: Backend> JobStore for SqlStore<B> {
         Ok(Paged { items, total })
     }
 
-    async fn job_set_status(&self, change: JobStatusChange) -> Result<Job, Error> {
-        let q = Query::new(
-            "UPDATE tw_jobs SET status = ?, next_fire_at = ?, updated_at = ? WHERE id = ?",
-        )
-        .bind(change.status.as_str())
-        .bind(change.next_fire_at)
-        .bind(change.now)
-        .bind(change.id);
-        if self.execute(q).await? == 0 {
-            return Err(Error::not_found("job", change.id));
-        }
-        self.job_get(change.id).await
-    }
-
     async fn jobs_set_status(
         &self,
         change: JobsStatusChange,

@@ -365,15 +365,9 @@ pub(crate) async fn ledger_skips_a_forced_duplicate_fire(ctx: Ctx) {
 
     // Rewind the job, as a stale admin or an edit racing a claim would: the same fire is
     // planned again, and the ledger refuses it.
-    store
-        .job_set_status(JobStatusChange {
-            id: job.id,
-            status: JobStatus::Running,
-            next_fire_at: Some(NOW),
-            now: NOW,
-        })
+    set_status(store, job.id, JobStatus::Running, Some(NOW), NOW)
         .await
-        .unwrap();
+        .expect("the job is there");
     let second = store
         .jobs_claim_due(claim("node-b", NOW, 0, 10), &fixed_rate(1000, NOW))
         .await
@@ -382,15 +376,9 @@ pub(crate) async fn ledger_skips_a_forced_duplicate_fire(ctx: Ctx) {
     assert_eq!((second.jobs, second.duplicates), (1, 1));
 
     // A plan naming one fire twice, beside an old one and a new one.
-    store
-        .job_set_status(JobStatusChange {
-            id: job.id,
-            status: JobStatus::Running,
-            next_fire_at: Some(NOW),
-            now: NOW,
-        })
+    set_status(store, job.id, JobStatus::Running, Some(NOW), NOW)
         .await
-        .unwrap();
+        .expect("the job is there");
     let repeated = |_: &Job, _: i64| JobPlan {
         fires: vec![
             PlannedFire::on_time(NOW, TriggerType::Cron),
@@ -459,13 +447,7 @@ pub(crate) async fn ledger_racing_claimers_write_each_fire_once(ctx: Ctx) {
         tokio::spawn(async move {
             for _ in 0..5 {
                 for &id in &jobs {
-                    store
-                        .job_set_status(JobStatusChange {
-                            id,
-                            status: JobStatus::Running,
-                            next_fire_at: Some(NOW),
-                            now: NOW,
-                        })
+                    set_status(&*store, id, JobStatus::Running, Some(NOW), NOW)
                         .await
                         .expect("rewind");
                 }

@@ -135,15 +135,9 @@ pub(crate) async fn fires_to_check_reads_what_may_be_late_or_missed(ctx: Ctx) {
         store.jobs_first_unclaimed_fire(NOW + 6001).await.unwrap(),
         None
     );
-    store
-        .job_set_status(JobStatusChange {
-            id: job.id,
-            status: JobStatus::Stopped,
-            next_fire_at: None,
-            now: NOW,
-        })
+    set_status(store, job.id, JobStatus::Stopped, None, NOW)
         .await
-        .unwrap();
+        .expect("the job is there");
     assert_eq!(store.jobs_first_unclaimed_fire(NOW).await.unwrap(), None);
 }
 

@@ -292,15 +292,9 @@ pub(crate) async fn misfiring_a_fixed_delay_fire_moves_its_job_on(ctx: Ctx) {
     // A job stopped meanwhile stays stopped; one edited meanwhile keeps its new next fire.
     let (stopped, stopped_runs) =
         waiting_fixed_delay_job(store, g.id, "stopped", "me", &[NOW + 20]).await;
-    store
-        .job_set_status(JobStatusChange {
-            id: stopped.id,
-            status: JobStatus::Stopped,
-            next_fire_at: None,
-            now: NOW + 30,
-        })
+    set_status(store, stopped.id, JobStatus::Stopped, None, NOW + 30)
         .await
-        .unwrap();
+        .expect("the job is there");
     let (edited, edited_runs) =
         waiting_fixed_delay_job(store, g.id, "edited", "me", &[NOW + 40]).await;
     assert!(

@@ -285,15 +285,9 @@ pub(crate) async fn job_status_and_next_fire(ctx: Ctx) {
     let store = &*ctx.store;
     let g = group(store, "jobs").await;
     let job = store.job_create(job_new(g.id, "toggled")).await.unwrap();
-    let started = store
-        .job_set_status(JobStatusChange {
-            id: job.id,
-            status: JobStatus::Running,
-            next_fire_at: Some(NOW + 500),
-            now: NOW + 1,
-        })
+    let started = set_status(store, job.id, JobStatus::Running, Some(NOW + 500), NOW + 1)
         .await
-        .unwrap();
+        .expect("the job is there");
     assert_eq!(started.status, JobStatus::Running);
     assert_eq!(started.next_fire_at, Some(NOW + 500));
     assert_eq!(started.version, job.version, "a start is not an edit");
@@ -313,15 +307,9 @@ pub(crate) async fn job_status_and_next_fire(ctx: Ctx) {
         Some(NOW + 900)
     );
 
-    let stopped = store
-        .job_set_status(JobStatusChange {
-            id: job.id,
-            status: JobStatus::Stopped,
-            next_fire_at: None,
-            now: NOW + 2,
-        })
+    let stopped = set_status(store, job.id, JobStatus::Stopped, None, NOW + 2)
         .await
-        .unwrap();
+        .expect("the job is there");
     assert_eq!(
         (stopped.status, stopped.next_fire_at),
         (JobStatus::Stopped, None)
@@ -346,15 +334,10 @@ pub(crate) async fn job_status_and_next_fire(ctx: Ctx) {
             .await
             .unwrap()
     );
-    assert_not_found(
-        store
-            .job_set_status(JobStatusChange {
-                id: job.id + 99,
-                status: JobStatus::Running,
-                next_fire_at: None,
-                now: NOW,
-            })
-            .await,
+    assert_eq!(
+        set_status(store, job.id + 99, JobStatus::Running, None, NOW).await,
+        None,
+        "a job that is not there is left out"
     );
 }
 
