@@ -90,6 +90,17 @@ impl Setup {
             .expect("job id")
     }
 
+    /// A running job due at the start of every hour (UTC).
+    async fn hourly_job(&self) -> i64 {
+        self.job(json!({
+            "schedule_type": "CRON",
+            "schedule_conf": "0 0 * * * ?",
+            "handler": "count",
+            "start": true,
+        }))
+        .await
+    }
+
     /// Sets the clock to `at` and waits for a claim round that saw it (see
     /// `InProcessAdmin::move_clock_to`).
     async fn move_to(&self, at: i64) {
@@ -147,14 +158,7 @@ async fn cron_job_due_in_an_hour_fires_once_when_the_clock_passes_it() {
         return;
     };
     let store = s.admin.store.clone();
-    let job = s
-        .job(json!({
-            "schedule_type": "CRON",
-            "schedule_conf": "0 0 * * * ?",
-            "handler": "count",
-            "start": true,
-        }))
-        .await;
+    let job = s.hourly_job().await;
     // Planned from the admin's clock, not the wall clock.
     let fire = T0 + HOUR;
     let planned = store.job_get(job).await.expect("job");
@@ -201,14 +205,7 @@ async fn runs_waiting_for_their_send_fence_count_in_the_backlog() {
     let Some(s) = Setup::start("fenced").await else {
         return;
     };
-    let job = s
-        .job(json!({
-            "schedule_type": "CRON",
-            "schedule_conf": "0 0 * * * ?",
-            "handler": "count",
-            "start": true,
-        }))
-        .await;
+    let job = s.hourly_job().await;
     let fire = T0 + HOUR;
     s.move_to(fire - FENCE_LEAD_MS - 1).await;
     let runs = runs_of(&*s.admin.store, Some(job)).await;
