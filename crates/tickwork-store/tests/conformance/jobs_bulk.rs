@@ -306,6 +306,13 @@ pub(crate) async fn jobs_create_is_all_or_nothing(ctx: Ctx) {
 }
 
 /// The audit record of a job started, stopped or deleted by a batch: the job's status in it.
+pub(crate) fn status_record(_: usize, job: &Job) -> Result<AuditNew, Error> {
+    let mut r = record(0, job)?;
+    r.action = "job.status".to_owned();
+    r.after = Some(format!(r#"{{"status":"{}"}}"#, job.status.as_str()));
+    Ok(r)
+}
+
 pub(crate) async fn jobs_set_status_changes_jobs_and_records_together(ctx: Ctx) {
     let store = &*ctx.store;
     let g = group(store, "bulk").await;

@@ -110,7 +110,7 @@ async fn running_job(store: &dyn Store, group_id: i64, key: &str, next: i64) -> 
     store.job_create(new).await.expect("create job")
 }
 
-/// Starts or stops the job `id` as the service does, with the audit record of the change:
+/// Starts or stops the job `id` as the service does, with an audit record of the change:
 /// the job as written, `None` when it is not there.
 async fn set_status(
     store: &dyn Store,
@@ -125,24 +125,10 @@ async fn set_status(
         now,
     };
     let mut written = store
-        .jobs_set_status(change, &status_record)
+        .jobs_set_status(change, &jobs_bulk::status_record)
         .await
         .expect("set a job's status");
     written.pop()
-}
-
-/// The audit record of a start or stop.
-fn status_record(_: usize, job: &Job) -> Result<AuditNew, Error> {
-    Ok(AuditNew {
-        at: job.updated_at,
-        actor_id: Some(1),
-        actor: "ann".to_owned(),
-        action: "job.status".to_owned(),
-        target_type: "job".to_owned(),
-        target_id: job.id.to_string(),
-        before: None,
-        after: Some(format!(r#"{{"status":"{}"}}"#, job.status.as_str())),
-    })
 }
 
 /// A planner for a fixed-rate schedule: every instant from the job's next fire up to
