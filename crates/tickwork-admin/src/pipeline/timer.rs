@@ -83,6 +83,11 @@ impl Released {
         self.0.load(AtomicOrdering::SeqCst)
     }
 
+    /// A timer released `n` entries (under its lock).
+    fn add(&self, n: usize) {
+        self.0.fetch_add(n, AtomicOrdering::SeqCst);
+    }
+
     /// The consumer has put `n` released entries where they are counted again.
     pub fn passed_on(&self, n: usize) {
         self.0.fetch_sub(n, AtomicOrdering::SeqCst);
@@ -262,10 +267,7 @@ fn take_due<T>(guard: &mut MutexGuard<'_, Heap<T>>, now: i64, shared: &Shared<T>
         let Reverse(e) = heap.pop().expect("peeked");
         due.push((e.at, *e.item));
     }
-    shared
-        .released
-        .0
-        .fetch_add(due.len(), AtomicOrdering::SeqCst);
+    shared.released.add(due.len());
     due
 }
 
