@@ -6,7 +6,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tickwork_store::{ClaimParams, ClaimPlanner, Job, JobDue, JobPlan};
-use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use super::planner::{PlanLimits, plan_job};
@@ -42,9 +41,6 @@ fn stop_point_in_claim() {
 
 /// How long a claim put off by a full backlog waits before it looks again.
 const BACKLOG_WAIT: Duration = Duration::from_millis(20);
-
-/// How often a claim waiting for a burst to be sent looks at the fast lane again.
-const BURST_WAIT: Duration = Duration::from_millis(5);
 
 /// Least time from the start of one claim round to the start of a round woken early (a job
 /// created, started or changed). Jobs created one request at a time woke a round each: about
@@ -219,20 +215,13 @@ impl Scheduler {
                 }
             }
             // A round that took all it could is followed at once; the next cycle lets a burst
-            // go first.
+            // go first. Jobs due on one instant come into the look-ahead together at the
+            // instant their earlier fire is due, so an unpaced claim met their burst, and its
+            // write and planning took the cores from the sends (on SQLite, 20,000 jobs due each
+            // second: p99 999 ms with the claim in the burst, 596 ms after it). The fires it
+            // claims are a look-ahead away.
             self.wait_for_burst(s.claim_interval).await;
         }
-    }
-
-    /// Waits while the fast lane has runs queued for a dispatch slot (a burst is being sent),
-    /// at most `at_most`. Jobs due on one instant come into the look-ahead together at the
-    /// instant their earlier fire is due, so an unpaced claim met their burst, and its write
-    /// and planning took the cores from the sends (on SQLite, 20,000 jobs due each second:
-    /// p99 999 ms with the claim in the burst, 596 ms after it). The fires it claims are a
-    /// look-ahead away.
-    async fn wait_for_burst(&self, at_most: Duration) {
-        let inner = &self.inner;
-        wait_while(|| inner.metrics.fast_lane_queued(), at_most, &inner.stop).await;
     }
 
     /// Caches `job` with its parsed schedule, reusing the parse while the job is unchanged.
@@ -249,47 +238,9 @@ impl Scheduler {
     }
 }
 
-/// Waits while `busy` says so, looking every [`BURST_WAIT`]: at most `at_most`, and not past
-/// `stop`. Real time: what is awaited is the cores, on any clock the scheduler runs on.
-async fn wait_while(mut busy: impl FnMut() -> bool, at_most: Duration, stop: &CancellationToken) {
-    let until = tokio::time::Instant::now() + at_most;
-    while busy() && tokio::time::Instant::now() < until {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(BURST_WAIT) => {}
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A `busy` that says yes the first `n` times it is asked, then no.
-    fn busy_for(n: u32) -> impl FnMut() -> bool {
-        let mut asked = 0;
-        move || {
-            asked += 1;
-            asked <= n
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_claim_waits_for_a_burst_until_it_is_sent_at_most_a_claim_interval() {
-        let cap = Duration::from_millis(500);
-        let stop = CancellationToken::new();
-        // (busy for how many looks, how long the wait lasts)
-        for (looks, lasts) in [(0, Duration::ZERO), (3, BURST_WAIT * 3), (1_000, cap)] {
-            let start = tokio::time::Instant::now();
-            wait_while(busy_for(looks), cap, &stop).await;
-            assert_eq!(start.elapsed(), lasts, "busy for {looks} looks");
-        }
-        // A stopping admin does not wait.
-        stop.cancel();
-        let start = tokio::time::Instant::now();
-        wait_while(busy_for(1_000), cap, &stop).await;
-        assert_eq!(start.elapsed(), Duration::ZERO);
-    }
 
     #[test]
     fn a_woken_round_starts_at_least_the_gap_after_the_last() {

@@ -12,6 +12,7 @@ use tickwork_core::run::RunState;
 use tickwork_store::{BeginSend, JobStatus, OwnedRuns, Run, RunNew, RunShard};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::cluster::Origin;
@@ -31,6 +32,9 @@ enum SendCheck {
 /// Most runs moved to `sending` by one statement batch: due runs that queue up while one batch
 /// is written go together in the next.
 const SEND_BATCH: usize = 5000;
+
+/// How often a wait for a burst to be sent looks at the fast lane again.
+const BURST_WAIT: Duration = Duration::from_millis(5);
 
 impl Scheduler {
     /// Takes each batch of due runs (and whatever else came due meanwhile) through the send
@@ -195,6 +199,14 @@ impl Scheduler {
                 }
             }
         }
+    }
+
+    /// Waits while the fast lane has runs queued for a dispatch slot (a burst is being sent),
+    /// at most `at_most`: for work that can come a little later (the claim's next fires, the
+    /// writes of results), so that the burst has the cores. Whether the lane emptied.
+    pub(super) async fn wait_for_burst(&self, at_most: Duration) -> bool {
+        let inner = &self.inner;
+        wait_while(|| inner.metrics.fast_lane_queued(), at_most, &inner.stop).await
     }
 
     fn is_slow(&self, job_id: i64) -> bool {
@@ -432,5 +444,64 @@ impl Scheduler {
         let outcome = dispatch(client, &self.inner.router, &req, candidates, now, gate).await;
         self.count_slow(run.job_id, started.elapsed());
         outcome
+    }
+}
+
+/// Waits while `busy` says so, looking every [`BURST_WAIT`]: at most `at_most`, and not past
+/// `stop`; whether `busy` ended. Real time: what is awaited is the cores, on any clock the
+/// scheduler runs on.
+async fn wait_while(
+    mut busy: impl FnMut() -> bool,
+    at_most: Duration,
+    stop: &CancellationToken,
+) -> bool {
+    let until = tokio::time::Instant::now() + at_most;
+    loop {
+        if !busy() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= until {
+            return false;
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return false,
+            _ = tokio::time::sleep(BURST_WAIT) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `busy` that says yes the first `n` times it is asked, then no.
+    fn busy_for(n: u32) -> impl FnMut() -> bool {
+        let mut asked = 0;
+        move || {
+            asked += 1;
+            asked <= n
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_for_a_burst_ends_when_it_is_sent_or_at_its_cap() {
+        let cap = Duration::from_millis(500);
+        let stop = CancellationToken::new();
+        // (busy for how many looks, how long the wait lasts, whether the burst ended)
+        for (looks, lasts, ended) in [
+            (0, Duration::ZERO, true),
+            (3, BURST_WAIT * 3, true),
+            (1_000, cap, false),
+        ] {
+            let start = tokio::time::Instant::now();
+            let passed = wait_while(busy_for(looks), cap, &stop).await;
+            assert_eq!(start.elapsed(), lasts, "busy for {looks} looks");
+            assert_eq!(passed, ended, "busy for {looks} looks");
+        }
+        // A stopping admin does not wait.
+        stop.cancel();
+        let start = tokio::time::Instant::now();
+        assert!(!wait_while(busy_for(1_000), cap, &stop).await);
+        assert_eq!(start.elapsed(), Duration::ZERO);
     }
 }
