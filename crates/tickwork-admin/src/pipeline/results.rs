@@ -90,7 +90,7 @@ impl Results {
             }
             // The burst first: its sends want both cores, and on SQLite the write of a burst's
             // results took a third of them while it was being sent (10,000 jobs due each
-            // second, p99 489-496 ms with the writes in the burst, 320-338 ms after it). The
+            // second, p99 489-496 ms with the writes in the burst, 320-373 ms after it). The
             // callbacks wait for their answer meanwhile, well within an executor's timeout.
             // A lane still queued when the wait ends is a backlog, not a burst: results then
             // go at once until it has emptied, since waiting would only pile them up.
