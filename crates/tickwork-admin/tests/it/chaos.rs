@@ -101,6 +101,14 @@ impl Exec {
         }
     }
 
+    /// When each `/run` of `run_id` came, where the executor records it (the Java-like one).
+    fn arrivals(&self, run_id: i64) -> Vec<i64> {
+        match self {
+            Exec::JavaLike(e) => e.arrivals(run_id),
+            Exec::Tickwork(_) | Exec::Pair(..) => Vec::new(),
+        }
+    }
+
     async fn stop(self) {
         match self {
             Exec::Tickwork(e) => {
@@ -297,7 +305,30 @@ async fn scenario(backend: Backend, fault: Fault, kind: Kind) {
 
     // Counted at the executor: nothing twice.
     let doubles = executor.doubles();
-    assert!(doubles.is_empty(), "runs executed twice: {doubles:?}");
+    if !doubles.is_empty() {
+        // What the ledger says of each, and when each `/run` came against the fault.
+        let runs = runs_of(&*store, None).await;
+        let told: Vec<String> = doubles
+            .iter()
+            .map(|&(id, _)| {
+                let came: Vec<i64> = executor
+                    .arrivals(id)
+                    .iter()
+                    .map(|at| at - fault_at)
+                    .collect();
+                let run = runs.iter().find(|r| r.id == id);
+                format!("run {id}: /run at {came:?} ms after the fault; {run:#?}")
+            })
+            .collect();
+        panic!(
+            "runs executed twice: {doubles:?}; {} admin (of {nodes:?}) hit at {fault_at}, \
+             resumed {} ms later\n{}\n{}",
+            nodes[victim],
+            resumed_at - fault_at,
+            told.join("\n"),
+            support::tails(&admins)
+        );
+    }
     // The ledger says what the executor saw.
     let mut states: BTreeMap<String, usize> = BTreeMap::new();
     let mut senders: BTreeMap<String, usize> = BTreeMap::new();

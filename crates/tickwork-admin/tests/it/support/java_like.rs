@@ -19,6 +19,8 @@ struct Shared {
     admins: Vec<String>,
     token: String,
     executions: Arc<Mutex<HashMap<i64, u32>>>,
+    /// When each `/run` of a run id came (ms since the epoch), by run id.
+    arrivals: Arc<Mutex<HashMap<i64, Vec<i64>>>>,
     /// The `executorParams` of each `/run`, by run id.
     params: Arc<Mutex<HashMap<i64, String>>>,
     http: reqwest::Client,
@@ -28,6 +30,7 @@ struct Shared {
 pub(crate) struct JavaLikeExecutor {
     pub address: String,
     executions: Arc<Mutex<HashMap<i64, u32>>>,
+    arrivals: Arc<Mutex<HashMap<i64, Vec<i64>>>>,
     params: Arc<Mutex<HashMap<i64, String>>>,
     registry: tokio::task::JoinHandle<()>,
 }
@@ -39,10 +42,12 @@ impl JavaLikeExecutor {
             admins: admins.to_vec(),
             token: token.to_owned(),
             executions: Arc::default(),
+            arrivals: Arc::default(),
             params: Arc::default(),
             http: reqwest::Client::new(),
         };
         let executions = shared.executions.clone();
+        let arrivals = shared.arrivals.clone();
         let params = shared.params.clone();
         let app_router = Router::new()
             // Every path, as the Java executor's server: an unknown one, with as many
@@ -78,6 +83,7 @@ impl JavaLikeExecutor {
         JavaLikeExecutor {
             address,
             executions,
+            arrivals,
             params,
             registry,
         }
@@ -90,6 +96,16 @@ impl JavaLikeExecutor {
 
     pub(crate) fn count(&self, run_id: i64) -> u32 {
         super::count(&self.executions, run_id)
+    }
+
+    /// When each `/run` of `run_id` came, in ms since the epoch.
+    pub(crate) fn arrivals(&self, run_id: i64) -> Vec<i64> {
+        self.arrivals
+            .lock()
+            .unwrap()
+            .get(&run_id)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// The `executorParams` that run `run_id`'s `/run` carried.
@@ -112,6 +128,13 @@ async fn call(State(s): State<Shared>, Path(method): Path<String>, body: Bytes) 
             let log_id = body["logId"].as_i64().unwrap_or_default();
             let log_date = body["logDateTime"].as_i64().unwrap_or_default();
             *s.executions.lock().unwrap().entry(log_id).or_default() += 1;
+            let at = super::now_ms();
+            s.arrivals
+                .lock()
+                .unwrap()
+                .entry(log_id)
+                .or_default()
+                .push(at);
             let params = body["executorParams"]
                 .as_str()
                 .unwrap_or_default()
