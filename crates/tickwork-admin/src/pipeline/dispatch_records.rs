@@ -5,11 +5,12 @@
 //! nobody took is written on its own.
 //!
 //! Under load the hold stretches: an executor posts its results one request at a time, so a
-//! run's callback waits for the write of the request before it, then for its own. At 20,000
+//! run's callback waits for the answer to the request before it, then for its own. At 20,000
 //! fires a second on PostgreSQL a 250 ms hold saw 22-71% of the records written alone, one
 //! more update of each of those runs for the server that was already the bound. The hold in
-//! force is the configured one plus twice the last results write, at most
-//! [`HOLD_STRETCH_MAX`] times the configured one.
+//! force is the configured one plus twice the time the last results waited for their answer
+//! (the results writer's wait for a burst and its write), at most [`HOLD_STRETCH_MAX`] times
+//! the configured one.
 //!
 //! Holding a record lengthens the time an accepted run stays `sending` in the database by at
 //! most the hold in force, or until the write of the callback that took it: a node that dies
@@ -44,18 +45,18 @@ const ENDED_FIRST_PRUNED_EVERY: Duration = Duration::from_secs(1);
 /// The hold in force is at most this many times the configured one.
 const HOLD_STRETCH_MAX: u32 = 4;
 
-/// The hold in force: `configured` plus twice the `last_write` of results, at most
-/// [`HOLD_STRETCH_MAX`] times `configured`.
-fn hold_in_force(configured: Duration, last_write: Duration) -> Duration {
-    (configured + last_write * 2).min(configured * HOLD_STRETCH_MAX)
+/// The hold in force: `configured` plus twice `last_answer`, how long the last results waited
+/// for their answer, at most [`HOLD_STRETCH_MAX`] times `configured`.
+fn hold_in_force(configured: Duration, last_answer: Duration) -> Duration {
+    (configured + last_answer * 2).min(configured * HOLD_STRETCH_MAX)
 }
 
 /// The records held, by run, and in the order they came.
 #[derive(Default)]
 pub(crate) struct DispatchRecords {
     state: Mutex<Held>,
-    /// How long the last write of results took, in microseconds.
-    last_write_us: AtomicU64,
+    /// How long the last results written waited for their answer, in microseconds.
+    last_answer_us: AtomicU64,
 }
 
 #[derive(Default)]
@@ -126,22 +127,23 @@ impl DispatchRecords {
             .hold(records, now);
     }
 
-    /// Notes how long a write of results took: the next holds stretch by twice it.
+    /// Notes how long the results just written waited for their answer (the results writer's
+    /// wait and its write): the next holds stretch by twice it.
     pub(crate) fn results_written(&self, took: Duration) {
         let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-        self.last_write_us.store(us, Ordering::Relaxed);
+        self.last_answer_us.store(us, Ordering::Relaxed);
     }
 
     /// Takes the records held for the hold in force (`configured`, stretched by the last
-    /// results write) or longer, and the oldest beyond [`MAX_HELD`]; with them, when the next
+    /// results' wait for their answer) or longer, and the oldest beyond [`MAX_HELD`]; with them, when the next
     /// one is due.
     pub(crate) fn take_due(
         &self,
         now: Instant,
         configured: Duration,
     ) -> (Vec<Dispatched>, Option<Instant>) {
-        let last_write = Duration::from_micros(self.last_write_us.load(Ordering::Relaxed));
-        let hold = hold_in_force(configured, last_write);
+        let last_answer = Duration::from_micros(self.last_answer_us.load(Ordering::Relaxed));
+        let hold = hold_in_force(configured, last_answer);
         let mut held = self.state.lock().expect("dispatch records lock");
         if held.ended_first_pruned_next.is_none_or(|next| now >= next) {
             held.ended_first
@@ -211,9 +213,9 @@ mod tests {
     }
 
     #[test]
-    fn the_hold_stretches_by_twice_the_last_results_write_up_to_four_times() {
+    fn the_hold_stretches_by_twice_the_last_results_wait_for_their_answer_up_to_four_times() {
         let ms = Duration::from_millis;
-        for (configured, last_write, in_force) in [
+        for (configured, last_answer, in_force) in [
             (250, 0, 250),
             (250, 2, 254),
             (250, 100, 450),
@@ -223,15 +225,15 @@ mod tests {
             (0, 600, 0),
         ] {
             assert_eq!(
-                hold_in_force(ms(configured), ms(last_write)),
+                hold_in_force(ms(configured), ms(last_answer)),
                 ms(in_force),
-                "{configured} ms held, last write {last_write} ms"
+                "{configured} ms held, last answer after {last_answer} ms"
             );
         }
     }
 
     #[test]
-    fn records_fall_due_later_while_results_writes_are_slow() {
+    fn records_fall_due_later_while_results_wait_long_for_their_answer() {
         let hold = Duration::from_millis(250);
         let t0 = Instant::now();
         let held = DispatchRecords::default();

@@ -7,7 +7,7 @@
 //! written alone is one more update of its run for the database that is already the bound.
 
 use std::collections::HashSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tickwork_store::{Dispatched, RunComplete};
 use tokio::sync::{mpsc, oneshot};
@@ -94,6 +94,7 @@ impl Results {
             // callbacks wait for their answer meanwhile, well within an executor's timeout.
             // A lane still queued when the wait ends is a backlog, not a burst: results then
             // go at once until it has emptied, since waiting would only pile them up.
+            let mut taken_at = Instant::now();
             backlog = if backlog {
                 self.scheduler.inner.metrics.fast_lane_queued()
             } else {
@@ -101,10 +102,13 @@ impl Results {
             };
             // Then what came meanwhile too, in batches, without waiting again.
             while !buf.is_empty() {
-                let started = std::time::Instant::now();
                 self.write_results(&mut buf).await;
+                // The holds stretch by how long these results waited for their answer, the
+                // wait for the burst included: an executor that posts its next results once
+                // it has this answer brings the records' callbacks that much later.
                 let records = &self.scheduler.inner.dispatch_records;
-                records.results_written(started.elapsed());
+                records.results_written(taken_at.elapsed());
+                taken_at = Instant::now();
                 while buf.len() < REQUESTS_PER_BATCH {
                     let Ok(request) = requests.try_recv() else {
                         break;
