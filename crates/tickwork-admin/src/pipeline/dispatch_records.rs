@@ -135,8 +135,8 @@ impl DispatchRecords {
     }
 
     /// Takes the records held for the hold in force (`configured`, stretched by the last
-    /// results' wait for their answer) or longer, and the oldest beyond [`MAX_HELD`]; with them, when the next
-    /// one is due.
+    /// results' wait for their answer) or longer, and the oldest beyond [`MAX_HELD`]; with
+    /// them, when the next one is due.
     pub(crate) fn take_due(
         &self,
         now: Instant,
