@@ -92,30 +92,22 @@ impl Results {
             // results took a third of them while it was being sent (10,000 jobs due each
             // second, p99 489-496 ms with the writes in the burst, 320-373 ms after it). The
             // callbacks wait for their answer meanwhile, well within an executor's timeout.
-            // A lane still queued when the wait ends is a backlog, not a burst: results then
-            // go at once until it has emptied, since waiting would only pile them up.
-            let mut taken_at = Instant::now();
+            // Every batch asks, so a burst that starts while results are being written stops
+            // them too. A lane still queued when the wait ends is a backlog, not a burst:
+            // results then go at once until it has emptied, since waiting would only pile
+            // them up.
+            let taken_at = Instant::now();
             backlog = if backlog {
                 self.scheduler.inner.metrics.fast_lane_queued()
             } else {
                 !self.scheduler.wait_for_burst(BURST_WAIT_MAX).await
             };
-            // Then what came meanwhile too, in batches, without waiting again.
-            while !buf.is_empty() {
-                self.write_results(&mut buf).await;
-                // The holds stretch by how long these results waited for their answer, the
-                // wait for the burst included: an executor that posts its next results once
-                // it has this answer brings the records' callbacks that much later.
-                let records = &self.scheduler.inner.dispatch_records;
-                records.results_written(taken_at.elapsed());
-                taken_at = Instant::now();
-                while buf.len() < REQUESTS_PER_BATCH {
-                    let Ok(request) = requests.try_recv() else {
-                        break;
-                    };
-                    buf.push(request);
-                }
-            }
+            self.write_results(&mut buf).await;
+            // The holds stretch by how long these results waited for their answer, the wait
+            // for the burst included: an executor that posts its next results once it has
+            // this answer brings the records' callbacks that much later.
+            let records = &self.scheduler.inner.dispatch_records;
+            records.results_written(taken_at.elapsed());
             if self.scheduler.inner.ledger_stop.is_cancelled() && requests.is_empty() {
                 return;
             }

@@ -18,6 +18,7 @@ use tickwork_protocol::{ACCESS_TOKEN_HEADER, TriggerParam};
 use tokio::sync::Semaphore;
 
 use super::fake::{self, FakeSpec};
+use super::procs;
 use super::stats::{Spread, ms, window_figures};
 use super::{LoadArgs, now_ms, sleep_until_ms, token};
 
@@ -61,6 +62,16 @@ pub(super) async fn run(args: LoadArgs) -> anyhow::Result<()> {
     let from_ms = first + 1000 * args.warmup as i64;
     let to_ms = from_ms + 1000 * duration as i64;
     let seconds = sender.spawn(send_every_second(url, token, jobs, first, to_ms));
+    // Read 50 ms before a burst at both ends, so that the window holds `duration` whole bursts.
+    sleep_until_ms(from_ms - 50).await;
+    let cpu_from = procs::machine_ticks();
+    sleep_until_ms(to_ms - 50).await;
+    let cpu = MachineCpu::between(
+        cpu_from,
+        procs::machine_ticks(),
+        jobs * duration as usize,
+        duration as f64,
+    );
     // Every call has its answer when the sender returns, and each was recorded before it.
     let failed = seconds.await.context("the sender panicked")??;
     sender.shutdown_background();
@@ -90,15 +101,80 @@ pub(super) async fn run(args: LoadArgs) -> anyhow::Result<()> {
         w.expected, w.missed, w.duplicated
     );
     println!(
+        "machine: {:.1} us of CPU a call (sender, executor and kernel), {:.1} cores: a burst \
+         of {jobs} calls needs {:.1} ms with every core on it",
+        cpu.us_per_call,
+        cpu.cores,
+        cpu.burst_ms(jobs)
+    );
+    println!(
         "RESULT scenario=send-floor jobs={jobs} in_flight={IN_FLIGHT} calls_per_s={:.1} \
-         p50_ms={:.1} p99_ms={:.1} max_ms={:.1} missed={} failed={failed}",
+         p50_ms={:.1} p99_ms={:.1} max_ms={:.1} missed={} failed={failed} \
+         machine_cpu_us_per_call={:.1} burst_cpu_ms={:.1}",
         (w.expected - w.missed) as f64 / duration as f64,
         l.p50 as f64 / 1000.0,
         l.p99 as f64 / 1000.0,
         l.max as f64 / 1000.0,
         w.missed,
+        cpu.us_per_call,
+        cpu.burst_ms(jobs),
     );
     Ok(())
+}
+
+/// The whole machine's CPU over the window, per call sent in it.
+#[derive(Debug, PartialEq)]
+struct MachineCpu {
+    /// Busy CPU time of every core, per call, in microseconds.
+    us_per_call: f64,
+    /// Cores the machine counted time for.
+    cores: f64,
+}
+
+impl MachineCpu {
+    /// From two `(busy, total)` tick readings of `/proc/stat` `window_s` apart and the calls
+    /// sent between them (zeros when a reading failed or nothing was sent).
+    fn between(
+        from: Option<(u64, u64)>,
+        to: Option<(u64, u64)>,
+        calls: usize,
+        window_s: f64,
+    ) -> Self {
+        let (Some((busy0, total0)), Some((busy1, total1))) = (from, to) else {
+            return Self::zero();
+        };
+        let hz = procs::ticks_per_second().max(1) as f64;
+        let busy_s = busy1.saturating_sub(busy0) as f64 / hz;
+        let all_s = total1.saturating_sub(total0) as f64 / hz;
+        Self::of(busy_s, all_s, calls, window_s)
+    }
+
+    /// `busy_s` of CPU spent over `calls`, where every core together counted `all_s` in a
+    /// window of `window_s`.
+    fn of(busy_s: f64, all_s: f64, calls: usize, window_s: f64) -> Self {
+        if calls == 0 || window_s <= 0.0 {
+            return Self::zero();
+        }
+        Self {
+            us_per_call: busy_s * 1e6 / calls as f64,
+            cores: all_s / window_s,
+        }
+    }
+
+    fn zero() -> Self {
+        Self {
+            us_per_call: 0.0,
+            cores: 0.0,
+        }
+    }
+
+    /// The shortest a burst of `calls` can take with every core on it.
+    fn burst_ms(&self, calls: usize) -> f64 {
+        if self.cores == 0.0 {
+            return 0.0;
+        }
+        calls as f64 * self.us_per_call / 1000.0 / self.cores
+    }
 }
 
 /// Posts `jobs` calls due at each whole second from `first_ms` to `to_ms`, each body built at
@@ -165,4 +241,30 @@ async fn send_every_second(
     // Every call has its answer once every permit is back.
     let _all = gate.acquire_many(IN_FLIGHT as u32).await?;
     Ok(failed.load(Ordering::Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MachineCpu;
+
+    #[test]
+    fn a_burst_needs_its_calls_cpu_spread_over_every_core() {
+        // 2 cores for 10 s, busy 6 s over 200,000 calls: 30 us a call, 150 ms for 10,000.
+        let cpu = MachineCpu::of(6.0, 20.0, 200_000, 10.0);
+        assert_eq!(cpu.cores, 2.0);
+        assert!((cpu.us_per_call - 30.0).abs() < 1e-9, "{cpu:?}");
+        assert!((cpu.burst_ms(10_000) - 150.0).abs() < 1e-9, "{cpu:?}");
+    }
+
+    #[test]
+    fn nothing_measured_gives_zeros_not_a_division_by_zero() {
+        for cpu in [
+            MachineCpu::of(1.0, 2.0, 0, 1.0),
+            MachineCpu::of(1.0, 2.0, 10, 0.0),
+            MachineCpu::between(None, Some((1, 2)), 10, 1.0),
+        ] {
+            assert_eq!(cpu, MachineCpu::zero());
+            assert_eq!(cpu.burst_ms(10_000), 0.0);
+        }
+    }
 }
