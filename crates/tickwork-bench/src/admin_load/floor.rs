@@ -18,7 +18,7 @@ use tickwork_protocol::{ACCESS_TOKEN_HEADER, TriggerParam};
 use tokio::sync::Semaphore;
 
 use super::fake::{self, FakeSpec};
-use super::procs;
+use super::procs::{self, CpuSplit, Parts};
 use super::stats::{Spread, ms, window_figures};
 use super::{LoadArgs, now_ms, sleep_until_ms, token};
 
@@ -63,15 +63,17 @@ pub(super) async fn run(args: LoadArgs) -> anyhow::Result<()> {
     let to_ms = from_ms + 1000 * duration as i64;
     let seconds = sender.spawn(send_every_second(url, token, jobs, first, to_ms));
     // Read 50 ms before a burst at both ends, so that the window holds `duration` whole bursts.
+    // No admin, executor process or database: the bench (sender and executor), interrupts and
+    // the machine.
+    let parts = Parts::default();
     sleep_until_ms(from_ms - 50).await;
-    let cpu_from = procs::machine_ticks();
+    let (cpu0, at0) = (parts.snapshot(), std::time::Instant::now());
     sleep_until_ms(to_ms - 50).await;
-    let cpu = MachineCpu::between(
-        cpu_from,
-        procs::machine_ticks(),
-        jobs * duration as usize,
-        duration as f64,
-    );
+    let (cpu1, at1) = (parts.snapshot(), std::time::Instant::now());
+    let secs = (at1 - at0).as_secs_f64();
+    let split = CpuSplit::between(&cpu0, &cpu1, secs, procs::ticks_per_second());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let per_call = us_per_call(split.machine, secs, jobs * duration as usize);
     // Every call has its answer when the sender returns, and each was recorded before it.
     let failed = seconds.await.context("the sender panicked")??;
     sender.shutdown_background();
@@ -100,12 +102,12 @@ pub(super) async fn run(args: LoadArgs) -> anyhow::Result<()> {
         "summary: expected {} calls, {} missed, {} duplicated, {failed} failed",
         w.expected, w.missed, w.duplicated
     );
+    println!("window: {split}");
     println!(
-        "machine: {:.1} us of CPU a call (sender, executor and kernel), {:.1} cores: a burst \
-         of {jobs} calls needs {:.1} ms with every core on it",
-        cpu.us_per_call,
-        cpu.cores,
-        cpu.burst_ms(jobs)
+        "machine: {:.1} us of CPU a call (sender, executor and kernel), {cores} cores: a burst of \
+         {jobs} calls needs {:.1} ms with every core on it",
+        per_call,
+        burst_ms(per_call, jobs, cores)
     );
     println!(
         "RESULT scenario=send-floor jobs={jobs} in_flight={IN_FLIGHT} calls_per_s={:.1} \
@@ -116,65 +118,24 @@ pub(super) async fn run(args: LoadArgs) -> anyhow::Result<()> {
         l.p99 as f64 / 1000.0,
         l.max as f64 / 1000.0,
         w.missed,
-        cpu.us_per_call,
-        cpu.burst_ms(jobs),
+        per_call,
+        burst_ms(per_call, jobs, cores),
     );
     Ok(())
 }
 
-/// The whole machine's CPU over the window, per call sent in it.
-#[derive(Debug, PartialEq)]
-struct MachineCpu {
-    /// Busy CPU time of every core, per call, in microseconds.
-    us_per_call: f64,
-    /// Cores the machine counted time for.
-    cores: f64,
+/// The whole machine's CPU per call, in microseconds: its busy share over `window_s` (percent
+/// of one core, as [`CpuSplit`] gives it) spread over the `calls` sent in it; 0 for none.
+fn us_per_call(machine_pct: f64, window_s: f64, calls: usize) -> f64 {
+    if calls == 0 {
+        return 0.0;
+    }
+    machine_pct / 100.0 * window_s * 1e6 / calls as f64
 }
 
-impl MachineCpu {
-    /// From two `(busy, total)` tick readings of `/proc/stat` `window_s` apart and the calls
-    /// sent between them (zeros when a reading failed or nothing was sent).
-    fn between(
-        from: Option<(u64, u64)>,
-        to: Option<(u64, u64)>,
-        calls: usize,
-        window_s: f64,
-    ) -> Self {
-        let (Some((busy0, total0)), Some((busy1, total1))) = (from, to) else {
-            return Self::zero();
-        };
-        let hz = procs::ticks_per_second().max(1) as f64;
-        let busy_s = busy1.saturating_sub(busy0) as f64 / hz;
-        let all_s = total1.saturating_sub(total0) as f64 / hz;
-        Self::of(busy_s, all_s, calls, window_s)
-    }
-
-    /// `busy_s` of CPU spent over `calls`, where every core together counted `all_s` in a
-    /// window of `window_s`.
-    fn of(busy_s: f64, all_s: f64, calls: usize, window_s: f64) -> Self {
-        if calls == 0 || window_s <= 0.0 {
-            return Self::zero();
-        }
-        Self {
-            us_per_call: busy_s * 1e6 / calls as f64,
-            cores: all_s / window_s,
-        }
-    }
-
-    fn zero() -> Self {
-        Self {
-            us_per_call: 0.0,
-            cores: 0.0,
-        }
-    }
-
-    /// The shortest a burst of `calls` can take with every core on it.
-    fn burst_ms(&self, calls: usize) -> f64 {
-        if self.cores == 0.0 {
-            return 0.0;
-        }
-        calls as f64 * self.us_per_call / 1000.0 / self.cores
-    }
+/// The shortest a burst of `calls`, `us_per_call` each, can be with all `cores` on it, in ms.
+fn burst_ms(us_per_call: f64, calls: usize, cores: usize) -> f64 {
+    calls as f64 * us_per_call / 1000.0 / cores.max(1) as f64
 }
 
 /// Posts `jobs` calls due at each whole second from `first_ms` to `to_ms`, each body built at
@@ -245,26 +206,31 @@ async fn send_every_second(
 
 #[cfg(test)]
 mod tests {
-    use super::MachineCpu;
+    use super::{burst_ms, us_per_call};
 
     #[test]
     fn a_burst_needs_its_calls_cpu_spread_over_every_core() {
-        // 2 cores for 10 s, busy 6 s over 200,000 calls: 30 us a call, 150 ms for 10,000.
-        let cpu = MachineCpu::of(6.0, 20.0, 200_000, 10.0);
-        assert_eq!(cpu.cores, 2.0);
-        assert!((cpu.us_per_call - 30.0).abs() < 1e-9, "{cpu:?}");
-        assert!((cpu.burst_ms(10_000) - 150.0).abs() < 1e-9, "{cpu:?}");
-    }
-
-    #[test]
-    fn nothing_measured_gives_zeros_not_a_division_by_zero() {
-        for cpu in [
-            MachineCpu::of(1.0, 2.0, 0, 1.0),
-            MachineCpu::of(1.0, 2.0, 10, 0.0),
-            MachineCpu::between(None, Some((1, 2)), 10, 1.0),
+        // (machine busy in % of one core, window s, calls, burst of, cores) -> us a call, ms.
+        for (pct, window, calls, burst, cores, us, ms) in [
+            // Both cores at 30% for 10 s (6 s busy) over 200,000 calls: 30 us a call, 150 ms
+            // for 10,000.
+            (60.0, 10.0, 200_000, 10_000, 2, 30.0, 150.0),
+            (60.0, 10.0, 200_000, 10_000, 1, 30.0, 300.0),
+            (37.0, 30.0, 30_000, 1_000, 2, 370.0, 185.0),
+            // Nothing sent, or no core counted: no division by zero.
+            (50.0, 10.0, 0, 10_000, 2, 0.0, 0.0),
+            (50.0, 10.0, 1_000, 10_000, 0, 5_000.0, 50_000.0),
         ] {
-            assert_eq!(cpu, MachineCpu::zero());
-            assert_eq!(cpu.burst_ms(10_000), 0.0);
+            let got = us_per_call(pct, window, calls);
+            assert!(
+                (got - us).abs() < 1e-9,
+                "{pct}% over {calls} calls: {got} us"
+            );
+            let got = burst_ms(us, burst, cores);
+            assert!(
+                (got - ms).abs() < 1e-9,
+                "{burst} calls on {cores} cores: {got} ms"
+            );
         }
     }
 }
