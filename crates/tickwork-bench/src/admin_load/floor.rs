@@ -3,7 +3,9 @@
 //! the admin's) posts each second's calls to the fake executor over hyper's pooled HTTP/1.1
 //! client with at most 64 in flight, as the admin's dispatch does to one address, and the fake
 //! executor records their arrival as in fire-rate. What fire-rate measures above this floor is
-//! the admin's own; below it no scheduler on these cores can go.
+//! the admin's own; below it no scheduler on these cores can go. `--floor-sender owned` sends
+//! the same calls from 64 tasks that each own and drive one connection: what a sender without
+//! a task per call and without hyper's hand-offs between tasks would cost.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,7 +22,7 @@ use tokio::sync::Semaphore;
 use super::fake::{self, FakeSpec};
 use super::procs::{self, CpuSplit, Parts};
 use super::stats::{Spread, ms, window_figures};
-use super::{LoadArgs, now_ms, sleep_until_ms, token};
+use super::{FloorSender, LoadArgs, now_ms, sleep_until_ms, token};
 
 /// Calls in flight to the one executor address: the admin's bound per address.
 const IN_FLIGHT: usize = 64;
@@ -44,8 +46,11 @@ pub(super) async fn run(args: LoadArgs) -> anyhow::Result<()> {
         app: "send-floor",
     })
     .await?;
+    let how = args.floor_sender;
     println!(
-        "scenario=send-floor jobs={jobs} in_flight={IN_FLIGHT} warmup={}s window={duration}s",
+        "scenario=send-floor jobs={jobs} in_flight={IN_FLIGHT} sender={} warmup={}s \
+         window={duration}s",
+        how.as_str(),
         args.warmup
     );
     println!(
@@ -61,7 +66,10 @@ pub(super) async fn run(args: LoadArgs) -> anyhow::Result<()> {
     let first = (now_ms() / 1000 + 2) * 1000;
     let from_ms = first + 1000 * args.warmup as i64;
     let to_ms = from_ms + 1000 * duration as i64;
-    let seconds = sender.spawn(send_every_second(url, token, jobs, first, to_ms));
+    let seconds = match how {
+        FloorSender::Pooled => sender.spawn(send_every_second(url, token, jobs, first, to_ms)),
+        FloorSender::Owned => sender.spawn(send_owned(url, token, jobs, first, to_ms)),
+    };
     // Read 50 ms before a burst at both ends, so that the window holds `duration` whole bursts.
     // No admin, executor process or database: the bench (sender and executor), interrupts and
     // the machine.
@@ -110,9 +118,10 @@ pub(super) async fn run(args: LoadArgs) -> anyhow::Result<()> {
         burst_ms(per_call, jobs, cores)
     );
     println!(
-        "RESULT scenario=send-floor jobs={jobs} in_flight={IN_FLIGHT} calls_per_s={:.1} \
+        "RESULT scenario=send-floor jobs={jobs} in_flight={IN_FLIGHT} sender={} calls_per_s={:.1} \
          p50_ms={:.1} p99_ms={:.1} max_ms={:.1} missed={} failed={failed} \
          machine_cpu_us_per_call={:.1} burst_cpu_ms={:.1}",
+        how.as_str(),
         (w.expected - w.missed) as f64 / duration as f64,
         l.p50 as f64 / 1000.0,
         l.p99 as f64 / 1000.0,
@@ -162,16 +171,7 @@ async fn send_every_second(
         for job in 1..=jobs {
             log_id += 1;
             let permit = Arc::clone(&gate).acquire_owned().await?;
-            let body = serde_json::to_string(&TriggerParam {
-                job_id: job as i32,
-                executor_handler: "bench-noop".into(),
-                executor_block_strategy: "SERIAL_EXECUTION".into(),
-                log_id,
-                log_date_time: due,
-                glue_type: "BEAN".into(),
-                broadcast_total: 1,
-                ..TriggerParam::default()
-            })?;
+            let body = trigger_body(job, log_id, due)?;
             let request = hyper::Request::post(url.clone())
                 .header(hyper::header::CONTENT_TYPE, "application/json")
                 .header(ACCESS_TOKEN_HEADER, token.as_str())
@@ -202,6 +202,126 @@ async fn send_every_second(
     // Every call has its answer once every permit is back.
     let _all = gate.acquire_many(IN_FLIGHT as u32).await?;
     Ok(failed.load(Ordering::Relaxed))
+}
+
+/// The `/run` body of call `log_id` to `job` due at `due`, built as the admin builds it.
+fn trigger_body(job: usize, log_id: i64, due: i64) -> serde_json::Result<String> {
+    serde_json::to_string(&TriggerParam {
+        job_id: job as i32,
+        executor_handler: "bench-noop".into(),
+        executor_block_strategy: "SERIAL_EXECUTION".into(),
+        log_id,
+        log_date_time: due,
+        glue_type: "BEAN".into(),
+        broadcast_total: 1,
+        ..TriggerParam::default()
+    })
+}
+
+/// Posts the same calls as [`send_every_second`] from [`IN_FLIGHT`] tasks that each own one
+/// connection: a task takes the next call (numbered across seconds), waits for its second,
+/// sends it and reads the answer while driving the connection itself; the calls that failed.
+async fn send_owned(
+    url: hyper::Uri,
+    token: String,
+    jobs: usize,
+    first_ms: i64,
+    to_ms: i64,
+) -> anyhow::Result<u64> {
+    let (released, _) = tokio::sync::watch::channel(0_i64);
+    let next = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..IN_FLIGHT {
+        let call = OwnedCalls {
+            url: url.clone(),
+            token: token.clone(),
+            jobs,
+            first_ms,
+            to_ms,
+            next: Arc::clone(&next),
+            released: released.subscribe(),
+            failed: Arc::clone(&failed),
+        };
+        workers.spawn(call.run());
+    }
+    let mut due = first_ms;
+    while due < to_ms {
+        sleep_until_ms(due).await;
+        released.send_replace(due);
+        due += 1000;
+    }
+    while let Some(done) = workers.join_next().await {
+        done.context("a sender task panicked")??;
+    }
+    Ok(failed.load(Ordering::Relaxed))
+}
+
+/// One task of [`send_owned`] with its share of the calls.
+struct OwnedCalls {
+    url: hyper::Uri,
+    token: String,
+    jobs: usize,
+    first_ms: i64,
+    to_ms: i64,
+    next: Arc<AtomicU64>,
+    released: tokio::sync::watch::Receiver<i64>,
+    failed: Arc<AtomicU64>,
+}
+
+impl OwnedCalls {
+    async fn run(mut self) -> anyhow::Result<()> {
+        let authority = self.url.authority().context("no host in the url")?.clone();
+        let stream = tokio::net::TcpStream::connect(authority.as_str()).await?;
+        stream.set_nodelay(true)?;
+        let (mut send, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+        tokio::pin!(conn);
+        loop {
+            let k = self.next.fetch_add(1, Ordering::Relaxed);
+            let second = (k / self.jobs as u64) as i64;
+            let due = self.first_ms + 1000 * second;
+            if due >= self.to_ms {
+                return Ok(());
+            }
+            self.released.wait_for(|at| *at >= due).await?;
+            let body = trigger_body((k % self.jobs as u64) as usize + 1, k as i64 + 1, due)?;
+            let request = hyper::Request::post(self.url.path())
+                .header(hyper::header::HOST, authority.as_str())
+                .header(hyper::header::CONTENT_TYPE, "application/json")
+                .header(ACCESS_TOKEN_HEADER, self.token.as_str())
+                .body(body)?;
+            let call = async {
+                std::future::poll_fn(|cx| send.poll_ready(cx)).await?;
+                let answer = send.send_request(request).await?;
+                let ok = answer.status().is_success();
+                let mut body = answer.into_body();
+                while let Some(frame) =
+                    std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+                {
+                    frame?;
+                }
+                Ok::<bool, anyhow::Error>(ok)
+            };
+            // The call and its connection in one task: nothing crosses to another.
+            let answered = tokio::time::timeout(CALL_MAX, async {
+                tokio::select! {
+                    biased;
+                    ok = call => ok,
+                    closed = conn.as_mut() => {
+                        Err(anyhow::anyhow!("the connection closed: {closed:?}"))
+                    }
+                }
+            })
+            .await;
+            if !matches!(answered, Ok(Ok(true))) {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                if !matches!(answered, Ok(Ok(false))) {
+                    anyhow::bail!("a call on an owned connection failed: {answered:?}");
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
