@@ -66,9 +66,16 @@ pub(super) async fn run(args: LoadArgs) -> anyhow::Result<()> {
     let first = (now_ms() / 1000 + 2) * 1000;
     let from_ms = first + 1000 * args.warmup as i64;
     let to_ms = from_ms + 1000 * duration as i64;
+    let calls = Calls {
+        url,
+        token,
+        jobs,
+        first_ms: first,
+        to_ms,
+    };
     let seconds = match how {
-        FloorSender::Pooled => sender.spawn(send_every_second(url, token, jobs, first, to_ms)),
-        FloorSender::Owned => sender.spawn(send_owned(url, token, jobs, first, to_ms)),
+        FloorSender::Pooled => sender.spawn(send_every_second(calls)),
+        FloorSender::Owned => sender.spawn(send_owned(calls)),
     };
     // Read 50 ms before a burst at both ends, so that the window holds `duration` whole bursts.
     // No admin, executor process or database: the bench (sender and executor), interrupts and
@@ -147,15 +154,27 @@ fn burst_ms(us_per_call: f64, calls: usize, cores: usize) -> f64 {
     calls as f64 * us_per_call / 1000.0 / cores.max(1) as f64
 }
 
-/// Posts `jobs` calls due at each whole second from `first_ms` to `to_ms`, each body built at
-/// its send as the admin builds it; the calls that failed.
-async fn send_every_second(
+/// The calls a floor sends: `jobs` calls to `url` due at each whole second from `first_ms` to
+/// `to_ms`.
+#[derive(Clone)]
+struct Calls {
     url: hyper::Uri,
     token: String,
     jobs: usize,
     first_ms: i64,
     to_ms: i64,
-) -> anyhow::Result<u64> {
+}
+
+/// Posts `calls`, a task each, each body built at its send as the admin builds it; the calls
+/// that failed.
+async fn send_every_second(calls: Calls) -> anyhow::Result<u64> {
+    let Calls {
+        url,
+        token,
+        jobs,
+        first_ms,
+        to_ms,
+    } = calls;
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
     let client: Client<HttpConnector, String> = Client::builder(TokioExecutor::new())
@@ -218,35 +237,25 @@ fn trigger_body(job: usize, log_id: i64, due: i64) -> serde_json::Result<String>
     })
 }
 
-/// Posts the same calls as [`send_every_second`] from [`IN_FLIGHT`] tasks that each own one
-/// connection: a task takes the next call (numbered across seconds), waits for its second,
-/// sends it and reads the answer while driving the connection itself; the calls that failed.
-async fn send_owned(
-    url: hyper::Uri,
-    token: String,
-    jobs: usize,
-    first_ms: i64,
-    to_ms: i64,
-) -> anyhow::Result<u64> {
+/// Posts `calls` from [`IN_FLIGHT`] tasks that each own one connection: a task takes the next
+/// call (numbered across seconds), waits for its second, sends it and reads the answer while
+/// driving the connection itself; the calls that failed.
+async fn send_owned(calls: Calls) -> anyhow::Result<u64> {
     let (released, _) = tokio::sync::watch::channel(0_i64);
     let next = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..IN_FLIGHT {
         let call = OwnedCalls {
-            url: url.clone(),
-            token: token.clone(),
-            jobs,
-            first_ms,
-            to_ms,
+            calls: calls.clone(),
             next: Arc::clone(&next),
             released: released.subscribe(),
             failed: Arc::clone(&failed),
         };
         workers.spawn(call.run());
     }
-    let mut due = first_ms;
-    while due < to_ms {
+    let mut due = calls.first_ms;
+    while due < calls.to_ms {
         sleep_until_ms(due).await;
         released.send_replace(due);
         due += 1000;
@@ -259,11 +268,7 @@ async fn send_owned(
 
 /// One task of [`send_owned`] with its share of the calls.
 struct OwnedCalls {
-    url: hyper::Uri,
-    token: String,
-    jobs: usize,
-    first_ms: i64,
-    to_ms: i64,
+    calls: Calls,
     next: Arc<AtomicU64>,
     released: tokio::sync::watch::Receiver<i64>,
     failed: Arc<AtomicU64>,
@@ -271,7 +276,9 @@ struct OwnedCalls {
 
 impl OwnedCalls {
     async fn run(mut self) -> anyhow::Result<()> {
-        let authority = self.url.authority().context("no host in the url")?.clone();
+        let calls = self.calls.clone();
+        let jobs = calls.jobs as u64;
+        let authority = calls.url.authority().context("no host in the url")?.clone();
         let stream = tokio::net::TcpStream::connect(authority.as_str()).await?;
         stream.set_nodelay(true)?;
         let (mut send, conn) =
@@ -279,17 +286,16 @@ impl OwnedCalls {
         tokio::pin!(conn);
         loop {
             let k = self.next.fetch_add(1, Ordering::Relaxed);
-            let second = (k / self.jobs as u64) as i64;
-            let due = self.first_ms + 1000 * second;
-            if due >= self.to_ms {
+            let due = calls.first_ms + 1000 * (k / jobs) as i64;
+            if due >= calls.to_ms {
                 return Ok(());
             }
             self.released.wait_for(|at| *at >= due).await?;
-            let body = trigger_body((k % self.jobs as u64) as usize + 1, k as i64 + 1, due)?;
-            let request = hyper::Request::post(self.url.path())
+            let body = trigger_body((k % jobs) as usize + 1, k as i64 + 1, due)?;
+            let request = hyper::Request::post(calls.url.path())
                 .header(hyper::header::HOST, authority.as_str())
                 .header(hyper::header::CONTENT_TYPE, "application/json")
-                .header(ACCESS_TOKEN_HEADER, self.token.as_str())
+                .header(ACCESS_TOKEN_HEADER, calls.token.as_str())
                 .body(body)?;
             let call = async {
                 std::future::poll_fn(|cx| send.poll_ready(cx)).await?;
