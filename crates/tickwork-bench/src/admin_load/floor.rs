@@ -22,7 +22,27 @@ use tokio::sync::Semaphore;
 use super::fake::{self, FakeSpec};
 use super::procs::{self, CpuSplit, Parts};
 use super::stats::{Spread, ms, window_figures};
-use super::{FloorSender, LoadArgs, now_ms, sleep_until_ms, token};
+use super::{LoadArgs, now_ms, sleep_until_ms, token};
+
+/// How `send-floor` sends its calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum FloorSender {
+    /// A task per call on hyper's pooled client, as the admin sends: the request crosses to
+    /// the task that drives its connection and the answer crosses back.
+    Pooled,
+    /// As many tasks as calls in flight, each owning one connection and driving it itself:
+    /// no task per call and no hand-off between tasks.
+    Owned,
+}
+
+impl FloorSender {
+    fn as_str(self) -> &'static str {
+        match self {
+            FloorSender::Pooled => "pooled",
+            FloorSender::Owned => "owned",
+        }
+    }
+}
 
 /// Calls in flight to the one executor address: the admin's bound per address.
 const IN_FLIGHT: usize = 64;

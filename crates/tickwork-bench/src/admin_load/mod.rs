@@ -171,28 +171,8 @@ pub(crate) struct LoadArgs {
     #[arg(long)]
     pub keep: bool,
     /// send-floor: how the sender's calls travel.
-    #[arg(long, value_enum, default_value_t = FloorSender::Pooled)]
-    pub floor_sender: FloorSender,
-}
-
-/// How `send-floor` sends its calls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum FloorSender {
-    /// A task per call on hyper's pooled client, as the admin sends: the request crosses to
-    /// the task that drives its connection and the answer crosses back.
-    Pooled,
-    /// As many tasks as calls in flight, each owning one connection and driving it itself:
-    /// no task per call and no hand-off between tasks.
-    Owned,
-}
-
-impl FloorSender {
-    fn as_str(self) -> &'static str {
-        match self {
-            FloorSender::Pooled => "pooled",
-            FloorSender::Owned => "owned",
-        }
-    }
+    #[arg(long, value_enum, default_value_t = floor::FloorSender::Pooled)]
+    pub floor_sender: floor::FloorSender,
 }
 
 /// Runs one admin load scenario and prints its figures, ending with one `RESULT` line.
