@@ -107,7 +107,7 @@ pub(super) async fn run(args: LoadArgs) -> anyhow::Result<()> {
     let (cpu1, at1) = (parts.snapshot(), std::time::Instant::now());
     let secs = (at1 - at0).as_secs_f64();
     let split = CpuSplit::between(&cpu0, &cpu1, secs, procs::ticks_per_second());
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = procs::cores();
     let per_call = us_per_call(split.machine, secs, jobs * duration as usize);
     // Every call has its answer when the sender returns, and each was recorded before it.
     let failed = seconds.await.context("the sender panicked")??;

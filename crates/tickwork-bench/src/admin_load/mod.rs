@@ -363,7 +363,7 @@ async fn preflight() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let b = procs::machine_ticks();
     if let (Some((busy0, total0)), Some((busy1, total1))) = (a, b) {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let cores = procs::cores() as f64;
         let busy = (busy1 - busy0) as f64 / (total1 - total0).max(1) as f64 * 100.0 * cores;
         println!("machine busy before start: {busy:.0}% of one core ({cores} cores)");
         if busy > 20.0 {

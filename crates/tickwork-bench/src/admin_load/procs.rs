@@ -309,6 +309,11 @@ pub(super) fn irq_ticks() -> Option<u64> {
     Some(v.get(5)? + v.get(6)?)
 }
 
+/// The machine's cores (1 when it cannot tell).
+pub(super) fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// Busy and total ticks of the whole machine (`/proc/stat`, first line).
 pub(super) fn machine_ticks() -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
@@ -459,7 +464,7 @@ pub(super) struct CpuSplit {
 impl CpuSplit {
     pub(super) fn between(a: &CpuSnapshot, b: &CpuSnapshot, secs: f64, hz: u64) -> CpuSplit {
         let pct = |x: u64, y: u64| y.saturating_sub(x) as f64 / hz as f64 / secs * 100.0;
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let cores = cores() as f64;
         let machine_ticks = b.machine_total.saturating_sub(a.machine_total) as f64;
         let share = |x: u64, y: u64| {
             if machine_ticks > 0.0 {
