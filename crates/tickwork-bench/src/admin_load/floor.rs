@@ -5,7 +5,8 @@
 //! executor records their arrival as in fire-rate. What fire-rate measures above this floor is
 //! the admin's own; below it no scheduler on these cores can go. `--floor-sender owned` sends
 //! the same calls from 64 tasks that each own and drive one connection: what a sender without
-//! a task per call and without hyper's hand-offs between tasks would cost.
+//! a task per call and without hyper's hand-offs between tasks would cost; `raw` the same
+//! without hyper at all, as the admin's executor client sends.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,6 +34,9 @@ pub(crate) enum FloorSender {
     /// As many tasks as calls in flight, each owning one connection and driving it itself:
     /// no task per call and no hand-off between tasks.
     Owned,
+    /// As `owned`, each task writing its request's bytes to its socket itself and reading the
+    /// answer with `httparse`, without hyper: what hyper's own work costs a call.
+    Raw,
 }
 
 impl FloorSender {
@@ -40,6 +44,7 @@ impl FloorSender {
         match self {
             FloorSender::Pooled => "pooled",
             FloorSender::Owned => "owned",
+            FloorSender::Raw => "raw",
         }
     }
 }
@@ -95,7 +100,8 @@ pub(super) async fn run(args: LoadArgs) -> anyhow::Result<()> {
     };
     let seconds = match how {
         FloorSender::Pooled => sender.spawn(send_every_second(calls)),
-        FloorSender::Owned => sender.spawn(send_owned(calls)),
+        FloorSender::Owned => sender.spawn(send_owned(calls, false)),
+        FloorSender::Raw => sender.spawn(send_owned(calls, true)),
     };
     // Read 50 ms before a burst at both ends, so that the window holds `duration` whole bursts.
     // No admin, executor process or database: the bench (sender and executor), interrupts and
@@ -259,8 +265,8 @@ fn trigger_body(job: usize, log_id: i64, due: i64) -> serde_json::Result<String>
 
 /// Posts `calls` from [`IN_FLIGHT`] tasks that each own one connection: a task takes the next
 /// call (numbered across seconds), waits for its second, sends it and reads the answer while
-/// driving the connection itself; the calls that failed.
-async fn send_owned(calls: Calls) -> anyhow::Result<u64> {
+/// driving the connection itself (with hyper, or `raw`: its own bytes); the calls that failed.
+async fn send_owned(calls: Calls, raw: bool) -> anyhow::Result<u64> {
     let (released, _) = tokio::sync::watch::channel(0_i64);
     let next = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));
@@ -272,7 +278,11 @@ async fn send_owned(calls: Calls) -> anyhow::Result<u64> {
             released: released.subscribe(),
             failed: Arc::clone(&failed),
         };
-        workers.spawn(call.run());
+        if raw {
+            workers.spawn(call.run_raw());
+        } else {
+            workers.spawn(call.run());
+        }
     }
     let mut due = calls.first_ms;
     while due < calls.to_ms {
@@ -304,13 +314,7 @@ impl OwnedCalls {
         let (mut send, conn) =
             hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
         tokio::pin!(conn);
-        loop {
-            let k = self.next.fetch_add(1, Ordering::Relaxed);
-            let due = calls.first_ms + 1000 * (k / jobs) as i64;
-            if due >= calls.to_ms {
-                return Ok(());
-            }
-            self.released.wait_for(|at| *at >= due).await?;
+        while let Some((k, due)) = self.next_call().await? {
             let body = trigger_body((k % jobs) as usize + 1, k as i64 + 1, due)?;
             let request = hyper::Request::post(calls.url.path())
                 .header(hyper::header::HOST, authority.as_str())
@@ -347,6 +351,79 @@ impl OwnedCalls {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The next call of this task and its due instant, once released; `None` past the window.
+    async fn next_call(&mut self) -> anyhow::Result<Option<(u64, i64)>> {
+        let jobs = self.calls.jobs as u64;
+        let k = self.next.fetch_add(1, Ordering::Relaxed);
+        let due = self.calls.first_ms + 1000 * (k / jobs) as i64;
+        if due >= self.calls.to_ms {
+            return Ok(None);
+        }
+        self.released.wait_for(|at| *at >= due).await?;
+        Ok(Some((k, due)))
+    }
+
+    /// As [`OwnedCalls::run`] without hyper: each request written whole in one buffer, each
+    /// answer's head parsed by `httparse` and its body read by its `Content-Length`.
+    async fn run_raw(mut self) -> anyhow::Result<()> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let jobs = self.calls.jobs as u64;
+        let authority = self.calls.url.authority().context("no host in the url")?;
+        let head = format!(
+            "POST {} HTTP/1.1\r\nhost: {authority}\r\ncontent-type: application/json\r\n\
+             {ACCESS_TOKEN_HEADER}: {}\r\ncontent-length: ",
+            self.calls.url.path(),
+            self.calls.token
+        );
+        let mut stream = tokio::net::TcpStream::connect(authority.as_str()).await?;
+        stream.set_nodelay(true)?;
+        let mut out = Vec::with_capacity(1024);
+        let mut answer = Vec::with_capacity(1024);
+        while let Some((k, due)) = self.next_call().await? {
+            let body = trigger_body((k % jobs) as usize + 1, k as i64 + 1, due)?;
+            out.clear();
+            out.extend_from_slice(head.as_bytes());
+            out.extend_from_slice(format!("{}\r\n\r\n", body.len()).as_bytes());
+            out.extend_from_slice(body.as_bytes());
+            let call = async {
+                stream.write_all(&out).await?;
+                answer.clear();
+                loop {
+                    if stream.read_buf(&mut answer).await? == 0 {
+                        anyhow::bail!("the executor closed the connection");
+                    }
+                    let mut headers = [httparse::EMPTY_HEADER; 16];
+                    let mut parsed = httparse::Response::new(&mut headers);
+                    let httparse::Status::Complete(at) = parsed.parse(&answer)? else {
+                        continue;
+                    };
+                    let length: usize = parsed
+                        .headers
+                        .iter()
+                        .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                        .context("an answer without content-length")
+                        .and_then(|h| Ok(std::str::from_utf8(h.value)?.trim().parse()?))?;
+                    let ok = parsed.code == Some(200);
+                    while answer.len() < at + length {
+                        if stream.read_buf(&mut answer).await? == 0 {
+                            anyhow::bail!("the executor closed the connection mid-answer");
+                        }
+                    }
+                    return Ok(ok);
+                }
+            };
+            match tokio::time::timeout(CALL_MAX, call).await {
+                Ok(Ok(true)) => {}
+                Ok(Ok(false)) => {
+                    self.failed.fetch_add(1, Ordering::Relaxed);
+                }
+                other => anyhow::bail!("a call on a raw connection failed: {other:?}"),
+            }
+        }
+        Ok(())
     }
 }
 
