@@ -20,6 +20,7 @@ use tracing::{debug, warn};
 use crate::pull_links::{LinkFailure, PullLinks};
 use transport::{CallBody, CallFailure, CallHeaders, GatedBody, Transport};
 
+mod http1;
 mod transport;
 
 /// The outcome of one call: the executor's envelope code and message, or a transport failure

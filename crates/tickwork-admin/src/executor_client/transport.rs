@@ -1,12 +1,12 @@
-//! How an executor call travels: hyper's pooled HTTP/1.1 client for `http://` executors, and
-//! reqwest for `https://` ones (its TLS); either way one deadline for the whole call, no
-//! redirect followed and at most a limit of answer read.
+//! How an executor call travels: the admin's own HTTP/1.1 client (`http1`) for `http://`
+//! executors, and reqwest for `https://` ones (its TLS); either way one deadline for the whole
+//! call, no redirect followed and at most a limit of answer read.
 //!
 //! At 10,000 fires a second reqwest's own layers (URL parsing, its request future, the
 //! service stack it puts around hyper) were about a tenth of the admin's CPU, for calls that
-//! need none of what they add over hyper.
+//! need none of what they add over hyper; hyper's pooled client in turn cost a call more than
+//! the plain client of `http1` (see there).
 
-use std::future::poll_fn;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,17 +14,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body::Body as _;
-use hyper::body::Incoming;
-use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE};
-use hyper::{Method, Request, StatusCode};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper::StatusCode;
+use hyper::header::CONTENT_TYPE;
 use tickwork_protocol::{ACCESS_TOKEN_HEADER, APP_NAME_HEADER};
 use tokio::time::Instant;
 
 use super::SendGate;
+use super::http1::Http1;
 
 /// The content type of every call's body.
 const JSON: &str = "application/json;charset=UTF-8";
@@ -109,7 +105,7 @@ pub(super) struct CallHeaders<'a> {
 
 impl CallHeaders<'_> {
     /// The headers, by name: the content type, the token unless it is empty, the app name.
-    fn pairs(&self) -> impl Iterator<Item = (&'static str, &str)> {
+    pub(super) fn pairs(&self) -> impl Iterator<Item = (&'static str, &str)> {
         let token = (!self.token.is_empty()).then_some((ACCESS_TOKEN_HEADER, self.token));
         let app = self.app_name.map(|app| (APP_NAME_HEADER, app));
         [Some((CONTENT_TYPE.as_str(), JSON)), token, app]
@@ -121,7 +117,7 @@ impl CallHeaders<'_> {
 /// The two clients, with the pools of connections they keep.
 #[derive(Clone)]
 pub(super) struct Transport {
-    plain: Client<HttpConnector, CallBody>,
+    plain: Arc<Http1>,
     tls: reqwest::Client,
     timeout: Duration,
 }
@@ -130,17 +126,10 @@ impl Transport {
     /// Clients keeping at most `idle_per_host` idle connections to an executor for 20 s, each
     /// call given `timeout` in all.
     pub(super) fn new(timeout: Duration, idle_per_host: usize) -> Transport {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(timeout));
         // Below the executor's default header-read timeout (30 s), which also closes idle
         // connections: a job every 30 s would otherwise race the close.
         let idle = Duration::from_secs(20);
-        let plain = Client::builder(TokioExecutor::new())
-            .pool_max_idle_per_host(idle_per_host)
-            .pool_idle_timeout(idle)
-            .pool_timer(TokioTimer::new())
-            .build(connector);
+        let plain = Arc::new(Http1::new(idle_per_host, idle));
         let tls = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout)
@@ -168,59 +157,9 @@ impl Transport {
     ) -> Result<Vec<u8>, CallFailure> {
         let deadline = Instant::now() + self.timeout;
         if url.starts_with("http://") {
-            self.post_plain(url, headers, body, limit, deadline).await
+            self.plain.post(url, headers, body, limit, deadline).await
         } else {
             self.post_tls(url, headers, body, limit).await
-        }
-    }
-
-    async fn post_plain(
-        &self,
-        url: &str,
-        headers: CallHeaders<'_>,
-        body: CallBody,
-        limit: usize,
-        deadline: Instant,
-    ) -> Result<Vec<u8>, CallFailure> {
-        let other = |error: String| CallFailure::Unreachable {
-            cause: "other",
-            error,
-        };
-        let req = headers.pairs().fold(
-            Request::builder().method(Method::POST).uri(url),
-            |req, (name, value)| req.header(name, value),
-        );
-        let req = req.body(body).map_err(|e| other(e.to_string()))?;
-        let resp = match tokio::time::timeout_at(deadline, self.plain.request(req)).await {
-            Ok(Ok(resp)) => resp,
-            Ok(Err(e)) => {
-                return Err(CallFailure::Unreachable {
-                    cause: if e.is_connect() { "connect" } else { "other" },
-                    error: e.to_string(),
-                });
-            }
-            Err(_) => return Err(timed_out()),
-        };
-        let length = resp
-            .headers()
-            .get(CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        check_head(resp.status(), length, limit)?;
-        let mut body: Incoming = resp.into_body();
-        let mut bytes = Vec::new();
-        loop {
-            let frame = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx));
-            match tokio::time::timeout_at(deadline, frame).await {
-                Ok(Some(Ok(frame))) => {
-                    if let Ok(data) = frame.into_data() {
-                        append_within(&mut bytes, &data, limit)?;
-                    }
-                }
-                Ok(None) => return Ok(bytes),
-                Ok(Some(Err(e))) => return Err(other(e.to_string())),
-                Err(_) => return Err(timed_out()),
-            }
         }
     }
 
@@ -260,17 +199,29 @@ impl Transport {
     }
 }
 
-fn timed_out() -> CallFailure {
+pub(super) fn timed_out() -> CallFailure {
     CallFailure::Unreachable {
         cause: "timeout",
         error: "no answer in time".to_owned(),
     }
 }
 
+/// A call that got no usable answer, for `error`'s reason (logged, not shown).
+pub(super) fn read_failed(error: String) -> CallFailure {
+    CallFailure::Unreachable {
+        cause: "other",
+        error,
+    }
+}
+
 /// An answer's head: a redirect is never followed (it would resend the run and the token to
 /// another host), any status but success is no answer, and a declared length over `limit` is
 /// not read.
-fn check_head(status: StatusCode, length: Option<u64>, limit: usize) -> Result<(), CallFailure> {
+pub(super) fn check_head(
+    status: StatusCode,
+    length: Option<u64>,
+    limit: usize,
+) -> Result<(), CallFailure> {
     if status.is_redirection() {
         return Err(CallFailure::Redirect(status));
     }
@@ -285,7 +236,11 @@ fn check_head(status: StatusCode, length: Option<u64>, limit: usize) -> Result<(
 
 /// Adds a piece of the answer to `bytes`, read piece by piece so that an endless or huge
 /// answer costs at most `limit`.
-fn append_within(bytes: &mut Vec<u8>, piece: &[u8], limit: usize) -> Result<(), CallFailure> {
+pub(super) fn append_within(
+    bytes: &mut Vec<u8>,
+    piece: &[u8],
+    limit: usize,
+) -> Result<(), CallFailure> {
     if bytes.len() + piece.len() > limit {
         return Err(CallFailure::TooLarge);
     }
