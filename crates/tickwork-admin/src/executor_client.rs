@@ -657,9 +657,8 @@ mod tests {
     /// Three admins each keeping a burst's worth of connections to one executor filled its
     /// connection cap, and runs it ran were recorded as failed: one admin's client has at most
     /// `CALLS_PER_ADDRESS` calls to an address in flight, and keeps no more connections open
-    /// than that once a burst is over. (Right after a call's answer the pool takes its
-    /// connection back in a task of its own, so the next call may open one more meanwhile;
-    /// the pool closes the extra when it comes back to a full idle list.)
+    /// than that once a burst is over. (A call gives its connection back before it returns;
+    /// one that comes back to a full idle list is closed.)
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn calls_to_one_executor_never_hold_more_connections_than_the_bound() {
         use std::sync::atomic::AtomicUsize;

@@ -27,6 +27,8 @@ use super::transport::{
 const HEAD_LIMIT: usize = 16 * 1024;
 /// Most header lines read in an answer's head.
 const HEADERS: usize = 32;
+/// The most of its answer buffer an idle connection keeps.
+const KEPT_BUFFER: usize = 8 * 1024;
 /// How often the idle connections of every executor are looked over, so that those of an
 /// executor no longer called are closed too.
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
@@ -392,6 +394,8 @@ impl Http1 {
     fn put(&self, host: &str, mut conn: Conn) {
         conn.idle_since = Instant::now();
         conn.buf.clear();
+        // A log page read on this connection does not stay allocated while it is idle.
+        conn.buf.shrink_to(KEPT_BUFFER);
         let mut idle = self.idle.lock().expect("idle connections lock");
         match idle.hosts.get_mut(host) {
             Some(conns) if conns.len() >= self.per_host => {}
