@@ -1,12 +1,12 @@
 //! `--scenario send-floor`: the lateness this machine gives `--jobs` `/run` calls due on the
 //! same instant with no scheduler at all. A sender on a runtime of its own (as many threads as
-//! the admin's) posts each second's calls to the fake executor over hyper's pooled HTTP/1.1
-//! client with at most 64 in flight, as the admin's dispatch does to one address, and the fake
-//! executor records their arrival as in fire-rate. What fire-rate measures above this floor is
-//! the admin's own; below it no scheduler on these cores can go. `--floor-sender owned` sends
-//! the same calls from 64 tasks that each own and drive one connection: what a sender without
-//! a task per call and without hyper's hand-offs between tasks would cost; `raw` the same
-//! without hyper at all, as the admin's executor client sends.
+//! the admin's) posts each second's calls to the fake executor with at most 64 in flight, as
+//! the admin's dispatch does to one address, and the fake executor records their arrival as in
+//! fire-rate. What fire-rate measures above this floor is the admin's own; below it no
+//! scheduler on these cores can go. By default (`--floor-sender raw`) 64 tasks each own one
+//! connection and write each request whole, as the admin's executor client sends; `owned`
+//! drives each connection with hyper's connection API instead, and `pooled` sends a task per
+//! call on hyper's pooled client, as the admin sent before.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,8 +28,8 @@ use super::{LoadArgs, now_ms, sleep_until_ms, token};
 /// How `send-floor` sends its calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum FloorSender {
-    /// A task per call on hyper's pooled client, as the admin sends: the request crosses to
-    /// the task that drives its connection and the answer crosses back.
+    /// A task per call on hyper's pooled client, as the admin sent before its own client: the
+    /// request crosses to the task that drives its connection and the answer crosses back.
     Pooled,
     /// As many tasks as calls in flight, each owning one connection and driving it itself:
     /// no task per call and no hand-off between tasks.

@@ -171,7 +171,7 @@ pub(crate) struct LoadArgs {
     #[arg(long)]
     pub keep: bool,
     /// send-floor: how the sender's calls travel.
-    #[arg(long, value_enum, default_value_t = floor::FloorSender::Pooled)]
+    #[arg(long, value_enum, default_value_t = floor::FloorSender::Raw)]
     pub floor_sender: floor::FloorSender,
 }
 
