@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::io::ErrorKind;
+use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -95,8 +96,8 @@ impl Http1 {
             CallBody::Gated(g) => (g.bytes, Some((g.gate, g.held_back))),
         };
         let bytes = bytes.unwrap_or_default();
-        request
-            .extend_from_slice(format!("\r\ncontent-length: {}\r\n\r\n", bytes.len()).as_bytes());
+        // Written into the request itself: no string of its own on every call.
+        let _ = write!(request, "\r\ncontent-length: {}\r\n\r\n", bytes.len());
         request.extend_from_slice(&bytes);
         let gated = gated.as_ref();
         let call = async {
@@ -292,16 +293,17 @@ async fn read_answer(conn: &mut Conn, limit: usize) -> Result<(Vec<u8>, bool), C
             dechunk.pos
         }
         Framing::Close => {
-            append_within(&mut body, &conn.buf[head.len..], limit)?;
-            loop {
-                conn.buf.clear();
+            // Read whole into the buffer as the other framings are, so that a failure part
+            // way is never taken for a connection that gave no byte of answer.
+            while conn.buf.len() - head.len <= limit {
                 conn.buf.reserve(4096);
                 match conn.stream.read_buf(&mut conn.buf).await {
                     Ok(0) => break,
-                    Ok(_) => append_within(&mut body, &conn.buf, limit)?,
+                    Ok(_) => {}
                     Err(e) => return Err(read_failed(format!("answer not read: {e}"))),
                 }
             }
+            append_within(&mut body, &conn.buf[head.len..], limit)?;
             return Ok((body, false));
         }
     };
