@@ -22,6 +22,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::stats::Arrival;
 
+mod server;
+
+pub(crate) use server::FakeServer;
+
 /// Registration period: within the 10-30 s of XXL-JOB executors (the admin drops an executor
 /// not seen for 90 s).
 const REGISTRY_EVERY: Duration = Duration::from_secs(15);
@@ -106,6 +110,7 @@ pub(super) struct FakeSpec<'a> {
     pub admins: &'a [String],
     pub token: &'a str,
     pub app: &'a str,
+    pub server: FakeServer,
 }
 
 /// Starts a fake executor on a free loopback port and registers it with `spec.admins`; with
@@ -122,12 +127,6 @@ pub(super) async fn start(spec: FakeSpec<'_>) -> anyhow::Result<FakeExecutor> {
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = format!("http://{}/", listener.local_addr()?);
-    let router = Router::new()
-        .route("/run", post(run))
-        .route("/beat", post(ok))
-        .route("/idleBeat", post(ok))
-        .route("/kill", post(ok))
-        .with_state(Arc::clone(&shared));
     let stop = CancellationToken::new();
     let admin = AdminCalls {
         http: reqwest::Client::builder()
@@ -141,14 +140,26 @@ pub(super) async fn start(spec: FakeSpec<'_>) -> anyhow::Result<FakeExecutor> {
     };
     let callbacks_sent = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
-    let limits = tickwork_serve::Limits {
-        max_connections: 4096,
-        ..Default::default()
-    };
+    let kind = spec.server;
     tasks.push(tokio::spawn({
-        let stop = stop.clone();
+        let (shared, stop) = (Arc::clone(&shared), stop.clone());
         async move {
-            let _ = tickwork_serve::serve(listener, router, limits, stop).await;
+            match kind {
+                FakeServer::Raw => server::serve(listener, shared, stop).await,
+                FakeServer::Axum => {
+                    let router = Router::new()
+                        .route("/run", post(run))
+                        .route("/beat", post(ok))
+                        .route("/idleBeat", post(ok))
+                        .route("/kill", post(ok))
+                        .with_state(shared);
+                    let limits = tickwork_serve::Limits {
+                        max_connections: 4096,
+                        ..Default::default()
+                    };
+                    let _ = tickwork_serve::serve(listener, router, limits, stop).await;
+                }
+            }
         }
     }));
     if shared.has_admins {
@@ -294,66 +305,76 @@ async fn send_callbacks(
     }
 }
 
-fn token_ok(shared: &Shared, headers: &HeaderMap) -> bool {
-    headers
-        .get(ACCESS_TOKEN_HEADER)
-        .is_some_and(|v| v.as_bytes() == shared.token.as_bytes())
+impl Shared {
+    /// The answer to `/run` with `token` and `body`: accepted at once, the run's arrival
+    /// recorded and its result queued for the next callback batch.
+    fn on_run(&self, token: Option<&[u8]>, body: &[u8]) -> Vec<u8> {
+        let arrived_us = super::child::now_us();
+        if token != Some(self.token.as_bytes()) {
+            return tickwork_protocol::encode(&Envelope::<()>::fail(
+                tickwork_protocol::msg::WRONG_TOKEN,
+            ));
+        }
+        let p: TriggerParam = match tickwork_protocol::decode(body) {
+            Ok(p) => p,
+            Err(e) => return tickwork_protocol::encode(&Envelope::<()>::fail(e.to_string())),
+        };
+        self.records.lock().expect("records lock").push(Arrival {
+            job_id: i64::from(p.job_id),
+            log_id: p.log_id,
+            scheduled_at_ms: p.log_date_time,
+            arrived_us,
+            wire_us: 0,
+        });
+        self.arrivals.fetch_add(1, Ordering::Relaxed);
+        if self.has_admins {
+            let full = {
+                let mut pending = self.pending.lock().expect("pending lock");
+                pending.push(HandleCallbackParam {
+                    log_id: p.log_id,
+                    log_date_time: p.log_date_time,
+                    handle_code: CODE_SUCCESS,
+                    handle_msg: None,
+                });
+                pending.len() >= CALLBACK_BATCH
+            };
+            if full {
+                self.batch_ready.notify_one();
+            }
+        }
+        tickwork_protocol::encode(&Envelope::<()>::success())
+    }
+
+    /// The answer to `/beat`, `/idleBeat` and `/kill` with `token`: success (nothing runs here
+    /// long enough to be busy).
+    fn on_ok(&self, token: Option<&[u8]>) -> Vec<u8> {
+        if token != Some(self.token.as_bytes()) {
+            return tickwork_protocol::encode(&Envelope::<()>::fail(
+                tickwork_protocol::msg::WRONG_TOKEN,
+            ));
+        }
+        tickwork_protocol::encode(&Envelope::<()>::success())
+    }
+}
+
+fn token_of(headers: &HeaderMap) -> Option<&[u8]> {
+    headers.get(ACCESS_TOKEN_HEADER).map(|v| v.as_bytes())
 }
 
 /// An answer with the JSON content type executors send.
 type Answer = ([(axum::http::header::HeaderName, &'static str); 1], Vec<u8>);
 
-fn answer(env: Envelope<()>) -> Answer {
+fn answer(body: Vec<u8>) -> Answer {
     (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "application/json;charset=UTF-8",
-        )],
-        tickwork_protocol::encode(&env),
+        [(axum::http::header::CONTENT_TYPE, server::CONTENT_TYPE)],
+        body,
     )
 }
 
-/// `/run`: accepted at once; the run's result is queued for the next callback batch.
 async fn run(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Answer {
-    let arrived_us = super::child::now_us();
-    if !token_ok(&shared, &headers) {
-        return answer(Envelope::fail(tickwork_protocol::msg::WRONG_TOKEN));
-    }
-    let p: TriggerParam = match tickwork_protocol::decode(&body) {
-        Ok(p) => p,
-        Err(e) => return answer(Envelope::fail(e.to_string())),
-    };
-    shared.records.lock().expect("records lock").push(Arrival {
-        job_id: i64::from(p.job_id),
-        log_id: p.log_id,
-        scheduled_at_ms: p.log_date_time,
-        arrived_us,
-        wire_us: 0,
-    });
-    shared.arrivals.fetch_add(1, Ordering::Relaxed);
-    if !shared.has_admins {
-        return answer(Envelope::success());
-    }
-    let full = {
-        let mut pending = shared.pending.lock().expect("pending lock");
-        pending.push(HandleCallbackParam {
-            log_id: p.log_id,
-            log_date_time: p.log_date_time,
-            handle_code: CODE_SUCCESS,
-            handle_msg: None,
-        });
-        pending.len() >= CALLBACK_BATCH
-    };
-    if full {
-        shared.batch_ready.notify_one();
-    }
-    answer(Envelope::success())
+    answer(shared.on_run(token_of(&headers), &body))
 }
 
-/// `/beat`, `/idleBeat`, `/kill`: success (nothing runs here long enough to be busy).
 async fn ok(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Answer {
-    if !token_ok(&shared, &headers) {
-        return answer(Envelope::fail(tickwork_protocol::msg::WRONG_TOKEN));
-    }
-    answer(Envelope::success())
+    answer(shared.on_ok(token_of(&headers)))
 }

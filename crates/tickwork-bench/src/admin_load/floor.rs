@@ -69,6 +69,7 @@ pub(super) async fn run(args: LoadArgs) -> anyhow::Result<()> {
         admins: &[],
         token: &token,
         app: "send-floor",
+        server: args.fake_server,
     })
     .await?;
     let how = args.floor_sender;

@@ -173,6 +173,9 @@ pub(crate) struct LoadArgs {
     /// send-floor: how the sender's calls travel.
     #[arg(long, value_enum, default_value_t = floor::FloorSender::Raw)]
     pub floor_sender: floor::FloorSender,
+    /// `--executor fake` and send-floor: the fake executor's HTTP server.
+    #[arg(long, value_enum, default_value_t = fake::FakeServer::Raw)]
+    pub fake_server: fake::FakeServer,
 }
 
 /// Runs one admin load scenario and prints its figures, ending with one `RESULT` line.
@@ -529,6 +532,7 @@ async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
                     admins: &bases,
                     token: &token,
                     app: &app,
+                    server: args.fake_server,
                 })
                 .await?;
                 println!(

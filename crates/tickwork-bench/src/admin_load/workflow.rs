@@ -47,6 +47,7 @@ pub(super) async fn drive(plan: &Plan, db: &BenchDb) -> anyhow::Result<()> {
         admins: &[base],
         token: &token,
         app: &app,
+        server: plan.args.fake_server,
     })
     .await?;
     super::executors::wait_for_executors(&api, group_id, 1).await?;
