@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 use tickwork_core::RouteStrategy;
 use tickwork_core::run::RunState;
 use tickwork_store::{BeginSend, JobStatus, OwnedRuns, Run, RunNew, RunShard};
-use tokio::sync::{Semaphore, mpsc};
-use tokio::task::JoinSet;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::cluster::Origin;
 use super::dispatch::{DispatchOutcome, DispatchRequest, dispatch};
+use super::senders::Senders;
 use super::{Armed, CachedJob, Scheduler, SlowCount, ledger};
 use crate::Error;
 use crate::executor_client::{ExecutorClient, SendGate};
@@ -238,24 +238,19 @@ impl Scheduler {
         concurrency: usize,
         index: usize,
     ) {
-        let permits = Arc::new(Semaphore::new(concurrency));
-        let mut running = JoinSet::new();
+        let scheduler = self.clone();
+        let dispatch = move |run| {
+            let scheduler = scheduler.clone();
+            async move { scheduler.dispatch_run(run).await }
+        };
+        let mut senders = Senders::new(dispatch, concurrency);
         loop {
             let run = tokio::select! {
                 _ = self.inner.stop.cancelled() => break,
                 run = lane.recv() => match run { Some(r) => r, None => break },
             };
             self.inner.metrics.lane_received(index);
-            let Ok(permit) = permits.clone().acquire_owned().await else {
-                break;
-            };
-            let admin = self.clone();
-            running.spawn(async move {
-                admin.dispatch_run(run).await;
-                drop(permit);
-            });
-            // Reap finished tasks so the set does not grow.
-            while running.try_join_next().is_some() {}
+            senders.send(run).await;
         }
         // Runs still queued were never sent: held, for the shutdown to hand back.
         lane.close();
@@ -263,7 +258,7 @@ impl Scheduler {
             self.inner.metrics.lane_received(index);
             self.hold(armed.run, "admin stopping");
         }
-        while running.join_next().await.is_some() {}
+        senders.finish().await;
     }
 
     async fn dispatch_run(&self, armed: Armed) {

@@ -31,6 +31,7 @@ pub mod planner;
 pub(crate) mod pull;
 mod pull_relay;
 mod results;
+mod senders;
 pub mod timer;
 pub(crate) mod workflows;
 
