@@ -53,7 +53,7 @@ use crate::config::Config;
 use crate::executor_client::ExecutorClient;
 use crate::metrics::Metrics;
 use crate::service::PipelineHandle;
-use crate::timer::{Rank, Release, Released, Timer};
+use crate::timer::{Released, Timer};
 use addresses::AddressCache;
 pub(crate) use addresses::live_addresses;
 use clock::Clock;
@@ -148,10 +148,6 @@ pub const FENCE_LEAD_MS: i64 = 250;
 /// Runs due within this many ms of each other meet the fence in one write.
 const FENCE_WINDOW_MS: i64 = 20;
 
-/// Most runs the timer hands on in one batch at their instant: the first are sent while it
-/// takes the rest.
-const DUE_CHUNK: usize = 256;
-
 /// A run waiting in the timer or a lane, with what the fence needs to know about it.
 pub(crate) struct Armed {
     pub(crate) run: Run,
@@ -162,13 +158,6 @@ pub(crate) struct Armed {
     /// How much later than the misfire threshold the run may fire before its misfire policy
     /// applies: the failover's detection time for adopted and re-armed runs, else 0.
     pub(crate) grace_ms: i64,
-}
-
-impl Rank for Armed {
-    /// Higher priority first among the runs due at one instant.
-    fn rank(&self) -> i64 {
-        -i64::from(self.run.priority)
-    }
 }
 
 /// Per-job slow-dispatch accounting (XXL-JOB's fast/slow trigger pools).
@@ -289,15 +278,9 @@ impl Scheduler {
             released.clone(),
             stop.clone(),
             clock.clone(),
-            Release::Window(FENCE_WINDOW_MS),
+            FENCE_WINDOW_MS,
         );
-        let timer = Timer::start(
-            due_tx,
-            released.clone(),
-            stop.clone(),
-            clock.clone(),
-            Release::Chunks(DUE_CHUNK),
-        );
+        let timer = Timer::start(due_tx, released.clone(), stop.clone(), clock.clone(), 0);
         let (fast_tx, fast_rx) = mpsc::unbounded_channel();
         let (slow_tx, slow_rx) = mpsc::unbounded_channel();
         let (ledger_tx, ledger_rx) = mpsc::unbounded_channel();

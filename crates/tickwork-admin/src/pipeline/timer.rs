@@ -43,37 +43,18 @@ fn now_ns() -> i128 {
 /// a closed output is seen within it at worst.
 const THREAD_WAIT_MAX: Duration = Duration::from_secs(1);
 
-/// What orders entries due at the same instant, lower first (before their insertion order):
-/// a run of higher priority leaves before the others due with it, whichever batch it is in.
-pub trait Rank {
-    fn rank(&self) -> i64;
-}
-
-/// How a timer hands on what is due.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Release {
-    /// Once one entry is due, those due within this many ms after it go with it in one batch:
-    /// work done ahead of the instants (the send fence) goes in fewer, larger writes.
-    Window(i64),
-    /// Entries due together go in batches of at most this many, in order: the first are on
-    /// their way while the rest are still taken from the heap. Taking 10,000 runs due at one
-    /// instant took the timer 5-6 ms, and the dispatch waited for all of them with a core idle.
-    Chunks(usize),
-}
-
 /// A heap entry. The item is boxed so that the heap moves 24 bytes per step: a pipeline's
 /// item (a run, some 400 bytes) moved inline made each pop copy about 5 KiB at 10,000
 /// entries, and releasing a burst of 10,000 runs took 9 ms before the first was sent.
 struct Entry<T> {
     at: i64,
-    rank: i64,
     seq: u64,
     item: Box<T>,
 }
 
 impl<T> PartialEq for Entry<T> {
     fn eq(&self, other: &Self) -> bool {
-        (self.at, self.rank, self.seq) == (other.at, other.rank, other.seq)
+        (self.at, self.seq) == (other.at, other.seq)
     }
 }
 impl<T> Eq for Entry<T> {}
@@ -84,7 +65,7 @@ impl<T> PartialOrd for Entry<T> {
 }
 impl<T> Ord for Entry<T> {
     fn cmp(&self, other: &Self) -> Ordering {
-        (self.at, self.rank, self.seq).cmp(&(other.at, other.rank, other.seq))
+        (self.at, self.seq).cmp(&(other.at, other.seq))
     }
 }
 
@@ -114,7 +95,8 @@ impl Released {
 }
 
 struct Shared<T> {
-    release: Release,
+    /// Entries due within this many ms of a released one go with it; 0: each at its instant.
+    window_ms: i64,
     heap: Mutex<Heap<T>>,
     released: Released,
     /// Woken when an entry earlier than every other one arrives (the task's wait).
@@ -136,20 +118,20 @@ impl<T> Clone for Timer<T> {
     }
 }
 
-impl<T: Rank + Send + 'static> Timer<T> {
-    /// Starts the timer task on `clock`. Due entries are sent, in fire order (then rank), as
-    /// batches on `out`, as `release` says (never earlier than their instant), each counted in
-    /// `released` until the consumer passes it on. The task ends when `stop` is cancelled or
-    /// `out` is closed.
+impl<T: Send + 'static> Timer<T> {
+    /// Starts the timer task on `clock`. Due entries are sent, in fire order, as batches on
+    /// `out`; once one is due, those due within `window_ms` after it go in the same batch
+    /// (never earlier than that), each counted in `released` until the consumer passes it
+    /// on. The task ends when `stop` is cancelled or `out` is closed.
     pub fn start(
         out: mpsc::UnboundedSender<Vec<(i64, T)>>,
         released: Released,
         stop: CancellationToken,
         clock: Clock,
-        release: Release,
+        window_ms: i64,
     ) -> Self {
         let shared = Arc::new(Shared {
-            release,
+            window_ms,
             heap: Mutex::new((BinaryHeap::new(), 0)),
             released,
             wake: Notify::new(),
@@ -191,7 +173,6 @@ impl<T: Rank + Send + 'static> Timer<T> {
                 *seq += 1;
                 heap.push(Reverse(Entry {
                     at,
-                    rank: item.rank(),
                     seq: *seq,
                     item: Box::new(item),
                 }));
@@ -272,21 +253,17 @@ async fn run<T>(
     }
 }
 
-/// Pops the entries due at `now` (epoch ms) as the timer's [`Release`] says; counts them
-/// released before the lock is let go.
+/// Pops the entries due at `now` (epoch ms) and, once one is, those due within the window
+/// after it; counts them released before the lock is let go.
 fn take_due<T>(guard: &mut MutexGuard<'_, Heap<T>>, now: i64, shared: &Shared<T>) -> Vec<(i64, T)> {
     let heap = &mut guard.0;
     let mut due = Vec::new();
-    let (window, most) = match shared.release {
-        Release::Window(ms) => (ms, usize::MAX),
-        Release::Chunks(n) => (0, n.max(1)),
-    };
     let until = if heap.peek().is_some_and(|e| e.0.at <= now) {
-        now + window
+        now + shared.window_ms
     } else {
         now
     };
-    while due.len() < most && heap.peek().is_some_and(|e| e.0.at <= until) {
+    while heap.peek().is_some_and(|e| e.0.at <= until) {
         let Reverse(e) = heap.pop().expect("peeked");
         due.push((e.at, *e.item));
     }
@@ -333,82 +310,12 @@ mod tests {
     use super::*;
     use crate::pipeline::clock::ManualClock;
 
-    impl Rank for &str {
-        fn rank(&self) -> i64 {
-            0
-        }
-    }
-
-    impl Rank for i32 {
-        fn rank(&self) -> i64 {
-            0
-        }
-    }
-
-    /// An item with its rank.
-    #[derive(Debug, PartialEq)]
-    struct Ranked(i64, &'static str);
-
-    impl Rank for Ranked {
-        fn rank(&self) -> i64 {
-            self.0
-        }
-    }
-
-    #[tokio::test]
-    async fn chunks_release_entries_due_together_in_batches_lowest_rank_first() {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let stop = CancellationToken::new();
-        let manual = ManualClock::new(0);
-        let timer = Timer::start(
-            tx,
-            Released::default(),
-            stop.clone(),
-            manual.clock(),
-            Release::Chunks(2),
-        );
-        timer.schedule_all([
-            (100, Ranked(0, "a")),
-            (100, Ranked(-5, "high")),
-            (100, Ranked(0, "b")),
-            (100, Ranked(3, "low")),
-            (100, Ranked(-5, "high too")),
-            (101, Ranked(-9, "next instant")),
-        ]);
-        while manual.sleepers() != [100] {
-            tokio::task::yield_now().await;
-        }
-        manual.set(100);
-        let mut batches = Vec::new();
-        while batches.iter().map(Vec::len).sum::<usize>() < 5 {
-            let batch: Vec<_> = rx.recv().await.expect("timer alive");
-            batches.push(batch.into_iter().map(|(_, r)| r.1).collect::<Vec<_>>());
-        }
-        // Within an instant by rank, then as inserted; never more than two at once, and
-        // nothing due later.
-        assert_eq!(
-            batches,
-            [vec!["high", "high too"], vec!["a", "b"], vec!["low"]]
-        );
-        assert!(rx.try_recv().is_err(), "released before its instant");
-        manual.set(101);
-        let next = rx.recv().await.expect("timer alive");
-        assert_eq!(next, [(101, Ranked(-9, "next instant"))]);
-        stop.cancel();
-    }
-
     #[tokio::test]
     async fn fires_in_order_and_never_early() {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let stop = CancellationToken::new();
         let manual = ManualClock::new(1_000_000);
-        let timer = Timer::start(
-            tx,
-            Released::default(),
-            stop.clone(),
-            manual.clock(),
-            Release::Window(0),
-        );
+        let timer = Timer::start(tx, Released::default(), stop.clone(), manual.clock(), 0);
         let base = manual.now_ms() + 50;
         // Inserted out of order; an earlier entry arriving later must wake the task.
         timer.schedule(base + 30, "c");
@@ -446,15 +353,9 @@ mod tests {
             released.clone(),
             stop.clone(),
             manual.clock(),
-            Release::Window(0),
+            0,
         );
-        let second = Timer::start(
-            tx,
-            released.clone(),
-            stop.clone(),
-            manual.clock(),
-            Release::Window(0),
-        );
+        let second = Timer::start(tx, released.clone(), stop.clone(), manual.clock(), 0);
         let at = manual.now_ms() + 10;
         first.schedule(at, "a");
         first.schedule(at, "b");
@@ -475,13 +376,7 @@ mod tests {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let stop = CancellationToken::new();
         let manual = ManualClock::new(0);
-        let timer = Timer::start(
-            tx,
-            Released::default(),
-            stop.clone(),
-            manual.clock(),
-            Release::Window(20),
-        );
+        let timer = Timer::start(tx, Released::default(), stop.clone(), manual.clock(), 20);
         timer.schedule_all([(100, "a"), (115, "b"), (120, "c"), (121, "d")]);
         while manual.sleepers() != [100] {
             tokio::task::yield_now().await;
@@ -502,13 +397,7 @@ mod tests {
     async fn on_the_system_clock_entries_fire_in_order_never_early_and_the_thread_stops() {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let stop = CancellationToken::new();
-        let timer = Timer::start(
-            tx,
-            Released::default(),
-            stop.clone(),
-            Clock::system(),
-            Release::Window(0),
-        );
+        let timer = Timer::start(tx, Released::default(), stop.clone(), Clock::system(), 0);
         let base = now_ms() + 30;
         timer.schedule_all([(base + 20, "c"), (base, "a"), (base + 10, "b")]);
         let mut seen = Vec::new();
@@ -530,13 +419,7 @@ mod tests {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let stop = CancellationToken::new();
         let manual = ManualClock::new(0);
-        let timer = Timer::start(
-            tx,
-            Released::default(),
-            stop.clone(),
-            manual.clock(),
-            Release::Window(0),
-        );
+        let timer = Timer::start(tx, Released::default(), stop.clone(), manual.clock(), 0);
         let at = 100;
         timer.schedule_all([(at, 1), (at, 2), (at, 3)]);
         let removed = timer.remove_where(|i| *i == 2);
