@@ -1,23 +1,59 @@
 //! The dispatch tasks of one lane: at most `concurrency` tasks that live as long as the lane,
-//! each taking its next run from a queue of its own. A run costs the wake of a task that waits
+//! each taking its next run from a slot of its own. A run costs the wake of a task that waits
 //! for it, not a task spawned for it (an allocation, a copy of the dispatch's future and the
 //! runtime's bookkeeping, about a tenth of the admin's CPU inside a burst), and no lock is
 //! passed from task to task.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 /// The senders of one lane: each item goes to `work` on one of them.
 pub(super) struct Senders<T, W> {
     work: W,
     concurrency: usize,
-    /// Each sender's queue, by its index: it holds at most one item.
-    queues: Vec<mpsc::UnboundedSender<T>>,
+    /// Each sender's slot, by its index.
+    slots: Vec<Arc<Slot<T>>>,
     tasks: JoinSet<()>,
     idle: Arc<Idle>,
+}
+
+/// Where a sender takes its next item: one item at most (a channel's first block held 32 runs
+/// for each of 256 senders, some 3 MiB).
+struct Slot<T> {
+    item: Mutex<Option<T>>,
+    /// Told when an item is put in, or the slot is closed.
+    ready: Notify,
+    closed: AtomicBool,
+}
+
+impl<T> Slot<T> {
+    /// The next item, or `None` once the slot is closed and empty.
+    async fn take(&self) -> Option<T> {
+        loop {
+            if let Some(item) = self.item.lock().expect("slot lock").take() {
+                return Some(item);
+            }
+            if self.closed.load(Ordering::Acquire) {
+                return None;
+            }
+            // An item put in since the look above left its notice: no wait.
+            self.ready.notified().await;
+        }
+    }
+
+    fn put(&self, item: T) {
+        *self.item.lock().expect("slot lock") = Some(item);
+        self.ready.notify_one();
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.ready.notify_one();
+    }
 }
 
 /// The senders that are not busy.
@@ -47,7 +83,7 @@ where
         Senders {
             work,
             concurrency: concurrency.max(1),
-            queues: Vec::new(),
+            slots: Vec::new(),
             tasks: JoinSet::new(),
             idle: Arc::default(),
         }
@@ -56,7 +92,6 @@ where
     /// Hands `item` to a waiting sender, or to a new one while fewer than `concurrency` run;
     /// otherwise waits for one to finish.
     pub(super) async fn send(&mut self, item: T) {
-        let mut item = item;
         loop {
             // A sender that ended first: its place is free.
             let (ended, waiting) = {
@@ -68,15 +103,14 @@ where
             };
             let at = match (ended, waiting) {
                 (Some(at), _) => {
-                    // Its old queue's other end may not be dropped yet: a new queue.
-                    self.queues[at] = self.start(at);
+                    self.slots[at] = self.start(at);
                     at
                 }
                 (None, Some(at)) => at,
-                (None, None) if self.queues.len() < self.concurrency => {
-                    let at = self.queues.len();
-                    let queue = self.start(at);
-                    self.queues.push(queue);
+                (None, None) if self.slots.len() < self.concurrency => {
+                    let at = self.slots.len();
+                    let slot = self.start(at);
+                    self.slots.push(slot);
                     at
                 }
                 (None, None) => {
@@ -85,39 +119,41 @@ where
                     continue;
                 }
             };
-            match self.queues[at].send(item) {
-                Ok(()) => return,
-                // That sender ended without saying so: a new one takes its place.
-                Err(back) => {
-                    item = back.0;
-                    self.queues[at] = self.start(at);
-                }
-            }
+            // Only a sender that waits is given an item: one that is busy or gone is not.
+            self.slots[at].put(item);
+            return;
         }
     }
 
-    /// Starts sender `at`; its queue.
-    fn start(&mut self, at: usize) -> mpsc::UnboundedSender<T> {
-        let (queue, mut items) = mpsc::unbounded_channel();
-        let (work, idle) = (self.work.clone(), Arc::clone(&self.idle));
+    /// Starts sender `at`; its slot.
+    fn start(&mut self, at: usize) -> Arc<Slot<T>> {
+        let slot = Arc::new(Slot {
+            item: Mutex::new(None),
+            ready: Notify::new(),
+            closed: AtomicBool::new(false),
+        });
+        let (work, idle, mine) = (self.work.clone(), Arc::clone(&self.idle), Arc::clone(&slot));
         self.tasks.spawn(async move {
-            while let Some(item) = items.recv().await {
+            while let Some(item) = mine.take().await {
                 let _done = Done { idle: &idle, at };
                 work(item).await;
             }
         });
-        queue
+        slot
     }
 
     /// Ends the senders once each has finished what it was given.
-    pub(super) async fn finish(mut self) {
-        self.queues.clear();
-        while self.tasks.join_next().await.is_some() {}
+    pub(super) async fn finish(self) {
+        for slot in &self.slots {
+            slot.close();
+        }
+        let mut tasks = self.tasks;
+        while tasks.join_next().await.is_some() {}
     }
 }
 
 /// Puts a sender back among the waiting when its item is done, or among the ended when its
-/// work panicked (the task is unwinding and its queue goes with it).
+/// work panicked (the task is unwinding, and a new sender in a new slot takes its place).
 struct Done<'a> {
     idle: &'a Idle,
     at: usize,
@@ -194,7 +230,7 @@ mod tests {
             }
         }
         assert_eq!(*probe.done.lock().unwrap(), [0, 1, 2]);
-        assert_eq!(senders.queues.len(), 1);
+        assert_eq!(senders.slots.len(), 1);
         // Ten held at the gate: four take one each, and the fifth send waits for a sender.
         let sending = tokio::spawn(async move {
             for item in 100..110 {
@@ -208,7 +244,7 @@ mod tests {
         assert!(!sending.is_finished());
         gate.add_permits(10);
         let senders = sending.await.unwrap();
-        assert_eq!(senders.queues.len(), 4);
+        assert_eq!(senders.slots.len(), 4);
         senders.finish().await;
         assert_eq!(probe.most.load(Ordering::SeqCst), 4);
         let mut done = probe.done.lock().unwrap().clone();
