@@ -396,18 +396,10 @@ impl OwnedCalls {
                     if stream.read_buf(&mut answer).await? == 0 {
                         anyhow::bail!("the executor closed the connection");
                     }
-                    let mut headers = [httparse::EMPTY_HEADER; 16];
-                    let mut parsed = httparse::Response::new(&mut headers);
-                    let httparse::Status::Complete(at) = parsed.parse(&answer)? else {
+                    let Some(AnswerHead { status, at, length }) = answer_head(&answer)? else {
                         continue;
                     };
-                    let length: usize = parsed
-                        .headers
-                        .iter()
-                        .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                        .context("an answer without content-length")
-                        .and_then(|h| Ok(std::str::from_utf8(h.value)?.trim().parse()?))?;
-                    let ok = parsed.code == Some(200);
+                    let ok = status == 200;
                     while answer.len() < at + length {
                         if stream.read_buf(&mut answer).await? == 0 {
                             anyhow::bail!("the executor closed the connection mid-answer");
@@ -426,6 +418,31 @@ impl OwnedCalls {
         }
         Ok(())
     }
+}
+
+/// An answer's status, where its body starts and how long it is.
+pub(super) struct AnswerHead {
+    pub status: u16,
+    pub at: usize,
+    pub length: usize,
+}
+
+/// The head of the answer at the start of `buf`, once it is whole; an answer must give its
+/// length.
+pub(super) fn answer_head(buf: &[u8]) -> anyhow::Result<Option<AnswerHead>> {
+    let mut headers = [httparse::EMPTY_HEADER; 16];
+    let mut parsed = httparse::Response::new(&mut headers);
+    let httparse::Status::Complete(at) = parsed.parse(buf)? else {
+        return Ok(None);
+    };
+    let length: usize = parsed
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+        .context("an answer without content-length")
+        .and_then(|h| Ok(std::str::from_utf8(h.value)?.trim().parse()?))?;
+    let status = parsed.code.context("an answer without a status")?;
+    Ok(Some(AnswerHead { status, at, length }))
 }
 
 #[cfg(test)]

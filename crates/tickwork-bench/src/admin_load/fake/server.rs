@@ -275,21 +275,14 @@ mod tests {
         let mut buf = Vec::new();
         let mut got = Vec::new();
         while got.len() < n {
-            let mut headers = [httparse::EMPTY_HEADER; 16];
-            let mut res = httparse::Response::new(&mut headers);
-            if let Ok(httparse::Status::Complete(head)) = res.parse(&buf) {
-                let length: usize = res
-                    .headers
-                    .iter()
-                    .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                    .and_then(|h| std::str::from_utf8(h.value).ok()?.parse().ok())
-                    .expect("an answer with its length");
-                if buf.len() >= head + length {
-                    let body = String::from_utf8_lossy(&buf[head..head + length]).into_owned();
-                    got.push((res.code.unwrap(), body));
-                    buf.drain(..head + length);
-                    continue;
-                }
+            let head = crate::admin_load::floor::answer_head(&buf).expect("an answer");
+            if let Some(head) = head
+                && buf.len() >= head.at + head.length
+            {
+                let body = &buf[head.at..head.at + head.length];
+                got.push((head.status, String::from_utf8_lossy(body).into_owned()));
+                buf.drain(..head.at + head.length);
+                continue;
             }
             assert!(socket.read_buf(&mut buf).await.unwrap() > 0, "closed early");
         }
