@@ -64,6 +64,13 @@ struct Idle {
     freed: Notify,
 }
 
+/// A sender that can be given an item.
+enum Free {
+    /// Its work panicked: a new sender takes its index.
+    Ended(usize),
+    Waiting(usize),
+}
+
 #[derive(Default)]
 struct Stacks {
     /// Senders waiting for an item, the last to finish on top: its memory is the warmest.
@@ -94,26 +101,26 @@ where
     pub(super) async fn send(&mut self, item: T) {
         loop {
             // A sender that ended first: its place is free.
-            let (ended, waiting) = {
+            let free = {
                 let mut stacks = self.idle.stacks.lock().expect("idle lock");
                 match stacks.ended.pop() {
-                    Some(at) => (Some(at), None),
-                    None => (None, stacks.waiting.pop()),
+                    Some(at) => Some(Free::Ended(at)),
+                    None => stacks.waiting.pop().map(Free::Waiting),
                 }
             };
-            let at = match (ended, waiting) {
-                (Some(at), _) => {
+            let at = match free {
+                Some(Free::Ended(at)) => {
                     self.slots[at] = self.start(at);
                     at
                 }
-                (None, Some(at)) => at,
-                (None, None) if self.slots.len() < self.concurrency => {
+                Some(Free::Waiting(at)) => at,
+                None if self.slots.len() < self.concurrency => {
                     let at = self.slots.len();
                     let slot = self.start(at);
                     self.slots.push(slot);
                     at
                 }
-                (None, None) => {
+                None => {
                     // A sender that finished since the look above left its notice: no wait.
                     self.idle.freed.notified().await;
                     continue;
