@@ -77,7 +77,13 @@ impl Http1 {
     ) -> Result<Vec<u8>, CallFailure> {
         let target =
             target(url).ok_or_else(|| read_failed(format!("not a callable url: {url:?}")))?;
-        let mut request = Vec::with_capacity(512);
+        let (bytes, gated) = match body {
+            CallBody::Bytes(bytes) => (bytes, None),
+            CallBody::Gated(g) => (g.bytes, Some((g.gate, g.held_back))),
+        };
+        let bytes = bytes.unwrap_or_default();
+        // One allocation: the head (some 150 bytes with a token) and the body.
+        let mut request = Vec::with_capacity(256 + bytes.len());
         request.extend_from_slice(b"POST ");
         request.extend_from_slice(target.path.as_bytes());
         request.extend_from_slice(b" HTTP/1.1\r\nhost: ");
@@ -91,11 +97,6 @@ impl Http1 {
             request.extend_from_slice(b": ");
             request.extend_from_slice(value.as_bytes());
         }
-        let (bytes, gated) = match body {
-            CallBody::Bytes(bytes) => (bytes, None),
-            CallBody::Gated(g) => (g.bytes, Some((g.gate, g.held_back))),
-        };
-        let bytes = bytes.unwrap_or_default();
         // Written into the request itself: no string of its own on every call.
         let _ = write!(request, "\r\ncontent-length: {}\r\n\r\n", bytes.len());
         request.extend_from_slice(&bytes);

@@ -6,9 +6,10 @@
 
 use std::sync::Mutex;
 
+use tickwork_core::RouteStrategy;
 use tickwork_core::routing::{Probe, ProbeOutcome, Route, Router, pick_probed};
-use tickwork_core::{GlueType, RouteStrategy};
 use tickwork_protocol::TriggerParam;
+use tickwork_store::{Job, Run};
 
 use crate::executor_client::{ExecutorClient, SendGate};
 
@@ -17,20 +18,11 @@ use crate::executor_client::{ExecutorClient, SendGate};
 pub(crate) struct DispatchRequest {
     pub run_id: i64,
     pub job_id: i64,
-    /// The instant the run was due (epoch ms); the executor files its log under this date.
-    pub scheduled_at: i64,
     pub route: RouteStrategy,
     /// A chosen address (manual trigger, broadcast shard): no routing.
     pub address: Option<String>,
-    pub handler: String,
-    pub params: String,
-    pub block_strategy: String,
-    pub timeout_s: i32,
-    pub glue_type: GlueType,
-    pub glue_source: String,
-    pub glue_updated_at: i64,
-    pub shard_index: i32,
-    pub shard_total: i32,
+    /// The `/run` body, built once: its strings are the only copies this call makes.
+    pub body: TriggerParam,
     /// Its place among runs waiting for a busy executor's slot
     /// ([`tickwork_core::routing::slot_rank`]).
     pub rank: i64,
@@ -67,22 +59,31 @@ impl DispatchOutcome {
 }
 
 impl DispatchRequest {
-    /// The `/run` body of this run.
-    pub(crate) fn trigger_param(&self) -> TriggerParam {
-        TriggerParam {
-            // Job ids are 32-bit on Java executors; the admin never allocates larger ones.
-            job_id: self.job_id as i32,
-            executor_handler: self.handler.clone(),
-            executor_params: self.params.clone(),
-            executor_block_strategy: self.block_strategy.clone(),
-            executor_timeout: self.timeout_s,
-            log_id: self.run_id,
-            log_date_time: self.scheduled_at,
-            glue_type: self.glue_type.as_str().to_owned(),
-            glue_source: self.glue_source.clone(),
-            glue_updatetime: self.glue_updated_at,
-            broadcast_index: self.shard_index,
-            broadcast_total: self.shard_total.max(1),
+    /// The request of `run`, a run of `job`.
+    pub(crate) fn new(run: &Run, job: &Job) -> DispatchRequest {
+        let spec = &job.spec;
+        DispatchRequest {
+            run_id: run.id,
+            job_id: run.job_id,
+            route: spec.route_strategy,
+            address: run.executor_address.clone(),
+            body: TriggerParam {
+                // Job ids are 32-bit on Java executors; the admin never allocates larger ones.
+                job_id: run.job_id as i32,
+                executor_handler: spec.handler.clone(),
+                executor_params: run.params.clone(),
+                executor_block_strategy: spec.block_strategy.as_str().to_owned(),
+                executor_timeout: run.timeout_s.unwrap_or(spec.timeout_s),
+                log_id: run.id,
+                // The executor files the run's log under the date it was due.
+                log_date_time: run.scheduled_at,
+                glue_type: spec.glue_type.as_str().to_owned(),
+                glue_source: spec.glue_source.clone(),
+                glue_updatetime: job.glue_updated_at,
+                broadcast_index: run.shard_index.unwrap_or(0),
+                broadcast_total: run.shard_total.unwrap_or(1).max(1),
+            },
+            rank: tickwork_core::routing::slot_rank(run.trigger_type, run.priority),
         }
     }
 }
@@ -123,9 +124,7 @@ pub(crate) async fn dispatch(
             }
         }
     };
-    let out = client
-        .run_ranked(&address, &req.trigger_param(), gate, req.rank)
-        .await;
+    let out = client.run_ranked(&address, &req.body, gate, req.rank).await;
     let answer = out.msg.as_deref().unwrap_or("");
     DispatchOutcome {
         run_id: req.run_id,

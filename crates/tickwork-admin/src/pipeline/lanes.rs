@@ -40,7 +40,7 @@ impl Scheduler {
     /// Takes each batch of due runs (and whatever else came due meanwhile) through the send
     /// fence: late ones go to their misfire policy, the others move to `sending` in one write
     /// and go to their lane, higher priority first.
-    pub(super) async fn due_loop(self, mut due: mpsc::UnboundedReceiver<Vec<(i64, Armed)>>) {
+    pub(super) async fn due_loop(self, mut due: mpsc::UnboundedReceiver<Vec<(i64, Box<Armed>)>>) {
         while let Some(mut batch) = due.recv().await {
             while batch.len() < SEND_BATCH {
                 match due.try_recv() {
@@ -51,8 +51,9 @@ impl Scheduler {
             let taken = batch.len();
             // Higher priority first when several runs are due at once; fire order otherwise.
             // The timer's batches come in fire order: sorted only when out of this order (runs
-            // of several priorities), as a sort moves each run (some 400 bytes) log2(n) times.
-            let order = |(at, a): &(i64, Armed)| (std::cmp::Reverse(a.run.priority), *at);
+            // of several priorities). Runs stay in the timer's boxes from here to their sender:
+            // each step moves a pointer, not a run of some 400 bytes.
+            let order = |(at, a): &(i64, Box<Armed>)| (std::cmp::Reverse(a.run.priority), *at);
             if !batch.is_sorted_by_key(order) {
                 batch.sort_by_key(order);
             }
@@ -74,9 +75,9 @@ impl Scheduler {
                     // Fenced and now at its instant, or a maybe-sent run found unsent: sent,
                     // checked again if the fence closed since it was armed.
                     if armed.epoch == epoch {
-                        self.to_lane(armed.run, epoch);
+                        self.to_lane(armed, epoch);
                     } else {
-                        check.push(armed.run);
+                        check.push(armed);
                     }
                 } else if armed.run.fire_key.is_some()
                     && now - armed.run.scheduled_at > threshold + armed.grace_ms
@@ -85,7 +86,7 @@ impl Scheduler {
                     // pause, a slow database): the misfire policy decides, at send time.
                     late.push(armed.run);
                 } else {
-                    send.push(armed.run);
+                    send.push(armed);
                 }
             }
             // Sending first: runs on time must not wait for the writes about late ones.
@@ -96,7 +97,7 @@ impl Scheduler {
                     .then(|| now - self.inner.config.cluster.node_dead_after.as_millis() as i64);
                 let fence = BeginSend {
                     node_id: self.inner.config.node_id.clone(),
-                    run_ids: send.iter().map(|r| r.id).collect(),
+                    run_ids: send.iter().map(|a| a.run.id).collect(),
                     live_since,
                 };
                 self.check_and_send(send, epoch, SendCheck::Fence(fence))
@@ -105,7 +106,7 @@ impl Scheduler {
             if !check.is_empty() {
                 let query = OwnedRuns {
                     node_id: self.inner.config.node_id.clone(),
-                    run_ids: check.iter().map(|r| r.id).collect(),
+                    run_ids: check.iter().map(|a| a.run.id).collect(),
                 };
                 self.check_and_send(check, epoch, SendCheck::Owned(query))
                     .await;
@@ -126,12 +127,10 @@ impl Scheduler {
         self.inner.send_behind.store(false, Ordering::Relaxed);
     }
 
-    fn to_lane(&self, run: Run, epoch: u64) {
-        let armed = Armed {
-            run,
-            epoch,
-            grace_ms: 0,
-        };
+    /// Hands `armed` to its lane, sent under the fence of `epoch`.
+    fn to_lane(&self, mut armed: Box<Armed>, epoch: u64) {
+        armed.epoch = epoch;
+        armed.grace_ms = 0;
         let (lane, index) = if self.is_slow(armed.run.job_id) {
             (&self.inner.slow_lane, 1)
         } else {
@@ -148,7 +147,11 @@ impl Scheduler {
 
     /// Sends the runs of `runs` that pass `check` in the database; drops the others
     /// (another node took them), holds all of them when the database cannot say.
-    async fn check_and_send(&self, runs: Vec<Run>, epoch: u64, check: SendCheck) {
+    #[expect(
+        clippy::vec_box,
+        reason = "a run keeps the timer's box to its sender; unboxed here it is copied twice more"
+    )]
+    async fn check_and_send(&self, runs: Vec<Box<Armed>>, epoch: u64, check: SendCheck) {
         let (checked, failure) = match check {
             SendCheck::Fence(send) => (
                 self.inner.store.runs_begin_send(send).await,
@@ -164,16 +167,18 @@ impl Scheduler {
                 // Fenced ahead of their instant: they wait for it in the timer.
                 let now = self.inner.clock.now_ms();
                 let mut early = Vec::new();
-                for mut run in runs {
-                    if passed.binary_search(&run.id).is_ok() {
-                        run.state = RunState::Sending;
-                        if run.scheduled_at > now {
-                            early.push(run);
+                for mut armed in runs {
+                    if passed.binary_search(&armed.run.id).is_ok() {
+                        armed.run.state = RunState::Sending;
+                        if armed.run.scheduled_at > now {
+                            armed.epoch = epoch;
+                            armed.grace_ms = 0;
+                            early.push(armed);
                         } else {
-                            self.to_lane(run, epoch);
+                            self.to_lane(armed, epoch);
                         }
                     } else {
-                        debug!(run_id = run.id, "run no longer this node's: not sent");
+                        debug!(run_id = armed.run.id, "run no longer this node's: not sent");
                         self.inner
                             .stats
                             .runs_disowned
@@ -181,21 +186,15 @@ impl Scheduler {
                     }
                 }
                 if !early.is_empty() {
-                    self.inner.timer.schedule_all(early.into_iter().map(|run| {
-                        let at = run.scheduled_at;
-                        let armed = Armed {
-                            run,
-                            epoch,
-                            grace_ms: 0,
-                        };
-                        (at, armed)
-                    }));
+                    self.inner
+                        .timer
+                        .schedule_all(early.into_iter().map(|a| (a.run.scheduled_at, a)));
                 }
             }
             Err(e) => {
                 warn!(error = %e, runs = runs.len(), "{failure}; runs held");
-                for run in runs {
-                    self.hold(run, failure);
+                for armed in runs {
+                    self.hold(armed.run, failure);
                 }
             }
         }
@@ -234,7 +233,7 @@ impl Scheduler {
     /// Dispatches runs of one lane, at most `concurrency` at once.
     pub(super) async fn lane_loop(
         self,
-        mut lane: mpsc::UnboundedReceiver<Armed>,
+        mut lane: mpsc::UnboundedReceiver<Box<Armed>>,
         concurrency: usize,
         index: usize,
     ) {
@@ -261,8 +260,8 @@ impl Scheduler {
         senders.finish().await;
     }
 
-    async fn dispatch_run(&self, armed: Armed) {
-        let Armed { run, epoch, .. } = armed;
+    async fn dispatch_run(&self, armed: Box<Armed>) {
+        let Armed { run, epoch, .. } = *armed;
         let cached = match self.job(run.job_id).await {
             Ok(c) => c,
             // The job was deleted, and its runs with it.
@@ -365,23 +364,7 @@ impl Scheduler {
             held_back: false,
         };
         let spec = &cached.job.spec;
-        let mut req = DispatchRequest {
-            run_id: run.id,
-            job_id: run.job_id,
-            scheduled_at: run.scheduled_at,
-            route: spec.route_strategy,
-            address: run.executor_address.clone(),
-            handler: spec.handler.clone(),
-            params: run.params.clone(),
-            block_strategy: spec.block_strategy.as_str().to_owned(),
-            timeout_s: run.timeout_s.unwrap_or(spec.timeout_s),
-            glue_type: spec.glue_type,
-            glue_source: spec.glue_source.clone(),
-            glue_updated_at: cached.job.glue_updated_at,
-            shard_index: run.shard_index.unwrap_or(0),
-            shard_total: run.shard_total.unwrap_or(1),
-            rank: tickwork_core::routing::slot_rank(run.trigger_type, run.priority),
-        };
+        let mut req = DispatchRequest::new(run, &cached.job);
         if spec.route_strategy == RouteStrategy::ShardingBroadcast && run.shard_total.is_none() {
             if candidates.is_empty() {
                 return refused(tickwork_core::Error::NoExecutor.to_string());
@@ -416,8 +399,8 @@ impl Scheduler {
                 }
             }
             req.address = Some(candidates[0].clone());
-            req.shard_index = 0;
-            req.shard_total = total;
+            req.body.broadcast_index = 0;
+            req.body.broadcast_total = total;
         }
         // How long the call takes is real time (a slow executor is slow on any clock); when it
         // fires is the scheduler's.

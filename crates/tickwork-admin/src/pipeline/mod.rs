@@ -191,8 +191,8 @@ pub(crate) struct Inner {
     /// Wakes the alarm delivery loop (deliveries were queued).
     pub(crate) alarm_wake: Notify,
     pub(crate) senders: Arc<crate::alarm::Senders>,
-    fast_lane: mpsc::UnboundedSender<Armed>,
-    slow_lane: mpsc::UnboundedSender<Armed>,
+    fast_lane: mpsc::UnboundedSender<Box<Armed>>,
+    slow_lane: mpsc::UnboundedSender<Box<Armed>>,
     ledger: mpsc::UnboundedSender<ledger::Entry>,
     /// Accepted runs' dispatch records, held by the ledger for their callback.
     pub(crate) dispatch_records: dispatch_records::DispatchRecords,

@@ -45,7 +45,9 @@ const THREAD_WAIT_MAX: Duration = Duration::from_secs(1);
 
 /// A heap entry. The item is boxed so that the heap moves 24 bytes per step: a pipeline's
 /// item (a run, some 400 bytes) moved inline made each pop copy about 5 KiB at 10,000
-/// entries, and releasing a burst of 10,000 runs took 9 ms before the first was sent.
+/// entries, and releasing a burst of 10,000 runs took 9 ms before the first was sent. It
+/// leaves in its box too: unboxed, a burst of 10,000 runs was 4 MB copied into a batch that
+/// grew by doubling onto fresh pages, on the timer's thread, before the first run was sent.
 struct Entry<T> {
     at: i64,
     seq: u64,
@@ -124,7 +126,7 @@ impl<T: Send + 'static> Timer<T> {
     /// (never earlier than that), each counted in `released` until the consumer passes it
     /// on. The task ends when `stop` is cancelled or `out` is closed.
     pub fn start(
-        out: mpsc::UnboundedSender<Vec<(i64, T)>>,
+        out: mpsc::UnboundedSender<Vec<(i64, Box<T>)>>,
         released: Released,
         stop: CancellationToken,
         clock: Clock,
@@ -162,8 +164,8 @@ impl<T: Send + 'static> Timer<T> {
         self.schedule_all(std::iter::once((at, item)));
     }
 
-    /// Schedules many items under one lock.
-    pub fn schedule_all(&self, items: impl IntoIterator<Item = (i64, T)>) {
+    /// Schedules many items under one lock; items already boxed stay in their box.
+    pub fn schedule_all<B: Into<Box<T>>>(&self, items: impl IntoIterator<Item = (i64, B)>) {
         let mut earliest_changed = false;
         {
             let mut guard = self.shared.heap.lock().expect("timer lock");
@@ -174,7 +176,7 @@ impl<T: Send + 'static> Timer<T> {
                 heap.push(Reverse(Entry {
                     at,
                     seq: *seq,
-                    item: Box::new(item),
+                    item: item.into(),
                 }));
                 if before.is_none_or(|b| at < b) {
                     earliest_changed = true;
@@ -218,7 +220,7 @@ impl<T: Send + 'static> Timer<T> {
 
 async fn run<T>(
     shared: Arc<Shared<T>>,
-    out: mpsc::UnboundedSender<Vec<(i64, T)>>,
+    out: mpsc::UnboundedSender<Vec<(i64, Box<T>)>>,
     stop: CancellationToken,
     clock: Clock,
 ) {
@@ -255,7 +257,11 @@ async fn run<T>(
 
 /// Pops the entries due at `now` (epoch ms) and, once one is, those due within the window
 /// after it; counts them released before the lock is let go.
-fn take_due<T>(guard: &mut MutexGuard<'_, Heap<T>>, now: i64, shared: &Shared<T>) -> Vec<(i64, T)> {
+fn take_due<T>(
+    guard: &mut MutexGuard<'_, Heap<T>>,
+    now: i64,
+    shared: &Shared<T>,
+) -> Vec<(i64, Box<T>)> {
     let heap = &mut guard.0;
     let mut due = Vec::new();
     let until = if heap.peek().is_some_and(|e| e.0.at <= now) {
@@ -265,7 +271,7 @@ fn take_due<T>(guard: &mut MutexGuard<'_, Heap<T>>, now: i64, shared: &Shared<T>
     };
     while heap.peek().is_some_and(|e| e.0.at <= until) {
         let Reverse(e) = heap.pop().expect("peeked");
-        due.push((e.at, *e.item));
+        due.push((e.at, e.item));
     }
     shared.released.add(due.len());
     due
@@ -275,7 +281,7 @@ fn take_due<T>(guard: &mut MutexGuard<'_, Heap<T>>, now: i64, shared: &Shared<T>
 /// millisecond (never before it) and sends what is due.
 fn run_thread<T>(
     shared: &Shared<T>,
-    out: &mpsc::UnboundedSender<Vec<(i64, T)>>,
+    out: &mpsc::UnboundedSender<Vec<(i64, Box<T>)>>,
     stop: &CancellationToken,
 ) {
     let mut guard = shared.heap.lock().expect("timer lock");
@@ -310,6 +316,12 @@ mod tests {
     use super::*;
     use crate::pipeline::clock::ManualClock;
 
+    /// A released batch with its items out of their boxes, to compare.
+    fn unboxed<T>(batch: Option<Vec<(i64, Box<T>)>>) -> Vec<(i64, T)> {
+        let batch = batch.expect("timer alive");
+        batch.into_iter().map(|(at, item)| (at, *item)).collect()
+    }
+
     #[tokio::test]
     async fn fires_in_order_and_never_early() {
         let (tx, mut rx) = mpsc::unbounded_channel();
@@ -322,7 +334,7 @@ mod tests {
         timer.schedule(base + 10, "b");
         timer.schedule(base, "a");
         timer.schedule(base - 10_000, "late");
-        let late = rx.recv().await.expect("timer alive");
+        let late = unboxed(rx.recv().await);
         assert_eq!(late, [(base - 10_000, "late")]);
         // Asleep until its earliest entry; a move short of it fires nothing.
         while manual.sleepers() != [base] {
@@ -335,7 +347,7 @@ mod tests {
         // Each move to an instant releases exactly the entry due then.
         for (at, item) in [(base, "a"), (base + 10, "b"), (base + 30, "c")] {
             manual.set(at);
-            assert_eq!(rx.recv().await.expect("timer alive"), [(at, item)]);
+            assert_eq!(unboxed(rx.recv().await), [(at, item)]);
         }
         assert!(timer.is_empty());
         stop.cancel();
@@ -386,10 +398,10 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(rx.try_recv().is_err(), "released before its instant");
         manual.set(100);
-        let batch = rx.recv().await.expect("timer alive");
+        let batch = unboxed(rx.recv().await);
         assert_eq!(batch, [(100, "a"), (115, "b"), (120, "c")]);
         manual.set(121);
-        assert_eq!(rx.recv().await.expect("timer alive"), [(121, "d")]);
+        assert_eq!(unboxed(rx.recv().await), [(121, "d")]);
         stop.cancel();
     }
 
@@ -402,7 +414,7 @@ mod tests {
         timer.schedule_all([(base + 20, "c"), (base, "a"), (base + 10, "b")]);
         let mut seen = Vec::new();
         while seen.len() < 3 {
-            for (at, item) in rx.recv().await.expect("timer alive") {
+            for (at, item) in unboxed(rx.recv().await) {
                 assert!(now_ms() >= at, "{item} released before its instant {at}");
                 seen.push(item);
             }
@@ -427,7 +439,7 @@ mod tests {
         manual.set(at);
         let mut seen = Vec::new();
         while seen.len() < 2 {
-            seen.extend(rx.recv().await.unwrap().into_iter().map(|(_, i)| i));
+            seen.extend(unboxed(rx.recv().await).into_iter().map(|(_, i)| i));
         }
         assert_eq!(seen, [1, 3]);
         stop.cancel();
