@@ -70,7 +70,9 @@ struct Entry {
     /// The earliest of `live_until`: until then every address is live, and after it the list
     /// must not be offered as it is, whatever the cache time.
     all_live_until: i64,
-    client: ExecutorClient,
+    /// Shared with every dispatch that uses it: a clone of the client itself copies the
+    /// group's token and app name, on every call.
+    client: Arc<ExecutorClient>,
     at: i64,
     /// Read again before the cache time is over (its executors changed).
     expired: bool,
@@ -79,7 +81,12 @@ struct Entry {
 }
 
 impl Entry {
-    fn new(app_name: String, live: Vec<(String, i64)>, client: ExecutorClient, at: i64) -> Self {
+    fn new(
+        app_name: String,
+        live: Vec<(String, i64)>,
+        client: Arc<ExecutorClient>,
+        at: i64,
+    ) -> Self {
         let (addresses, live_until): (Vec<String>, Vec<i64>) = live.into_iter().unzip();
         Entry {
             app_name,
@@ -162,7 +169,7 @@ impl AddressCache {
     pub(crate) async fn executors(
         self: &Arc<Self>,
         group_id: i64,
-    ) -> Result<(Arc<Vec<String>>, ExecutorClient), Error> {
+    ) -> Result<(Arc<Vec<String>>, Arc<ExecutorClient>), Error> {
         // The list to fall back on when a read that must be waited for fails.
         let fallback = {
             let now = self.clock.now_ms();
@@ -271,11 +278,11 @@ impl AddressCache {
     }
 
     /// Reads a group's addresses from the database into the cache.
-    async fn load(&self, group_id: i64) -> Result<(Arc<Vec<String>>, ExecutorClient), Error> {
+    async fn load(&self, group_id: i64) -> Result<(Arc<Vec<String>>, Arc<ExecutorClient>), Error> {
         let group: Group = self.store.group_get(group_id).await?;
         let now = self.clock.now_ms();
         let live = live_executors(&*self.store, &group, now, self.dead_after_ms).await?;
-        let client = self.client.for_group(&group);
+        let client = Arc::new(self.client.for_group(&group));
         let entry = Entry::new(group.app_name, live, client.clone(), now);
         let addresses = entry.addresses.clone();
         self.groups
