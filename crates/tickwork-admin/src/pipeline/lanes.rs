@@ -75,7 +75,7 @@ impl Scheduler {
                     // Fenced and now at its instant, or a maybe-sent run found unsent: sent,
                     // checked again if the fence closed since it was armed.
                     if armed.epoch == epoch {
-                        self.to_lane(armed, epoch);
+                        self.to_lane(armed);
                     } else {
                         check.push(armed);
                     }
@@ -127,10 +127,8 @@ impl Scheduler {
         self.inner.send_behind.store(false, Ordering::Relaxed);
     }
 
-    /// Hands `armed` to its lane, sent under the fence of `epoch`.
-    fn to_lane(&self, mut armed: Box<Armed>, epoch: u64) {
-        armed.epoch = epoch;
-        armed.grace_ms = 0;
+    /// Hands `armed` to its lane, to be sent under the fence of its epoch.
+    fn to_lane(&self, armed: Box<Armed>) {
         let (lane, index) = if self.is_slow(armed.run.job_id) {
             (&self.inner.slow_lane, 1)
         } else {
@@ -169,13 +167,14 @@ impl Scheduler {
                 let mut early = Vec::new();
                 for mut armed in runs {
                     if passed.binary_search(&armed.run.id).is_ok() {
+                        // Checked under this epoch's fence: sent under it, now or at its instant.
                         armed.run.state = RunState::Sending;
+                        armed.epoch = epoch;
+                        armed.grace_ms = 0;
                         if armed.run.scheduled_at > now {
-                            armed.epoch = epoch;
-                            armed.grace_ms = 0;
                             early.push(armed);
                         } else {
-                            self.to_lane(armed, epoch);
+                            self.to_lane(armed);
                         }
                     } else {
                         debug!(run_id = armed.run.id, "run no longer this node's: not sent");
