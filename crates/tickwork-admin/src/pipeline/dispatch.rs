@@ -16,7 +16,7 @@ use crate::executor_client::{ExecutorClient, SendGate};
 /// Everything the executor needs to run one run, plus how to pick its executor.
 #[derive(Debug, Clone)]
 pub(crate) struct DispatchRequest {
-    pub run_id: i64,
+    /// The job's id at its full width (the body's is the 32 bits a Java executor takes).
     pub job_id: i64,
     pub route: RouteStrategy,
     /// A chosen address (manual trigger, broadcast shard): no routing.
@@ -63,7 +63,6 @@ impl DispatchRequest {
     pub(crate) fn new(run: &Run, job: &Job) -> DispatchRequest {
         let spec = &job.spec;
         DispatchRequest {
-            run_id: run.id,
             job_id: run.job_id,
             route: spec.route_strategy,
             address: run.executor_address.clone(),
@@ -86,6 +85,11 @@ impl DispatchRequest {
             rank: tickwork_core::routing::slot_rank(run.trigger_type, run.priority),
         }
     }
+
+    /// The run's id: the body's `log_id`, under which the executor knows the run.
+    pub(crate) fn run_id(&self) -> i64 {
+        self.body.log_id
+    }
 }
 
 /// Chooses the executor of `req` among `candidates`, then calls `/run` there, if `gate` still
@@ -107,7 +111,7 @@ pub(crate) async fn dispatch(
                 .expect("router lock")
                 .route(req.route, req.job_id, candidates, now_ms);
             match route {
-                Err(e) => return DispatchOutcome::refused(req.run_id, None, e.to_string()),
+                Err(e) => return DispatchOutcome::refused(req.run_id(), None, e.to_string()),
                 Ok(Route::One(i)) => candidates[i].clone(),
                 Ok(Route::Probe { probe, order }) => {
                     match probe_in_order(client, probe, req.job_id, candidates, &order).await {
@@ -115,7 +119,7 @@ pub(crate) async fn dispatch(
                             report = format!("{probes}; ");
                             candidates[index].clone()
                         }
-                        Err(msg) => return DispatchOutcome::refused(req.run_id, None, msg),
+                        Err(msg) => return DispatchOutcome::refused(req.run_id(), None, msg),
                     }
                 }
                 // Broadcast runs arrive here already expanded, each with its address; one
@@ -127,7 +131,7 @@ pub(crate) async fn dispatch(
     let out = client.run_ranked(&address, &req.body, gate, req.rank).await;
     let answer = out.msg.as_deref().unwrap_or("");
     DispatchOutcome {
-        run_id: req.run_id,
+        run_id: req.run_id(),
         trigger_msg: format!("{report}run at {address}: code {}, {answer}", out.code),
         address: Some(address),
         trigger_code: out.code,
